@@ -1,0 +1,137 @@
+//! The config file as written: serde structs mirroring the TOML, with
+//! `deny_unknown_fields` everywhere so a misspelt key is an error, not a
+//! silently ignored setting. Values stay as text here (durations, addresses)
+//! so that validation can report each bad value with its key.
+
+use serde::Deserialize;
+
+/// Top-level sections. Each is deserialized on its own by the validator so
+/// that problems in several sections are all reported.
+pub const TOP_LEVEL_KEYS: &[&str] = &[
+    "global", "timeouts", "limits", "health", "admin", "cluster", "weights", "listener", "site",
+    "node",
+];
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawGlobal {
+    pub proxy_id: Option<i64>,
+    pub balance: Option<String>,
+    pub default_site: Option<String>,
+    pub workers: Option<i64>,
+    pub shutdown_grace: Option<String>,
+    /// "off", "stdout" or a file path.
+    pub access_log: Option<String>,
+    pub via_name: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTimeouts {
+    pub connect: Option<String>,
+    pub client: Option<String>,
+    pub server: Option<String>,
+    pub http_request: Option<String>,
+    pub keep_alive: Option<String>,
+    pub queue: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLimits {
+    pub max_header_bytes: Option<i64>,
+    pub max_headers: Option<i64>,
+    pub max_connections: Option<i64>,
+    pub max_inflight_per_node: Option<i64>,
+    pub pool_idle_per_node: Option<i64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawHealth {
+    pub path: Option<String>,
+    pub interval: Option<String>,
+    pub timeout: Option<String>,
+    pub rise: Option<i64>,
+    pub fall: Option<i64>,
+    pub passive_failures: Option<i64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAdmin {
+    pub listen: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCluster {
+    pub psk_file: Option<String>,
+}
+
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawWeights {
+    pub cpu: Option<f64>,
+    pub run_queue: Option<f64>,
+    pub memory: Option<f64>,
+    pub network: Option<f64>,
+    pub connections: Option<f64>,
+    pub irq: Option<f64>,
+    pub app: Option<f64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawListener {
+    pub name: Option<String>,
+    pub listen: Option<String>,
+    pub tls: Option<RawTls>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTls {
+    #[serde(default)]
+    pub certificates: Vec<RawCertPair>,
+    pub h2: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCertPair {
+    pub cert: Option<String>,
+    pub key: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSite {
+    pub name: Option<String>,
+    #[serde(default)]
+    pub hosts: Vec<String>,
+    #[serde(default)]
+    pub path_prefixes: Vec<String>,
+    pub priority: Option<i64>,
+    /// Requests/s.
+    pub guarantee: Option<f64>,
+    pub min_nodes: Option<i64>,
+    pub max_nodes: Option<i64>,
+    pub weights: Option<RawWeights>,
+    pub health_path: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawNode {
+    pub name: Option<String>,
+    pub address: Option<String>,
+    /// Site served at start-up; "idle" (or absent) puts the node in the idle pool.
+    pub site: Option<String>,
+    /// "shm", "tcp" or "verbs".
+    pub transport: Option<String>,
+    /// Shm: window file path. Tcp: responder address. Verbs: control address.
+    pub sidecar: Option<String>,
+    /// Verbs only: RDMA device name (default: first device).
+    pub device: Option<String>,
+}

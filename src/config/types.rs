@@ -1,0 +1,287 @@
+//! The validated, immutable proxy configuration the runtime uses.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// A validated proxy configuration snapshot.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The file this was read from.
+    pub source: PathBuf,
+    pub global: Global,
+    pub timeouts: Timeouts,
+    pub limits: Limits,
+    pub health: HealthCheck,
+    pub admin: Option<Admin>,
+    pub cluster: Cluster,
+    pub listeners: Vec<Listener>,
+    /// Sites in config order: the position is the site index used in role
+    /// words, site locks and update counters, so it is the cluster's site table.
+    pub sites: Vec<Site>,
+    /// Nodes in config order; the position is the node index.
+    pub nodes: Vec<Node>,
+}
+
+impl Config {
+    /// Site names in config order (the shared site table).
+    pub fn site_names(&self) -> Vec<&str> {
+        self.sites.iter().map(|s| s.name.as_str()).collect()
+    }
+
+    pub fn site_by_name(&self, name: &str) -> Option<&Site> {
+        self.sites.iter().find(|s| s.name == name)
+    }
+
+    /// Nodes that serve `site` at start-up.
+    pub fn nodes_of(&self, site: usize) -> impl Iterator<Item = &Node> {
+        self.nodes.iter().filter(move |n| n.site == Some(site))
+    }
+}
+
+/// `[global]`
+#[derive(Debug, Clone)]
+pub struct Global {
+    /// This proxy's id in the cluster (non-zero, 16 bits): owner field of
+    /// site locks and claim records.
+    pub proxy_id: u16,
+    pub balance: Balance,
+    /// Index of the site that serves requests whose Host matches no site;
+    /// `None` answers 404.
+    pub default_site: Option<usize>,
+    /// Worker threads of the async runtime (default: number of CPUs).
+    pub workers: usize,
+    /// How long SIGTERM/SIGINT waits for in-flight requests before closing.
+    pub shutdown_grace: Duration,
+    /// Access log destination.
+    pub access_log: AccessLog,
+    /// Value of the `Via` header the proxy adds (`1.1 <via_name>`).
+    pub via_name: String,
+}
+
+/// Balancing algorithm for picking a node within a site.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Balance {
+    RoundRobin,
+    LeastConn,
+    /// Power of two random choices on in-flight counts.
+    Random,
+}
+
+impl Balance {
+    pub const ACCEPTED: &'static str = "\"roundrobin\", \"leastconn\" or \"random\"";
+
+    pub fn parse(s: &str) -> Option<Balance> {
+        match s {
+            "roundrobin" => Some(Balance::RoundRobin),
+            "leastconn" => Some(Balance::LeastConn),
+            "random" => Some(Balance::Random),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Balance::RoundRobin => "roundrobin",
+            Balance::LeastConn => "leastconn",
+            Balance::Random => "random",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AccessLog {
+    Off,
+    Stdout,
+    File(PathBuf),
+}
+
+/// `[timeouts]` (HAProxy names in brackets).
+#[derive(Debug, Clone)]
+pub struct Timeouts {
+    /// TCP connect to a node (`timeout connect`).
+    pub connect: Duration,
+    /// Client inactivity while sending the body or reading the response
+    /// (`timeout client`).
+    pub client: Duration,
+    /// Wait for the node's response headers and between body chunks
+    /// (`timeout server`).
+    pub server: Duration,
+    /// Time to receive complete request headers; slowloris guard
+    /// (`timeout http-request`); answered with 408.
+    pub http_request: Duration,
+    /// Idle time allowed between requests on a kept-alive client connection
+    /// (`timeout http-keep-alive`).
+    pub keep_alive: Duration,
+    /// Time a request may wait for a free upstream slot (`timeout queue`).
+    pub queue: Duration,
+}
+
+/// `[limits]`
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Largest request head (request line + headers) accepted; larger → 431.
+    pub max_header_bytes: usize,
+    /// Most header fields in one request; more → 431.
+    pub max_headers: usize,
+    /// Most concurrent client connections per listener.
+    pub max_connections: usize,
+    /// Most requests in flight to one node (0 = unlimited); requests beyond
+    /// wait up to `timeouts.queue`.
+    pub max_inflight_per_node: usize,
+    /// Idle pooled connections kept per node.
+    pub pool_idle_per_node: usize,
+}
+
+/// `[health]`: active checks and passive ejection.
+#[derive(Debug, Clone)]
+pub struct HealthCheck {
+    /// Default HTTP path probed (sites may override with `health_path`).
+    pub path: String,
+    pub interval: Duration,
+    pub timeout: Duration,
+    /// Consecutive successful checks to bring a node up.
+    pub rise: u32,
+    /// Consecutive failed checks to take a node down.
+    pub fall: u32,
+    /// Consecutive failed requests (connect failure or 5xx) that eject a node
+    /// passively (0 disables passive ejection).
+    pub passive_failures: u32,
+}
+
+/// `[admin]`: metrics and status listener.
+#[derive(Debug, Clone)]
+pub struct Admin {
+    pub listen: SocketAddr,
+}
+
+/// `[[listener]]`
+#[derive(Debug, Clone)]
+pub struct Listener {
+    pub name: String,
+    pub listen: SocketAddr,
+    pub tls: Option<Tls>,
+}
+
+/// TLS on a listener: one or more certificates, chosen by SNI.
+#[derive(Debug, Clone)]
+pub struct Tls {
+    /// The first pair is the default for clients that send no (or an
+    /// unknown) server name.
+    pub certificates: Vec<CertPair>,
+    /// Offer HTTP/2 by ALPN (default true).
+    pub h2: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct CertPair {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+/// A host-name pattern of a site: exact, or `*.example.com` which matches
+/// any name ending in `.example.com` (not `example.com` itself).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum HostPattern {
+    Exact(String),
+    /// Holds the suffix including the leading dot: `.example.com`.
+    Wildcard(String),
+}
+
+impl HostPattern {
+    /// `host` must already be lower-case and without a port.
+    pub fn matches(&self, host: &str) -> bool {
+        match self {
+            HostPattern::Exact(h) => h == host,
+            HostPattern::Wildcard(suffix) => host.len() > suffix.len() && host.ends_with(suffix),
+        }
+    }
+}
+
+/// Per-site load-index weights (DESIGN.md "Routing").
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LoadWeights {
+    pub cpu: f64,
+    pub run_queue: f64,
+    pub memory: f64,
+    pub network: f64,
+    pub connections: f64,
+    pub irq: f64,
+    pub app: f64,
+}
+
+impl Default for LoadWeights {
+    fn default() -> Self {
+        LoadWeights {
+            cpu: 0.35,
+            run_queue: 0.15,
+            memory: 0.05,
+            network: 0.1,
+            connections: 0.1,
+            irq: 0.05,
+            app: 0.2,
+        }
+    }
+}
+
+/// `[[site]]`
+#[derive(Debug, Clone)]
+pub struct Site {
+    pub index: usize,
+    pub name: String,
+    pub hosts: Vec<HostPattern>,
+    /// Path prefixes this site serves on its hosts (empty = all paths).
+    pub path_prefixes: Vec<String>,
+    /// Higher is more important.
+    pub priority: u32,
+    /// Guaranteed throughput in requests/s (0 = best effort).
+    pub guarantee: f64,
+    pub min_nodes: usize,
+    pub max_nodes: usize,
+    pub weights: LoadWeights,
+    pub health_path: String,
+}
+
+/// Where a node's window is read from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WindowEndpoint {
+    /// File under /dev/shm mapped by the proxy (same host).
+    Shm { path: PathBuf },
+    /// The sidecar's tcp responder (two-sided).
+    Tcp { addr: SocketAddr },
+    /// The sidecar's verbs control port; reads go over RDMA.
+    Verbs {
+        control: SocketAddr,
+        device: Option<String>,
+    },
+}
+
+impl WindowEndpoint {
+    pub fn transport_name(&self) -> &'static str {
+        match self {
+            WindowEndpoint::Shm { .. } => "shm",
+            WindowEndpoint::Tcp { .. } => "tcp",
+            WindowEndpoint::Verbs { .. } => "verbs",
+        }
+    }
+}
+
+/// `[[node]]`
+#[derive(Debug, Clone)]
+pub struct Node {
+    pub index: usize,
+    pub name: String,
+    /// The backend application's HTTP address.
+    pub address: SocketAddr,
+    /// Site served at start-up; `None` = idle pool.
+    pub site: Option<usize>,
+    /// The node sidecar's window, if it runs one.
+    pub window: Option<WindowEndpoint>,
+}
+
+/// Cluster-wide settings shared by proxies and sidecars.
+#[derive(Debug, Clone)]
+pub struct Cluster {
+    /// Pre-shared key file for the tcp and verbs control transports.
+    pub psk_file: Option<PathBuf>,
+}

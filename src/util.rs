@@ -1,0 +1,3 @@
+//! Small shared helpers: duration parsing for configs, clocks.
+
+pub mod duration;
