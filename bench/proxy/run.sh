@@ -1,0 +1,336 @@
+#!/usr/bin/env bash
+# Proxy cost benchmark: rdmalb against HAProxy and nginx, same backend, same
+# load, one run.
+#
+#   bash bench/proxy/run.sh            # 5 rounds x 10 s per target (~4.5 min)
+#   ROUNDS=1 DURATION=3 bash bench/proxy/run.sh   # quick look
+#
+# One backend (nginx, one worker, a 1 KiB body from memory) sits behind three
+# reverse proxies, each configured equivalently (bench/proxy/*.in): one
+# worker/thread each, keep-alive to the client and a pool of keep-alive
+# connections to the backend, X-Forwarded-For added, no logging. wrk drives
+# each target in turn for DURATION seconds with CONNS connections; rounds are
+# interleaved and the order rotates every round, so slow drift on a shared
+# machine hits every target alike. A "direct" target (wrk straight to the
+# backend) is measured too, as the floor.
+#
+# Per run it records req/s, p50/p99 latency (wrk --latency) and the CPU time
+# each proxy used per request: the utime+stime delta in /proc/<pid>/stat over
+# the run, summed over every process of the proxy (nginx's master and worker;
+# all threads are included in a process's figures), divided by the requests
+# wrk completed. It reports medians over rounds and the ratios rdmalb/HAProxy
+# and rdmalb/nginx, writes bench/results/proxy-<date>.{md,csv}, and replaces
+# the results block of the "Proxy cost" section in docs/benchmarks.md.
+#
+# CPU placement (PIN=1, the default on 2+ CPUs): the proxy under test runs on
+# CPU 0; wrk (one thread) and the backend share CPU 1. One worker per proxy is
+# the fair choice on a 2-CPU machine: it gives every proxy the same single
+# core, and CPU per request, the main figure, does not depend on it.
+#
+# Environment:
+#   ROUNDS=5 DURATION=10 (seconds per run) CONNS=50 WRK_THREADS=1 WARMUP=3
+#   TARGETS="direct haproxy nginx rdmalb"   PIN=1|0
+#   RDMALB_BIN=path (else: cargo build --release)   UPDATE_DOCS=1|0
+#   RESULTS_DIR=bench/results
+set -euo pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+# shellcheck source=../../scripts/lib/common.sh
+. "$ROOT/scripts/lib/common.sh"
+export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
+umask 022
+
+ROUNDS=${ROUNDS:-5}
+DURATION=${DURATION:-10}
+CONNS=${CONNS:-50}
+WRK_THREADS=${WRK_THREADS:-1}
+WARMUP=${WARMUP:-3}
+TARGETS=${TARGETS:-"direct haproxy nginx rdmalb"}
+UPDATE_DOCS=${UPDATE_DOCS:-1}
+RESULTS_DIR=${RESULTS_DIR:-$ROOT/bench/results}
+BIN=${RDMALB_BIN:-}
+NCPU=$(nproc)
+PIN=${PIN:-$([ "$NCPU" -ge 2 ] && echo 1 || echo 0)}
+for v in ROUNDS DURATION CONNS WRK_THREADS WARMUP; do
+    [[ ${!v} =~ ^[0-9]+$ ]] || die "$v=${!v} is not a whole number"
+done
+if [ "$ROUNDS" -lt 1 ] || [ "$DURATION" -lt 1 ]; then die "ROUNDS and DURATION must be at least 1"; fi
+for t in $TARGETS; do
+    case $t in direct | haproxy | nginx | rdmalb) ;; *) die "unknown target $t (accepted: direct haproxy nginx rdmalb)" ;; esac
+done
+for tool in nginx haproxy wrk curl taskset; do
+    command -v "$tool" >/dev/null || die "$tool not found (run scripts/setup.sh)"
+done
+
+WORK=$(mktemp -d /tmp/rdmalb-bench-proxy.XXXXXX)
+chmod 755 "$WORK"
+finish() {
+    local rc=$?
+    trap - EXIT INT TERM
+    stop_all 5
+    if [ "$rc" = 0 ]; then rm -rf "$WORK"; else echo "work dir kept for inspection: $WORK" >&2; fi
+    exit "$rc"
+}
+trap finish EXIT
+trap 'warn "failed at line $LINENO: $BASH_COMMAND"' ERR
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+if [ -z "$BIN" ] && [[ " $TARGETS " == *" rdmalb "* ]]; then
+    ensure_cargo
+    log "building rdmalb (cargo build --release)"
+    (cd "$ROOT" && cargo build --release --quiet) || die "cargo build --release failed"
+    BIN="${CARGO_TARGET_DIR:-$ROOT/target}/release/rdmalb"
+    case $BIN in /*) ;; *) BIN="$ROOT/$BIN" ;; esac
+fi
+
+# CPU sets: proxy on one core, load generator and backend on the other.
+# (Command prefixes, not functions: setsid and timeout exec them.)
+if [ "$PIN" = 1 ]; then
+    PROXY_CPUS=0 LOAD_CPUS=1
+    ON_PROXY_CPU=(taskset -c "$PROXY_CPUS")
+    ON_LOAD_CPU=(taskset -c "$LOAD_CPUS")
+else
+    PROXY_CPUS=all LOAD_CPUS=all
+    ON_PROXY_CPU=()
+    ON_LOAD_CPU=()
+fi
+
+# ----------------------------------------------------------------- configs
+render() { # template out: fill @...@ placeholders
+    local tdir
+    tdir=$WORK/tmp-$(basename "$2" | tr . -)
+    sed -e "s|@DIR@|$WORK|g" -e "s|@BACKEND_PORT@|$BACKEND_PORT|g" \
+        -e "s|@LISTEN_PORT@|${3:-0}|g" -e "s|@BODY@|$BODY|g" \
+        -e "/@TEMPDIRS@/{r /dev/stdin" -e "d}" "$1" >"$2" < <(nginx_tempdirs "$tdir")
+}
+# 1 KiB body: 64 x 16 characters.
+BODY=$(printf '%.0s0123456789abcdef' $(seq 64))
+free_port BACKEND_PORT 28000
+declare -A PORT PGID
+free_port 'PORT[haproxy]' 28001
+free_port 'PORT[nginx]' 28002
+free_port 'PORT[rdmalb]' 28003
+PORT[direct]=$BACKEND_PORT
+
+render "$HERE/backend.nginx.conf.in" "$WORK/backend.conf"
+render "$HERE/haproxy.cfg.in" "$WORK/haproxy.cfg" "${PORT[haproxy]}"
+render "$HERE/nginx-proxy.conf.in" "$WORK/nginx-proxy.conf" "${PORT[nginx]}"
+render "$HERE/rdmalb.toml.in" "$WORK/rdmalb.toml" "${PORT[rdmalb]}"
+
+# ----------------------------------------------------------------- start
+log "starting the backend and the proxies (work dir $WORK)"
+nginx -t -q -p "$WORK" -e "$WORK/backend-error.log" -c "$WORK/backend.conf"
+spawn backend "$WORK/backend.out" "${ON_LOAD_CPU[@]}" \
+    nginx -p "$WORK" -e "$WORK/backend-error.log" -c "$WORK/backend.conf" -g 'daemon off;'
+BACKEND_PGID=$SPAWN_PID
+PGID[direct]=''
+for t in $TARGETS; do
+    case $t in
+        haproxy)
+            haproxy -c -q -f "$WORK/haproxy.cfg" || die "haproxy rejected $WORK/haproxy.cfg"
+            spawn haproxy "$WORK/haproxy.out" "${ON_PROXY_CPU[@]}" haproxy -db -f "$WORK/haproxy.cfg"
+            ;;
+        nginx)
+            nginx -t -q -p "$WORK" -e "$WORK/nginx-proxy-error.log" -c "$WORK/nginx-proxy.conf"
+            spawn nginx-proxy "$WORK/nginx-proxy.out" "${ON_PROXY_CPU[@]}" \
+                nginx -p "$WORK" -e "$WORK/nginx-proxy-error.log" -c "$WORK/nginx-proxy.conf" -g 'daemon off;'
+            ;;
+        rdmalb)
+            [ -x "$BIN" ] || die "rdmalb binary not found: $BIN"
+            "$BIN" check -c "$WORK/rdmalb.toml" >"$WORK/rdmalb-check.out" 2>&1 ||
+                { cat "$WORK/rdmalb-check.out" >&2; die "rdmalb check rejected $WORK/rdmalb.toml"; }
+            spawn rdmalb "$WORK/rdmalb.out" "${ON_PROXY_CPU[@]}" "$BIN" proxy -c "$WORK/rdmalb.toml"
+            ;;
+        direct) continue ;;
+    esac
+    PGID[$t]=$SPAWN_PID
+done
+
+# Every target must answer 200 with exactly the backend's body before we
+# measure anything: a misconfigured proxy must not produce a number.
+for t in $TARGETS; do
+    url="http://127.0.0.1:${PORT[$t]}/"
+    wait_http "$url" 15 -H "Host: bench.localhost" ||
+        { check_spawned || true; die "$t does not answer 200 on $url (logs in $WORK)"; }
+    got=$(curl -fsS --max-time 5 -H "Host: bench.localhost" "$url")
+    [ "$got" = "$BODY" ] || die "$t answered a different body (${#got} bytes) on $url"
+done
+
+# ----------------------------------------------------------------- measuring
+# CPU ticks (utime+stime) of every process in a process group. The comm field
+# may contain spaces, so fields are counted after the last ')'.
+cpu_ticks() {
+    local pgid=$1 total=0 pid t
+    for pid in $(pgrep -g "$pgid"); do
+        t=$(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | awk '{print $12 + $13}') || continue
+        total=$((total + ${t:-0}))
+    done
+    echo "$total"
+}
+HZ=$(getconf CLK_TCK)
+
+CSV=$WORK/runs.csv
+echo "round,position,target,requests,seconds,req_per_s,p50_ms,p99_ms,socket_errors,non_2xx,proxy_cpu_us_per_req,proxy_cpu_util,backend_cpu_us_per_req" >"$CSV"
+
+# run_wrk TARGET SECONDS OUTFILE
+run_wrk() {
+    timeout $(($2 + 30)) "${ON_LOAD_CPU[@]}" wrk -t"$WRK_THREADS" -c"$CONNS" -d"${2}s" --timeout 5s --latency \
+        -H "Host: bench.localhost" "http://127.0.0.1:${PORT[$1]}/" >"$3" 2>&1 ||
+        { cat "$3" >&2; die "wrk failed against $1"; }
+}
+
+# measure ROUND POSITION TARGET
+measure() {
+    local round=$1 pos=$2 t=$3 out p0 p1 b0 b1 t0 t1
+    out=$WORK/wrk-$t-$round.txt
+    p0=0 p1=0
+    [ -n "${PGID[$t]}" ] && p0=$(cpu_ticks "${PGID[$t]}")
+    b0=$(cpu_ticks "$BACKEND_PGID")
+    t0=$(date +%s.%N)
+    run_wrk "$t" "$DURATION" "$out"
+    t1=$(date +%s.%N)
+    [ -n "${PGID[$t]}" ] && p1=$(cpu_ticks "${PGID[$t]}")
+    b1=$(cpu_ticks "$BACKEND_PGID")
+    check_spawned || die "a process died during the $t run"
+    awk -v round="$round" -v pos="$pos" -v t="$t" -v hz="$HZ" -v dp=$((p1 - p0)) -v db=$((b1 - b0)) \
+        -v wall="$(awk -v a="$t0" -v b="$t1" 'BEGIN{print b-a}')" -v proxied="${PGID[$t]:+1}" '
+        function ms(v,   n, u) { n = v + 0; u = v; sub(/^[0-9.]+/, "", u)
+            if (u == "us") n /= 1000; else if (u == "s") n *= 1000; else if (u == "m") n *= 60000
+            return n }
+        /requests in/ { req = $1; secs = $4; sub(/s,?$/, "", secs) }
+        /Requests\/sec:/ { rps = $2 }
+        /^ +50%/ { p50 = ms($2) }
+        /^ +99%/ { p99 = ms($2) }
+        /Socket errors:/ { gsub(/,/, ""); serr = $4 + $6 + $8 + $10 }
+        /Non-2xx or 3xx responses:/ { non2xx = $5 }
+        END {
+            if (req == 0) { print "no requests completed" > "/dev/stderr"; exit 1 }
+            pcpu = proxied ? sprintf("%.2f", dp * 1e6 / hz / req) : ""
+            putil = proxied ? sprintf("%.3f", dp / hz / wall) : ""
+            printf "%s,%s,%s,%d,%s,%.1f,%.3f,%.3f,%d,%d,%s,%s,%.2f\n", round, pos, t, req, secs, rps,
+                p50, p99, serr, non2xx, pcpu, putil, db * 1e6 / hz / req
+        }' "$out" >>"$CSV" || { cat "$out" >&2; die "could not parse wrk output for $t"; }
+    tail -n1 "$CSV" | awk -F, '{ printf "    %-8s %9.0f req/s  p50 %7.3f ms  p99 %7.3f ms  proxy %6s us/req  errors %d\n",
+        $3, $6, $7, $8, ($11 == "" ? "-" : $11), $9 + $10 }'
+}
+
+read -r -a ORDER <<<"$TARGETS"
+N=${#ORDER[@]}
+LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
+START_DATE=$(date -u +%Y-%m-%dT%H:%MZ)
+total=$(((ROUNDS * DURATION + WARMUP) * N))
+log "warm-up ${WARMUP}s per target, then $ROUNDS rounds x $N targets x ${DURATION}s (about $((total / 60 + 1)) min)"
+if [ "$WARMUP" -gt 0 ]; then
+    for t in "${ORDER[@]}"; do run_wrk "$t" "$WARMUP" "$WORK/warmup-$t.txt"; done
+fi
+for ((r = 1; r <= ROUNDS; r++)); do
+    log "round $r/$ROUNDS"
+    for ((i = 0; i < N; i++)); do
+        measure "$r" "$((i + 1))" "${ORDER[$(((i + r - 1) % N))]}"
+    done
+done
+LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
+
+# ----------------------------------------------------------------- report
+median() { # column target
+    awk -F, -v c="$1" -v t="$2" 'NR > 1 && $3 == t && $c != "" { print $c }' "$CSV" | sort -g |
+        awk '{ v[NR] = $1 } END { if (NR == 0) print ""; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b == 0) print "n/a"; else printf "%.2f", a / b }'; }
+declare -A RPS P50 P99 CPU BCPU ERR LABEL
+for t in "${ORDER[@]}"; do
+    RPS[$t]=$(median 6 "$t")
+    P50[$t]=$(median 7 "$t")
+    P99[$t]=$(median 8 "$t")
+    CPU[$t]=$(median 11 "$t")
+    BCPU[$t]=$(median 13 "$t")
+    ERR[$t]=$(awk -F, -v t="$t" 'NR > 1 && $3 == t { s += $9 + $10 } END { print s + 0 }' "$CSV")
+done
+LABEL[direct]="direct (no proxy)"
+LABEL[haproxy]="HAProxy $(haproxy -v 2>/dev/null | awk 'NR==1{print $3}')"
+LABEL[nginx]="nginx $(nginx -v 2>&1 | sed 's|.*nginx/||')"
+LABEL[rdmalb]="rdmalb $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$ROOT" diff --quiet HEAD -- src 2>/dev/null || echo '+changes')"
+
+STAMP=$(date -u +%Y%m%d-%H%M)
+CPU_MODEL=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
+COMMAND="ROUNDS=$ROUNDS DURATION=$DURATION CONNS=$CONNS WRK_THREADS=$WRK_THREADS PIN=$PIN bash bench/proxy/run.sh"
+BLOCK=$WORK/block.md
+{
+    echo "Measured $START_DATE on $NCPU CPUs ($CPU_MODEL), Linux $(uname -r), load average $LOAD_START at start and $LOAD_END at end (the machine is shared)."
+    echo
+    echo "Command: \`$COMMAND\`"
+    echo "(wrk -t$WRK_THREADS -c$CONNS -d${DURATION}s --latency, 1 KiB body, $ROUNDS interleaved rounds, medians shown;"
+    if [ "$PIN" = 1 ]; then
+        echo "proxy pinned to CPU $PROXY_CPUS, wrk and the backend to CPU $LOAD_CPUS; one worker/thread per proxy)."
+    else
+        echo "no CPU pinning; one worker/thread per proxy)."
+    fi
+    echo
+    echo "| target | req/s | p50 ms | p99 ms | proxy CPU µs/req | backend CPU µs/req | errors |"
+    echo "|---|---:|---:|---:|---:|---:|---:|"
+    for t in "${ORDER[@]}"; do
+        printf '| %s | %.0f | %.3f | %.3f | %s | %.1f | %s |\n' "${LABEL[$t]}" "${RPS[$t]}" "${P50[$t]}" "${P99[$t]}" \
+            "$([ -n "${CPU[$t]}" ] && printf '%.1f' "${CPU[$t]}" || echo '–')" "${BCPU[$t]}" "${ERR[$t]}"
+    done
+    if [ -n "${RPS[rdmalb]:-}" ]; then
+        echo
+        for other in haproxy nginx; do
+            [ -n "${RPS[$other]:-}" ] || continue
+            echo "- rdmalb / ${LABEL[$other]}: throughput **$(ratio "${RPS[rdmalb]}" "${RPS[$other]}")x**, CPU per request **$(ratio "${CPU[rdmalb]}" "${CPU[$other]}")x**, p99 latency $(ratio "${P99[rdmalb]}" "${P99[$other]}")x"
+        done
+    fi
+} >"$BLOCK"
+
+mkdir -p "$RESULTS_DIR"
+cp "$CSV" "$RESULTS_DIR/proxy-$STAMP.csv"
+{
+    echo "# Proxy cost benchmark, $START_DATE"
+    echo
+    cat "$BLOCK"
+    echo
+    echo "## Every run"
+    echo
+    echo "| round | order | target | requests | req/s | p50 ms | p99 ms | errors | proxy CPU µs/req | proxy CPU util | backend CPU µs/req |"
+    echo "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+    awk -F, 'NR > 1 { printf "| %s | %s | %s | %s | %.0f | %s | %s | %d | %s | %s | %s |\n", $1, $2, $3, $4, $6, $7, $8, $9 + $10, ($11 == "" ? "–" : $11), ($12 == "" ? "–" : $12), $13 }' "$CSV"
+    echo
+    echo "## Configurations"
+    for f in backend.conf haproxy.cfg nginx-proxy.conf rdmalb.toml; do
+        [ -f "$WORK/$f" ] || continue
+        echo
+        echo "\`$f\` (rendered from bench/proxy/; the body is 1024 bytes):"
+        echo
+        echo '```'
+        sed "s|$BODY|<1 KiB body>|; s|$WORK|<workdir>|g" "$WORK/$f"
+        echo '```'
+    done
+} >"$RESULTS_DIR/proxy-$STAMP.md"
+echo
+cat "$BLOCK"
+echo
+log "results: $RESULTS_DIR/proxy-$STAMP.md (+ .csv)"
+
+# ----------------------------------------------------------------- docs
+# Replace only the generated block of the "Proxy cost" section; everything
+# else in docs/benchmarks.md (other benchmarks' sections, the profile notes)
+# is left as it is.
+if [ "$UPDATE_DOCS" = 1 ]; then
+    DOC=$ROOT/docs/benchmarks.md
+    BEGIN='<!-- proxy-cost:begin (generated by bench/proxy/run.sh; edits inside are overwritten) -->'
+    END='<!-- proxy-cost:end -->'
+    if [ ! -f "$DOC" ] || ! grep -qF '<!-- proxy-cost:begin' "$DOC"; then
+        { printf '\n## Proxy cost\n\n%s\n%s\n' "$BEGIN" "$END"; } >>"$DOC"
+    fi
+    {
+        echo "Latest run: \`bench/results/proxy-$STAMP.md\`."
+        echo
+        cat "$BLOCK"
+    } >"$WORK/block-doc.md"
+    awk -v blockfile="$WORK/block-doc.md" -v begin="$BEGIN" '
+        /<!-- proxy-cost:begin/ { print begin; while ((getline line < blockfile) > 0) print line; skip = 1; next }
+        /<!-- proxy-cost:end -->/ { skip = 0 }
+        !skip { print }' "$DOC" >"$WORK/doc.new"
+    cat "$WORK/doc.new" >"$DOC"
+    log "updated the Proxy cost section of docs/benchmarks.md"
+fi

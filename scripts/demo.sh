@@ -1,0 +1,460 @@
+#!/usr/bin/env bash
+# rdmalb demo: a small web farm on loopback, fronted by rdmalb.
+#
+#   bash scripts/demo.sh            # set up, build, run until Ctrl-C
+#   bash scripts/demo.sh --smoke    # start, check every site, tear down (CI)
+#
+# What it starts (all on 127.0.0.1, all torn down on exit):
+#   - 8 backend nodes n1..n8, each a real nginx instance on its own port that
+#     serves a page naming its site and node, /health and /nginx_status;
+#   - one `rdmalb sidecar` per node, publishing the node's load (system +
+#     nginx stub_status collectors) into a shared-memory window
+#     /dev/shm/rdmalb-demo-<node>;
+#   - one `rdmalb proxy` with three sites in the 3:3:2 layout of seed 001:
+#     shop.localhost (n1-n3), blog.localhost (n4-n6), news.localhost (n7-n8),
+#     shop also being the default site, plus an admin listener (/status, /metrics).
+# Browsers and curl resolve *.localhost to the loopback address, so
+# http://shop.localhost:8080/ works with no /etc/hosts change.
+#
+# Options (each also as an environment variable):
+#   --smoke               DEMO_SMOKE=1       start, check, stop; exit status = result
+#   --port N              DEMO_PORT=8080     proxy listener port
+#   --admin-port N        DEMO_ADMIN_PORT=9100
+#   --backend-port N      DEMO_BACKEND_PORT=8181   first backend port (n1; n2 = +1 ...)
+#   --sidecar-port N      DEMO_SIDECAR_PORT=9201   first sidecar admin port
+#   --dir DIR             RDMALB_DEMO_DIR=/tmp/rdmalb-demo   configs and logs
+#   --no-setup            DEMO_SETUP=0       skip scripts/setup.sh
+#   --bin PATH            RDMALB_BIN=PATH    use this rdmalb binary, do not build
+# In smoke mode the defaults change so that a smoke run never collides with a
+# running demo: ports are the first free ones above 18080/19100/18181/19201,
+# the work dir is a fresh temp dir and the windows are named
+# /dev/shm/rdmalb-demo-smoke<pid>-<node>.
+set -euo pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/.." && pwd)
+# shellcheck source=scripts/lib/common.sh
+. "$HERE/lib/common.sh"
+export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
+umask 022
+
+SMOKE=${DEMO_SMOKE:-0}
+PORT=${DEMO_PORT:-}
+ADMIN_PORT=${DEMO_ADMIN_PORT:-}
+BACKEND_PORT=${DEMO_BACKEND_PORT:-}
+SIDECAR_PORT=${DEMO_SIDECAR_PORT:-}
+DIR=${RDMALB_DEMO_DIR:-}
+SETUP=${DEMO_SETUP:-1}
+BIN=${RDMALB_BIN:-}
+
+usage() { sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; }
+while [ $# -gt 0 ]; do
+    case $1 in
+        --smoke) SMOKE=1 ;;
+        --port) PORT=${2:?--port needs a value}; shift ;;
+        --admin-port) ADMIN_PORT=${2:?--admin-port needs a value}; shift ;;
+        --backend-port) BACKEND_PORT=${2:?--backend-port needs a value}; shift ;;
+        --sidecar-port) SIDECAR_PORT=${2:?--sidecar-port needs a value}; shift ;;
+        --dir) DIR=${2:?--dir needs a value}; shift ;;
+        --no-setup) SETUP=0 ;;
+        --bin) BIN=${2:?--bin needs a value}; shift ;;
+        -h | --help) usage; exit 0 ;;
+        *) die "unknown argument: $1 (see --help)" ;;
+    esac
+    shift
+done
+for v in PORT ADMIN_PORT BACKEND_PORT SIDECAR_PORT; do
+    val=${!v}
+    [ -z "$val" ] || [[ $val =~ ^[0-9]+$ && $val -ge 1 && $val -le 65535 ]] ||
+        die "$v=$val is not a TCP port (1-65535)"
+done
+
+# --------------------------------------------------------------- the farm
+SITES=(shop blog news)
+# node → site, 3:3:2 as in seed 001's first experiment.
+NODES=(n1 n2 n3 n4 n5 n6 n7 n8)
+NODE_SITE=(shop shop shop blog blog blog news news)
+declare -A SITE_TITLE=([shop]="Shop" [blog]="Blog" [news]="News")
+declare -A SITE_PRIORITY=([shop]=3 [blog]=2 [news]=1)
+declare -A SITE_GUARANTEE=([shop]=500 [blog]=200 [news]=0)
+
+# --------------------------------------------------------------- teardown
+SHM_FILES=()
+cleanup() {
+    local rc=$?
+    trap - EXIT INT TERM
+    if [ ${#SPAWNED_PIDS[@]} -gt 0 ]; then
+        log "stopping ${#SPAWNED_PIDS[@]} processes"
+        stop_all 5
+    fi
+    local f
+    for f in "${SHM_FILES[@]}"; do rm -f "$f"; done
+    [ -n "${DIR:-}" ] && rm -f "$DIR/demo.pid"
+    if [ "$SMOKE" = 1 ] && [ -n "${SMOKE_TMP:-}" ] && [ "$rc" = 0 ]; then
+        rm -rf "$SMOKE_TMP"
+    elif [ -n "${DIR:-}" ] && [ -d "$DIR" ]; then
+        echo "logs kept in $DIR/logs"
+    fi
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'warn "failed at line $LINENO: $BASH_COMMAND"' ERR
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# --------------------------------------------------------------- set-up, build
+if [ "$SETUP" = 1 ]; then
+    bash "$HERE/setup.sh"
+fi
+command -v nginx >/dev/null || die "nginx not found (run scripts/setup.sh)"
+if [ -z "$BIN" ]; then
+    ensure_cargo
+    log "building rdmalb (cargo build --release)"
+    (cd "$ROOT" && cargo build --release --quiet) || die "cargo build --release failed"
+    BIN="${CARGO_TARGET_DIR:-$ROOT/target}/release/rdmalb"
+    case $BIN in /*) ;; *) BIN="$ROOT/$BIN" ;; esac
+fi
+[ -x "$BIN" ] || die "rdmalb binary not found or not executable: $BIN"
+
+# --------------------------------------------------------------- ports, dirs
+if [ "$SMOKE" = 1 ]; then
+    SMOKE_TMP=$(mktemp -d /tmp/rdmalb-demo-smoke.XXXXXX)
+    chmod 755 "$SMOKE_TMP"
+    DIR=${DIR:-$SMOKE_TMP}
+    SHM_PREFIX=/dev/shm/rdmalb-demo-smoke$$-
+    if [ -n "$PORT" ]; then require_free_port "$PORT" proxy; else free_port PORT 18080; fi
+    if [ -n "$ADMIN_PORT" ]; then require_free_port "$ADMIN_PORT" admin; else free_port ADMIN_PORT 19100; fi
+    first_backend=${BACKEND_PORT:-18181}
+    first_sidecar=${SIDECAR_PORT:-19201}
+else
+    DIR=${DIR:-/tmp/rdmalb-demo}
+    SHM_PREFIX=/dev/shm/rdmalb-demo-
+    PORT=${PORT:-8080}
+    ADMIN_PORT=${ADMIN_PORT:-9100}
+    require_free_port "$PORT" "proxy; use --port"
+    require_free_port "$ADMIN_PORT" "admin; use --admin-port"
+    first_backend=${BACKEND_PORT:-8181}
+    first_sidecar=${SIDECAR_PORT:-9201}
+fi
+case $DIR in /*) ;; *) DIR="$PWD/$DIR" ;; esac
+
+# One demo per work dir: refuse to clobber a running one, and never wipe a
+# folder this script did not create.
+if [ -f "$DIR/demo.pid" ] && kill -0 "$(cat "$DIR/demo.pid")" 2>/dev/null; then
+    other=$(cat "$DIR/demo.pid")
+    DIR='' # keep cleanup away from the running demo's files
+    die "a demo is already running from this work dir (pid $other); stop it or use --dir"
+fi
+if [ -d "$DIR" ] && [ -n "$(ls -A "$DIR")" ] && [ ! -f "$DIR/.rdmalb-demo" ]; then
+    bad=$DIR
+    DIR=''
+    die "$bad exists and was not made by this script; choose another --dir"
+fi
+rm -rf "${DIR:?}"/{nodes,sidecars,proxy,logs}
+mkdir -p "$DIR"/{nodes,sidecars,proxy,logs}
+chmod 755 "$DIR"
+touch "$DIR/.rdmalb-demo"
+echo $$ >"$DIR/demo.pid"
+
+BACKEND_PORTS=()
+SIDECAR_PORTS=()
+next_b=$first_backend
+next_s=$first_sidecar
+for i in "${!NODES[@]}"; do
+    if [ "$SMOKE" = 1 ]; then
+        free_port p "$next_b"
+        free_port s "$next_s"
+    else
+        p=$next_b
+        s=$next_s
+        require_free_port "$p" "backend ${NODES[$i]}; use --backend-port"
+        require_free_port "$s" "sidecar ${NODES[$i]} admin; use --sidecar-port"
+    fi
+    BACKEND_PORTS+=("$p")
+    SIDECAR_PORTS+=("$s")
+    next_b=$((p + 1))
+    next_s=$((s + 1))
+done
+
+# --------------------------------------------------------------- configs
+# Backend node: nginx.conf holds what every node has; site.conf holds what
+# makes it serve one site (the part a sidecar would rewrite on a role change).
+write_site_conf() { # node site port → stdout
+    local node=$1 site=$2 port=$3 title=${SITE_TITLE[$2]}
+    cat <<EOF
+# Generated by scripts/demo.sh: node $node serves site $site.
+location / {
+    default_type text/html;
+    add_header X-Served-By "$node" always;
+    add_header X-Site "$site" always;
+    return 200 '<!doctype html>
+<html><head><meta charset="utf-8"><title>$title on $node</title>
+<style>body{font-family:sans-serif;margin:3em}code{background:#eee;padding:2px 4px}</style></head>
+<body><h1>$title</h1>
+<p>site=$site node=$node</p>
+<p>Served by backend node <b>$node</b> (nginx on 127.0.0.1:$port) through rdmalb.
+You asked for <code>\$host\$request_uri</code>. Reload to see the balancer pick another node of this site.</p>
+</body></html>
+';
+}
+EOF
+}
+
+for i in "${!NODES[@]}"; do
+    node=${NODES[$i]} site=${NODE_SITE[$i]} port=${BACKEND_PORTS[$i]}
+    d=$DIR/nodes/$node
+    mkdir -p "$d"
+    write_site_conf "$node" "$site" "$port" >"$d/site.conf"
+    cat >"$d/nginx.conf" <<EOF
+# Generated by scripts/demo.sh: backend node $node.
+worker_processes 1;
+pid $d/nginx.pid;
+error_log $DIR/logs/$node-nginx-error.log warn;
+events { worker_connections 1024; }
+http {
+$(nginx_tempdirs "$d/tmp")
+    access_log $DIR/logs/$node-access.log combined buffer=16k flush=1s;
+    keepalive_requests 10000;
+    server_tokens off;
+    server {
+        listen 127.0.0.1:$port;
+        server_name _;
+        include $d/site.conf;
+        location = /health {
+            access_log off;
+            default_type text/plain;
+            return 200 "ok $node\n";
+        }
+        location = /nginx_status {
+            access_log off;
+            stub_status;
+            allow 127.0.0.1;
+            allow ::1;
+            deny all;
+        }
+    }
+}
+EOF
+    cat >"$DIR/sidecars/$node.toml" <<EOF
+# Generated by scripts/demo.sh: the sidecar of backend node $node.
+node = "$node"
+node_id = $((i + 1))
+sites = [$(printf '"%s", ' "${SITES[@]}" | sed 's/, $//')]
+
+[window.shm]
+path = "${SHM_PREFIX}$node"
+
+[[collector]]
+kind = "system"
+app_port = $port
+
+[[collector]]
+kind = "status"
+url = "http://127.0.0.1:$port/nginx_status"
+format = "nginx"
+capacity = 1024
+
+[admin]
+listen = "127.0.0.1:${SIDECAR_PORTS[$i]}"
+EOF
+    SHM_FILES+=("${SHM_PREFIX}$node")
+done
+
+PROXY_CONF=$DIR/proxy/rdmalb.toml
+{
+    cat <<EOF
+# Generated by scripts/demo.sh: one proxy, three sites, eight nodes (3:3:2).
+[global]
+proxy_id = 1
+balance = "roundrobin"
+default_site = "shop"
+workers = 2
+shutdown_grace = "2s"
+access_log = "$DIR/logs/access.log"
+
+[timeouts]
+connect = "1s"
+
+[health]
+path = "/health"
+interval = "1s"
+rise = 1
+fall = 2
+
+[admin]
+listen = "127.0.0.1:$ADMIN_PORT"
+
+[[listener]]
+name = "http"
+listen = "127.0.0.1:$PORT"
+EOF
+    if ip -6 addr show dev lo 2>/dev/null | grep -q 'inet6 ::1/128'; then
+        # Browsers try ::1 first for *.localhost.
+        printf '\n[[listener]]\nname = "http6"\nlisten = "[::1]:%s"\n' "$PORT"
+    fi
+    for site in "${SITES[@]}"; do
+        cat <<EOF
+
+[[site]]
+name = "$site"
+hosts = ["$site.localhost", "$site.example.com", "www.$site.example.com"]
+priority = ${SITE_PRIORITY[$site]}
+guarantee = ${SITE_GUARANTEE[$site]}
+min_nodes = 1
+EOF
+    done
+    for i in "${!NODES[@]}"; do
+        cat <<EOF
+
+[[node]]
+name = "${NODES[$i]}"
+address = "127.0.0.1:${BACKEND_PORTS[$i]}"
+site = "${NODE_SITE[$i]}"
+transport = "shm"
+sidecar = "${SHM_PREFIX}${NODES[$i]}"
+EOF
+    done
+} >"$PROXY_CONF"
+
+log "checking the generated configs (rdmalb check)"
+"$BIN" check -c "$PROXY_CONF" >"$DIR/logs/check.log" 2>&1 ||
+    { cat "$DIR/logs/check.log" >&2; die "rdmalb check rejected $PROXY_CONF"; }
+for node in "${NODES[@]}"; do
+    "$BIN" check --sidecar -c "$DIR/sidecars/$node.toml" >>"$DIR/logs/check.log" 2>&1 ||
+        { cat "$DIR/logs/check.log" >&2; die "rdmalb check rejected $DIR/sidecars/$node.toml"; }
+done
+
+# --------------------------------------------------------------- start
+log "starting ${#NODES[@]} backend nodes (nginx)"
+for i in "${!NODES[@]}"; do
+    node=${NODES[$i]}
+    d=$DIR/nodes/$node
+    nginx -t -q -p "$d" -e "$DIR/logs/$node-nginx-error.log" -c "$d/nginx.conf" \
+        >>"$DIR/logs/$node-nginx.out" 2>&1 ||
+        { cat "$DIR/logs/$node-nginx.out" >&2; die "nginx rejected $d/nginx.conf"; }
+    spawn "nginx $node" "$DIR/logs/$node-nginx.out" \
+        nginx -p "$d" -e "$DIR/logs/$node-nginx-error.log" -c "$d/nginx.conf" -g 'daemon off;'
+done
+for i in "${!NODES[@]}"; do
+    wait_http "http://127.0.0.1:${BACKEND_PORTS[$i]}/health" 10 ||
+        { check_spawned || true; die "backend ${NODES[$i]} did not answer on port ${BACKEND_PORTS[$i]}"; }
+done
+
+log "starting ${#NODES[@]} sidecars"
+for i in "${!NODES[@]}"; do
+    node=${NODES[$i]}
+    spawn "sidecar $node" "$DIR/logs/$node-sidecar.log" "$BIN" sidecar -c "$DIR/sidecars/$node.toml"
+done
+for i in "${!NODES[@]}"; do
+    wait_http "http://127.0.0.1:${SIDECAR_PORTS[$i]}/status" 15 ||
+        { check_spawned || true; die "sidecar ${NODES[$i]} did not serve /status on port ${SIDECAR_PORTS[$i]}"; }
+    [ -e "${SHM_PREFIX}${NODES[$i]}" ] || die "sidecar ${NODES[$i]} did not create its window ${SHM_PREFIX}${NODES[$i]}"
+done
+
+log "starting the proxy"
+spawn "rdmalb proxy" "$DIR/logs/proxy.log" "$BIN" proxy -c "$PROXY_CONF"
+wait_http "http://127.0.0.1:$ADMIN_PORT/status" 15 ||
+    { check_spawned || true; die "the proxy's admin listener did not answer on port $ADMIN_PORT"; }
+# Ready when the default site answers through the proxy (health checks need
+# `rise` successes before a node takes traffic).
+wait_http "http://127.0.0.1:$PORT/" 15 ||
+    { check_spawned || true; die "the proxy did not serve http://127.0.0.1:$PORT/ (see $DIR/logs/proxy.log)"; }
+
+# --------------------------------------------------------------- smoke check
+if [ "$SMOKE" = 1 ]; then
+    passed=0
+    failed=0
+    pass() { printf '  %sPASS%s %s\n' "$C_G" "$C_0" "$*"; passed=$((passed + 1)); }
+    fail() { printf '  %sFAIL%s %s\n' "$C_R" "$C_0" "$*"; failed=$((failed + 1)); }
+    nodes_of() {
+        local i
+        for i in "${!NODES[@]}"; do
+            if [ "${NODE_SITE[$i]}" = "$1" ]; then printf '%s ' "${NODES[$i]}"; fi
+        done
+    }
+
+    log "smoke check through http://127.0.0.1:$PORT/"
+    hdr=$DIR/logs/smoke-headers.txt
+    for site in "${SITES[@]}"; do
+        want=" $(nodes_of "$site")"
+        bad=''
+        seen=' '
+        for _ in 1 2 3 4 5 6 7 8 9; do
+            body=$(curl -sS --max-time 5 -D "$hdr" -H "Host: $site.localhost:$PORT" \
+                "http://127.0.0.1:$PORT/smoke" 2>&1) || { bad="request failed: $body"; break; }
+            status=$(head -n1 "$hdr" | awk '{print $2}')
+            node=$(tr -d '\r' <"$hdr" | awk -F': ' 'tolower($1)=="x-served-by"{print $2}')
+            if [ "$status" != 200 ]; then bad="status $status"; break; fi
+            if [[ $body != *"site=$site node="* ]]; then bad="body does not name site $site: ${body:0:120}"; break; fi
+            if [[ $want != *" $node "* ]]; then bad="served by node '$node', which is not a $site node ($want)"; break; fi
+            [[ $seen == *" $node "* ]] || seen+="$node "
+        done
+        if [ -z "$bad" ]; then pass "$site.localhost → 200 from its own nodes (seen:$seen)"; else fail "$site.localhost: $bad"; fi
+    done
+
+    body=$(curl -sS --max-time 5 "http://127.0.0.1:$PORT/" 2>&1) || true
+    if [[ $body == *"site=shop node="* ]]; then pass "unknown host → default site shop"; else fail "unknown host did not reach the default site: ${body:0:120}"; fi
+
+    # Real clients send the host name, not a Host header we forged.
+    body=$(curl -sS --max-time 5 "http://blog.localhost:$PORT/" 2>&1) || true
+    if [[ $body == *"site=blog node="* ]]; then pass "http://blog.localhost:$PORT/ resolves and routes to blog"; else fail "http://blog.localhost:$PORT/: ${body:0:120}"; fi
+
+    status_json=$(curl -sS --max-time 5 "http://127.0.0.1:$ADMIN_PORT/status" 2>&1) || true
+    missing=''
+    for node in "${NODES[@]}" "${SITES[@]}"; do
+        [[ $status_json == *"\"$node\""* ]] || missing+=" $node"
+    done
+    if [ -z "$missing" ]; then pass "admin /status lists every site and node"; else fail "admin /status lacks:$missing (${status_json:0:200})"; fi
+
+    code=$(curl -sS --max-time 5 -o "$DIR/logs/metrics.txt" -w '%{http_code}' "http://127.0.0.1:$ADMIN_PORT/metrics" 2>&1) || true
+    if [ "$code" = 200 ] && grep -q '^# TYPE' "$DIR/logs/metrics.txt"; then
+        pass "admin /metrics serves Prometheus text ($(grep -c '^# TYPE' "$DIR/logs/metrics.txt") metric families)"
+    else
+        fail "admin /metrics: status $code"
+    fi
+
+    bad=''
+    for i in "${!NODES[@]}"; do
+        out=$(curl -sS --max-time 5 "http://127.0.0.1:${SIDECAR_PORTS[$i]}/status" 2>&1) || { bad+=" ${NODES[$i]}"; continue; }
+        [[ $out == *"${NODES[$i]}"* ]] || bad+=" ${NODES[$i]}"
+    done
+    if [ -z "$bad" ]; then pass "every sidecar serves /status naming its node"; else fail "sidecar /status failed for:$bad"; fi
+
+    if check_spawned; then pass "no process died during the check"; else fail "a process died during the check"; fi
+
+    echo "smoke: $passed passed, $failed failed"
+    if [ "$failed" -gt 0 ]; then
+        echo "logs: $DIR/logs" >&2
+        exit 1
+    fi
+    exit 0
+fi
+
+# --------------------------------------------------------------- interactive
+cat <<EOF
+
+${C_B}rdmalb demo is running${C_0}  (work dir: $DIR)
+
+  Open in a browser:
+    http://shop.localhost:$PORT/     site "shop" on n1 n2 n3
+    http://blog.localhost:$PORT/     site "blog" on n4 n5 n6
+    http://news.localhost:$PORT/     site "news" on n7 n8
+    http://127.0.0.1:$PORT/          no matching host → default site "shop"
+    http://127.0.0.1:$ADMIN_PORT/status    sites, nodes, health (JSON)
+    http://127.0.0.1:$ADMIN_PORT/metrics   Prometheus metrics
+
+  Try:
+    curl -i http://blog.localhost:$PORT/
+    for i in \$(seq 6); do curl -s -o /dev/null -w '%header{x-served-by}\\n' http://shop.localhost:$PORT/; done
+    curl -s http://127.0.0.1:$ADMIN_PORT/status
+    curl -s http://127.0.0.1:${SIDECAR_PORTS[0]}/status          # n1's sidecar: its load block
+    wrk -t1 -c20 -d5s -H 'Host: news.localhost' http://127.0.0.1:$PORT/
+    tail -f $DIR/logs/access.log
+
+  Configs: $PROXY_CONF, $DIR/sidecars/, $DIR/nodes/
+  Press Ctrl-C to stop everything.
+EOF
+while :; do
+    check_spawned || exit 1
+    sleep 1 &
+    wait $! || true
+done

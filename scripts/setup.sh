@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Installs everything rdmalb's build, tests, demo and benchmarks need on a
+# Debian 12 (bookworm) machine that has only Rust (rustup) on it.
+#
+#   bash scripts/setup.sh            # as root, or as a user with sudo
+#
+# Idempotent: packages already installed are skipped, and when nothing is
+# missing it touches neither apt nor the network. It never starts, stops or
+# depends on the nginx/haproxy system services: the scripts and tests run
+# their own instances (`nginx -c FILE -g 'daemon off;'`, pid files in a temp
+# dir). While it installs, a temporary policy-rc.d (only when the machine has
+# none) keeps the new packages from starting their services, so a busy port 80
+# cannot make the nginx package fail to configure.
+set -euo pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=scripts/lib/common.sh
+. "$HERE/lib/common.sh"
+
+# What each group is for:
+PACKAGES=(
+    # build: sideway (verbs) needs cmake and libclang for its bindings
+    build-essential pkg-config cmake clang libclang-dev
+    # real backends and the comparison proxies, load generators
+    haproxy wrk httperf curl
+    # process and socket tools the scripts use (pgrep, ss, taskset is in util-linux)
+    procps iproute2
+    # run-time libraries of the verbs transport (loaded with dlopen)
+    rdma-core ibverbs-providers libibverbs1 librdmacm1
+    # the Soft-RoCE guest test (QEMU + busybox initramfs + kernel modules)
+    qemu-system-x86 busybox-static cpio kmod
+    # plots of benchmark results
+    gnuplot-nox
+)
+
+if [ ! -r /etc/debian_version ] || ! command -v apt-get >/dev/null 2>&1; then
+    die "this script supports Debian 12 (bookworm) with apt-get; install the equivalents of: nginx ${PACKAGES[*]}"
+fi
+case "$(cat /etc/debian_version)" in
+    12* | bookworm*) ;;
+    *) warn "tested on Debian 12; this is Debian $(cat /etc/debian_version), trying anyway" ;;
+esac
+
+installed() {
+    [ "$(dpkg-query -W -f='${db:Status-Abbrev}' "$1" 2>/dev/null)" = "ii " ]
+}
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+    installed "$p" || missing+=("$p")
+done
+# Any nginx flavour will do (the scripts need the stub_status module, which
+# every Debian flavour has); install the plain one only when none is there.
+if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then
+    missing+=(nginx)
+fi
+
+if [ ${#missing[@]} -eq 0 ]; then
+    log "setup: all ${#PACKAGES[@]} packages and nginx are already installed; nothing to do"
+else
+    log "setup: installing ${#missing[@]} packages: ${missing[*]}"
+    aptlog=$(mktemp /tmp/rdmalb-setup-apt.XXXXXX)
+    policy=/usr/sbin/policy-rc.d
+    made_policy=0
+    cleanup_setup() {
+        if [ "$made_policy" = 1 ]; then as_root rm -f "$policy"; fi
+        rm -f "$aptlog"
+    }
+    trap cleanup_setup EXIT
+    if [ ! -e "$policy" ]; then
+        # Exit code 101 = "action forbidden": invoke-rc.d and
+        # deb-systemd-invoke then skip starting services during this install.
+        printf '#!/bin/sh\n# temporary, from rdmalb scripts/setup.sh\nexit 101\n' |
+            as_root tee "$policy" >/dev/null
+        as_root chmod 755 "$policy"
+        made_policy=1
+    fi
+    apt_run() {
+        if ! as_root env DEBIAN_FRONTEND=noninteractive apt-get -q -y \
+            -o DPkg::Lock::Timeout=300 "$@" >>"$aptlog" 2>&1; then
+            printf '%serror:%s apt-get %s failed; its last output lines:\n' "$C_R" "$C_0" "$1" >&2
+            tail -n 25 "$aptlog" >&2
+            exit 1
+        fi
+    }
+    apt_run update
+    apt_run install --no-install-recommends "${missing[@]}"
+    still=()
+    for p in "${missing[@]}"; do installed "$p" || still+=("$p"); done
+    [ ${#still[@]} -eq 0 ] || die "apt-get reported success but these are not installed: ${still[*]}"
+    for p in "${missing[@]}"; do
+        printf '    installed %-20s %s\n' "$p" "$(dpkg-query -W -f='${Version}' "$p")"
+    done
+fi
+
+# Tools the scripts call directly must now resolve.
+for tool in nginx haproxy wrk httperf curl cmake clang pgrep ss taskset; do
+    command -v "$tool" >/dev/null 2>&1 || [ -x "/usr/sbin/$tool" ] ||
+        die "$tool is still not on PATH after installing; check the apt output above"
+done
+
+if ! command -v cargo >/dev/null 2>&1 && [ ! -x "$HOME/.cargo/bin/cargo" ]; then
+    warn "cargo not found: install Rust with rustup (https://rustup.rs) before building"
+fi
+log "setup: done"
