@@ -32,6 +32,9 @@
 #   TARGETS="direct haproxy nginx rdmalb"   PIN=1|0
 #   RDMALB_BIN=path (else: cargo build --release)   UPDATE_DOCS=1|0
 #   RESULTS_DIR=bench/results
+#   PROFILE="rdmalb"   after the rounds, profile these targets with perf
+#                      (cpu-clock samples, DWARF call graphs) during one more
+#                      wrk run each; reports go to bench/results/ (empty: none)
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -47,6 +50,7 @@ WRK_THREADS=${WRK_THREADS:-1}
 WARMUP=${WARMUP:-3}
 TARGETS=${TARGETS:-"direct haproxy nginx rdmalb"}
 UPDATE_DOCS=${UPDATE_DOCS:-1}
+PROFILE=${PROFILE:-}
 RESULTS_DIR=${RESULTS_DIR:-$ROOT/bench/results}
 BIN=${RDMALB_BIN:-}
 NCPU=$(nproc)
@@ -57,6 +61,10 @@ done
 if [ "$ROUNDS" -lt 1 ] || [ "$DURATION" -lt 1 ]; then die "ROUNDS and DURATION must be at least 1"; fi
 for t in $TARGETS; do
     case $t in direct | haproxy | nginx | rdmalb) ;; *) die "unknown target $t (accepted: direct haproxy nginx rdmalb)" ;; esac
+done
+for t in $PROFILE; do
+    [[ " $TARGETS " == *" $t "* && $t != direct ]] || die "PROFILE target $t is not a proxy in TARGETS ($TARGETS)"
+    command -v perf >/dev/null || die "PROFILE needs perf (apt-get install linux-perf)"
 done
 for tool in nginx haproxy wrk curl taskset; do
     command -v "$tool" >/dev/null || die "$tool not found (run scripts/setup.sh)"
@@ -231,6 +239,37 @@ for ((r = 1; r <= ROUNDS; r++)); do
     done
 done
 LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
+STAMP=$(date -u +%Y%m%d-%H%M)
+
+# ----------------------------------------------------------------- profile
+# cpu-clock is a software event, so this works where hardware counters are
+# not exposed (VMs); release builds carry line tables (profile.release debug=1)
+# for DWARF unwinding.
+PROFILES=()
+for t in $PROFILE; do
+    pids=$(pgrep -g "${PGID[$t]}" | paste -sd,)
+    log "profiling $t (pids $pids) during a ${DURATION}s wrk run"
+    perf record -q -e cpu-clock -F 499 --call-graph dwarf,16384 -o "$WORK/perf-$t.data" \
+        -p "$pids" -- sleep "$((DURATION + 1))" >"$WORK/perf-$t.out" 2>&1 &
+    perf_pid=$!
+    sleep 0.5
+    run_wrk "$t" "$DURATION" "$WORK/wrk-profile-$t.txt"
+    wait "$perf_pid" || { cat "$WORK/perf-$t.out" >&2; die "perf record failed for $t"; }
+    mkdir -p "$RESULTS_DIR"
+    report=$RESULTS_DIR/proxy-profile-$t-$STAMP.txt
+    {
+        echo "# perf profile of $t under wrk -t$WRK_THREADS -c$CONNS -d${DURATION}s ($(date -u +%FT%H:%MZ))"
+        echo "# Self time by shared object:"
+        perf report -i "$WORK/perf-$t.data" --stdio --no-children --sort dso -g none --percent-limit 0.5 2>/dev/null | grep -v '^$'
+        echo
+        echo "# Self time by symbol (top entries):"
+        perf report -i "$WORK/perf-$t.data" --stdio --no-children --sort symbol -g none --percent-limit 0.3 2>/dev/null | grep -v '^$' | head -n 80
+        echo
+        echo "# Inclusive time (children) by symbol (top entries):"
+        perf report -i "$WORK/perf-$t.data" --stdio --children --sort symbol -g none --percent-limit 2 2>/dev/null | grep -v '^$' | head -n 80
+    } >"$report"
+    PROFILES+=("$report")
+done
 
 # ----------------------------------------------------------------- report
 median() { # column target
@@ -252,7 +291,6 @@ LABEL[haproxy]="HAProxy $(haproxy -v 2>/dev/null | awk 'NR==1{print $3}')"
 LABEL[nginx]="nginx $(nginx -v 2>&1 | sed 's|.*nginx/||')"
 LABEL[rdmalb]="rdmalb $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$ROOT" diff --quiet HEAD -- src 2>/dev/null || echo '+changes')"
 
-STAMP=$(date -u +%Y%m%d-%H%M)
 CPU_MODEL=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
 COMMAND="ROUNDS=$ROUNDS DURATION=$DURATION CONNS=$CONNS WRK_THREADS=$WRK_THREADS PIN=$PIN bash bench/proxy/run.sh"
 BLOCK=$WORK/block.md
@@ -310,6 +348,7 @@ echo
 cat "$BLOCK"
 echo
 log "results: $RESULTS_DIR/proxy-$STAMP.md (+ .csv)"
+for f in "${PROFILES[@]}"; do log "profile: $f"; done
 
 # ----------------------------------------------------------------- docs
 # Replace only the generated block of the "Proxy cost" section; everything
