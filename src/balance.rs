@@ -1,0 +1,23 @@
+//! Runtime backend state and node selection.
+//!
+//! - [`NodeState`] (in `node`): one node's in-flight count and health state
+//!   machine (active checks with rise/fall, passive ejection), shared by
+//!   every request and carried across reloads;
+//! - [`Selector`] (in `selector`): the selection policy trait and the
+//!   baselines [`RoundRobin`], [`LeastConn`], [`RandomTwo`];
+//! - [`Backends`] (in `backends`): the immutable per-snapshot view (nodes per
+//!   site + selector) the data path picks from, swapped with `ArcSwap` on
+//!   reload;
+//! - [`health`]: the active checker, one background loop per node.
+//!
+//! Depends on `config` only; the data path (`proxy`) depends on this, never
+//! the other way round.
+
+mod backends;
+pub mod health;
+mod node;
+mod selector;
+
+pub use backends::{Backends, NoNode, SiteBackends};
+pub use node::{DownReason, HealthSnapshot, NodeState, Outcome, Pick, Thresholds, Transition};
+pub use selector::{from_config as selector_from_config, LeastConn, RandomTwo, RoundRobin, Selector};
