@@ -37,6 +37,9 @@ use super::{Backends, NodeState, Transition};
 /// Gauge `rdmalb_node_up{node,site}`: 1 up, 0 down (or removed).
 pub const NODE_UP: &str = "rdmalb_node_up";
 
+/// Counter `rdmalb_health_checks_total{node,result}` (pass, fail).
+pub const HEALTH_CHECKS: &str = "rdmalb_health_checks_total";
+
 /// How often the supervisor looks for a new `Backends` snapshot when nobody
 /// calls [`HealthChecks::resync`]. A pointer comparison, so cheap.
 const RESCAN: Duration = Duration::from_millis(250);
@@ -188,7 +191,7 @@ async fn supervise(
 }
 
 fn site_label(node: &NodeState) -> String {
-    node.site_name.clone().unwrap_or_else(|| "-".to_string())
+    node.site_name.clone().unwrap_or_else(|| "idle".to_string())
 }
 
 fn set_up_gauge(node: &NodeState, up: bool) {
@@ -238,6 +241,12 @@ async fn node_loop(
             tracing::debug!(node = %node.name, site = %site_label(&node), error = %e, "health check failed");
         }
         let error = result.as_ref().err().map(|e| e.to_string());
+        metrics::counter!(
+            HEALTH_CHECKS,
+            "node" => node.name.clone(),
+            "result" => if result.is_ok() { "pass" } else { "fail" }
+        )
+        .increment(1);
         match node.record_check(result.map(|_| ()).map_err(|e| e.to_string())) {
             Some(Transition::Up) => {
                 tracing::info!(

@@ -312,7 +312,7 @@ impl NodeState {
         tracing::warn!(
             node = %self.name,
             address = %self.address,
-            site = self.site_name.as_deref().unwrap_or("-"),
+            site = self.site_name.as_deref().unwrap_or("idle"),
             failures = streak,
             last = ?outcome,
             "node ejected by passive health: consecutive failed requests"
@@ -366,7 +366,7 @@ impl NodeState {
     /// Sets this node's `rdmalb_node_up` gauge to `up` (0 for a node that
     /// left its site or the config).
     pub(crate) fn publish_up_as(&self, up: bool) {
-        let site = self.site_name.clone().unwrap_or_else(|| "-".to_string());
+        let site = self.site_name.clone().unwrap_or_else(|| "idle".to_string());
         metrics::gauge!(super::health::NODE_UP, "node" => self.name.clone(), "site" => site)
             .set(if up { 1.0 } else { 0.0 });
     }

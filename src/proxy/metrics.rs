@@ -1,0 +1,120 @@
+//! The process-wide Prometheus recorder and the list of metric names.
+//!
+//! [`install`] installs a `metrics-exporter-prometheus` recorder as the
+//! global `metrics` recorder once per process (later calls return the same
+//! handle), sets the request-duration histogram buckets, describes every
+//! metric (the `# HELP` lines), and starts the upkeep thread that drains
+//! histogram samples into their buckets. The admin listener renders the
+//! handle on `GET /metrics`.
+//!
+//! Call it before building the first snapshot: metric handles registered
+//! before a recorder exists are no-ops.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+/// `rdmalb_requests_total{site,node,code_class}` counter; `code_class` is
+/// `1xx`..`5xx` or `err` (no complete response reached the client).
+pub const REQUESTS_TOTAL: &str = "rdmalb_requests_total";
+/// `rdmalb_request_duration_seconds{site}` histogram, request received to
+/// response end.
+pub const REQUEST_DURATION: &str = "rdmalb_request_duration_seconds";
+/// `rdmalb_inflight{node}` gauge: requests in flight to the node.
+pub const INFLIGHT: &str = "rdmalb_inflight";
+/// `rdmalb_node_up{node,site}` gauge: 1 up, 0 down.
+pub const NODE_UP: &str = crate::balance::health::NODE_UP;
+/// `rdmalb_upstream_errors_total{node,kind}` counter; kind = connect,
+/// timeout, protocol, 5xx.
+pub const UPSTREAM_ERRORS: &str = "rdmalb_upstream_errors_total";
+/// `rdmalb_client_errors_total{kind}` counter (400, 408, 431, …).
+pub const CLIENT_ERRORS: &str = "rdmalb_client_errors_total";
+/// `rdmalb_retries_total{site}` counter.
+pub const RETRIES: &str = "rdmalb_retries_total";
+/// `rdmalb_connections{listener}` gauge: open client connections.
+pub const CONNECTIONS: &str = "rdmalb_connections";
+/// `rdmalb_config_reloads_total{result}` counter; result = ok, failed.
+pub const CONFIG_RELOADS: &str = "rdmalb_config_reloads_total";
+/// `rdmalb_health_checks_total{node,result}` counter; result = pass, fail.
+pub const HEALTH_CHECKS: &str = crate::balance::health::HEALTH_CHECKS;
+
+/// Buckets of [`REQUEST_DURATION`] in seconds: 0.5 ms to 30 s, dense where
+/// a proxied request usually lands (1-250 ms).
+pub const DURATION_BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
+
+/// How often histogram samples are drained into their buckets. Without it
+/// samples pile up between scrapes (or forever with no admin listener).
+const UPKEEP_EVERY: Duration = Duration::from_secs(5);
+
+static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+
+/// Installs the Prometheus recorder as the global `metrics` recorder (once
+/// per process) and returns the handle that renders it.
+///
+/// If another recorder was installed first (an embedding program), the
+/// returned handle renders only what was recorded before, i.e. nothing; that
+/// is logged, not fatal.
+pub fn install() -> PrometheusHandle {
+    HANDLE
+        .get_or_init(|| {
+            let builder = PrometheusBuilder::new();
+            // Only fails for an empty bucket list, which DURATION_BUCKETS is not.
+            let builder = match builder
+                .set_buckets_for_metric(Matcher::Full(REQUEST_DURATION.to_string()), DURATION_BUCKETS)
+            {
+                Ok(b) => b,
+                Err(e) => {
+                    tracing::warn!(error = %e, "histogram buckets rejected; durations exported as summaries");
+                    PrometheusBuilder::new()
+                }
+            };
+            let recorder = builder.build_recorder();
+            let handle = recorder.handle();
+            if let Err(e) = metrics::set_global_recorder(recorder) {
+                tracing::warn!(error = %e, "a metrics recorder is already installed; /metrics will be empty");
+            }
+            describe();
+            let upkeep = handle.clone();
+            let spawned = std::thread::Builder::new()
+                .name("metrics-upkeep".into())
+                .spawn(move || loop {
+                    std::thread::sleep(UPKEEP_EVERY);
+                    upkeep.run_upkeep();
+                });
+            if let Err(e) = spawned {
+                // Rendering still drains histograms; only memory between
+                // scrapes is affected.
+                tracing::warn!(error = %e, "cannot start the metrics upkeep thread");
+            }
+            handle
+        })
+        .clone()
+}
+
+/// `# HELP` text for every metric the proxy records.
+fn describe() {
+    use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
+    describe_counter!(
+        REQUESTS_TOTAL,
+        "Requests answered, by site, node and status class (err: cut before a complete response)"
+    );
+    describe_histogram!(
+        REQUEST_DURATION,
+        Unit::Seconds,
+        "Time from request received to response end, by site"
+    );
+    describe_gauge!(INFLIGHT, "Requests in flight to the node from this proxy");
+    describe_gauge!(NODE_UP, "Node health: 1 up, 0 down (or removed from its site)");
+    describe_counter!(
+        UPSTREAM_ERRORS,
+        "Failed upstream attempts, by node and kind (connect, timeout, protocol, 5xx)"
+    );
+    describe_counter!(CLIENT_ERRORS, "Requests rejected for client errors, by status");
+    describe_counter!(RETRIES, "Requests retried on another node after a connect failure");
+    describe_gauge!(CONNECTIONS, "Open client connections, by listener");
+    describe_counter!(CONFIG_RELOADS, "Configuration reloads, by result (ok, failed)");
+    describe_counter!(HEALTH_CHECKS, "Active health checks, by node and result (pass, fail)");
+}
