@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh Debian 12 machine with only Rust installed:
+#   bash scripts/test.sh
+# 1. installs what the tests need (scripts/setup.sh: nginx, haproxy, wrk, cmake, libclang, QEMU…)
+# 2. checks formatting and lints (when rustfmt/clippy are installed)
+# 3. runs every unit and integration test (real sockets, real nginx, the real binary)
+# 4. runs the demo cluster's smoke check (scripts/demo.sh --smoke)
+# 5. runs the verbs transport for real inside a Soft-RoCE QEMU guest (scripts/rxe-test.sh)
+# and ends with one summary line: "summary: N passed, N failed, N skipped".
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+log_dir=${RDMALB_TEST_LOGS:-$root/target/test-logs}
+mkdir -p "$log_dir"
+
+passed=0 failed=0 skipped=0
+stage() { printf '\n==> %s\n' "$*"; }
+count_cargo() {
+    # Sums cargo's per-binary "test result:" lines.
+    local sums
+    sums=$(awk '/^test result:/ {
+        for (i = 1; i <= NF; i++) {
+            if ($(i+1) ~ /^passed/) p += $i
+            if ($(i+1) ~ /^failed/) f += $i
+            if ($(i+1) ~ /^ignored/) s += $i
+        }
+    } END { printf "%d %d %d", p, f, s }' "$1")
+    read -r p f i <<<"$sums"
+    passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + i))
+}
+summary() {
+    echo
+    echo "summary: $passed passed, $failed failed, $skipped skipped"
+}
+trap summary EXIT
+
+stage "setup (scripts/setup.sh)"
+bash scripts/setup.sh
+
+export CARGO_TERM_COLOR=never
+stage "format and lints"
+if cargo fmt --version >/dev/null 2>&1; then
+    cargo fmt --all -- --check
+else
+    echo "SKIPPED: rustfmt is not installed (rustup component add rustfmt)"
+fi
+if cargo clippy --version >/dev/null 2>&1; then
+    cargo clippy --all-targets --locked -- -D warnings
+else
+    echo "SKIPPED: clippy is not installed (rustup component add clippy)"
+fi
+
+stage "unit and integration tests (cargo test)"
+set +e
+cargo test --locked --no-fail-fast 2>&1 | tee "$log_dir/cargo-test.log"
+rc=${PIPESTATUS[0]}
+set -e
+count_cargo "$log_dir/cargo-test.log"
+if [ "$rc" -ne 0 ]; then
+    echo "cargo test failed (exit $rc); log: $log_dir/cargo-test.log"
+    failed=$((failed > 0 ? failed : 1))
+    exit 1
+fi
+
+stage "demo cluster smoke check (scripts/demo.sh --smoke)"
+if bash scripts/demo.sh --smoke; then passed=$((passed + 1)); else failed=$((failed + 1)); exit 1; fi
+
+stage "verbs transport in a Soft-RoCE guest (scripts/rxe-test.sh)"
+set +e
+bash scripts/rxe-test.sh 2>&1 | tee "$log_dir/rxe-test.log"
+rc=${PIPESTATUS[0]}
+set -e
+if grep -q '^SKIPPED' "$log_dir/rxe-test.log"; then
+    skipped=$((skipped + 1))
+elif [ "$rc" -eq 0 ]; then
+    passed=$((passed + 1))
+else
+    failed=$((failed + 1)); exit 1
+fi
