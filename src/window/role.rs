@@ -1,0 +1,389 @@
+//! Typed views of the control words peers change with remote CAS: the role
+//! word (which site a node serves, in which state, at which epoch) and the
+//! site lock (owner proxy and lease deadline).
+//!
+//! Both are plain `u64` encodings so that a remote compare-and-swap on the
+//! raw word is the whole protocol (seed 001 section 3.2: two-level locking
+//! with remote CAS). The role word carries an epoch that every change bumps,
+//! so a CAS prepared from a stale view can never succeed (no ABA).
+
+use std::fmt;
+
+/// Site index value meaning "idle pool, serving no site".
+pub const IDLE_SITE: u16 = 0xFFFF;
+/// Largest epoch a role word can carry (40 bits).
+pub const MAX_EPOCH: u64 = (1 << 40) - 1;
+/// Largest lease deadline a site lock can carry (48 bits of unix ms).
+pub const MAX_LEASE_MS: u64 = (1 << 48) - 1;
+
+/// Which site a node serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SiteSlot {
+    /// In the idle pool (site index `0xFFFF` on the wire).
+    Idle,
+    /// Serving the site at this index in the site table. Index `0xFFFF` is
+    /// reserved for [`SiteSlot::Idle`] and encodes as idle.
+    Site(u16),
+}
+
+impl SiteSlot {
+    fn encode(self) -> u16 {
+        match self {
+            SiteSlot::Idle => IDLE_SITE,
+            SiteSlot::Site(i) => i,
+        }
+    }
+
+    fn decode(raw: u16) -> Self {
+        if raw == IDLE_SITE {
+            SiteSlot::Idle
+        } else {
+            SiteSlot::Site(raw)
+        }
+    }
+
+    /// The site index, or `None` when idle.
+    pub fn index(self) -> Option<usize> {
+        match self {
+            SiteSlot::Site(i) if i != IDLE_SITE => Some(usize::from(i)),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for SiteSlot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.index() {
+            None => f.write_str("idle"),
+            Some(i) => write!(f, "site#{i}"),
+        }
+    }
+}
+
+/// State of a node's role.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RoleState {
+    /// The word was never written (all zero window).
+    Unset,
+    /// Serving the site.
+    Active,
+    /// A proxy claimed the node; the sidecar is switching it to the site.
+    Switching,
+    /// The sidecar failed to apply the role (see the role status word).
+    Failed,
+    /// Finishing in-flight work before leaving the site.
+    Draining,
+}
+
+impl RoleState {
+    /// Wire code (bits 16-23 of the role word).
+    pub fn code(self) -> u8 {
+        match self {
+            RoleState::Unset => 0,
+            RoleState::Active => 1,
+            RoleState::Switching => 2,
+            RoleState::Failed => 3,
+            RoleState::Draining => 4,
+        }
+    }
+
+    /// Decode a wire code.
+    pub fn from_code(code: u8) -> Option<Self> {
+        Some(match code {
+            0 => RoleState::Unset,
+            1 => RoleState::Active,
+            2 => RoleState::Switching,
+            3 => RoleState::Failed,
+            4 => RoleState::Draining,
+            _ => return None,
+        })
+    }
+
+    /// Lower-case name for logs and status pages.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RoleState::Unset => "unset",
+            RoleState::Active => "active",
+            RoleState::Switching => "switching",
+            RoleState::Failed => "failed",
+            RoleState::Draining => "draining",
+        }
+    }
+}
+
+impl fmt::Display for RoleState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A control word that does not decode.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ControlWordError {
+    /// The role word's state byte is not a known state.
+    #[error("role word {raw:#018x} has unknown state code {code}")]
+    UnknownRoleState {
+        /// The raw word.
+        raw: u64,
+        /// The state byte.
+        code: u8,
+    },
+    /// A non-zero site lock word with owner 0.
+    #[error("site lock word {raw:#018x} is held by owner 0, which is not a valid proxy id")]
+    LockWithoutOwner {
+        /// The raw word.
+        raw: u64,
+    },
+    /// A site lock owner id of 0 was requested.
+    #[error("proxy id 0 cannot own a site lock (0 means free)")]
+    ZeroOwner,
+    /// A lease deadline past the 48-bit field.
+    #[error("lease deadline {deadline_ms} ms does not fit in 48 bits")]
+    DeadlineTooLarge {
+        /// The requested deadline.
+        deadline_ms: u64,
+    },
+}
+
+/// The role word: bits 0-15 site index (`0xFFFF` idle), bits 16-23 state,
+/// bits 24-63 epoch (40 bits).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RoleWord {
+    /// Site served.
+    pub site: SiteSlot,
+    /// State of the role.
+    pub state: RoleState,
+    /// Change counter; only the low 40 bits are stored.
+    pub epoch: u64,
+}
+
+impl RoleWord {
+    /// The all-zero word of a fresh window: site 0, unset, epoch 0.
+    pub const UNSET: RoleWord = RoleWord {
+        site: SiteSlot::Site(0),
+        state: RoleState::Unset,
+        epoch: 0,
+    };
+
+    /// Encode to the raw word. The epoch is truncated to 40 bits.
+    pub fn encode(self) -> u64 {
+        u64::from(self.site.encode())
+            | (u64::from(self.state.code()) << 16)
+            | ((self.epoch & MAX_EPOCH) << 24)
+    }
+
+    /// Decode a raw word read from a window.
+    pub fn decode(raw: u64) -> Result<RoleWord, ControlWordError> {
+        let code = ((raw >> 16) & 0xFF) as u8;
+        let state =
+            RoleState::from_code(code).ok_or(ControlWordError::UnknownRoleState { raw, code })?;
+        Ok(RoleWord {
+            site: SiteSlot::decode((raw & 0xFFFF) as u16),
+            state,
+            epoch: raw >> 24,
+        })
+    }
+
+    /// The next role word: a new site and state with the epoch bumped by one.
+    ///
+    /// Because every change goes through `next`, two different writes never
+    /// produce the same raw word until the 40-bit epoch wraps (10^12 changes).
+    pub fn next(self, site: SiteSlot, state: RoleState) -> RoleWord {
+        RoleWord {
+            site,
+            state,
+            epoch: (self.epoch.wrapping_add(1)) & MAX_EPOCH,
+        }
+    }
+}
+
+impl fmt::Display for RoleWord {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {} epoch {}", self.site, self.state, self.epoch)
+    }
+}
+
+/// A site lock word: 0 free; else bits 0-15 owner proxy id (non-zero) and
+/// bits 16-63 lease deadline in unix milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SiteLock {
+    /// Nobody holds the lock.
+    Free,
+    /// Held by a proxy until the lease deadline.
+    Held {
+        /// Proxy id of the holder (non-zero).
+        owner: u16,
+        /// Lease deadline, unix milliseconds (48 bits).
+        deadline_ms: u64,
+    },
+}
+
+impl SiteLock {
+    /// A held lock, checking the owner is non-zero and the deadline fits.
+    pub fn held(owner: u16, deadline_ms: u64) -> Result<SiteLock, ControlWordError> {
+        if owner == 0 {
+            return Err(ControlWordError::ZeroOwner);
+        }
+        if deadline_ms > MAX_LEASE_MS {
+            return Err(ControlWordError::DeadlineTooLarge { deadline_ms });
+        }
+        Ok(SiteLock::Held { owner, deadline_ms })
+    }
+
+    /// Encode to the raw word. A `Held` value built by hand with owner 0
+    /// would be ambiguous, so build held locks with [`SiteLock::held`].
+    pub fn encode(self) -> u64 {
+        match self {
+            SiteLock::Free => 0,
+            SiteLock::Held { owner, deadline_ms } => {
+                u64::from(owner) | ((deadline_ms & MAX_LEASE_MS) << 16)
+            }
+        }
+    }
+
+    /// Decode a raw word read from a window.
+    pub fn decode(raw: u64) -> Result<SiteLock, ControlWordError> {
+        if raw == 0 {
+            return Ok(SiteLock::Free);
+        }
+        let owner = (raw & 0xFFFF) as u16;
+        if owner == 0 {
+            return Err(ControlWordError::LockWithoutOwner { raw });
+        }
+        Ok(SiteLock::Held {
+            owner,
+            deadline_ms: raw >> 16,
+        })
+    }
+
+    /// Whether the lock may be taken by someone else at `now_ms`: it is free,
+    /// or its lease ran out more than `skew_ms` ago (the allowance covers
+    /// clock skew between proxies, so a live holder is never robbed early).
+    pub fn is_expired(self, now_ms: u64, skew_ms: u64) -> bool {
+        match self {
+            SiteLock::Free => true,
+            SiteLock::Held { deadline_ms, .. } => now_ms > deadline_ms.saturating_add(skew_ms),
+        }
+    }
+
+    /// The holder's proxy id, if held.
+    pub fn owner(self) -> Option<u16> {
+        match self {
+            SiteLock::Free => None,
+            SiteLock::Held { owner, .. } => Some(owner),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn state() -> impl Strategy<Value = RoleState> {
+        prop_oneof![
+            Just(RoleState::Unset),
+            Just(RoleState::Active),
+            Just(RoleState::Switching),
+            Just(RoleState::Failed),
+            Just(RoleState::Draining),
+        ]
+    }
+
+    fn slot() -> impl Strategy<Value = SiteSlot> {
+        prop_oneof![Just(SiteSlot::Idle), (0u16..0xFFFF).prop_map(SiteSlot::Site)]
+    }
+
+    proptest! {
+        #[test]
+        fn role_word_round_trips(site in slot(), state in state(), epoch in 0..=MAX_EPOCH) {
+            let w = RoleWord { site, state, epoch };
+            prop_assert_eq!(RoleWord::decode(w.encode()), Ok(w));
+        }
+
+        #[test]
+        fn role_decode_encode_is_identity_for_valid_words(raw in any::<u64>()) {
+            if let Ok(w) = RoleWord::decode(raw) {
+                prop_assert_eq!(w.encode(), raw);
+            } else {
+                prop_assert!(((raw >> 16) & 0xFF) > 4);
+            }
+        }
+
+        #[test]
+        fn next_always_changes_the_raw_word(site in slot(), state in state(), epoch in 0..MAX_EPOCH, s2 in slot(), st2 in state()) {
+            let w = RoleWord { site, state, epoch };
+            let n = w.next(s2, st2);
+            prop_assert_eq!(n.epoch, epoch + 1);
+            prop_assert_ne!(n.encode(), w.encode());
+        }
+
+        #[test]
+        fn site_lock_round_trips(owner in 1u16.., deadline in 0..=MAX_LEASE_MS) {
+            let l = SiteLock::held(owner, deadline).unwrap();
+            prop_assert_ne!(l.encode(), 0);
+            prop_assert_eq!(SiteLock::decode(l.encode()), Ok(l));
+        }
+
+        #[test]
+        fn site_lock_decode_encode_is_identity(raw in any::<u64>()) {
+            match SiteLock::decode(raw) {
+                Ok(l) => prop_assert_eq!(l.encode(), raw),
+                Err(_) => prop_assert_eq!(raw & 0xFFFF, 0),
+            }
+        }
+    }
+
+    #[test]
+    fn role_word_bit_positions() {
+        let w = RoleWord {
+            site: SiteSlot::Site(3),
+            state: RoleState::Switching,
+            epoch: 5,
+        };
+        assert_eq!(w.encode(), 3 | (2 << 16) | (5 << 24));
+        let idle = RoleWord {
+            site: SiteSlot::Idle,
+            state: RoleState::Active,
+            epoch: MAX_EPOCH,
+        };
+        assert_eq!(idle.encode(), 0xFFFF | (1 << 16) | (MAX_EPOCH << 24));
+        assert_eq!(RoleWord::decode(0), Ok(RoleWord::UNSET));
+        assert!(matches!(
+            RoleWord::decode(9 << 16),
+            Err(ControlWordError::UnknownRoleState { code: 9, .. })
+        ));
+    }
+
+    #[test]
+    fn epoch_wraps_within_40_bits() {
+        let w = RoleWord {
+            site: SiteSlot::Idle,
+            state: RoleState::Active,
+            epoch: MAX_EPOCH,
+        };
+        assert_eq!(w.next(SiteSlot::Site(1), RoleState::Switching).epoch, 0);
+    }
+
+    #[test]
+    fn site_lock_encoding_and_expiry() {
+        assert_eq!(SiteLock::Free.encode(), 0);
+        let l = SiteLock::held(7, 1_000).unwrap();
+        assert_eq!(l.encode(), 7 | (1_000 << 16));
+        assert_eq!(l.owner(), Some(7));
+        assert!(!l.is_expired(1_000, 0));
+        assert!(l.is_expired(1_001, 0));
+        assert!(!l.is_expired(1_200, 200));
+        assert!(l.is_expired(1_201, 200));
+        assert!(SiteLock::Free.is_expired(0, 0));
+        assert_eq!(SiteLock::held(0, 5), Err(ControlWordError::ZeroOwner));
+        assert!(SiteLock::held(1, MAX_LEASE_MS + 1).is_err());
+        assert_eq!(
+            SiteLock::decode(5 << 16),
+            Err(ControlWordError::LockWithoutOwner { raw: 5 << 16 })
+        );
+        assert!(!SiteLock::held(1, MAX_LEASE_MS)
+            .unwrap()
+            .is_expired(u64::MAX, u64::MAX));
+    }
+}
