@@ -25,6 +25,8 @@
 #   --dir DIR             RDMALB_DEMO_DIR=/tmp/rdmalb-demo   configs and logs
 #   --no-setup            DEMO_SETUP=0       skip scripts/setup.sh
 #   --bin PATH            RDMALB_BIN=PATH    use this rdmalb binary, do not build
+#                         DEMO_PROFILE=release|debug  build profile (default:
+#                         release; debug in smoke mode, which the tests have built)
 # In smoke mode the defaults change so that a smoke run never collides with a
 # running demo: ports are the first free ones above 18080/19100/18181/19201,
 # the work dir is a fresh temp dir and the windows are named
@@ -108,9 +110,17 @@ fi
 command -v nginx >/dev/null || die "nginx not found (run scripts/setup.sh)"
 if [ -z "$BIN" ]; then
     ensure_cargo
-    log "building rdmalb (cargo build --release)"
-    (cd "$ROOT" && cargo build --release --quiet) || die "cargo build --release failed"
-    BIN="${CARGO_TARGET_DIR:-$ROOT/target}/release/rdmalb"
+    # The smoke check tests behaviour, not speed: it uses the debug build the
+    # test suite has already compiled rather than a second, release build.
+    profile=${DEMO_PROFILE:-$([ "$SMOKE" = 1 ] && echo debug || echo release)}
+    case $profile in
+        release) build_args=(--release) ;;
+        debug) build_args=() ;;
+        *) die "DEMO_PROFILE=$profile (accepted: release, debug)" ;;
+    esac
+    log "building rdmalb (cargo build ${build_args[*]})"
+    (cd "$ROOT" && cargo build "${build_args[@]}" --quiet --bin rdmalb) || die "cargo build ${build_args[*]} failed"
+    BIN="${CARGO_TARGET_DIR:-$ROOT/target}/$profile/rdmalb"
     case $BIN in /*) ;; *) BIN="$ROOT/$BIN" ;; esac
 fi
 [ -x "$BIN" ] || die "rdmalb binary not found or not executable: $BIN"
