@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# Real RDMA test of the verbs window transport in a Soft-RoCE (rdma_rxe) QEMU guest.
+#
+# Builds the `verbs_guest` example, boots the guest with the shared rxe-vm recipe
+# (../shared/tools/rxe-vm/run.sh beside the clone) and runs inside it:
+#   1. `solo`: a VerbsServer over a live window (publisher thread) and 3 clients
+#      in one process, then the "sidecar gone" check;
+#   2. a `serve` process plus 3 concurrent `client` processes (header checks,
+#      refusals, live seqlock-valid READs, a CAS race, FAAs) and `verify`
+#      (exactly one CAS winner per round, FAA totals, distinct FAA old values).
+# Exit 0 only if every check passed, or - with a visible "SKIPPED:" line - when
+# QEMU cannot run here (run.sh exit >= 100, e.g. packages cannot be installed).
+# Latency inside the guest is emulated CPU time: this is pass/fail only.
+#
+# Env: RDMALB_RXE_PROFILE=debug|release (default debug), RXE_WORK (default
+# /tmp/rdmalb-rxe/vm, kept between runs), RXE_TIMEOUT (default 900),
+# RDMALB_RXE_RUN (path of run.sh), RDMALB_RXE_ROUNDS / RDMALB_RXE_FAA (sizes),
+# RDMALB_RXE_BIN (use this prebuilt verbs_guest instead of building).
+set -euo pipefail
+
+ROOT=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
+RUN=${RDMALB_RXE_RUN:-$ROOT/../shared/tools/rxe-vm/run.sh}
+PROFILE=${RDMALB_RXE_PROFILE:-debug}
+ROUNDS=${RDMALB_RXE_ROUNDS:-200}
+FAA=${RDMALB_RXE_FAA:-300}
+CACHE=/tmp/rdmalb-rxe
+export RXE_WORK=${RXE_WORK:-$CACHE/vm}
+export RXE_TIMEOUT=${RXE_TIMEOUT:-900}
+T0=$(date +%s)
+
+skip() { echo "SKIPPED: verbs Soft-RoCE guest test: $*"; exit 0; }
+fail() { echo "rxe-test: FAIL: $*"; exit 1; }
+
+[ -f "$RUN" ] || skip "rxe-vm recipe not found at $RUN (expected shared/ beside the clone)"
+[ "$(uname -m)" = x86_64 ] || skip "the rxe-vm recipe boots an x86_64 Debian kernel; this is $(uname -m)"
+if ! command -v qemu-system-x86_64 >/dev/null && ! command -v apt-get >/dev/null; then
+    skip "qemu-system-x86_64 is missing and cannot be installed (no apt-get)"
+fi
+
+# ------------------------------------------------------------------ build
+if [ -n "${RDMALB_RXE_BIN:-}" ]; then
+    BIN=$RDMALB_RXE_BIN
+    echo ">> using prebuilt $BIN"
+else
+    echo ">> building examples/verbs_guest ($PROFILE)"
+    cargo_flags=(--example verbs_guest)
+    [ "$PROFILE" = release ] && cargo_flags+=(--release)
+    (cd "$ROOT" && cargo build "${cargo_flags[@]}") || fail "cargo build of the verbs_guest example failed"
+    TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
+    BIN=$TARGET/$PROFILE/examples/verbs_guest
+fi
+[ -x "$BIN" ] || fail "built binary not found at $BIN"
+
+# ------------------------------------------------------------------ share dir
+mkdir -p "$CACHE"
+SHARE=$(mktemp -d "$CACHE/share.XXXXXX")
+trap 'rm -rf "$SHARE"' EXIT
+# The guest reads the binary over 9p; without debug info it is a fraction of the size.
+objcopy --strip-debug "$BIN" "$SHARE/verbs_guest" 2>/dev/null || cp "$BIN" "$SHARE/verbs_guest"
+chmod 0755 "$SHARE/verbs_guest"
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$SHARE/psk"
+chmod 0600 "$SHARE/psk"
+
+cat > "$SHARE/guest-test.sh" <<EOF
+#!/bin/sh
+# Runs inside the guest (busybox sh, root). Results go to /share/results.
+cd /tmp
+cp /share/psk /tmp/psk && chmod 600 /tmp/psk
+B=/share/verbs_guest
+C="--psk-file /tmp/psk"
+R=/share/results
+: > \$R
+rc=0
+note() { echo "\$*"; echo "\$*" >> \$R; }
+
+note "== solo (server + 3 clients in one process)"
+timeout 300 \$B solo \$C --clients 3 --rounds $ROUNDS --faa-ops $FAA > /tmp/solo.log 2>&1; s=\$?
+cat /tmp/solo.log; grep -E '^(CHECK|RESULT)' /tmp/solo.log >> \$R
+[ \$s -eq 0 ] || { note "solo exited \$s"; rc=1; }
+
+note "== multi-process (serve + 3 clients + verify)"
+\$B serve \$C --listen 127.0.0.1:18700 --max-secs 400 > /tmp/serve.log 2>&1 &
+SP=\$!
+i=0; until grep -q '^READY' /tmp/serve.log 2>/dev/null || [ \$i -ge 100 ]; do sleep 0.2; i=\$((i+1)); done
+grep -q '^READY' /tmp/serve.log || { cat /tmp/serve.log; note "serve did not start"; kill \$SP; echo "GUEST_SUITE FAIL" >> \$R; exit 1; }
+P=""
+for id in 1 2 3; do
+    timeout 300 \$B client \$C --connect 127.0.0.1:18700 --id \$id --rounds $ROUNDS --faa-ops $FAA --out /tmp/out\$id > /tmp/client\$id.log 2>&1 &
+    P="\$P \$!"
+done
+for p in \$P; do wait \$p || rc=1; done
+for id in 1 2 3; do echo "--- client \$id"; cat /tmp/client\$id.log; grep -E '^(CHECK|RESULT)' /tmp/client\$id.log | sed "s/^/client\$id: /" >> \$R; done
+timeout 120 \$B verify \$C --connect 127.0.0.1:18700 --rounds $ROUNDS --faa-total \$((3 * $FAA)) --outs /tmp/out1 /tmp/out2 /tmp/out3 > /tmp/verify.log 2>&1 || rc=1
+cat /tmp/verify.log; grep -E '^(CHECK|RESULT)' /tmp/verify.log | sed 's/^/verify: /' >> \$R
+kill -TERM \$SP; wait \$SP || { note "serve exited non-zero"; rc=1; }
+echo "--- serve"; cat /tmp/serve.log
+if [ \$rc -eq 0 ] && ! grep -q FAIL \$R; then echo "GUEST_SUITE PASS" >> \$R; else echo "GUEST_SUITE FAIL" >> \$R; rc=1; fi
+sync
+exit \$rc
+EOF
+chmod 0755 "$SHARE/guest-test.sh"
+
+# ------------------------------------------------------------------ boot
+echo ">> booting the Soft-RoCE guest (RXE_WORK=$RXE_WORK)"
+set +e
+RXE_SHARE=$SHARE bash "$RUN" > "$CACHE/last-run.log" 2>&1
+RC=$?
+set -e
+grep -E '^(CHECK|RESULT|==|\[guest)' "$CACHE/last-run.log" | grep -vE '^\[guest [0-9.]+s\] (using|kernel|host share)' || true
+ELAPSED=$(( $(date +%s) - T0 ))
+if [ "$RC" -ge 100 ]; then
+    tail -20 "$CACHE/last-run.log"
+    skip "QEMU guest could not run on this host (run.sh exit $RC; log: $CACHE/last-run.log)"
+fi
+RES=$SHARE/results
+[ -s "$RES" ] || fail "no results from the guest (run.sh exit $RC; log: $CACHE/last-run.log)"
+NCHECK=$(grep -c ' ok' "$RES" || true)
+NFAIL=$(grep -c 'FAIL' "$RES" || true)
+if grep -q '^GUEST_SUITE PASS' "$RES"; then
+    other=""
+    [ "$RC" -ne 0 ] && other=" (warning: $RC other rxe-vm recipe test(s) failed, see $CACHE/last-run.log)"
+    echo "rxe-test: PASS: verbs transport in Soft-RoCE guest, $NCHECK checks ok, 0 failed, ${ELAPSED}s$other"
+    exit 0
+fi
+grep FAIL "$RES" || true
+fail "verbs guest suite: $NFAIL failure line(s), $NCHECK checks ok, ${ELAPSED}s (log: $CACHE/last-run.log)"
