@@ -18,6 +18,6 @@ pub mod health;
 mod node;
 mod selector;
 
-pub use backends::{Backends, NoNode, SiteBackends};
+pub use backends::{Backends, NoNode, PickError, SiteBackends};
 pub use node::{DownReason, HealthSnapshot, NodeState, Outcome, Pick, Thresholds, Transition};
 pub use selector::{from_config as selector_from_config, LeastConn, RandomTwo, RoundRobin, Selector};

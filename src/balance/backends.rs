@@ -11,9 +11,10 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, SystemTime};
 
-use super::node::Thresholds;
+use super::node::{Slots, Thresholds};
 use super::selector::{self, Selector};
 use super::{NodeState, Pick};
 use crate::config::{Config, HealthCheck, HostPattern};
@@ -33,6 +34,32 @@ pub enum NoNode {
     Exhausted,
 }
 
+/// Why [`Backends::pick_queued`] found no node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum PickError {
+    #[error(transparent)]
+    NoNode(#[from] NoNode),
+    /// Every usable node stayed at `limits.max_inflight_per_node` for
+    /// `timeouts.queue`.
+    #[error("every node of the site stayed busy for {}", crate::util::duration::format(*.0))]
+    QueueTimeout(Duration),
+}
+
+/// Waiters re-check at least this often even without a release notice, so a
+/// node coming back up (which releases nothing) is noticed.
+const QUEUE_RECHECK: Duration = Duration::from_millis(50);
+
+/// Tries before a pick that keeps losing the race for a node's last slot
+/// reports "full" and waits.
+const RACE_RETRIES: usize = 4;
+
+/// Outcome of one non-waiting attempt under the in-flight limit.
+enum Limited {
+    Got(Pick),
+    Full,
+    None(NoNode),
+}
+
 /// One site as the balancer sees it.
 #[derive(Debug)]
 pub struct SiteBackends {
@@ -44,6 +71,9 @@ pub struct SiteBackends {
     /// `None` to use the node's address.
     pub check_host: Option<String>,
     nodes: Vec<Arc<NodeState>>,
+    /// Requests waiting for a slot; carried across reloads by site name so
+    /// releases of picks made on an older snapshot still wake them.
+    slots: Arc<Slots>,
 }
 
 impl SiteBackends {
@@ -61,6 +91,10 @@ pub struct Backends {
     sites: Vec<SiteBackends>,
     selector: Arc<dyn Selector>,
     health: HealthCheck,
+    /// `limits.max_inflight_per_node` (0 = unlimited).
+    max_inflight: usize,
+    /// `timeouts.queue`.
+    queue: Duration,
     built_at: SystemTime,
 }
 
@@ -110,11 +144,18 @@ impl Backends {
             })
             .collect();
 
+        let old_slots: HashMap<&str, &Arc<Slots>> = previous
+            .map(|p| p.sites.iter().map(|s| (s.name.as_str(), &s.slots)).collect())
+            .unwrap_or_default();
         let sites = config
             .sites
             .iter()
             .enumerate()
             .map(|(s, site)| SiteBackends {
+                slots: old_slots
+                    .get(site.name.as_str())
+                    .map(|s| Arc::clone(s))
+                    .unwrap_or_default(),
                 index: s,
                 name: site.name.clone(),
                 health_path: site.health_path.clone(),
@@ -135,12 +176,15 @@ impl Backends {
             sites,
             selector,
             health: config.health.clone(),
+            max_inflight: config.limits.max_inflight_per_node,
+            queue: config.timeouts.queue,
             built_at: SystemTime::now(),
         }
     }
 
     /// Picks an up node of `site` that is not in `exclude` (indices of nodes
-    /// this request already tried) and takes an in-flight slot on it.
+    /// this request already tried) and takes an in-flight slot on it,
+    /// ignoring `limits.max_inflight_per_node` (see [`pick_queued`](Self::pick_queued)).
     pub fn pick(&self, site: usize, exclude: &[usize]) -> Result<Pick, NoNode> {
         let all = self.nodes_of(site);
         if all.is_empty() {
@@ -164,7 +208,88 @@ impl Backends {
         };
         // A selector returns None only for no candidates; treat a misbehaving
         // custom policy as "nothing available" rather than panicking.
-        chosen.map(Pick::acquire).ok_or(NoNode::AllDown)
+        let node = chosen.ok_or(NoNode::AllDown)?;
+        node.inflight_inc();
+        Ok(Pick::taken(node, self.slots_of(site)))
+    }
+
+    fn slots_of(&self, site: usize) -> Option<Arc<Slots>> {
+        self.sites.get(site).map(|s| Arc::clone(&s.slots))
+    }
+
+    /// Like [`pick`](Self::pick) but honours `limits.max_inflight_per_node`:
+    /// a node with that many requests in flight is not a candidate, and when
+    /// every usable node is at the limit the request waits (FIFO-ish, woken
+    /// by released slots) up to `timeouts.queue`, then gets
+    /// [`PickError::QueueTimeout`]. With no limit configured this is `pick`.
+    pub async fn pick_queued(&self, site: usize, exclude: &[usize]) -> Result<Pick, PickError> {
+        if self.max_inflight == 0 {
+            return Ok(self.pick(site, exclude)?);
+        }
+        let Some(slots) = self.sites.get(site).map(|s| &s.slots) else {
+            return Err(NoNode::Empty.into());
+        };
+        let deadline = tokio::time::Instant::now() + self.queue;
+        loop {
+            // Register before looking, so a release between the look and the
+            // wait is not missed (the release reads `waiting` after freeing).
+            slots.waiting.fetch_add(1, Ordering::SeqCst);
+            let _registered = Registered(slots);
+            let notified = slots.freed.notified();
+            let mut notified = std::pin::pin!(notified);
+            notified.as_mut().enable();
+            match self.try_limited(site, exclude) {
+                Limited::Got(p) => return Ok(p),
+                Limited::None(no) => return Err(no.into()),
+                Limited::Full => {}
+            }
+            let now = tokio::time::Instant::now();
+            if now >= deadline {
+                return Err(PickError::QueueTimeout(self.queue));
+            }
+            let wait = (deadline - now).min(QUEUE_RECHECK);
+            let _ = tokio::time::timeout(wait, notified).await;
+        }
+    }
+
+    /// One attempt under the in-flight limit, never waiting.
+    fn try_limited(&self, site: usize, exclude: &[usize]) -> Limited {
+        let all = self.nodes_of(site);
+        if all.is_empty() {
+            return Limited::None(NoNode::Empty);
+        }
+        let limit = self.max_inflight;
+        for _ in 0..RACE_RETRIES {
+            let usable = |n: &&Arc<NodeState>| n.is_up() && !exclude.contains(&n.index);
+            let candidates: Vec<Arc<NodeState>> = all
+                .iter()
+                .filter(usable)
+                .filter(|n| n.inflight() < limit)
+                .cloned()
+                .collect();
+            if candidates.is_empty() {
+                return if all.iter().any(|n| usable(&n)) {
+                    Limited::Full
+                } else if all.iter().any(|n| n.is_up()) {
+                    Limited::None(NoNode::Exhausted)
+                } else {
+                    Limited::None(NoNode::AllDown)
+                };
+            }
+            let Some(node) = self.selector.select(site, &candidates) else {
+                return Limited::None(NoNode::AllDown);
+            };
+            // Another request may have taken the last slot since the filter.
+            if node.try_inflight_inc(limit) {
+                return Limited::Got(Pick::taken(node, self.slots_of(site)));
+            }
+        }
+        Limited::Full
+    }
+
+    /// `limits.max_inflight_per_node` of this snapshot (0 = unlimited).
+    pub fn max_inflight(&self) -> usize {
+        self.max_inflight
     }
 
     /// Every node of the snapshot in config order (including idle-pool ones).
@@ -211,6 +336,16 @@ impl Backends {
     /// runtime state), if it is still configured.
     pub fn find_same(&self, node: &NodeState) -> Option<&Arc<NodeState>> {
         self.nodes.iter().find(|n| n.same_node(node))
+    }
+}
+
+/// Deregisters a queued waiter however the wait ends (success, error,
+/// timeout, or the request being dropped).
+struct Registered<'a>(&'a Slots);
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        self.0.waiting.fetch_sub(1, Ordering::SeqCst);
     }
 }
 

@@ -191,3 +191,108 @@ proptest! {
         }
     }
 }
+
+fn limited(max_inflight: usize) -> Config {
+    let mut c = config("roundrobin", THREE);
+    c.limits.max_inflight_per_node = max_inflight;
+    c.timeouts.queue = std::time::Duration::from_secs(5);
+    c
+}
+
+#[tokio::test(start_paused = true)]
+async fn pick_queued_without_limit_is_pick() {
+    let b = Backends::build(&limited(0), None);
+    let held: Vec<_> = (0..10).map(|_| b.pick(1, &[]).unwrap()).collect();
+    let p = b.pick_queued(1, &[]).await.unwrap();
+    assert_eq!(p.node.inflight(), 11);
+    drop(held);
+    assert_eq!(b.pick_queued(2, &[]).await.unwrap_err(), PickError::NoNode(NoNode::Empty));
+}
+
+#[tokio::test(start_paused = true)]
+async fn pick_queued_never_exceeds_the_limit_and_times_out() {
+    let b = Backends::build(&limited(2), None);
+    // shop has 3 nodes: 6 slots.
+    let mut held = Vec::new();
+    for _ in 0..6 {
+        held.push(b.pick_queued(0, &[]).await.unwrap());
+    }
+    assert!(b.nodes_of(0).iter().all(|n| n.inflight() == 2));
+    let start = tokio::time::Instant::now();
+    let e = b.pick_queued(0, &[]).await.unwrap_err();
+    assert_eq!(e, PickError::QueueTimeout(std::time::Duration::from_secs(5)));
+    // Paused clock: exactly the queue timeout elapsed, no real waiting.
+    assert!(start.elapsed() >= std::time::Duration::from_secs(5));
+    assert!(b.nodes_of(0).iter().all(|n| n.inflight() == 2));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_released_slot_wakes_a_queued_request() {
+    let b = Arc::new(Backends::build(&limited(1), None));
+    let first = b.pick_queued(1, &[]).await.unwrap();
+    let waiter = {
+        let b = Arc::clone(&b);
+        tokio::spawn(async move { b.pick_queued(1, &[]).await.map(|p| p.node.name.clone()) })
+    };
+    // Let the waiter register and sleep.
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    assert!(!waiter.is_finished());
+    drop(first);
+    assert_eq!(waiter.await.unwrap().unwrap(), "c");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_release_from_an_older_snapshot_wakes_waiters_of_the_new_one() {
+    let old = Backends::build(&limited(1), None);
+    let first = old.pick_queued(1, &[]).await.unwrap();
+    let new = Arc::new(Backends::build(&limited(1), Some(&old)));
+    let waiter = {
+        let b = Arc::clone(&new);
+        tokio::spawn(async move { b.pick_queued(1, &[]).await.is_ok() })
+    };
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    drop(first);
+    assert!(waiter.await.unwrap());
+}
+
+#[tokio::test(start_paused = true)]
+async fn queued_request_fails_fast_when_the_site_goes_down() {
+    let b = Arc::new(Backends::build(&limited(1), None));
+    let _first = b.pick_queued(1, &[]).await.unwrap();
+    let waiter = {
+        let b = Arc::clone(&b);
+        tokio::spawn(async move { b.pick_queued(1, &[]).await.map(|_| ()) })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    b.nodes()[2].report(Outcome::ConnectFailed);
+    let e = waiter.await.unwrap().unwrap_err();
+    assert_eq!(e, PickError::NoNode(NoNode::AllDown));
+}
+
+#[test]
+fn concurrent_limited_picks_never_overshoot() {
+    let b = Arc::new(Backends::build(&limited(3), None));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let tasks: Vec<_> = (0..16)
+            .map(|_| {
+                let b = Arc::clone(&b);
+                tokio::spawn(async move {
+                    for _ in 0..200 {
+                        let p = b.pick_queued(0, &[]).await.unwrap();
+                        assert!(p.node.inflight() <= 3, "limit overshot");
+                        tokio::task::yield_now().await;
+                    }
+                })
+            })
+            .collect();
+        for t in tasks {
+            t.await.unwrap();
+        }
+    });
+    assert!(b.nodes_of(0).iter().all(|n| n.inflight() == 0));
+}

@@ -260,8 +260,23 @@ impl NodeState {
         self.shared.inflight.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Takes a slot only while fewer than `limit` requests are in flight
+    /// (`limit` 0 = unlimited). Returns whether it did.
+    pub(crate) fn try_inflight_inc(&self, limit: usize) -> bool {
+        if limit == 0 {
+            self.inflight_inc();
+            return true;
+        }
+        self.shared
+            .inflight
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| (v < limit).then_some(v + 1))
+            .is_ok()
+    }
+
     pub(crate) fn inflight_dec(&self) {
-        self.shared.inflight.fetch_sub(1, Ordering::Relaxed);
+        // SeqCst pairs with the queue's waiter registration (see `Slots`):
+        // either the releaser sees the waiter or the waiter sees the slot.
+        self.shared.inflight.fetch_sub(1, Ordering::SeqCst);
     }
 
     /// Whether the node may receive traffic.
@@ -391,27 +406,47 @@ impl NodeState {
     }
 }
 
+/// Requests of one site waiting for a free in-flight slot
+/// (`limits.max_inflight_per_node`); see `Backends::pick_queued`.
+#[derive(Debug, Default)]
+pub(crate) struct Slots {
+    /// Number of registered waiters; read by every release (one load).
+    pub(crate) waiting: AtomicUsize,
+    pub(crate) freed: tokio::sync::Notify,
+}
+
 /// RAII in-flight slot: counts one request against `node` from creation until
 /// drop (the data path drops it when the response body ends or is dropped).
 #[derive(Debug)]
 pub struct Pick {
     pub node: Arc<NodeState>,
-    /// Private so a `Pick` is only made through [`Pick::acquire`], which
-    /// pairs the increment with the decrement in `Drop`.
-    _slot: (),
+    /// Waiters to wake when this slot is released (None when the pick was not
+    /// made through a `Backends`). Private, so a `Pick` always pairs the
+    /// increment with the decrement in `Drop`.
+    slots: Option<Arc<Slots>>,
 }
 
 impl Pick {
-    /// Takes an in-flight slot on `node`.
+    /// Takes an in-flight slot on `node` (no limit).
     pub fn acquire(node: Arc<NodeState>) -> Pick {
         node.inflight_inc();
-        Pick { node, _slot: () }
+        Pick { node, slots: None }
+    }
+
+    /// Wraps a slot already taken on `node`.
+    pub(crate) fn taken(node: Arc<NodeState>, slots: Option<Arc<Slots>>) -> Pick {
+        Pick { node, slots }
     }
 }
 
 impl Drop for Pick {
     fn drop(&mut self) {
         self.node.inflight_dec();
+        if let Some(slots) = &self.slots {
+            if slots.waiting.load(Ordering::SeqCst) > 0 {
+                slots.freed.notify_one();
+            }
+        }
     }
 }
 
