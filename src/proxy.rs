@@ -1,0 +1,232 @@
+//! The HTTP data path: listeners, routing to sites, node selection,
+//! pooled forwarding, reload and graceful drain.
+//!
+//! Request path (the folders follow it):
+//! [`listener`] accepts (bounded, TLS with SNI, HTTP/1.1 + HTTP/2) →
+//! [`io`] enforces head/idle/write timeouts on the client stream →
+//! [`forward`] routes by Host and path ([`route`]), picks a node
+//! ([`crate::balance::Backends::pick`]), rewrites headers ([`headers`]) and
+//! forwards over a pooled connection ([`upstream`]) → [`body`] streams the
+//! response and settles the [`exchange`] (passive health, metrics
+//! ([`stats`]), access log ([`access_log`])).
+//!
+//! Everything a request reads comes from one immutable [`state::Snapshot`]
+//! behind an `ArcSwap`; SIGHUP builds a new one from the config file and
+//! swaps it in, so in-flight requests finish on the snapshot they started
+//! with and the hot path never locks.
+
+pub mod access_log;
+pub mod admin;
+pub mod body;
+pub mod error;
+pub mod exchange;
+pub mod forward;
+pub mod headers;
+pub mod io;
+pub mod listener;
+pub mod metrics;
+pub mod route;
+pub mod state;
+pub mod stats;
+pub mod tls;
+pub mod upstream;
+
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::{mpsc, watch};
+
+pub use error::{ErrorKind, ErrorSource, ProxyError, RetryType};
+
+use crate::balance::Backends;
+use crate::config::{self, Config};
+use access_log::AccessLogger;
+use state::{Runtime, Snapshot};
+
+/// Runs the proxy until SIGTERM or SIGINT, then drains: stops accepting,
+/// lets in-flight requests finish for up to `global.shutdown_grace`,
+/// closes keep-alive connections, and returns. SIGHUP reloads the config
+/// file (`config.source`). Must run inside a Tokio runtime.
+pub async fn run(config: Config) -> Result<(), ProxyError> {
+    // Before any handle is registered (the snapshot caches its handles).
+    let prometheus = metrics::install();
+    let config = Arc::new(config);
+    let backends = Arc::new(Backends::build(&config, None));
+    let access = AccessLogger::start(&config.global.access_log)?;
+    let snapshot = Snapshot::build(Arc::clone(&config), Arc::clone(&backends), None);
+    let runtime = Arc::new(Runtime {
+        snapshot: ArcSwap::from_pointee(snapshot),
+        config: Arc::new(ArcSwap::new(Arc::clone(&config))),
+        backends: Arc::new(ArcSwap::new(backends)),
+        access,
+    });
+
+    // Bind everything first: a bad address or certificate stops start-up.
+    let bound = listener::bind_all(&config)?;
+    let admin_listener = match &config.admin {
+        None => None,
+        Some(a) => Some(
+            listener::bind_tcp(a.listen).map_err(|source| ProxyError::AdminBind {
+                addr: a.listen,
+                source,
+            })?,
+        ),
+    };
+    let signal_err = |signal| move |source| ProxyError::Signal { signal, source };
+    let mut term = signal(SignalKind::terminate()).map_err(signal_err("SIGTERM"))?;
+    let mut int = signal(SignalKind::interrupt()).map_err(signal_err("SIGINT"))?;
+    let mut hup = signal(SignalKind::hangup()).map_err(signal_err("SIGHUP"))?;
+
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let (drain_tx, mut drain_rx) = mpsc::channel::<()>(1);
+    let health =
+        crate::balance::health::spawn_checks(Arc::clone(&runtime.backends), shutdown_rx.clone());
+    if let Some(l) = admin_listener {
+        let state = admin::AdminState::new(
+            Arc::clone(&runtime.config),
+            Arc::clone(&runtime.backends),
+            prometheus,
+        );
+        tokio::spawn(admin::serve(l, state, shutdown_rx.clone()));
+    }
+    for b in bound {
+        tracing::info!(listener = %b.name, address = %b.addr, "listening");
+        tokio::spawn(listener::serve(
+            b,
+            Arc::clone(&runtime),
+            shutdown_rx.clone(),
+            drain_tx.clone(),
+        ));
+    }
+    drop(drain_tx);
+    tracing::info!(
+        config = %config.source.display(),
+        sites = config.sites.len(),
+        nodes = config.nodes.len(),
+        balance = config.global.balance.as_str(),
+        "proxy started"
+    );
+
+    let signal_name = loop {
+        tokio::select! {
+            _ = term.recv() => break "SIGTERM",
+            _ = int.recv() => break "SIGINT",
+            _ = hup.recv() => {
+                if reload(&runtime).await {
+                    health.resync();
+                }
+            }
+        }
+    };
+    let grace = runtime.snapshot.load().config.global.shutdown_grace;
+    tracing::info!(signal = signal_name, grace = ?grace, "shutting down: no new connections, draining in-flight requests");
+    let _ = shutdown_tx.send(true);
+    match tokio::time::timeout(grace, drain_rx.recv()).await {
+        Ok(_) => tracing::info!("all client connections closed"),
+        Err(_) => {
+            tracing::warn!(grace = ?grace, "grace period over: closing the remaining connections")
+        }
+    }
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(1), health.join()).await;
+    Ok(())
+}
+
+/// Re-reads the config file; on success swaps the new snapshot in and
+/// returns true, otherwise logs every problem and keeps the current one.
+pub async fn reload(runtime: &Runtime) -> bool {
+    let old = runtime.snapshot.load_full();
+    let path = old.config.source.clone();
+    tracing::info!(config = %path.display(), "SIGHUP: reloading the configuration");
+    let loaded = tokio::task::spawn_blocking(move || config::load(&path)).await;
+    let new = match loaded {
+        Ok(Ok(c)) => c,
+        Ok(Err(errors)) => {
+            for p in &errors.problems {
+                tracing::error!(
+                    file = %errors.file.display(),
+                    key = %p.key,
+                    problem = %p.message,
+                    "reload rejected: config problem"
+                );
+            }
+            tracing::error!(
+                file = %errors.file.display(),
+                problems = errors.problems.len(),
+                "reload rejected; still serving the previous configuration"
+            );
+            ::metrics::counter!("rdmalb_config_reloads_total", "result" => "failed").increment(1);
+            return false;
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "reload failed; still serving the previous configuration");
+            ::metrics::counter!("rdmalb_config_reloads_total", "result" => "failed").increment(1);
+            return false;
+        }
+    };
+    warn_restart_only(&old.config, &new);
+    let backends = Arc::new(Backends::build(&new, Some(&old.backends)));
+    let snapshot = Snapshot::build(Arc::new(new), backends, Some(&old));
+    tracing::info!(
+        sites = snapshot.config.sites.len(),
+        nodes = snapshot.config.nodes.len(),
+        balance = snapshot.config.global.balance.as_str(),
+        "configuration reloaded"
+    );
+    runtime.store(snapshot);
+    ::metrics::counter!("rdmalb_config_reloads_total", "result" => "ok").increment(1);
+    true
+}
+
+/// Settings read only at start-up: say so when a reload changes them.
+fn warn_restart_only(old: &Config, new: &Config) {
+    let listeners = |c: &Config| {
+        c.listeners
+            .iter()
+            .map(|l| {
+                let certs = l.tls.as_ref().map(|t| {
+                    (
+                        t.h2,
+                        t.certificates
+                            .iter()
+                            .map(|p| (p.cert.clone(), p.key.clone()))
+                            .collect::<Vec<_>>(),
+                    )
+                });
+                (l.name.clone(), l.listen, certs)
+            })
+            .collect::<Vec<_>>()
+    };
+    let mut changed = Vec::new();
+    if listeners(old) != listeners(new) {
+        changed.push("listener");
+    }
+    if old.admin.as_ref().map(|a| a.listen) != new.admin.as_ref().map(|a| a.listen) {
+        changed.push("admin");
+    }
+    if old.global.workers != new.global.workers {
+        changed.push("global.workers");
+    }
+    if old.global.access_log != new.global.access_log {
+        changed.push("global.access_log");
+    }
+    let lim = |c: &Config| {
+        (
+            c.limits.max_connections,
+            c.limits.max_header_bytes,
+            c.limits.max_headers,
+            c.timeouts.http_request,
+            c.timeouts.keep_alive,
+            c.timeouts.client,
+        )
+    };
+    if lim(old) != lim(new) {
+        changed.push("client-side limits/timeouts");
+    }
+    if !changed.is_empty() {
+        tracing::warn!(
+            changed = %changed.join(", "),
+            "these settings changed but apply only after a restart; the rest of the new configuration is live"
+        );
+    }
+}

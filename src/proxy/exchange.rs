@@ -1,0 +1,215 @@
+//! One request/response exchange as the proxy accounts for it: timers,
+//! chosen site and node, status, bytes, termination state. Settled once,
+//! when the response body ends or is dropped ([`Exchange::finish`]):
+//! passive health report, pooled connection returned, in-flight slot
+//! released, metrics, access-log line.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use hyper::client::conn::http1::SendRequest;
+
+use super::access_log::AccessRecord;
+use super::body::RequestBody;
+use super::error::ErrorKind;
+use super::state::{ConnCtx, Snapshot};
+use super::stats::class_index;
+use super::upstream::NodePool;
+use crate::balance::{Outcome, Pick};
+
+/// How an exchange ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum End {
+    /// The whole response reached the client.
+    Complete,
+    /// The node broke the response body.
+    UpstreamAborted,
+    /// The node stalled in the response body (`timeouts.server`).
+    UpstreamTimeout,
+    /// The client went away before the response ended.
+    ClientAborted,
+}
+
+/// Milliseconds for the access-log timers.
+pub fn ms(d: Duration) -> i64 {
+    d.as_millis().min(i64::MAX as u128) as i64
+}
+
+/// Per-request accounting; see the module doc.
+pub struct Exchange {
+    ctx: Arc<ConnCtx>,
+    pub snap: Arc<Snapshot>,
+    start: Instant,
+    date: SystemTime,
+    method: http::Method,
+    target: String,
+    pub version: http::Version,
+    pub site: Option<usize>,
+    pub node: Option<usize>,
+    pub pick: Option<Pick>,
+    /// The node connection, returned to its pool on a complete response.
+    pub conn: Option<(Arc<NodePool>, SendRequest<RequestBody>)>,
+    /// Tq, Tw, Tc, Tr (ms; -1 = not reached).
+    pub timers: [i64; 4],
+    pub status: u16,
+    pub bytes: u64,
+    /// Set when the proxy answered with an error.
+    pub error: Option<ErrorKind>,
+    /// The node answered; its outcome is reported when the body ends.
+    pub outcome_pending: bool,
+    done: bool,
+}
+
+impl Exchange {
+    pub fn new<B>(
+        ctx: Arc<ConnCtx>,
+        snap: Arc<Snapshot>,
+        start: Instant,
+        req: &http::Request<B>,
+    ) -> Self {
+        let logging = ctx.proxy.access.enabled();
+        Exchange {
+            ctx,
+            snap,
+            start,
+            date: if logging {
+                SystemTime::now()
+            } else {
+                SystemTime::UNIX_EPOCH
+            },
+            method: req.method().clone(),
+            target: if logging {
+                req.uri()
+                    .path_and_query()
+                    .map_or_else(|| req.uri().to_string(), |p| p.as_str().to_string())
+            } else {
+                String::new()
+            },
+            version: req.version(),
+            site: None,
+            node: None,
+            pick: None,
+            conn: None,
+            timers: [-1; 4],
+            status: 0,
+            bytes: 0,
+            error: None,
+            outcome_pending: false,
+            done: false,
+        }
+    }
+
+    /// Reports a failed attempt on the current node (passive health and
+    /// `rdmalb_upstream_errors_total`) and releases its slot.
+    pub fn attempt_failed(&mut self, outcome: Outcome) {
+        if let Some(pick) = self.pick.take() {
+            pick.node.report(outcome);
+            self.count_upstream_error(outcome);
+            let node = pick.node.index;
+            drop(pick);
+            self.update_inflight(node);
+        }
+    }
+
+    fn count_upstream_error(&self, outcome: Outcome) {
+        let (Some(node), Some(kind)) = (self.node, outcome.error_kind()) else {
+            return;
+        };
+        if let Some(stats) = self.snap.stats.nodes.get(node) {
+            let i = super::stats::UPSTREAM_ERROR_KINDS
+                .iter()
+                .position(|k| *k == kind)
+                .unwrap_or(2);
+            stats.errors[i].increment(1);
+        }
+    }
+
+    pub fn update_inflight(&self, node: usize) {
+        if let (Some(stats), Some(state)) = (
+            self.snap.stats.nodes.get(node),
+            self.snap.backends.nodes().get(node),
+        ) {
+            stats.inflight.set(state.inflight() as f64);
+        }
+    }
+
+    /// Settles the exchange (idempotent).
+    pub fn finish(&mut self, end: End) {
+        if self.done {
+            return;
+        }
+        self.done = true;
+        let elapsed = self.start.elapsed();
+        self.ctx.conn.request_finished();
+        let (termination, cut) = match end {
+            End::Complete => (self.error.map_or("--", ErrorKind::termination), false),
+            End::UpstreamAborted => ("SD", true),
+            End::UpstreamTimeout => ("sD", true),
+            End::ClientAborted => ("CD", true),
+        };
+        if self.outcome_pending {
+            let outcome = match end {
+                End::Complete | End::ClientAborted if self.status >= 500 => Outcome::ServerError,
+                End::Complete | End::ClientAborted => Outcome::Success,
+                End::UpstreamAborted => Outcome::ProtocolError,
+                End::UpstreamTimeout => Outcome::Timeout,
+            };
+            if let Some(pick) = &self.pick {
+                pick.node.report(outcome);
+            }
+            self.count_upstream_error(outcome);
+        }
+        match (end, self.conn.take()) {
+            (End::Complete, Some((pool, sender))) => pool.checkin(sender),
+            // A connection with an unfinished response cannot be reused.
+            (_, conn) => drop(conn),
+        }
+        let class = class_index(self.status, cut);
+        let stats = &self.snap.stats;
+        match (self.site, self.node) {
+            (_, Some(node)) => {
+                if let Some(s) = stats.nodes.get(node) {
+                    s.requests[class].increment(1);
+                }
+            }
+            (Some(site), _) => {
+                if let Some(s) = stats.sites.get(site) {
+                    s.no_node[class].increment(1);
+                }
+            }
+            (None, _) => stats.no_site[class].increment(1),
+        }
+        if let Some(s) = self.site.and_then(|s| stats.sites.get(s)) {
+            s.duration.record(elapsed.as_secs_f64());
+        }
+        let node_name = self.node.and_then(|n| self.snap.node_names.get(n).cloned());
+        if let Some(pick) = self.pick.take() {
+            let node = pick.node.index;
+            drop(pick);
+            self.update_inflight(node);
+        }
+        if self.ctx.proxy.access.enabled() {
+            let [tq, tw, tc, tr] = self.timers;
+            self.ctx.proxy.access.log(AccessRecord {
+                client: self.ctx.client,
+                date: self.date,
+                listener: Arc::clone(&self.ctx.listener),
+                site: self.site.and_then(|s| self.snap.site_names.get(s).cloned()),
+                node: node_name,
+                timers: [tq, tw, tc, tr, ms(elapsed)],
+                status: self.status,
+                bytes: self.bytes,
+                termination,
+                method: Some(std::mem::replace(&mut self.method, http::Method::GET)),
+                target: std::mem::take(&mut self.target),
+                version: self.version,
+            });
+        }
+    }
+}
+
+impl Drop for Exchange {
+    fn drop(&mut self) {
+        self.finish(End::ClientAborted);
+    }
+}

@@ -1,0 +1,258 @@
+//! Header rewriting between client and node: hop-by-hop removal (RFC 9110
+//! §7.6.1), `X-Forwarded-For`/`X-Forwarded-Proto`, `Forwarded` (RFC 7239)
+//! and `Via`.
+
+use std::fmt::Write as _;
+use std::net::IpAddr;
+
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::Version;
+
+static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+static PROXY_CONNECTION: HeaderName = HeaderName::from_static("proxy-connection");
+static KEEP_ALIVE: HeaderName = HeaderName::from_static("keep-alive");
+
+/// Whether the request asks for a protocol upgrade (WebSocket and the like):
+/// HTTP/1.1 with `Connection: upgrade` and an `Upgrade` header.
+pub fn is_upgrade_request(version: Version, headers: &HeaderMap) -> bool {
+    version == Version::HTTP_11
+        && headers.contains_key(header::UPGRADE)
+        && connection_has(headers, "upgrade")
+}
+
+/// Whether any `Connection` header lists `token` (case-insensitive).
+pub fn connection_has(headers: &HeaderMap, token: &str) -> bool {
+    headers.get_all(header::CONNECTION).iter().any(|v| {
+        v.to_str()
+            .map(|s| s.split(',').any(|t| t.trim().eq_ignore_ascii_case(token)))
+            .unwrap_or(false)
+    })
+}
+
+/// Removes hop-by-hop headers: `Connection` and every header it names,
+/// `Keep-Alive`, `Proxy-Connection`, `TE` (unless it is just `trailers`),
+/// `Trailer`, `Transfer-Encoding`, and `Upgrade` unless `upgrade` is set,
+/// in which case `Connection: upgrade` is kept so the node sees the upgrade.
+pub fn strip_hop_by_hop(headers: &mut HeaderMap, upgrade: bool) {
+    if headers.contains_key(header::CONNECTION) {
+        let mut named: Vec<HeaderName> = Vec::new();
+        for v in headers.get_all(header::CONNECTION) {
+            let Ok(s) = v.to_str() else { continue };
+            for t in s.split(',') {
+                let t = t.trim();
+                if t.is_empty()
+                    || t.eq_ignore_ascii_case("close")
+                    || t.eq_ignore_ascii_case("keep-alive")
+                    || t.eq_ignore_ascii_case("upgrade")
+                {
+                    continue;
+                }
+                if let Ok(name) = HeaderName::from_bytes(t.to_ascii_lowercase().as_bytes()) {
+                    named.push(name);
+                }
+            }
+        }
+        for name in named {
+            headers.remove(name);
+        }
+        headers.remove(header::CONNECTION);
+    }
+    headers.remove(&KEEP_ALIVE);
+    headers.remove(&PROXY_CONNECTION);
+    headers.remove(header::TRAILER);
+    headers.remove(header::TRANSFER_ENCODING);
+    if let Some(te) = headers.get(header::TE) {
+        let only_trailers = te
+            .to_str()
+            .map(|s| s.trim().eq_ignore_ascii_case("trailers"))
+            .unwrap_or(false);
+        if !only_trailers || headers.get_all(header::TE).iter().count() > 1 {
+            headers.remove(header::TE);
+        }
+    }
+    if upgrade {
+        headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+    } else {
+        headers.remove(header::UPGRADE);
+    }
+}
+
+/// Appends `value` to a comma-separated list header, merging existing
+/// lines into one (many applications read only the first line).
+fn append_list(headers: &mut HeaderMap, name: &HeaderName, value: &str) {
+    let mut joined = String::new();
+    for v in headers.get_all(name) {
+        if let Ok(s) = v.to_str() {
+            let s = s.trim();
+            if !s.is_empty() {
+                joined.push_str(s);
+                joined.push_str(", ");
+            }
+        }
+    }
+    joined.push_str(value);
+    if let Ok(v) = HeaderValue::from_str(&joined) {
+        headers.insert(name.clone(), v);
+    }
+}
+
+/// Adds `X-Forwarded-For` (appended), `X-Forwarded-Proto` (replaced) and a
+/// `Forwarded` element (appended) for a request received from `client`
+/// over `proto` ("http" or "https") with the given Host.
+pub fn add_forwarding(
+    headers: &mut HeaderMap,
+    client: IpAddr,
+    proto: &'static str,
+    host: Option<&str>,
+) {
+    let ip = client.to_canonical();
+    let mut ip_text = String::with_capacity(40);
+    let _ = write!(ip_text, "{ip}");
+    append_list(headers, &X_FORWARDED_FOR, &ip_text);
+    headers.insert(X_FORWARDED_PROTO.clone(), HeaderValue::from_static(proto));
+
+    let mut fwd = String::with_capacity(64);
+    match ip {
+        IpAddr::V4(_) => {
+            let _ = write!(fwd, "for={ip_text}");
+        }
+        IpAddr::V6(_) => {
+            let _ = write!(fwd, "for=\"[{ip_text}]\"");
+        }
+    }
+    let _ = write!(fwd, ";proto={proto}");
+    if let Some(h) = host {
+        if is_token(h) {
+            let _ = write!(fwd, ";host={h}");
+        } else if h
+            .bytes()
+            .all(|b| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\')
+        {
+            let _ = write!(fwd, ";host=\"{h}\"");
+        }
+    }
+    append_list(headers, &header::FORWARDED, &fwd);
+}
+
+/// Appends this proxy to `Via`.
+pub fn add_via(headers: &mut HeaderMap, via: &HeaderValue) {
+    if headers.contains_key(header::VIA) {
+        if let Ok(v) = via.to_str() {
+            append_list(headers, &header::VIA, v);
+            return;
+        }
+    }
+    headers.insert(header::VIA, via.clone());
+}
+
+/// RFC 7230 token characters.
+fn is_token(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes().all(|b| {
+            b.is_ascii_alphanumeric()
+                || matches!(
+                    b,
+                    b'!' | b'#'
+                        | b'$'
+                        | b'%'
+                        | b'&'
+                        | b'\''
+                        | b'*'
+                        | b'+'
+                        | b'-'
+                        | b'.'
+                        | b'^'
+                        | b'_'
+                        | b'`'
+                        | b'|'
+                        | b'~'
+                )
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(
+                HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                HeaderValue::from_str(v).unwrap(),
+            );
+        }
+        h
+    }
+
+    #[test]
+    fn strips_hop_by_hop_and_connection_listed() {
+        let mut h = map(&[
+            ("connection", "keep-alive, X-Secret"),
+            ("x-secret", "1"),
+            ("keep-alive", "timeout=5"),
+            ("proxy-connection", "keep-alive"),
+            ("te", "gzip"),
+            ("trailer", "x-sum"),
+            ("transfer-encoding", "chunked"),
+            ("upgrade", "websocket"),
+            ("x-kept", "yes"),
+        ]);
+        strip_hop_by_hop(&mut h, false);
+        assert_eq!(h.len(), 1, "{h:?}");
+        assert_eq!(h["x-kept"], "yes");
+
+        let mut h = map(&[("te", "trailers")]);
+        strip_hop_by_hop(&mut h, false);
+        assert_eq!(h["te"], "trailers");
+    }
+
+    #[test]
+    fn keeps_upgrade_for_upgrades() {
+        let mut h = map(&[("connection", "Upgrade"), ("upgrade", "websocket")]);
+        assert!(is_upgrade_request(Version::HTTP_11, &h));
+        assert!(!is_upgrade_request(Version::HTTP_10, &h));
+        strip_hop_by_hop(&mut h, true);
+        assert_eq!(h["connection"], "upgrade");
+        assert_eq!(h["upgrade"], "websocket");
+    }
+
+    #[test]
+    fn forwarding_headers_append() {
+        let mut h = map(&[
+            ("x-forwarded-for", "10.0.0.1"),
+            ("forwarded", "for=10.0.0.1"),
+        ]);
+        add_forwarding(
+            &mut h,
+            "192.0.2.7".parse().unwrap(),
+            "https",
+            Some("example.com:8443"),
+        );
+        assert_eq!(h["x-forwarded-for"], "10.0.0.1, 192.0.2.7");
+        assert_eq!(h["x-forwarded-proto"], "https");
+        assert_eq!(
+            h["forwarded"],
+            "for=10.0.0.1, for=192.0.2.7;proto=https;host=\"example.com:8443\""
+        );
+        let mut h = HeaderMap::new();
+        add_forwarding(&mut h, "::1".parse().unwrap(), "http", Some("a.example"));
+        assert_eq!(h["forwarded"], "for=\"[::1]\";proto=http;host=a.example");
+        // IPv4-mapped IPv6 peers are logged as IPv4.
+        let mut h = HeaderMap::new();
+        add_forwarding(&mut h, "::ffff:192.0.2.1".parse().unwrap(), "http", None);
+        assert_eq!(h["x-forwarded-for"], "192.0.2.1");
+    }
+
+    #[test]
+    fn via_appends() {
+        let via = HeaderValue::from_static("1.1 rdmalb");
+        let mut h = map(&[("via", "1.0 fred")]);
+        add_via(&mut h, &via);
+        assert_eq!(h["via"], "1.0 fred, 1.1 rdmalb");
+        let mut h = HeaderMap::new();
+        add_via(&mut h, &via);
+        assert_eq!(h["via"], "1.1 rdmalb");
+    }
+}

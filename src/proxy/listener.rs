@@ -1,0 +1,261 @@
+//! Client-facing listeners: bind, accept (bounded by
+//! `limits.max_connections`), TLS handshake, and one hyper connection per
+//! client speaking HTTP/1.1 or HTTP/2 (prior knowledge on plain listeners,
+//! ALPN on TLS ones). On shutdown the accept loop stops (so new connections
+//! are refused) and every connection is asked to finish gracefully.
+
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch, Semaphore};
+use tokio_rustls::TlsAcceptor;
+
+use super::access_log::AccessRecord;
+use super::error::ProxyError;
+use super::io::{ConnIo, ConnShared, IoTimeouts};
+use super::state::{ConnCtx, Runtime};
+use super::{forward, stats, tls};
+use crate::config::{Config, Listener};
+
+/// A listener bound at start-up.
+pub struct Bound {
+    pub name: Arc<str>,
+    pub addr: SocketAddr,
+    tcp: TcpListener,
+    tls: Option<TlsAcceptor>,
+}
+
+/// Binds every listener (and loads their certificates) before anything is
+/// served, so a bad address or certificate stops start-up with a clear error.
+pub fn bind_all(config: &Config) -> Result<Vec<Bound>, ProxyError> {
+    config.listeners.iter().map(bind).collect()
+}
+
+fn bind(l: &Listener) -> Result<Bound, ProxyError> {
+    let err = |source| ProxyError::Bind {
+        listener: l.name.clone(),
+        addr: l.listen,
+        source,
+    };
+    let tcp = bind_tcp(l.listen).map_err(err)?;
+    let addr = tcp.local_addr().map_err(err)?;
+    let tls = match &l.tls {
+        None => None,
+        Some(t) => Some(TlsAcceptor::from(tls::server_config(&l.name, t)?)),
+    };
+    Ok(Bound {
+        name: Arc::from(l.name.as_str()),
+        addr,
+        tcp,
+        tls,
+    })
+}
+
+/// A listening socket with `SO_REUSEADDR` (restarts do not wait for
+/// TIME_WAIT) and a deep accept backlog.
+pub fn bind_tcp(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::STREAM,
+        Some(socket2::Protocol::TCP),
+    )?;
+    socket.set_reuse_address(true)?;
+    if addr.is_ipv6() {
+        socket.set_only_v6(true)?;
+    }
+    socket.bind(&addr.into())?;
+    socket.listen(4096)?;
+    socket.set_nonblocking(true)?;
+    TcpListener::from_std(socket.into())
+}
+
+fn builder(config: &Config) -> auto::Builder<TokioExecutor> {
+    let limits = &config.limits;
+    let mut b = auto::Builder::new(TokioExecutor::new());
+    b.http1()
+        .timer(TokioTimer::new())
+        // The head timeout is enforced by `ConnIo`, which answers 408.
+        .header_read_timeout(None)
+        .keep_alive(true)
+        .max_headers(limits.max_headers)
+        // hyper's floor is 8 KiB; heads between the configured limit and
+        // that floor are refused by the service with the same 431.
+        .max_buf_size(limits.max_header_bytes.max(8192));
+    b.http2()
+        .timer(TokioTimer::new())
+        .max_header_list_size(limits.max_header_bytes.min(u32::MAX as usize) as u32)
+        .max_concurrent_streams(256)
+        .keep_alive_interval(Some(config.timeouts.keep_alive))
+        .keep_alive_timeout(config.timeouts.client);
+    b
+}
+
+/// Accepts connections until `shutdown` turns true. Each connection task
+/// holds a clone of `drain`; the caller knows all are gone when the
+/// receiver reports closed.
+pub async fn serve(
+    bound: Bound,
+    runtime: Arc<Runtime>,
+    mut shutdown: watch::Receiver<bool>,
+    drain: mpsc::Sender<()>,
+) {
+    let config = runtime.snapshot.load().config.clone();
+    let builder = Arc::new(builder(&config));
+    let limit = Arc::new(Semaphore::new(config.limits.max_connections));
+    let gauge = metrics::gauge!("rdmalb_connections", "listener" => bound.name.to_string());
+    let timeouts = IoTimeouts {
+        http_request: config.timeouts.http_request,
+        keep_alive: config.timeouts.keep_alive,
+        client: config.timeouts.client,
+    };
+    loop {
+        let permit = tokio::select! {
+            p = Arc::clone(&limit).acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+            _ = stopped(&mut shutdown) => break,
+        };
+        let (stream, client) = tokio::select! {
+            r = bound.tcp.accept() => match r {
+                Ok(x) => x,
+                Err(e) => {
+                    // EMFILE and friends: back off instead of spinning.
+                    tracing::warn!(listener = %bound.name, error = %e, "accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                    continue;
+                }
+            },
+            _ = stopped(&mut shutdown) => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let ctx = Arc::new(ConnCtx {
+            proxy: Arc::clone(&runtime),
+            client,
+            listener: Arc::clone(&bound.name),
+            tls: bound.tls.is_some(),
+            conn: Arc::new(ConnShared::new(Instant::now())),
+        });
+        let builder = Arc::clone(&builder);
+        let tls = bound.tls.clone();
+        let shutdown = shutdown.clone();
+        let drain = drain.clone();
+        let gauge = gauge.clone();
+        gauge.increment(1.0);
+        tokio::spawn(async move {
+            connection(stream, tls, ctx, builder, timeouts, shutdown).await;
+            gauge.decrement(1.0);
+            drop(permit);
+            drop(drain);
+        });
+    }
+    tracing::info!(listener = %bound.name, address = %bound.addr, "listener closed");
+}
+
+async fn connection(
+    stream: TcpStream,
+    tls: Option<TlsAcceptor>,
+    ctx: Arc<ConnCtx>,
+    builder: Arc<auto::Builder<TokioExecutor>>,
+    timeouts: IoTimeouts,
+    shutdown: watch::Receiver<bool>,
+) {
+    match tls {
+        None => {
+            let io = ConnIo::new(stream, Arc::clone(&ctx.conn), timeouts, false);
+            drive(io, ctx, builder, shutdown).await;
+        }
+        Some(acceptor) => {
+            let accepted =
+                tokio::time::timeout(timeouts.http_request, acceptor.accept(stream)).await;
+            let stream = match accepted {
+                Ok(Ok(s)) => s,
+                Ok(Err(e)) => {
+                    tracing::debug!(client = %ctx.client, listener = %ctx.listener, error = %e, "TLS handshake failed");
+                    stats::client_error("tls");
+                    return;
+                }
+                Err(_) => {
+                    tracing::debug!(client = %ctx.client, listener = %ctx.listener, "TLS handshake timed out");
+                    stats::client_error("tls");
+                    return;
+                }
+            };
+            let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
+            let io = ConnIo::new(stream, Arc::clone(&ctx.conn), timeouts, h2);
+            drive(io, ctx, builder, shutdown).await;
+        }
+    }
+}
+
+/// Serves one connection; on shutdown asks it to finish gracefully (HTTP/1
+/// closes after the in-flight response, HTTP/2 sends GOAWAY).
+async fn drive<I>(
+    io: I,
+    ctx: Arc<ConnCtx>,
+    builder: Arc<auto::Builder<TokioExecutor>>,
+    mut shutdown: watch::Receiver<bool>,
+) where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let svc_ctx = Arc::clone(&ctx);
+    let svc = service_fn(move |req| forward::handle(Arc::clone(&svc_ctx), req));
+    let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), svc);
+    tokio::pin!(conn);
+    let result = tokio::select! {
+        r = conn.as_mut() => r,
+        _ = stopped(&mut shutdown) => {
+            conn.as_mut().graceful_shutdown();
+            conn.await
+        }
+    };
+    if ctx.conn.timed_out.load(Ordering::Relaxed) {
+        head_failure(&ctx, 408, "cR", "408");
+        return;
+    }
+    let Err(e) = result else { return };
+    match e.downcast_ref::<hyper::Error>() {
+        // hyper answered these itself (431/400) before closing.
+        Some(h) if h.is_parse_too_large() => head_failure(&ctx, 431, "PR", "431"),
+        Some(h) if h.is_parse() => head_failure(&ctx, 400, "PR", "400"),
+        _ => {
+            tracing::debug!(client = %ctx.client, listener = %ctx.listener, error = %e, "client connection ended with an error")
+        }
+    }
+}
+
+/// Resolves when shutdown is requested (or the sender is gone). The
+/// watch guard is dropped inside, so callers stay `Send`.
+async fn stopped(rx: &mut watch::Receiver<bool>) {
+    let _ = rx.wait_for(|s| *s).await;
+}
+
+/// Accounts for a request whose head never reached the service.
+fn head_failure(ctx: &ConnCtx, status: u16, termination: &'static str, kind: &'static str) {
+    stats::client_error(kind);
+    tracing::debug!(client = %ctx.client, listener = %ctx.listener, status, "bad request head");
+    if ctx.proxy.access.enabled() {
+        let tq = super::exchange::ms(ctx.conn.head_elapsed(Instant::now()));
+        ctx.proxy.access.log(AccessRecord {
+            client: ctx.client,
+            date: SystemTime::now(),
+            listener: Arc::clone(&ctx.listener),
+            site: None,
+            node: None,
+            timers: [tq, -1, -1, -1, tq],
+            status,
+            bytes: 0,
+            termination,
+            method: None,
+            target: String::new(),
+            version: http::Version::HTTP_11,
+        });
+    }
+}

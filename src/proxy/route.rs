@@ -1,0 +1,200 @@
+//! Host (and path prefix) routing to sites, built once per config snapshot.
+//!
+//! Order of precedence: an exact host name, then wildcards with the longest
+//! suffix first (`*.a.example.com` before `*.example.com`); within the
+//! matching host, the longest path prefix wins, and a site without prefixes
+//! matches every path. A host whose entries match no path falls through to
+//! the next host pattern, then to `global.default_site`.
+
+use std::collections::HashMap;
+
+use crate::config::{Config, HostPattern};
+
+/// One (path prefix → site) entry of a host pattern. Empty prefix = all paths.
+#[derive(Debug, Clone)]
+struct Entry {
+    prefix: String,
+    site: usize,
+}
+
+/// Immutable routing table of one config snapshot.
+#[derive(Debug, Clone, Default)]
+pub struct RouteTable {
+    /// Exact host → entries, longest prefix first.
+    exact: HashMap<String, Vec<Entry>>,
+    /// Wildcard suffix (with leading dot) → entries, longest prefix first.
+    wildcard: HashMap<String, Vec<Entry>>,
+    default_site: Option<usize>,
+}
+
+impl RouteTable {
+    /// Builds the table from a validated config (which already rejected
+    /// duplicate host/prefix pairs).
+    pub fn build(config: &Config) -> RouteTable {
+        let mut t = RouteTable {
+            default_site: config.global.default_site,
+            ..RouteTable::default()
+        };
+        for site in &config.sites {
+            let prefixes: Vec<String> = if site.path_prefixes.is_empty() {
+                vec![String::new()]
+            } else {
+                site.path_prefixes.clone()
+            };
+            for host in &site.hosts {
+                let (map, key) = match host {
+                    HostPattern::Exact(h) => (&mut t.exact, h.clone()),
+                    HostPattern::Wildcard(s) => (&mut t.wildcard, s.clone()),
+                };
+                let entries = map.entry(key).or_default();
+                for p in &prefixes {
+                    entries.push(Entry {
+                        prefix: p.clone(),
+                        site: site.index,
+                    });
+                }
+            }
+        }
+        for entries in t.exact.values_mut().chain(t.wildcard.values_mut()) {
+            entries.sort_by(|a, b| b.prefix.len().cmp(&a.prefix.len()));
+        }
+        t
+    }
+
+    /// The site for a request. `host` is the raw Host header or :authority
+    /// (any case, with or without port); `path` the request path.
+    pub fn route(&self, host: Option<&str>, path: &str) -> Option<usize> {
+        if let Some(host) = host.and_then(normalize_host) {
+            let host: &str = &host;
+            if let Some(site) = self.exact.get(host).and_then(|e| by_prefix(e, path)) {
+                return Some(site);
+            }
+            if !self.wildcard.is_empty() {
+                // Suffixes from the longest: "a.b.example.com" tries
+                // ".b.example.com", ".example.com", ".com".
+                for (i, b) in host.bytes().enumerate() {
+                    if b == b'.' && i > 0 {
+                        if let Some(site) = self
+                            .wildcard
+                            .get(&host[i..])
+                            .and_then(|e| by_prefix(e, path))
+                        {
+                            return Some(site);
+                        }
+                    }
+                }
+            }
+        }
+        self.default_site
+    }
+}
+
+fn by_prefix(entries: &[Entry], path: &str) -> Option<usize> {
+    entries
+        .iter()
+        .find(|e| path.starts_with(e.prefix.as_str()))
+        .map(|e| e.site)
+}
+
+/// Lower-cases a host and strips its port (`Example.COM:8080` →
+/// `example.com`, `[::1]:80` → `[::1]`); a trailing dot is dropped.
+/// Borrows when nothing changes (the common case).
+pub fn normalize_host(raw: &str) -> Option<std::borrow::Cow<'_, str>> {
+    let raw = raw.trim();
+    let host = if raw.starts_with('[') {
+        match raw.find(']') {
+            Some(end) => &raw[..=end],
+            None => return None,
+        }
+    } else {
+        match raw.rfind(':') {
+            Some(i) => &raw[..i],
+            None => raw,
+        }
+    };
+    let host = host.strip_suffix('.').unwrap_or(host);
+    if host.is_empty() {
+        return None;
+    }
+    if host.bytes().any(|b| b.is_ascii_uppercase()) {
+        Some(std::borrow::Cow::Owned(host.to_ascii_lowercase()))
+    } else {
+        Some(std::borrow::Cow::Borrowed(host))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn config(extra: &str) -> Config {
+        let text = format!(
+            r#"
+[[listener]]
+listen = "127.0.0.1:8080"
+
+[[site]]
+name = "www"
+hosts = ["www.example.com", "example.com"]
+
+[[site]]
+name = "api"
+hosts = ["www.example.com"]
+path_prefixes = ["/api/", "/api/v2/"]
+
+[[site]]
+name = "wild"
+hosts = ["*.example.com"]
+
+[[site]]
+name = "deep"
+hosts = ["*.eu.example.com"]
+path_prefixes = ["/static/"]
+{extra}
+"#
+        );
+        crate::config::parse(&text, Path::new("/tmp/t.toml")).expect("valid config")
+    }
+
+    #[test]
+    fn exact_wildcard_prefix_and_default() {
+        let c = config("");
+        let t = RouteTable::build(&c);
+        assert_eq!(t.route(Some("www.example.com"), "/"), Some(0));
+        assert_eq!(t.route(Some("WWW.Example.com:8080"), "/x"), Some(0));
+        assert_eq!(t.route(Some("www.example.com"), "/api/x"), Some(1));
+        assert_eq!(t.route(Some("www.example.com"), "/api/v2/x"), Some(1));
+        assert_eq!(t.route(Some("example.com."), "/"), Some(0));
+        assert_eq!(t.route(Some("shop.example.com"), "/"), Some(2));
+        // Longest wildcard suffix wins when its prefix matches ...
+        assert_eq!(t.route(Some("a.eu.example.com"), "/static/x"), Some(3));
+        // ... and falls through to the shorter wildcard when it does not.
+        assert_eq!(t.route(Some("a.eu.example.com"), "/other"), Some(2));
+        // A wildcard does not match the bare domain.
+        assert_eq!(t.route(Some("eu.example.com"), "/static/"), Some(2));
+        assert_eq!(t.route(Some("other.org"), "/"), None);
+        assert_eq!(t.route(None, "/"), None);
+        assert_eq!(t.route(Some(""), "/"), None);
+
+        let c = config("[global]\ndefault_site = \"api\"\n");
+        let t = RouteTable::build(&c);
+        assert_eq!(t.route(Some("other.org"), "/"), Some(1));
+        assert_eq!(t.route(None, "/"), Some(1));
+    }
+
+    #[test]
+    fn normalizes_hosts() {
+        assert_eq!(
+            normalize_host("Example.COM:80").as_deref(),
+            Some("example.com")
+        );
+        assert_eq!(normalize_host("[::1]:8080").as_deref(), Some("[::1]"));
+        assert_eq!(normalize_host("[::1").as_deref(), None);
+        assert_eq!(normalize_host(":80").as_deref(), None);
+        assert!(matches!(
+            normalize_host("plain.example"),
+            Some(std::borrow::Cow::Borrowed(_))
+        ));
+    }
+}

@@ -1,0 +1,98 @@
+//! Runtime state shared by every connection: the current [`Snapshot`]
+//! (config, routing table, backends, pools, metric handles) behind an
+//! `ArcSwap`, swapped whole on reload so a request sees one consistent
+//! view from start to end while readers never lock.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use http::HeaderValue;
+
+use super::access_log::AccessLogger;
+use super::io::ConnShared;
+use super::route::RouteTable;
+use super::stats::Stats;
+use super::upstream::Pools;
+use crate::balance::Backends;
+use crate::config::Config;
+
+/// Everything a request needs from one config generation.
+#[derive(Debug)]
+pub struct Snapshot {
+    pub config: Arc<Config>,
+    pub backends: Arc<Backends>,
+    pub routes: RouteTable,
+    pub pools: Pools,
+    pub stats: Stats,
+    /// `Via` values added to requests, by received version: HTTP/1.0,
+    /// HTTP/1.1, HTTP/2.
+    pub via_request: [HeaderValue; 3],
+    /// `Via` added to responses (the node always speaks HTTP/1.1 to us).
+    pub via_response: HeaderValue,
+    pub site_names: Vec<Arc<str>>,
+    pub node_names: Vec<Arc<str>>,
+}
+
+impl Snapshot {
+    /// Builds the snapshot; `backends` must have been built from `config`.
+    pub fn build(
+        config: Arc<Config>,
+        backends: Arc<Backends>,
+        previous: Option<&Snapshot>,
+    ) -> Snapshot {
+        let via = |v: &str| {
+            HeaderValue::from_str(&format!("{v} {}", config.global.via_name))
+                .unwrap_or_else(|_| HeaderValue::from_static("1.1 rdmalb"))
+        };
+        Snapshot {
+            routes: RouteTable::build(&config),
+            pools: Pools::build(&config, previous.map(|p| &p.pools)),
+            stats: Stats::build(&config),
+            via_request: [via("1.0"), via("1.1"), via("2")],
+            via_response: via("1.1"),
+            site_names: config
+                .sites
+                .iter()
+                .map(|s| Arc::from(s.name.as_str()))
+                .collect(),
+            node_names: config
+                .nodes
+                .iter()
+                .map(|n| Arc::from(n.name.as_str()))
+                .collect(),
+            backends,
+            config,
+        }
+    }
+}
+
+/// Proxy-wide runtime state.
+#[derive(Debug)]
+pub struct Runtime {
+    pub snapshot: ArcSwap<Snapshot>,
+    /// The same config and backends, shared with the admin listener and the
+    /// health checker.
+    pub config: Arc<ArcSwap<Config>>,
+    pub backends: Arc<ArcSwap<Backends>>,
+    pub access: AccessLogger,
+}
+
+impl Runtime {
+    /// Installs a new snapshot everywhere.
+    pub fn store(&self, snapshot: Snapshot) {
+        self.config.store(Arc::clone(&snapshot.config));
+        self.backends.store(Arc::clone(&snapshot.backends));
+        self.snapshot.store(Arc::new(snapshot));
+    }
+}
+
+/// One client connection.
+#[derive(Debug)]
+pub struct ConnCtx {
+    pub proxy: Arc<Runtime>,
+    pub client: SocketAddr,
+    pub listener: Arc<str>,
+    pub tls: bool,
+    pub conn: Arc<ConnShared>,
+}

@@ -1,0 +1,200 @@
+//! Pooled keep-alive HTTP/1.1 connections to the nodes.
+//!
+//! One [`NodePool`] per node address: a LIFO stack of idle connections
+//! (the most recently used is the warmest and least likely to have been
+//! closed by the node), at most `limits.pool_idle_per_node` of them. A
+//! request first checks a connection out, and only then hands its body
+//! over, so a connect failure leaves the request intact for a retry on
+//! another node. A connection goes back to the pool when its response body
+//! has been read to the end; one whose response was cut short is dropped
+//! (hyper closes it).
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use hyper::client::conn::http1::{self, SendRequest};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+
+use super::body::RequestBody;
+use crate::config::Config;
+
+/// Why no connection to a node could be had.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error("connect to {addr} failed: {source}")]
+    Failed {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("connect to {addr} timed out after {after:?}")]
+    Timeout { addr: SocketAddr, after: Duration },
+    #[error("HTTP/1.1 handshake with {addr} failed: {source}")]
+    Handshake {
+        addr: SocketAddr,
+        #[source]
+        source: hyper::Error,
+    },
+}
+
+/// A connection ready to send one request.
+pub struct Checkout {
+    pub sender: SendRequest<RequestBody>,
+    /// Taken from the pool (false: connected now).
+    pub reused: bool,
+}
+
+struct Idle {
+    sender: SendRequest<RequestBody>,
+    since: Instant,
+}
+
+/// Idle connections to one node.
+pub struct NodePool {
+    addr: SocketAddr,
+    idle: Mutex<Vec<Idle>>,
+    max_idle: usize,
+    idle_timeout: Duration,
+    connect_timeout: Duration,
+}
+
+impl std::fmt::Debug for NodePool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodePool")
+            .field("addr", &self.addr)
+            .field("max_idle", &self.max_idle)
+            .finish()
+    }
+}
+
+impl NodePool {
+    fn new(addr: SocketAddr, config: &Config) -> NodePool {
+        NodePool {
+            addr,
+            idle: Mutex::new(Vec::new()),
+            max_idle: config.limits.pool_idle_per_node,
+            idle_timeout: config.timeouts.keep_alive,
+            connect_timeout: config.timeouts.connect,
+        }
+    }
+
+    fn same_settings(&self, config: &Config) -> bool {
+        self.max_idle == config.limits.pool_idle_per_node
+            && self.idle_timeout == config.timeouts.keep_alive
+            && self.connect_timeout == config.timeouts.connect
+    }
+
+    fn pop(&self) -> Option<Idle> {
+        self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop()
+    }
+
+    /// A pooled connection if one is alive, else a new one.
+    pub async fn checkout(&self) -> Result<Checkout, ConnectError> {
+        while let Some(mut idle) = self.pop() {
+            if idle.sender.is_closed() || idle.since.elapsed() > self.idle_timeout {
+                continue;
+            }
+            if idle.sender.is_ready() {
+                return Ok(Checkout {
+                    sender: idle.sender,
+                    reused: true,
+                });
+            }
+            // Returned the moment its previous response ended; the
+            // connection task has not caught up yet. Bounded wait.
+            match tokio::time::timeout(self.connect_timeout, idle.sender.ready()).await {
+                Ok(Ok(())) => {
+                    return Ok(Checkout {
+                        sender: idle.sender,
+                        reused: true,
+                    })
+                }
+                _ => continue,
+            }
+        }
+        self.connect().await
+    }
+
+    async fn connect(&self) -> Result<Checkout, ConnectError> {
+        let addr = self.addr;
+        let stream =
+            match tokio::time::timeout(self.connect_timeout, TcpStream::connect(addr)).await {
+                Err(_) => {
+                    return Err(ConnectError::Timeout {
+                        addr,
+                        after: self.connect_timeout,
+                    })
+                }
+                Ok(Err(source)) => return Err(ConnectError::Failed { addr, source }),
+                Ok(Ok(s)) => s,
+            };
+        let _ = stream.set_nodelay(true);
+        let (sender, conn) = http1::Builder::new()
+            .handshake(TokioIo::new(stream))
+            .await
+            .map_err(|source| ConnectError::Handshake { addr, source })?;
+        tokio::spawn(async move {
+            if let Err(e) = conn.with_upgrades().await {
+                tracing::debug!(node_address = %addr, error = %e, "upstream connection ended with an error");
+            }
+        });
+        Ok(Checkout {
+            sender,
+            reused: false,
+        })
+    }
+
+    /// Returns a connection whose response was read to the end.
+    pub fn checkin(&self, sender: SendRequest<RequestBody>) {
+        if sender.is_closed() || self.max_idle == 0 {
+            return;
+        }
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        if idle.len() >= self.max_idle {
+            // Drop the coldest.
+            idle.remove(0);
+        }
+        idle.push(Idle {
+            sender,
+            since: Instant::now(),
+        });
+    }
+
+    /// Idle connections currently held.
+    pub fn idle_count(&self) -> usize {
+        self.idle.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+}
+
+/// The pools of one config snapshot, indexed like `config.nodes`.
+#[derive(Debug, Default)]
+pub struct Pools {
+    by_index: Vec<Arc<NodePool>>,
+}
+
+impl Pools {
+    /// Pools for `config`, keeping the idle connections of `previous` for
+    /// addresses that stay (unless pool settings changed).
+    pub fn build(config: &Config, previous: Option<&Pools>) -> Pools {
+        let old: HashMap<SocketAddr, &Arc<NodePool>> = previous
+            .map(|p| p.by_index.iter().map(|pool| (pool.addr, pool)).collect())
+            .unwrap_or_default();
+        let by_index = config
+            .nodes
+            .iter()
+            .map(|n| match old.get(&n.address) {
+                Some(pool) if pool.same_settings(config) => Arc::clone(pool),
+                _ => Arc::new(NodePool::new(n.address, config)),
+            })
+            .collect();
+        Pools { by_index }
+    }
+
+    /// The pool of node `index` (the node's position in the snapshot).
+    pub fn get(&self, index: usize) -> Option<&Arc<NodePool>> {
+        self.by_index.get(index)
+    }
+}
