@@ -192,13 +192,13 @@ fn cgroup_collector_on_a_fake_cgroup_directory() {
     write(cg.path(), "memory.max", "1073741824\n");
     let mut c = cgroup(cg.path(), proc_root.path(), None);
 
+    // 100 ms of CPU time over at least 200 ms of wall time at a 0.5-CPU
+    // quota: at most 100_000 / (200_000 * 0.5) = 100% of the quota, and at
+    // least that over the whole wall time we measure around both samples.
+    let t0 = Instant::now();
     let first = c.sample().unwrap();
     assert_eq!(first.get(Field::Mem), Some(250_000));
     assert_eq!(first.get(Field::Cpu), None, "cpu needs two samples");
-
-    // 100 ms of CPU time over at least 200 ms of wall time at a 0.5-CPU
-    // quota: at most 100_000 / (200_000 * 0.5) = 100% of the quota.
-    let t0 = Instant::now();
     std::thread::sleep(Duration::from_millis(200));
     write(cg.path(), "cpu.stat", "usage_usec 1100000\n");
     let r = c.sample().unwrap();

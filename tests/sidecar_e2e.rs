@@ -48,6 +48,11 @@ impl Setup {
     }
 }
 
+async fn get_json(url: &str) -> serde_json::Value {
+    let text = reqwest::get(url).await.unwrap().text().await.unwrap();
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{url}: not JSON ({e}): {text}"))
+}
+
 fn expect() -> Expect {
     Expect {
         node_id: Some(5),
@@ -198,14 +203,7 @@ async fn sidecar_publishes_live_load_over_shm_tcp_and_admin() {
     // Admin: /status and /metrics over real HTTP.
     let admin = addrs.admin.unwrap();
     let http = reqwest::Client::new();
-    let status: serde_json::Value = http
-        .get(format!("http://{admin}/status"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let status = get_json(&format!("http://{admin}/status")).await;
     assert_eq!(status["node"], "n-e2e");
     assert_eq!(status["node_id"], 5);
     assert_eq!(status["load"]["fields"]["busy"], 9);
@@ -305,12 +303,7 @@ async fn a_failing_collector_does_not_stop_publishing() {
     let admin = sc.addrs().admin.unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let st: serde_json::Value = reqwest::get(format!("http://{admin}/status"))
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let st = get_json(&format!("http://{admin}/status")).await;
         let c = &st["collectors"][1];
         if c["ok"] == false {
             assert!(
