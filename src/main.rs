@@ -1,1 +1,148 @@
-fn main() {}
+//! The `rdmalb` command: parses the command line and starts one component.
+//! Everything else lives in the library.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use tracing_subscriber::EnvFilter;
+
+#[derive(Parser)]
+#[command(name = "rdmalb", version, about = "RDMA-aware layer-7 load balancer")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the HTTP front end (proxy, health checks, metrics).
+    Proxy {
+        /// Proxy config file (TOML); see conf/rdmalb.toml.
+        #[arg(short, long)]
+        config: PathBuf,
+    },
+    /// Run the sidecar beside a backend app: publish its load into the node window.
+    Sidecar {
+        /// Sidecar config file (TOML); see conf/sidecar.toml.
+        #[arg(short, long)]
+        config: PathBuf,
+    },
+    /// Validate a config file and print every problem found.
+    Check {
+        #[arg(short, long)]
+        config: PathBuf,
+        /// The file is a sidecar config (default: a proxy config).
+        #[arg(long)]
+        sidecar: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging();
+    match run(cli.command) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("rdmalb: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging() {
+    let filter = EnvFilter::try_from_env("RDMALB_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
+}
+
+/// Exit status 2 for an invalid config, 1 for any other failure.
+const CONFIG_INVALID: u8 = 2;
+
+fn run(command: Command) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Check { config, sidecar } => {
+            let result = if sidecar {
+                rdmalb::sidecar::check(&config)
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())
+            } else {
+                rdmalb::config::load(&config)
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())
+            };
+            match result {
+                Ok(()) => {
+                    println!("{}: ok", config.display());
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(problems) => {
+                    eprintln!("{problems}");
+                    Ok(ExitCode::from(CONFIG_INVALID))
+                }
+            }
+        }
+        Command::Proxy { config } => {
+            let config = match rdmalb::config::load(&config) {
+                Ok(c) => c,
+                Err(problems) => {
+                    eprintln!("{problems}");
+                    return Ok(ExitCode::from(CONFIG_INVALID));
+                }
+            };
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(config.global.workers)
+                .thread_name("rdmalb-proxy")
+                .enable_all()
+                .build()
+                .context("cannot start the async runtime")?;
+            runtime.block_on(rdmalb::proxy::run(config))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Sidecar { config } => {
+            if let Err(problems) = rdmalb::sidecar::check(&config) {
+                eprintln!("{problems}");
+                return Ok(ExitCode::from(CONFIG_INVALID));
+            }
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .thread_name("rdmalb-sidecar")
+                .enable_all()
+                .build()
+                .context("cannot start the async runtime")?;
+            runtime.block_on(async {
+                let (tx, rx) = tokio::sync::watch::channel(false);
+                tokio::spawn(async move {
+                    wait_for_termination().await;
+                    tracing::info!("sidecar: shutting down");
+                    let _ = tx.send(true);
+                });
+                rdmalb::sidecar::run(config, rx).await
+            })?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// Resolves on SIGTERM or SIGINT.
+async fn wait_for_termination() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) {
+        (Ok(mut term), Ok(mut int)) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+        }
+        _ => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
