@@ -261,6 +261,7 @@ async fn client(a: ClientArgs) -> Result<()> {
     header_checks(&a).await?;
     refusal_checks(&w).await;
     read_checks(&w, a.common.node_id).await;
+    nic_protection_check(&a).await?;
     let won = cas_race(&w, a.rounds).await?;
     let olds = faa(&w, a.faa_ops).await?;
     let mut text = String::new();
@@ -418,6 +419,30 @@ async fn read_checks(w: &VerbsWindow, node_id: u64) {
         ok == 64,
         format!("{ok}/64 completed, {valid} seqlock-valid"),
     );
+}
+
+/// The NIC must refuse an atomic on the read-only region (words 0..32),
+/// even when the client skips its own check; the header stays intact.
+async fn nic_protection_check(a: &ClientArgs) -> Result<()> {
+    let w = connect(a).await?;
+    let before = w.read_raw().await?;
+    let r = w
+        .unchecked_compare_swap_read_only(word::MAGIC, before[word::MAGIC], 0)
+        .await;
+    check(
+        "nic-refuses-atomic-on-read-only-region",
+        r.is_err(),
+        format!("{r:?}"),
+    );
+    drop(w);
+    let w = connect(a).await?;
+    let after = w.read_raw().await?;
+    check(
+        "read-only-region-unchanged",
+        after[..8] == before[..8],
+        format!("magic {:#x}", after[word::MAGIC]),
+    );
+    Ok(())
 }
 
 /// Round r is won by whoever swaps the word from r to r+1.

@@ -81,4 +81,36 @@ mod tests {
         let named = probe(Some("mlx5_0")).unwrap_err();
         assert!(matches!(named, WindowError::NoDevice { .. }), "{named:?}");
     }
+
+    #[test]
+    fn server_start_without_device_fails_cleanly() {
+        if host_has_rdma() {
+            eprintln!("skipped: this host has an RDMA device");
+            return;
+        }
+        let mem = std::sync::Arc::new(crate::window::WindowMemory::anonymous(1, 2).unwrap());
+        let psk = crate::window::Psk::new("0123456789abcdef0123").unwrap();
+        let (_tx, rx) = tokio::sync::watch::channel(false);
+        let err =
+            VerbsServer::start(mem, "127.0.0.1:0".parse().unwrap(), psk, None, rx).unwrap_err();
+        assert!(matches!(err, WindowError::NoDevice { .. }), "{err:?}");
+        assert!(err.to_string().contains("use transport = \"shm\""), "{err}");
+    }
+
+    #[tokio::test]
+    async fn client_connect_without_device_fails_cleanly() {
+        if host_has_rdma() {
+            eprintln!("skipped: this host has an RDMA device");
+            return;
+        }
+        // The device is opened before any connection attempt, so no listener
+        // is needed: the error must name the device problem, not the network.
+        let psk = crate::window::Psk::new("0123456789abcdef0123").unwrap();
+        let addr = "127.0.0.1:9".parse().unwrap();
+        let err = VerbsWindow::connect(addr, psk, 1, crate::window::Expect::ANY, Some("rxe0"))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, WindowError::NoDevice { .. }), "{err:?}");
+        assert!(err.to_string().contains("\"tcp\""), "{err}");
+    }
 }

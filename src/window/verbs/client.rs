@@ -135,6 +135,34 @@ impl VerbsWindow {
         self.engine.broken()
     }
 
+    /// Test hook: a compare-and-swap on word `word` (< 32) of the
+    /// *read-only* region, skipping the client-side refusal, to show that the
+    /// sidecar's NIC itself refuses it (that region has no atomic
+    /// permission). Expect an error; the window is broken afterwards.
+    #[doc(hidden)]
+    pub async fn unchecked_compare_swap_read_only(
+        &self,
+        word: usize,
+        expected: u64,
+        new: u64,
+    ) -> Result<u64, WindowError> {
+        if word >= READ_WORDS {
+            return Err(WindowError::Refused {
+                peer: self.peer.clone(),
+                word,
+                reason: "not in the read-only region".into(),
+            });
+        }
+        let addr = self.read_region.addr + (word * 8) as u64;
+        self.word_op(Request::CompareSwap {
+            rkey: self.read_region.rkey,
+            addr,
+            expected,
+            new,
+        })
+        .await
+    }
+
     fn remote_word(&self, word: usize) -> Result<(u32, u64), WindowError> {
         check_atomic_word(&self.peer, word)?;
         let offset = (word * 8)

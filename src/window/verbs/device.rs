@@ -371,8 +371,9 @@ mod tests {
 
     #[test]
     fn gid_preference_matches_rxe_table() {
-        // rxe0 on a netdev with 10.77.0.1: index 0 fe80::… (v1), 1 fe80::… (v2),
-        // 2 ::ffff:10.77.0.1 (v1), 3 ::ffff:10.77.0.1 (v2).
+        // A RoCE table where each address appears as RoCEv1 and RoCEv2: the
+        // IPv4-mapped RoCEv2 entry wins (rxe0 in the test guest has only
+        // fe80::… at 0 and ::ffff:10.77.0.1 RoCEv2 at 1, and picks 1).
         let table = [
             (gid("fe80::1"), false),
             (gid("fe80::1"), true),

@@ -49,13 +49,20 @@ use crate::window::layout::READ_WORDS;
 pub(crate) const SLOT_BYTES: usize = READ_WORDS * 8;
 /// Spin this long after the last completion before sleeping on the channel.
 const SPIN: Duration = Duration::from_micros(50);
-/// Longest sleep in `poll(2)`: bounds how late timeouts and shutdown are seen.
+/// Longest sleep in `poll(2)` with operations outstanding: bounds how late
+/// a timeout is reported.
 const TICK_MS: i32 = 5;
+/// Longest sleep when idle: bounds how late a closed window releases its
+/// queue pair (a new operation wakes the thread through the channel).
+const IDLE_TICK_MS: i32 = 100;
 /// `IBV_WC_SUCCESS` and `IBV_WC_WR_FLUSH_ERR`.
 const WC_SUCCESS: u32 = 0;
 const WC_FLUSH: u32 = 5;
 
 /// What an operation produced.
+// Boxing the block would cost an allocation per READ on the hot path; the
+// value lives only between the completion thread and one waiter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Done {
     /// Words 0..32 from a READ.
@@ -420,8 +427,11 @@ impl Engine {
             self.wait(cq_ptr);
         }
         // Fail whatever still waits; the queue pair is destroyed when the last
-        // reference (usually this one) goes.
-        self.fail("window closed".into());
+        // reference (usually this one) goes. A normal close is not a warning.
+        if self.broken.set("window closed".into()).is_ok() {
+            self.permits.close();
+            tracing::debug!(peer = %self.peer, "verbs window closed");
+        }
         let mut t = lock(&self.table);
         for p in t.pending.iter_mut().flatten() {
             if let Some(tx) = p.tx.take() {
@@ -445,8 +455,15 @@ impl Engine {
             },
         ];
         let watch_control = if self.broken().is_some() { 1 } else { 2 };
+        // Idle windows wake rarely; with work outstanding, often enough to
+        // enforce timeouts.
+        let tick = if self.outstanding.load(Ordering::Acquire) > 0 {
+            TICK_MS
+        } else {
+            IDLE_TICK_MS
+        };
         // SAFETY: `fds` is a valid array of `watch_control` pollfd entries.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), watch_control, TICK_MS) };
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), watch_control, tick) };
         if n <= 0 {
             return;
         }
