@@ -20,4 +20,6 @@ mod selector;
 
 pub use backends::{Backends, NoNode, PickError, SiteBackends};
 pub use node::{DownReason, HealthSnapshot, NodeState, Outcome, Pick, Thresholds, Transition};
-pub use selector::{from_config as selector_from_config, LeastConn, RandomTwo, RoundRobin, Selector};
+pub use selector::{
+    from_config as selector_from_config, LeastConn, RandomTwo, RoundRobin, Selector,
+};

@@ -105,7 +105,8 @@ name = "spare"
 address = "{idle}"
 "#
     );
-    rdmalb::config::parse(&text, Path::new("/etc/rdmalb/test.toml")).unwrap_or_else(|e| panic!("{e}"))
+    rdmalb::config::parse(&text, Path::new("/etc/rdmalb/test.toml"))
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 struct Admin {
@@ -184,7 +185,10 @@ async fn status_until(url: &str, what: &str, cond: impl Fn(&Value) -> bool) -> V
         if cond(&s) {
             return s;
         }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}: {s:#}");
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}: {s:#}"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -200,7 +204,10 @@ async fn status_lists_sites_and_nodes_with_health() {
     assert!(s["loaded_at"].as_str().unwrap().ends_with("GMT"));
     let shop = &s["sites"][0];
     assert_eq!(shop["name"], "shop");
-    assert_eq!(shop["hosts"], serde_json::json!(["shop.test", "*.shop.test"]));
+    assert_eq!(
+        shop["hosts"],
+        serde_json::json!(["shop.test", "*.shop.test"])
+    );
     assert_eq!(shop["priority"], 3);
     assert_eq!(shop["guarantee"], 250.0);
     assert_eq!(shop["nodes"], serde_json::json!(["a"]));
@@ -250,22 +257,54 @@ async fn metrics_render_prometheus_text() {
     ::metrics::histogram!(metrics::REQUEST_DURATION, "site" => "shop").record(0.003);
     ::metrics::counter!(metrics::UPSTREAM_ERRORS, "node" => "a", "kind" => "connect").increment(1);
 
-    let r = client().get(format!("{}/metrics", admin.url)).send().await.unwrap();
+    let r = client()
+        .get(format!("{}/metrics", admin.url))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 200);
-    assert!(r.headers()["content-type"].to_str().unwrap().starts_with("text/plain"));
+    assert!(r.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/plain"));
     let body = r.text().await.unwrap();
-    assert!(body.contains(r#"rdmalb_requests_total{site="shop",node="a",code_class="2xx"} 3"#), "{body}");
+    assert!(
+        body.contains(r#"rdmalb_requests_total{site="shop",node="a",code_class="2xx"} 3"#),
+        "{body}"
+    );
     assert!(body.contains("# HELP rdmalb_requests_total"), "{body}");
-    assert!(body.contains("# TYPE rdmalb_request_duration_seconds histogram"), "{body}");
-    assert!(body.contains(r#"rdmalb_request_duration_seconds_bucket{site="shop",le="0.005"} 1"#), "{body}");
-    assert!(body.contains(r#"rdmalb_upstream_errors_total{node="a",kind="connect"} 1"#), "{body}");
-    assert!(body.contains(r#"rdmalb_node_up{node="a",site="shop"} 1"#), "{body}");
-    assert!(body.contains(r#"rdmalb_node_up{node="spare",site="idle"} 1"#), "{body}");
+    assert!(
+        body.contains("# TYPE rdmalb_request_duration_seconds histogram"),
+        "{body}"
+    );
+    assert!(
+        body.contains(r#"rdmalb_request_duration_seconds_bucket{site="shop",le="0.005"} 1"#),
+        "{body}"
+    );
+    assert!(
+        body.contains(r#"rdmalb_upstream_errors_total{node="a",kind="connect"} 1"#),
+        "{body}"
+    );
+    assert!(
+        body.contains(r#"rdmalb_node_up{node="a",site="shop"} 1"#),
+        "{body}"
+    );
+    assert!(
+        body.contains(r#"rdmalb_node_up{node="spare",site="idle"} 1"#),
+        "{body}"
+    );
 
     // Checks are counted once they run.
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let body = client().get(format!("{}/metrics", admin.url)).send().await.unwrap().text().await.unwrap();
+        let body = client()
+            .get(format!("{}/metrics", admin.url))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
         if body.contains(r#"rdmalb_health_checks_total{node="b",result="pass"}"#) {
             break;
         }
@@ -281,15 +320,32 @@ async fn unknown_paths_and_methods_are_refused() {
     let c = client();
     let r = c.get(format!("{}/nope", admin.url)).send().await.unwrap();
     assert_eq!(r.status(), 404);
-    let r = c.post(format!("{}/status", admin.url)).body("x").send().await.unwrap();
+    let r = c
+        .post(format!("{}/status", admin.url))
+        .body("x")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 405);
     assert_eq!(r.headers()["allow"], "GET, HEAD");
-    let r = c.delete(format!("{}/metrics", admin.url)).send().await.unwrap();
+    let r = c
+        .delete(format!("{}/metrics", admin.url))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 405);
-    let r = c.head(format!("{}/status", admin.url)).send().await.unwrap();
+    let r = c
+        .head(format!("{}/status", admin.url))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 200);
     // Query strings are ignored.
-    let r = c.get(format!("{}/status?pretty=1", admin.url)).send().await.unwrap();
+    let r = c
+        .get(format!("{}/status?pretty=1", admin.url))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 200);
     admin.stop().await;
 }
@@ -300,7 +356,11 @@ async fn reload_shows_in_status() {
     let before = get_status(&admin.url).await;
     // New config: node a removed, the rest kept; balance changed.
     let old = admin.backends.load_full();
-    let mut cfg = config(admin._nodes[0].addr, admin._nodes[1].addr, admin._nodes[2].addr);
+    let mut cfg = config(
+        admin._nodes[0].addr,
+        admin._nodes[1].addr,
+        admin._nodes[2].addr,
+    );
     cfg.nodes.remove(0);
     for (i, n) in cfg.nodes.iter_mut().enumerate() {
         n.index = i;
@@ -315,7 +375,8 @@ async fn reload_shows_in_status() {
     assert_eq!(s["sites"][0]["nodes"], serde_json::json!([]));
     // b kept its check history across the reload.
     assert!(
-        node(&s, "b")["health"]["checks_total"].as_u64() >= node(&before, "b")["health"]["checks_total"].as_u64()
+        node(&s, "b")["health"]["checks_total"].as_u64()
+            >= node(&before, "b")["health"]["checks_total"].as_u64()
     );
     admin.stop().await;
 }

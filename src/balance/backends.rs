@@ -10,8 +10,8 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use super::node::{Slots, Thresholds};
@@ -129,15 +129,21 @@ impl Backends {
             .iter()
             .enumerate()
             .map(|(i, n)| {
-                let site = n.site.and_then(|s| {
-                    config.sites.get(s).map(|site| (s, site.name.clone()))
-                });
+                let site = n
+                    .site
+                    .and_then(|s| config.sites.get(s).map(|site| (s, site.name.clone())));
                 let node = match old.get(&(n.name.as_str(), n.address)) {
                     Some(prev) if prev.index == i && prev.site == site.as_ref().map(|s| s.0) => {
                         Arc::clone(prev)
                     }
                     Some(prev) => Arc::new(prev.relocated(i, site)),
-                    None => Arc::new(NodeState::new(i, n.name.clone(), n.address, site, thresholds)),
+                    None => Arc::new(NodeState::new(
+                        i,
+                        n.name.clone(),
+                        n.address,
+                        site,
+                        thresholds,
+                    )),
                 };
                 node.set_thresholds(thresholds);
                 node
@@ -145,7 +151,12 @@ impl Backends {
             .collect();
 
         let old_slots: HashMap<&str, &Arc<Slots>> = previous
-            .map(|p| p.sites.iter().map(|s| (s.name.as_str(), &s.slots)).collect())
+            .map(|p| {
+                p.sites
+                    .iter()
+                    .map(|s| (s.name.as_str(), &s.slots))
+                    .collect()
+            })
             .unwrap_or_default();
         let sites = config
             .sites
@@ -196,7 +207,8 @@ impl Backends {
         let chosen = if all.iter().all(usable) {
             self.selector.select(site, all)
         } else {
-            let candidates: Vec<Arc<NodeState>> = all.iter().filter(|n| usable(n)).cloned().collect();
+            let candidates: Vec<Arc<NodeState>> =
+                all.iter().filter(|n| usable(n)).cloned().collect();
             if candidates.is_empty() {
                 return Err(if all.iter().any(|n| n.is_up()) {
                     NoNode::Exhausted

@@ -101,7 +101,7 @@ fn reload_reuses_state_of_unchanged_nodes() {
     let first = Backends::build(&config("leastconn", THREE), None);
     let held = first.pick(1, &[]).unwrap(); // c in flight
     first.nodes()[0].report(Outcome::ConnectFailed); // a down
-    // b changes address, d is removed, e is new, a moves to the end.
+                                                     // b changes address, d is removed, e is new, a moves to the end.
     let second = Backends::build(
         &config(
             "random",
@@ -117,7 +117,9 @@ fn reload_reuses_state_of_unchanged_nodes() {
     assert_eq!(second.balance(), "random");
     let by_name = |name: &str| second.nodes().iter().find(|n| n.name == name).unwrap();
     // Same position and site: the very same Arc.
-    assert!(Arc::ptr_eq(by_name("c"), &first.nodes()[2]) || by_name("c").same_node(&first.nodes()[2]));
+    assert!(
+        Arc::ptr_eq(by_name("c"), &first.nodes()[2]) || by_name("c").same_node(&first.nodes()[2])
+    );
     assert_eq!(by_name("c").inflight(), 1);
     // Moved: new index, same runtime state.
     let a = by_name("a");
@@ -127,7 +129,10 @@ fn reload_reuses_state_of_unchanged_nodes() {
     // Address changed: a new node, up.
     assert!(!by_name("b").same_node(&first.nodes()[1]));
     assert!(by_name("b").is_up());
-    assert!(second.find_same(&first.nodes()[3]).is_none(), "d was removed");
+    assert!(
+        second.find_same(&first.nodes()[3]).is_none(),
+        "d was removed"
+    );
     drop(held);
     assert_eq!(by_name("c").inflight(), 0);
 }
@@ -148,7 +153,9 @@ fn round_robin_through_pick_is_fair() {
     let b = Backends::build(&config("roundrobin", THREE), None);
     let mut counts = std::collections::HashMap::new();
     for _ in 0..30 {
-        *counts.entry(b.pick(0, &[]).unwrap().node.index).or_insert(0) += 1;
+        *counts
+            .entry(b.pick(0, &[]).unwrap().node.index)
+            .or_insert(0) += 1;
     }
     assert_eq!(counts.get(&0), Some(&10));
     assert_eq!(counts.get(&1), Some(&10));
@@ -206,7 +213,10 @@ async fn pick_queued_without_limit_is_pick() {
     let p = b.pick_queued(1, &[]).await.unwrap();
     assert_eq!(p.node.inflight(), 11);
     drop(held);
-    assert_eq!(b.pick_queued(2, &[]).await.unwrap_err(), PickError::NoNode(NoNode::Empty));
+    assert_eq!(
+        b.pick_queued(2, &[]).await.unwrap_err(),
+        PickError::NoNode(NoNode::Empty)
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -220,7 +230,10 @@ async fn pick_queued_never_exceeds_the_limit_and_times_out() {
     assert!(b.nodes_of(0).iter().all(|n| n.inflight() == 2));
     let start = tokio::time::Instant::now();
     let e = b.pick_queued(0, &[]).await.unwrap_err();
-    assert_eq!(e, PickError::QueueTimeout(std::time::Duration::from_secs(5)));
+    assert_eq!(
+        e,
+        PickError::QueueTimeout(std::time::Duration::from_secs(5))
+    );
     // Paused clock: exactly the queue timeout elapsed, no real waiting.
     assert!(start.elapsed() >= std::time::Duration::from_secs(5));
     assert!(b.nodes_of(0).iter().all(|n| n.inflight() == 2));

@@ -75,7 +75,9 @@ pub async fn check_once(
 }
 
 async fn check_inner(addr: SocketAddr, host: &str, path: &str) -> Result<StatusCode, CheckError> {
-    let stream = TcpStream::connect(addr).await.map_err(CheckError::Connect)?;
+    let stream = TcpStream::connect(addr)
+        .await
+        .map_err(CheckError::Connect)?;
     // Best effort: a check is one small request, Nagle only delays it.
     let _ = stream.set_nodelay(true);
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))

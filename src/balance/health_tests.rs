@@ -43,7 +43,9 @@ async fn backend(status: u16) -> Backend {
     let (s, h, sn) = (status.clone(), hits.clone(), seen.clone());
     let task = tokio::spawn(async move {
         loop {
-            let Ok((stream, _)) = listener.accept().await else { return };
+            let Ok((stream, _)) = listener.accept().await else {
+                return;
+            };
             let (s, h, sn) = (s.clone(), h.clone(), sn.clone());
             tokio::spawn(async move {
                 let svc = service_fn(move |req: Request<Incoming>| {
@@ -56,9 +58,12 @@ async fn backend(status: u16) -> Backend {
                             .and_then(|v| v.to_str().ok())
                             .unwrap_or("")
                             .to_string();
-                        sn.lock().unwrap().push((host, req.uri().path().to_string()));
+                        sn.lock()
+                            .unwrap()
+                            .push((host, req.uri().path().to_string()));
                         let mut resp = http::Response::new(Empty::<Bytes>::new());
-                        *resp.status_mut() = StatusCode::from_u16(s.load(Ordering::SeqCst)).unwrap();
+                        *resp.status_mut() =
+                            StatusCode::from_u16(s.load(Ordering::SeqCst)).unwrap();
                         Ok::<_, Infallible>(resp)
                     }
                 });
@@ -117,21 +122,33 @@ async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
 async fn check_once_passes_2xx_3xx_and_fails_otherwise() {
     let b = backend(204).await;
     let t = Duration::from_secs(5);
-    assert_eq!(check_once(b.addr, "h.test", "/p?q=1", t).await.unwrap(), StatusCode::NO_CONTENT);
+    assert_eq!(
+        check_once(b.addr, "h.test", "/p?q=1", t).await.unwrap(),
+        StatusCode::NO_CONTENT
+    );
     b.status.store(302, Ordering::SeqCst);
     assert!(check_once(b.addr, "h.test", "/", t).await.is_ok());
     b.status.store(503, Ordering::SeqCst);
     let e = check_once(b.addr, "h.test", "/", t).await.unwrap_err();
     assert!(matches!(e, CheckError::Status(s) if s.as_u16() == 503));
     assert_eq!(e.to_string(), "status 503");
-    assert_eq!(b.seen.lock().unwrap()[0], ("h.test".to_string(), "/p".to_string()));
+    assert_eq!(
+        b.seen.lock().unwrap()[0],
+        ("h.test".to_string(), "/p".to_string())
+    );
 }
 
 #[tokio::test]
 async fn check_once_reports_connect_failure() {
     // Bind then drop to get a port nobody listens on.
-    let addr = TcpListener::bind("127.0.0.1:0").await.unwrap().local_addr().unwrap();
-    let e = check_once(addr, "h", "/", Duration::from_secs(5)).await.unwrap_err();
+    let addr = TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let e = check_once(addr, "h", "/", Duration::from_secs(5))
+        .await
+        .unwrap_err();
     assert!(matches!(e, CheckError::Connect(_)), "{e}");
 }
 
@@ -140,7 +157,9 @@ async fn check_once_times_out_on_a_silent_server() {
     // Accepts connections (kernel backlog) but never answers.
     let silent = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = silent.local_addr().unwrap();
-    let e = check_once(addr, "h", "/", Duration::from_millis(50)).await.unwrap_err();
+    let e = check_once(addr, "h", "/", Duration::from_millis(50))
+        .await
+        .unwrap_err();
     assert!(matches!(e, CheckError::Timeout(_)), "{e}");
     assert_eq!(e.to_string(), "no response within 50ms");
 }
@@ -157,7 +176,10 @@ async fn loop_takes_a_node_down_and_back_up() {
     eventually("first checks pass", || node.health().checks_total >= 2).await;
     assert!(node.is_up());
     // Host is the site's first exact host, path the site's health_path.
-    assert_eq!(b.seen.lock().unwrap()[0], ("shop.test".to_string(), "/alive".to_string()));
+    assert_eq!(
+        b.seen.lock().unwrap()[0],
+        ("shop.test".to_string(), "/alive".to_string())
+    );
 
     b.status.store(500, Ordering::SeqCst);
     eventually("node down after fall failures", || !node.is_up()).await;
@@ -202,7 +224,10 @@ async fn loops_follow_reloads_and_keep_state_of_kept_nodes() {
     let (stop, rx) = watch::channel(false);
     let checks = spawn_checks(backends.clone(), rx);
     let node_a = Arc::clone(&backends.load().nodes()[0]);
-    eventually("a and b checked", || a.hits.load(Ordering::SeqCst) >= 2 && b.hits.load(Ordering::SeqCst) >= 2).await;
+    eventually("a and b checked", || {
+        a.hits.load(Ordering::SeqCst) >= 2 && b.hits.load(Ordering::SeqCst) >= 2
+    })
+    .await;
 
     // Reload: b removed, c added, a kept (moved to index 1).
     let cfg2 = config(&[("c", c.addr, "shop"), ("a", a.addr, "shop")], "20ms");
@@ -214,7 +239,10 @@ async fn loops_follow_reloads_and_keep_state_of_kept_nodes() {
     let b_hits = b.hits.load(Ordering::SeqCst);
     // a's loop kept running with its counters (not restarted from zero).
     let before = node_a.health().checks_total;
-    eventually("a still checked", || node_a.health().checks_total > before + 2).await;
+    eventually("a still checked", || {
+        node_a.health().checks_total > before + 2
+    })
+    .await;
     assert!(backends.load().nodes()[1].same_node(&node_a));
     // b's loop was stopped: at most one check that was already in flight.
     assert!(b.hits.load(Ordering::SeqCst) <= b_hits + 1);

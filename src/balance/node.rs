@@ -269,7 +269,9 @@ impl NodeState {
         }
         self.shared
             .inflight
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| (v < limit).then_some(v + 1))
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
+                (v < limit).then_some(v + 1)
+            })
             .is_ok()
     }
 

@@ -53,7 +53,10 @@ fn a_pass_breaks_the_failure_streak() {
     pass(&n);
     fail(&n);
     fail(&n);
-    assert!(n.is_up(), "2 + 2 failures separated by a pass never reach fall=3");
+    assert!(
+        n.is_up(),
+        "2 + 2 failures separated by a pass never reach fall=3"
+    );
     assert_eq!(fail(&n), Some(Transition::Down(DownReason::Checks)));
 }
 

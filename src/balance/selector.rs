@@ -164,7 +164,11 @@ impl Selector for RandomTwo {
                 // Second index uniform over the others: distinct from `a`.
                 let b = (a + 1 + rng.gen_range(0..n - 1)) % n;
                 let (na, nb) = (&candidates[a], &candidates[b]);
-                let pick = if nb.inflight() < na.inflight() { nb } else { na };
+                let pick = if nb.inflight() < na.inflight() {
+                    nb
+                } else {
+                    na
+                };
                 Some(Arc::clone(pick))
             }
         }

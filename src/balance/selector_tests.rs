@@ -105,8 +105,17 @@ fn leastconn_rotates_among_ties() {
     for _ in 0..100 {
         *counts.entry(lc.select(0, &ns).unwrap().index).or_insert(0) += 1;
     }
-    assert_eq!(counts.keys().copied().collect::<std::collections::BTreeSet<_>>(), [1, 3].into());
-    assert!(counts.values().all(|&c| c >= 25), "ties should share: {counts:?}");
+    assert_eq!(
+        counts
+            .keys()
+            .copied()
+            .collect::<std::collections::BTreeSet<_>>(),
+        [1, 3].into()
+    );
+    assert!(
+        counts.values().all(|&c| c >= 25),
+        "ties should share: {counts:?}"
+    );
 }
 
 #[test]

@@ -195,10 +195,16 @@ fn text(status: StatusCode, body: &'static str) -> Response<Full<Bytes>> {
 pub fn handle<B>(state: &AdminState, req: &Request<B>) -> Response<Full<Bytes>> {
     let path = req.uri().path();
     if path != "/metrics" && path != "/status" {
-        return text(StatusCode::NOT_FOUND, "not found (try /metrics or /status)\n");
+        return text(
+            StatusCode::NOT_FOUND,
+            "not found (try /metrics or /status)\n",
+        );
     }
     if req.method() != Method::GET && req.method() != Method::HEAD {
-        let mut r = text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed (GET or HEAD)\n");
+        let mut r = text(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method not allowed (GET or HEAD)\n",
+        );
         r.headers_mut()
             .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
         return r;
@@ -223,7 +229,10 @@ pub fn handle<B>(state: &AdminState, req: &Request<B>) -> Response<Full<Bytes>> 
                 // Only non-finite floats can fail; never expected from a
                 // validated config, but never panic on it either.
                 tracing::error!(error = %e, "cannot serialize /status");
-                return text(StatusCode::INTERNAL_SERVER_ERROR, "cannot serialize status\n");
+                return text(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "cannot serialize status\n",
+                );
             }
         }
     };
@@ -301,7 +310,13 @@ mod tests {
 
     #[test]
     fn wildcard_patterns_render_with_star() {
-        assert_eq!(pattern_text(&HostPattern::Wildcard(".example.com".into())), "*.example.com");
-        assert_eq!(pattern_text(&HostPattern::Exact("a.example.com".into())), "a.example.com");
+        assert_eq!(
+            pattern_text(&HostPattern::Wildcard(".example.com".into())),
+            "*.example.com"
+        );
+        assert_eq!(
+            pattern_text(&HostPattern::Exact("a.example.com".into())),
+            "a.example.com"
+        );
     }
 }

@@ -107,14 +107,29 @@ fn describe() {
         "Time from request received to response end, by site"
     );
     describe_gauge!(INFLIGHT, "Requests in flight to the node from this proxy");
-    describe_gauge!(NODE_UP, "Node health: 1 up, 0 down (or removed from its site)");
+    describe_gauge!(
+        NODE_UP,
+        "Node health: 1 up, 0 down (or removed from its site)"
+    );
     describe_counter!(
         UPSTREAM_ERRORS,
         "Failed upstream attempts, by node and kind (connect, timeout, protocol, 5xx)"
     );
-    describe_counter!(CLIENT_ERRORS, "Requests rejected for client errors, by status");
-    describe_counter!(RETRIES, "Requests retried on another node after a connect failure");
+    describe_counter!(
+        CLIENT_ERRORS,
+        "Requests rejected for client errors, by status"
+    );
+    describe_counter!(
+        RETRIES,
+        "Requests retried on another node after a connect failure"
+    );
     describe_gauge!(CONNECTIONS, "Open client connections, by listener");
-    describe_counter!(CONFIG_RELOADS, "Configuration reloads, by result (ok, failed)");
-    describe_counter!(HEALTH_CHECKS, "Active health checks, by node and result (pass, fail)");
+    describe_counter!(
+        CONFIG_RELOADS,
+        "Configuration reloads, by result (ok, failed)"
+    );
+    describe_counter!(
+        HEALTH_CHECKS,
+        "Active health checks, by node and result (pass, fail)"
+    );
 }
