@@ -344,8 +344,13 @@ fn pair(
         .with_retries(3);
     let _ = sock.set_tcp_keepalive(&keepalive);
 
-    let announced =
-        wire::server_handshake(stream, &shared.psk).map_err(|e| format!("authentication: {e}"))?;
+    let announced = wire::server_handshake(stream, &shared.psk).map_err(|e| match e {
+        wire::HandshakeError::Io(e) if e.kind() == ErrorKind::UnexpectedEof => {
+            "authentication: the peer closed the connection during the handshake (wrong key?)"
+                .to_string()
+        }
+        e => format!("authentication: {e}"),
+    })?;
     let payload = wire::read_frame(stream).map_err(|e| format!("reading the request: {e}"))?;
     let req = ConnectRequest::decode(&payload).map_err(|e| e.to_string())?;
     if u64::from(req.proxy_id) != announced {
