@@ -443,8 +443,8 @@ pub fn echoed<'a>(headers: &'a [(String, String)], name: &str) -> Vec<&'a str> {
 }
 
 /// A self-signed certificate for `names`, written as `<stem>.pem` and
-/// `<stem>.key` in `dir`; returns (cert path, key path, cert PEM).
-pub fn certificate(dir: &Path, stem: &str, names: &[&str]) -> (PathBuf, PathBuf, String) {
+/// `<stem>.key` in `dir`; returns (cert path, key path, cert DER).
+pub fn certificate(dir: &Path, stem: &str, names: &[&str]) -> (PathBuf, PathBuf, Vec<u8>) {
     let names: Vec<String> = names.iter().map(|s| s.to_string()).collect();
     let ck = rcgen::generate_simple_self_signed(names).expect("rcgen");
     let cert_pem = ck.cert.pem();
@@ -453,7 +453,7 @@ pub fn certificate(dir: &Path, stem: &str, names: &[&str]) -> (PathBuf, PathBuf,
     let key = dir.join(format!("{stem}.key"));
     std::fs::write(&cert, &cert_pem).unwrap();
     std::fs::write(&key, key_pem).unwrap();
-    (cert, key, cert_pem)
+    (cert, key, ck.cert.der().to_vec())
 }
 
 /// A plain listener section plus an admin section on fresh ports; returns
