@@ -28,6 +28,7 @@ access_log = "{{dir}}/access.log"
 [timeouts]
 server = "500ms"
 http_request = "500ms"
+queue = "200ms"
 
 [health]
 interval = "100ms"
@@ -304,4 +305,38 @@ async fn post_is_not_retried_after_the_node_received_bytes() {
     assert!(bad_gateway >= 1, "no request reached the killer node");
     assert_eq!(bad_gateway, killed);
     assert_eq!(ok, good.requests());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn busy_node_queue_timeout_gets_503() {
+    let s = setup("[limits]\nmax_inflight_per_node = 1\n").await;
+    // Holds the node's only slot: a large download the client never reads
+    // (the exchange stays open until the client goes away).
+    let mut hog = tokio::net::TcpStream::connect(s.addr).await.unwrap();
+    hog.write_all(b"GET /download/100000000 HTTP/1.1\r\nHost: www.example.com\r\n\r\n")
+        .await
+        .unwrap();
+    let head = read_some(&mut hog, 12).await;
+    assert!(head.starts_with(b"HTTP/1.1 200"), "{:?}", String::from_utf8_lossy(&head));
+    let resp = client()
+        .get(format!("http://{}/", s.addr))
+        .header("host", "www.example.com")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 503);
+    assert!(resp.text().await.unwrap().contains("busy"));
+    drop(hog);
+    wait_access(&s, " sQ ");
+    // The slot comes back when the hog's exchange ends.
+    let mut served = false;
+    for _ in 0..400 {
+        let r = raw_exchange(s.addr, b"GET / HTTP/1.1\r\nHost: www.example.com\r\nConnection: close\r\n\r\n");
+        if status_line(&r).contains(" 200 ") {
+            served = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    assert!(served, "the slot was never released");
 }

@@ -124,11 +124,20 @@ pub async fn handle(
         ex.node = Some(node);
         ex.pick = Some(pick);
         ex.update_inflight(node);
-        ex.timers[1] = ms(t_pick.elapsed());
         let Some(pool) = snap.pools.get(node).cloned() else {
             tracing::error!(node, "no connection pool for node (snapshot mismatch)");
             return Ok(error(ex, ErrorKind::ConnectFailed));
         };
+        if ex.slot.is_none() {
+            match pool.slot(timeouts.queue).await {
+                Ok(slot) => ex.slot = slot,
+                Err(()) => {
+                    tracing::warn!(site = %snap.site_names[site], node = %snap.node_names[node], "no free slot on the node within timeouts.queue");
+                    return Ok(error(ex, ErrorKind::QueueTimeout));
+                }
+            }
+        }
+        ex.timers[1] = ms(t_pick.elapsed());
         let t_conn = Instant::now();
         let checkout = match pool.checkout().await {
             Ok(c) => c,
@@ -184,7 +193,10 @@ pub async fn handle(
                         let (p, b) = req.into_parts();
                         parts = Some(p);
                         body = Some(b);
+                        // Not a failure of the node: it may be picked again.
+                        tried.retain(|&n| n != node);
                         ex.pick = None;
+                        ex.slot = None;
                         continue;
                     }
                 }

@@ -203,11 +203,15 @@ pub fn status_line(resp: &str) -> &str {
 // ---------------------------------------------------------------------------
 // In-process backends.
 
-/// Counters of an in-process backend.
+/// Counters of an in-process backend. Health checks from the proxy are
+/// counted apart, so tests can count their own traffic exactly.
 #[derive(Debug, Default)]
 pub struct Counters {
+    /// Connections that carried at least one request other than a health check.
     pub accepted: AtomicUsize,
+    /// Requests other than health checks.
     pub requests: AtomicUsize,
+    pub health_checks: AtomicUsize,
 }
 
 /// An in-process HTTP/1.1 backend (keep-alive, upgrades) on 127.0.0.1.
@@ -239,11 +243,21 @@ impl Backend {
         let task = tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else { continue };
-                c.accepted.fetch_add(1, Ordering::SeqCst);
                 let c = Arc::clone(&c);
                 let n = Arc::clone(&n);
+                let counted = Arc::new(std::sync::atomic::AtomicBool::new(false));
                 tokio::spawn(async move {
-                    let svc = service_fn(move |req| handle(Arc::clone(&n), Arc::clone(&c), req));
+                    let svc = service_fn(move |req: Request<Incoming>| {
+                        if is_health_check(&req) {
+                            c.health_checks.fetch_add(1, Ordering::SeqCst);
+                        } else {
+                            c.requests.fetch_add(1, Ordering::SeqCst);
+                            if !counted.swap(true, Ordering::SeqCst) {
+                                c.accepted.fetch_add(1, Ordering::SeqCst);
+                            }
+                        }
+                        handle(Arc::clone(&n), req)
+                    });
                     let _ = hyper::server::conn::http1::Builder::new()
                         .serve_connection(TokioIo::new(stream), svc)
                         .with_upgrades()
@@ -347,9 +361,15 @@ fn full(text: impl Into<Bytes>) -> BackendBody {
         .boxed()
 }
 
-async fn handle(name: Arc<str>, counters: Arc<Counters>, mut req: Request<Incoming>) -> Result<Response<BackendBody>, Infallible> {
+/// The proxy's active health checks identify themselves.
+fn is_health_check<B>(req: &Request<B>) -> bool {
+    req.headers()
+        .get(http::header::USER_AGENT)
+        .is_some_and(|v| v.as_bytes().starts_with(b"rdmalb-health"))
+}
+
+async fn handle(name: Arc<str>, mut req: Request<Incoming>) -> Result<Response<BackendBody>, Infallible> {
     use http_body_util::BodyExt;
-    counters.requests.fetch_add(1, Ordering::SeqCst);
     let path = req.uri().path().to_string();
     let mut resp = if let Some(ms) = path.strip_prefix("/slow/") {
         let ms: u64 = ms.parse().unwrap_or(100);
