@@ -174,6 +174,11 @@ impl Sidecar {
 
     async fn start_parts(&mut self, stop_rx: watch::Receiver<bool>) -> Result<(), SidecarError> {
         let cfg = self.cfg.clone();
+        if cfg.admin.is_some() {
+            // Install the recorder before the collectors start, so their
+            // error counters from the first seconds are not lost.
+            admin::prometheus();
+        }
         let memory = serve::create_memory(&cfg)?;
         self.addrs.shm = memory.path().map(Path::to_path_buf);
         let memory = Arc::new(memory);

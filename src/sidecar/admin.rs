@@ -28,7 +28,7 @@ use super::serve::Peers;
 use super::{BoundAddrs, SidecarConfig};
 use crate::util::duration;
 use crate::window::layout::word;
-use crate::window::{seqlock, LoadBlock, RoleWord, SiteSlot, WindowMemory};
+use crate::window::{seqlock, LoadBlock, RoleState, RoleWord, SiteSlot, WindowMemory};
 
 /// Everything /status and /metrics show.
 pub struct AdminState {
@@ -245,7 +245,8 @@ pub fn status_json(state: &AdminState) -> Value {
     let role = match RoleWord::decode(raw_role) {
         Ok(r) => json!({
             "raw": format!("{raw_role:#018x}"),
-            "site": site_name(cfg, r.site),
+            // A never-written word (all zero) names no site, not site 0.
+            "site": if r.state == RoleState::Unset { Value::Null } else { site_name(cfg, r.site) },
             "state": r.state.as_str(),
             "epoch": r.epoch,
         }),

@@ -33,6 +33,8 @@ use crate::sidecar::config::{PushCollector, PushListen};
 
 /// Longest accepted request line, newline included.
 pub const MAX_LINE: usize = 1024;
+/// Push connections served at once; more are answered `err` and closed.
+pub const MAX_CONNECTIONS: usize = 64;
 
 /// Keys of the push protocol and the fields they set.
 pub const KEYS: [(&str, Field); 5] = [
@@ -77,6 +79,9 @@ pub struct Server {
     slot: Arc<Slot>,
     expire: Option<Duration>,
     pushed: Arc<Mutex<Pushed>>,
+    /// Bounds the connections served at once (a misbehaving local client
+    /// must not exhaust the sidecar's file descriptors).
+    conns: Arc<tokio::sync::Semaphore>,
 }
 
 #[derive(Debug)]
@@ -126,6 +131,7 @@ impl Server {
             listener,
             slot,
             expire: cfg.expire,
+            conns: Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS)),
             pushed: Arc::new(Mutex::new(Pushed {
                 reading: Reading::default(),
                 last: None,
@@ -156,7 +162,12 @@ impl Server {
                 conn = accept(&self.listener) => match conn {
                     Ok(conn) => {
                         let (slot, pushed, sd) = (self.slot.clone(), self.pushed.clone(), shutdown.clone());
+                        let permit = self.conns.clone().try_acquire_owned();
                         tokio::spawn(async move {
+                            let Ok(_permit) = permit else {
+                                refuse_busy(conn).await;
+                                return;
+                            };
                             match conn {
                                 Conn::Tcp(s) => serve_conn(s, slot, pushed, sd).await,
                                 Conn::Unix(s) => serve_conn(s, slot, pushed, sd).await,
@@ -217,6 +228,18 @@ async fn accept(l: &Listener) -> std::io::Result<Conn> {
             Conn::Tcp(s)
         }),
         Listener::Unix(l, _) => l.accept().await.map(|(s, _)| Conn::Unix(s)),
+    }
+}
+
+async fn refuse_busy(conn: Conn) {
+    let msg = b"err too many push connections\n";
+    match conn {
+        Conn::Tcp(mut s) => {
+            let _ = s.write_all(msg).await;
+        }
+        Conn::Unix(mut s) => {
+            let _ = s.write_all(msg).await;
+        }
     }
 }
 

@@ -692,16 +692,15 @@ fn push(r: &mut Report, key: &str, c: &RawCollector) -> Option<CollectorConfig> 
             }
         },
     };
-    let expire = match c.expire.as_deref() {
-        None => None,
-        Some(t) => Some(r.duration(
+    let expire = c.expire.as_deref().map(|t| {
+        r.duration(
             &format!("{key}.expire"),
             Some(t),
             Duration::ZERO,
             Duration::from_millis(1),
             Duration::from_secs(3600),
-        )),
-    };
+        )
+    });
     Some(CollectorConfig::Push(PushCollector {
         listen: listen?,
         expire: expire.filter(|d| !d.is_zero()),
