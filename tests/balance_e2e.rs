@@ -244,7 +244,10 @@ async fn status_until(admin: SocketAddr, what: &str, cond: impl Fn(&Value) -> bo
         if cond(&s) {
             return s;
         }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}: {s:#}");
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}: {s:#}"
+        );
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
 }
@@ -272,10 +275,18 @@ async fn ejection_down_and_recovery_through_the_proxy() {
     loop {
         request(listen).await;
         let s = status(admin).await;
-        if node_status(&s, "a")["health"]["ejections_total"].as_u64().unwrap() >= 1 {
+        if node_status(&s, "a")["health"]["ejections_total"]
+            .as_u64()
+            .unwrap()
+            >= 1
+        {
             break;
         }
-        assert!(Instant::now() < deadline, "a never ejected: {s:#}\n{}", proxy.stderr());
+        assert!(
+            Instant::now() < deadline,
+            "a never ejected: {s:#}\n{}",
+            proxy.stderr()
+        );
     }
 
     // Now the checks fail too: a goes (or stays) down and gets no traffic.
@@ -289,10 +300,17 @@ async fn ejection_down_and_recovery_through_the_proxy() {
     for _ in 0..20 {
         assert_eq!(request(listen).await, (200, "b".to_string()));
     }
-    assert_eq!(a.served.load(Ordering::SeqCst), before, "a down node got traffic");
+    assert_eq!(
+        a.served.load(Ordering::SeqCst),
+        before,
+        "a down node got traffic"
+    );
     let s = status(admin).await;
     assert_eq!(node_status(&s, "a")["state"], "down");
-    assert_eq!(node_status(&s, "a")["health"]["last_check_error"], "status 500");
+    assert_eq!(
+        node_status(&s, "a")["health"]["last_check_error"],
+        "status 500"
+    );
     assert_eq!(s["sites"][0]["nodes_up"], 1);
     let metrics = client()
         .get(format!("http://{admin}/metrics"))
@@ -302,14 +320,26 @@ async fn ejection_down_and_recovery_through_the_proxy() {
         .text()
         .await
         .unwrap();
-    assert!(metrics.contains(r#"rdmalb_node_up{node="a",site="shop"} 0"#), "{metrics}");
-    assert!(metrics.contains(r#"rdmalb_node_up{node="b",site="shop"} 1"#), "{metrics}");
-    assert!(metrics.contains(r#"node="a",code_class="5xx"} "#), "{metrics}");
+    assert!(
+        metrics.contains(r#"rdmalb_node_up{node="a",site="shop"} 0"#),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(r#"rdmalb_node_up{node="b",site="shop"} 1"#),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(r#"node="a",code_class="5xx"} "#),
+        "{metrics}"
+    );
 
     // Repaired: rise passes bring a back and it serves again.
     a.health.store(200, Ordering::SeqCst);
     a.app.store(200, Ordering::SeqCst);
-    status_until(admin, "a up again", |s| node_status(s, "a")["state"] == "up").await;
+    status_until(admin, "a up again", |s| {
+        node_status(s, "a")["state"] == "up"
+    })
+    .await;
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         if request(listen).await == (200, "a".to_string()) {
@@ -317,8 +347,16 @@ async fn ejection_down_and_recovery_through_the_proxy() {
         }
         assert!(Instant::now() < deadline, "a never served again");
     }
-    assert!(proxy.stderr().contains("node ejected by passive health"), "{}", proxy.stderr());
-    assert!(proxy.stderr().contains("node up: health checks passed"), "{}", proxy.stderr());
+    assert!(
+        proxy.stderr().contains("node ejected by passive health"),
+        "{}",
+        proxy.stderr()
+    );
+    assert!(
+        proxy.stderr().contains("node up: health checks passed"),
+        "{}",
+        proxy.stderr()
+    );
 }
 
 #[tokio::test]
@@ -330,7 +368,9 @@ async fn reload_changes_the_backend_set_and_keeps_health() {
     let (listen, admin) = (free_addr(), free_addr());
     let (proxy, path) = start_proxy(&config_text(listen, admin, &[&a, &b]), &[listen, admin]);
     let before = status_until(admin, "a down", |s| node_status(s, "a")["state"] == "down").await;
-    let a_checks = node_status(&before, "a")["health"]["checks_total"].as_u64().unwrap();
+    let a_checks = node_status(&before, "a")["health"]["checks_total"]
+        .as_u64()
+        .unwrap();
 
     // Reload: b removed, c added, a kept (and moved).
     write(&path, &config_text(listen, admin, &[&c, &a]));
@@ -358,7 +398,11 @@ async fn reload_changes_the_backend_set_and_keeps_health() {
     proxy.hup();
     let deadline = Instant::now() + Duration::from_secs(30);
     while !proxy.stderr().contains("reload rejected") {
-        assert!(Instant::now() < deadline, "no rejection logged:\n{}", proxy.stderr());
+        assert!(
+            Instant::now() < deadline,
+            "no rejection logged:\n{}",
+            proxy.stderr()
+        );
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
     assert_eq!(request(listen).await, (200, "c".to_string()));

@@ -156,18 +156,29 @@ async fn supervise(
     let mut loops: Vec<(Arc<NodeState>, JoinHandle<()>)> = Vec::new();
     let mut seen: Option<Arc<Backends>> = None;
     loop {
+        // Before shutdown a loop ends only by panicking: restart it.
+        let finished = loops.iter().any(|(_, h)| h.is_finished());
         let current = backends.load_full();
-        if !seen.as_ref().is_some_and(|s| Arc::ptr_eq(s, &current)) {
-            // Stop loops of nodes that left; their gauge is zeroed so a
-            // removed node does not keep reporting "up".
+        let moved = !seen.as_ref().is_some_and(|s| Arc::ptr_eq(s, &current));
+        if moved || finished {
             loops.retain(|(node, handle)| {
-                if current.find_same(node).is_some() {
-                    return true;
+                if current.find_same(node).is_none() {
+                    // Zero the gauge so a removed node does not keep
+                    // reporting "up".
+                    handle.abort();
+                    set_up_gauge(node, false);
+                    tracing::info!(
+                        node = %node.name,
+                        address = %node.address,
+                        "node removed; its health checks stop"
+                    );
+                    return false;
                 }
-                handle.abort();
-                set_up_gauge(node, false);
-                tracing::info!(node = %node.name, address = %node.address, "node removed; its health checks stop");
-                false
+                if handle.is_finished() {
+                    tracing::error!(node = %node.name, "health check loop ended unexpectedly; restarting it");
+                    return false;
+                }
+                true
             });
             for node in current.nodes() {
                 if !loops.iter().any(|(n, _)| n.same_node(node)) {
@@ -217,8 +228,16 @@ async fn node_loop(
     loop {
         let snap = backends.load();
         let Some(current) = snap.find_same(&node) else {
-            // Removed by a reload; the supervisor zeroes the gauge.
-            return;
+            // Removed by a reload: no more checks. The supervisor stops this
+            // loop (and zeroes the gauge) once it sees the new snapshot;
+            // until then idle rather than exit, so a loop that ended on its
+            // own always means a panic.
+            let interval = snap.health().interval;
+            drop(snap);
+            tokio::select! {
+                _ = shutdown_requested(&mut shutdown) => return,
+                _ = tokio::time::sleep(interval) => continue,
+            }
         };
         if current.site != node.site {
             // Moved to another site: retire the old label.
