@@ -38,7 +38,7 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
-# shellcheck source=../../scripts/lib/common.sh
+# shellcheck source=scripts/lib/common.sh
 . "$ROOT/scripts/lib/common.sh"
 export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 umask 022
@@ -249,7 +249,7 @@ PROFILES=()
 for t in $PROFILE; do
     pids=$(pgrep -g "${PGID[$t]}" | paste -sd,)
     log "profiling $t (pids $pids) during a ${DURATION}s wrk run"
-    perf record -q -e cpu-clock -F 499 --call-graph dwarf,16384 -o "$WORK/perf-$t.data" \
+    perf record -q -e cpu-clock -F 999 --call-graph dwarf,16384 -o "$WORK/perf-$t.data" \
         -p "$pids" -- sleep "$((DURATION + 1))" >"$WORK/perf-$t.out" 2>&1 &
     perf_pid=$!
     sleep 0.5
@@ -257,16 +257,21 @@ for t in $PROFILE; do
     wait "$perf_pid" || { cat "$WORK/perf-$t.out" >&2; die "perf record failed for $t"; }
     mkdir -p "$RESULTS_DIR"
     report=$RESULTS_DIR/proxy-profile-$t-$STAMP.txt
+    # Reports go through files: `head` on a pipe would SIGPIPE perf report.
+    rep() { perf report -i "$WORK/perf-$t.data" --stdio "$@" 2>/dev/null | grep -v '^$' >"$WORK/perf-report.txt" || true; }
     {
         echo "# perf profile of $t under wrk -t$WRK_THREADS -c$CONNS -d${DURATION}s ($(date -u +%FT%H:%MZ))"
         echo "# Self time by shared object:"
-        perf report -i "$WORK/perf-$t.data" --stdio --no-children --sort dso -g none --percent-limit 0.5 2>/dev/null | grep -v '^$'
+        rep --no-children --sort dso -g none --percent-limit 0.5
+        cat "$WORK/perf-report.txt"
         echo
         echo "# Self time by symbol (top entries):"
-        perf report -i "$WORK/perf-$t.data" --stdio --no-children --sort symbol -g none --percent-limit 0.3 2>/dev/null | grep -v '^$' | head -n 80
+        rep --no-children --sort dso,symbol -g none --percent-limit 0.3
+        head -n 90 "$WORK/perf-report.txt"
         echo
-        echo "# Inclusive time (children) by symbol (top entries):"
-        perf report -i "$WORK/perf-$t.data" --stdio --children --sort symbol -g none --percent-limit 2 2>/dev/null | grep -v '^$' | head -n 80
+        echo "# Inclusive time (self + callees) by symbol (top entries):"
+        rep --children --sort symbol -g none --percent-limit 1.5
+        head -n 90 "$WORK/perf-report.txt"
     } >"$report"
     PROFILES+=("$report")
 done
@@ -287,7 +292,7 @@ for t in "${ORDER[@]}"; do
     ERR[$t]=$(awk -F, -v t="$t" 'NR > 1 && $3 == t { s += $9 + $10 } END { print s + 0 }' "$CSV")
 done
 LABEL[direct]="direct (no proxy)"
-LABEL[haproxy]="HAProxy $(haproxy -v 2>/dev/null | awk 'NR==1{print $3}')"
+LABEL[haproxy]="HAProxy $(haproxy -v 2>/dev/null | awk 'NR==1{sub(/-.*/, "", $3); print $3}')"
 LABEL[nginx]="nginx $(nginx -v 2>&1 | sed 's|.*nginx/||')"
 LABEL[rdmalb]="rdmalb $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$ROOT" diff --quiet HEAD -- src 2>/dev/null || echo '+changes')"
 

@@ -26,6 +26,11 @@ die() {
     exit 1
 }
 
+# Without job control a background job stays in our process group, so the
+# setsid in `spawn` never needs to fork (see there). Job control is off in
+# scripts anyway; this keeps it so when the file is sourced from a shell.
+set +m
+
 # Names and PIDs (= process-group ids) of everything `spawn` started.
 SPAWNED_PIDS=()
 SPAWNED_NAMES=()
