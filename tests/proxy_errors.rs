@@ -51,16 +51,18 @@ site = "dead"
         node_toml("n1", good.addr, "www"),
     );
     let proxy = Proxy::start(&config, &[addr]);
-    Setup {
-        proxy,
-        addr,
-        good,
-    }
+    Setup { proxy, addr, good }
 }
 
 fn still_serves(addr: SocketAddr) {
-    let resp = raw_exchange(addr, b"GET / HTTP/1.1\r\nHost: www.example.com\r\nConnection: close\r\n\r\n");
-    assert!(status_line(&resp).contains(" 200 "), "proxy stopped serving: {resp}");
+    let resp = raw_exchange(
+        addr,
+        b"GET / HTTP/1.1\r\nHost: www.example.com\r\nConnection: close\r\n\r\n",
+    );
+    assert!(
+        status_line(&resp).contains(" 200 "),
+        "proxy stopped serving: {resp}"
+    );
 }
 
 fn access_log(s: &Setup) -> String {
@@ -85,7 +87,11 @@ async fn malformed_request_gets_400() {
         b"GET / HTTP/1.1\r\nHost: www.example.com\r\nContent-Length: abc\r\n\r\n",
     ] {
         let resp = raw_exchange(s.addr, bad);
-        assert!(status_line(&resp).starts_with("HTTP/1.1 400"), "{:?} -> {resp:?}", String::from_utf8_lossy(bad));
+        assert!(
+            status_line(&resp).starts_with("HTTP/1.1 400"),
+            "{:?} -> {resp:?}",
+            String::from_utf8_lossy(bad)
+        );
     }
     still_serves(s.addr);
     wait_access(&s, "400 0 PR \"<BADREQ>\"");
@@ -126,7 +132,9 @@ async fn slow_request_head_gets_408_and_close() {
     let s = setup("").await;
     let mut sock = tokio::net::TcpStream::connect(s.addr).await.unwrap();
     // Half a head, then silence (slowloris).
-    sock.write_all(b"GET / HTTP/1.1\r\nHost: www.exa").await.unwrap();
+    sock.write_all(b"GET / HTTP/1.1\r\nHost: www.exa")
+        .await
+        .unwrap();
     let got = read_some(&mut sock, usize::MAX).await; // until the proxy closes
     let text = String::from_utf8_lossy(&got);
     assert!(text.starts_with("HTTP/1.1 408"), "{text:?}");
@@ -268,7 +276,9 @@ async fn post_is_not_retried_after_the_node_received_bytes() {
     let k = std::sync::Arc::clone(&killed);
     let killer_task = tokio::spawn(async move {
         loop {
-            let Ok((mut sock, _)) = killer.accept().await else { continue };
+            let Ok((mut sock, _)) = killer.accept().await else {
+                continue;
+            };
             k.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             let _ = read_some(&mut sock, 1).await;
             drop(sock);
@@ -317,7 +327,11 @@ async fn busy_node_queue_timeout_gets_503() {
         .await
         .unwrap();
     let head = read_some(&mut hog, 12).await;
-    assert!(head.starts_with(b"HTTP/1.1 200"), "{:?}", String::from_utf8_lossy(&head));
+    assert!(
+        head.starts_with(b"HTTP/1.1 200"),
+        "{:?}",
+        String::from_utf8_lossy(&head)
+    );
     let resp = client()
         .get(format!("http://{}/", s.addr))
         .header("host", "www.example.com")
@@ -331,7 +345,10 @@ async fn busy_node_queue_timeout_gets_503() {
     // The slot comes back when the hog's exchange ends.
     let mut served = false;
     for _ in 0..400 {
-        let r = raw_exchange(s.addr, b"GET / HTTP/1.1\r\nHost: www.example.com\r\nConnection: close\r\n\r\n");
+        let r = raw_exchange(
+            s.addr,
+            b"GET / HTTP/1.1\r\nHost: www.example.com\r\nConnection: close\r\n\r\n",
+        );
         if status_line(&r).contains(" 200 ") {
             served = true;
             break;

@@ -12,7 +12,9 @@ const NGINX: &str = "/usr/sbin/nginx";
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn proxies_to_real_nginx() {
     if !std::path::Path::new(NGINX).exists() {
-        eprintln!("SKIPPED proxies_to_real_nginx: {NGINX} is not installed (apt-get install nginx)");
+        eprintln!(
+            "SKIPPED proxies_to_real_nginx: {NGINX} is not installed (apt-get install nginx)"
+        );
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -94,13 +96,19 @@ http {{
     for _ in 0..50 {
         let resp = get("/").await.unwrap();
         assert_eq!(resp.status().as_u16(), 200);
-        assert_eq!(resp.headers()["server"].to_str().unwrap().split('/').next(), Some("nginx"));
+        assert_eq!(
+            resp.headers()["server"].to_str().unwrap().split('/').next(),
+            Some("nginx")
+        );
         assert_eq!(resp.headers()["via"], "1.1 rdmalb");
         assert_eq!(resp.text().await.unwrap(), "<h1>hello from nginx</h1>\n");
     }
     let resp = get("/big.bin").await.unwrap();
     assert_eq!(resp.content_length(), Some(big.len() as u64));
-    assert!(resp.bytes().await.unwrap() == big, "static file corrupted through the proxy");
+    assert!(
+        resp.bytes().await.unwrap() == big,
+        "static file corrupted through the proxy"
+    );
     let resp = get("/missing").await.unwrap();
     assert_eq!(resp.status().as_u16(), 404);
     let text = get("/headers").await.unwrap().text().await.unwrap();

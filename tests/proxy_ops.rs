@@ -44,7 +44,11 @@ async fn sighup_reloads_and_rejects_a_broken_config() {
     assert_eq!(backend_of(&c, addr).await, "a");
 
     // New backend set.
-    std::fs::write(&proxy.config, config(&listen, &node_toml("nb", b.addr, "www"))).unwrap();
+    std::fs::write(
+        &proxy.config,
+        config(&listen, &node_toml("nb", b.addr, "www")),
+    )
+    .unwrap();
     signal(proxy.pid(), SIGHUP);
     let mut switched = false;
     for _ in 0..400 {
@@ -54,19 +58,28 @@ async fn sighup_reloads_and_rejects_a_broken_config() {
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
-    assert!(switched, "reload did not take effect:\n{}", proxy.stderr_text());
+    assert!(
+        switched,
+        "reload did not take effect:\n{}",
+        proxy.stderr_text()
+    );
     let a_before = a.requests();
     for _ in 0..10 {
         assert_eq!(backend_of(&c, addr).await, "b");
     }
-    assert_eq!(a.requests(), a_before, "the removed node still gets traffic");
+    assert_eq!(
+        a.requests(),
+        a_before,
+        "the removed node still gets traffic"
+    );
 
     // A broken file: every problem is logged, the current config stays.
     std::fs::write(
         &proxy.config,
         format!(
             "{}\n[timeouts]\nconnect = \"soon\"\n",
-            config(&listen, &node_toml("nb", b.addr, "www")).replace("[global]", "[global]\nbalance = \"fastest\"")
+            config(&listen, &node_toml("nb", b.addr, "www"))
+                .replace("[global]", "[global]\nbalance = \"fastest\"")
         ),
     )
     .unwrap();
@@ -90,8 +103,15 @@ async fn sighup_reloads_and_rejects_a_broken_config() {
         .text()
         .await
         .unwrap();
-    assert_eq!(metric(&metrics, "rdmalb_config_reloads_total{result=\"ok\"}"), 1.0, "{metrics}");
-    assert_eq!(metric(&metrics, "rdmalb_config_reloads_total{result=\"failed\"}"), 1.0);
+    assert_eq!(
+        metric(&metrics, "rdmalb_config_reloads_total{result=\"ok\"}"),
+        1.0,
+        "{metrics}"
+    );
+    assert_eq!(
+        metric(&metrics, "rdmalb_config_reloads_total{result=\"failed\"}"),
+        1.0
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -102,7 +122,9 @@ async fn sigterm_drains_in_flight_requests_and_refuses_new_connections() {
 
     // An idle keep-alive client connection (one request done).
     let mut idle = tokio::net::TcpStream::connect(addr).await.unwrap();
-    idle.write_all(b"GET / HTTP/1.1\r\nHost: www.example.com\r\n\r\n").await.unwrap();
+    idle.write_all(b"GET / HTTP/1.1\r\nHost: www.example.com\r\n\r\n")
+        .await
+        .unwrap();
     let first = read_some(&mut idle, 20).await;
     assert!(String::from_utf8_lossy(&first).starts_with("HTTP/1.1 200"));
 
@@ -141,7 +163,19 @@ async fn sigterm_drains_in_flight_requests_and_refuses_new_connections() {
     let (status, body) = slow.await.unwrap();
     assert_eq!(status, 200);
     assert!(body.unwrap() > 0);
-    let exit = proxy.wait_exit().expect("proxy did not exit after draining");
-    assert!(exit.success(), "exit status {exit}:\n{}", proxy.stderr_text());
-    assert!(proxy.stderr_text().contains("all client connections closed"), "{}", proxy.stderr_text());
+    let exit = proxy
+        .wait_exit()
+        .expect("proxy did not exit after draining");
+    assert!(
+        exit.success(),
+        "exit status {exit}:\n{}",
+        proxy.stderr_text()
+    );
+    assert!(
+        proxy
+            .stderr_text()
+            .contains("all client connections closed"),
+        "{}",
+        proxy.stderr_text()
+    );
 }

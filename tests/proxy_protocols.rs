@@ -35,7 +35,10 @@ async fn h2c_prior_knowledge() {
         // The node gets HTTP/1.1 in origin form with a Host header.
         assert!(body.starts_with("GET /echo?x=1 HTTP/1.1\n"), "{body}");
         let h = echoed_headers(&body);
-        assert_eq!(echoed(&h, "host"), vec![format!("www.example.com:{}", addr.port())]);
+        assert_eq!(
+            echoed(&h, "host"),
+            vec![format!("www.example.com:{}", addr.port())]
+        );
         assert_eq!(echoed(&h, "via"), vec!["2 rdmalb"]);
     }
     // A streamed upload over HTTP/2.
@@ -47,7 +50,11 @@ async fn h2c_prior_knowledge() {
         .unwrap();
     assert_eq!(resp.text().await.unwrap(), "received 300000");
     let log = proxy.dir.path().join("access.log");
-    assert!(proxy.wait_for_text(&log, "\"GET /echo?x=1 HTTP/2.0\""), "{}", std::fs::read_to_string(&log).unwrap_or_default());
+    assert!(
+        proxy.wait_for_text(&log, "\"GET /echo?x=1 HTTP/2.0\""),
+        "{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -110,14 +117,22 @@ hosts = ["b.test", "*.b.test"]
             .expect("peer certificate")
     };
     let c = roots(false);
-    for (host, der, backend) in [("a.test", &a_der, "a"), ("b.test", &b_der, "b"), ("www.b.test", &b_der, "b")] {
+    for (host, der, backend) in [
+        ("a.test", &a_der, "a"),
+        ("b.test", &b_der, "b"),
+        ("www.b.test", &b_der, "b"),
+    ] {
         let resp = c
             .get(format!("https://{host}:{port}/"))
             .send()
             .await
             .unwrap_or_else(|e| panic!("{host}: {e:?}"));
         assert_eq!(&peer(&resp), der, "{host} got the wrong certificate");
-        assert_eq!(resp.version(), reqwest::Version::HTTP_2, "ALPN h2 for {host}");
+        assert_eq!(
+            resp.version(),
+            reqwest::Version::HTTP_2,
+            "ALPN h2 for {host}"
+        );
         assert_eq!(resp.headers()["x-backend"], backend);
         let body = resp.text().await.unwrap();
         let h = echoed_headers(&body);
@@ -138,7 +153,11 @@ hosts = ["b.test", "*.b.test"]
         .danger_accept_invalid_certs(true)
         .build()
         .unwrap();
-    let resp = insecure.get(format!("https://{addr}/")).send().await.unwrap();
+    let resp = insecure
+        .get(format!("https://{addr}/"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(peer(&resp), a_der);
     // Routed by Host, which is the IP: no site → 404.
     assert_eq!(resp.status().as_u16(), 404);
@@ -163,7 +182,12 @@ async fn websocket_upgrade_round_trip() {
     let mut byte = [0u8; 1];
     while !head.ends_with(b"\r\n\r\n") {
         let n = sock.read(&mut byte).await.unwrap();
-        assert_eq!(n, 1, "closed during the 101 head: {:?}", String::from_utf8_lossy(&head));
+        assert_eq!(
+            n,
+            1,
+            "closed during the 101 head: {:?}",
+            String::from_utf8_lossy(&head)
+        );
         head.push(byte[0]);
     }
     let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
@@ -172,7 +196,10 @@ async fn websocket_upgrade_round_trip() {
     assert!(head.contains("connection: upgrade"), "{head}");
     // Several round trips, one after the keep-alive timeout: a tunnel is
     // not an idle keep-alive connection.
-    for (i, msg) in [&b"hello"[..], b"through", b"the tunnel"].iter().enumerate() {
+    for (i, msg) in [&b"hello"[..], b"through", b"the tunnel"]
+        .iter()
+        .enumerate()
+    {
         if i == 2 {
             tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
         }

@@ -5,7 +5,12 @@ mod common;
 
 use common::*;
 
-async fn get(c: &reqwest::Client, addr: std::net::SocketAddr, host: &str, path: &str) -> (u16, String, String) {
+async fn get(
+    c: &reqwest::Client,
+    addr: std::net::SocketAddr,
+    host: &str,
+    path: &str,
+) -> (u16, String, String) {
     let resp = c
         .get(format!("http://{addr}{path}"))
         .header("host", host)
@@ -61,7 +66,10 @@ hosts = ["*.eu.example.com"]
     assert_eq!(get(&c, addr, "www.example.com", "/").await.1, "www");
     assert_eq!(get(&c, addr, "WWW.EXAMPLE.COM:80", "/x").await.1, "www");
     assert_eq!(get(&c, addr, "example.com", "/").await.1, "www");
-    assert_eq!(get(&c, addr, "www.example.com", "/api/users").await.1, "api");
+    assert_eq!(
+        get(&c, addr, "www.example.com", "/api/users").await.1,
+        "api"
+    );
     assert_eq!(get(&c, addr, "www.example.com", "/apix").await.1, "www");
     assert_eq!(get(&c, addr, "shop.example.com", "/").await.1, "wild");
     assert_eq!(get(&c, addr, "a.eu.example.com", "/").await.1, "deep");
@@ -115,7 +123,11 @@ async fn forwarding_headers_added_and_hop_by_hop_removed() {
     assert!(resp.headers().get("x-backend-secret").is_none());
     let body = resp.text().await.unwrap();
     let h = echoed_headers(&body);
-    assert_eq!(echoed(&h, "x-forwarded-for"), vec!["203.0.113.9, 127.0.0.1"], "{body}");
+    assert_eq!(
+        echoed(&h, "x-forwarded-for"),
+        vec!["203.0.113.9, 127.0.0.1"],
+        "{body}"
+    );
     assert_eq!(echoed(&h, "x-forwarded-proto"), vec!["http"]);
     assert_eq!(
         echoed(&h, "forwarded"),
@@ -124,8 +136,17 @@ async fn forwarding_headers_added_and_hop_by_hop_removed() {
     assert_eq!(echoed(&h, "via"), vec!["1.1 edge-1"]);
     assert_eq!(echoed(&h, "host"), vec!["www.example.com"]);
     assert_eq!(echoed(&h, "x-kept"), vec!["yes"]);
-    for gone in ["x-private", "keep-alive", "proxy-connection", "te", "upgrade"] {
-        assert!(echoed(&h, gone).is_empty(), "{gone} reached the backend:\n{body}");
+    for gone in [
+        "x-private",
+        "keep-alive",
+        "proxy-connection",
+        "te",
+        "upgrade",
+    ] {
+        assert!(
+            echoed(&h, gone).is_empty(),
+            "{gone} reached the backend:\n{body}"
+        );
     }
     // `connection` seen by the backend is hyper's own framing, never ours.
     assert!(!body.contains("x-private"), "{body}");
@@ -147,7 +168,10 @@ async fn upstream_connections_are_reused() {
     }
     // Also over fresh client connections: the upstream side stays pooled.
     for _ in 0..20 {
-        let resp = raw_exchange(addr, b"GET / HTTP/1.1\r\nHost: www.example.com\r\nConnection: close\r\n\r\n");
+        let resp = raw_exchange(
+            addr,
+            b"GET / HTTP/1.1\r\nHost: www.example.com\r\nConnection: close\r\n\r\n",
+        );
         assert!(status_line(&resp).contains("200"), "{resp}");
     }
     assert_eq!(www.requests(), 220);

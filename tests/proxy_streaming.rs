@@ -20,7 +20,12 @@ async fn large_bodies_stream_both_ways_without_buffering() {
     let c = client();
     // Warm up (allocator arenas, pools) before taking the baseline.
     for _ in 0..3 {
-        let r = c.get(format!("http://{addr}/download/100000")).header("host", "www.example.com").send().await.unwrap();
+        let r = c
+            .get(format!("http://{addr}/download/100000"))
+            .header("host", "www.example.com")
+            .send()
+            .await
+            .unwrap();
         r.bytes().await.unwrap();
     }
     let (rss_before, _) = proxy.memory_kib();
@@ -43,7 +48,8 @@ async fn large_bodies_stream_both_ways_without_buffering() {
     // Upload: 64 MiB generated on the fly by the client.
     let chunk = bytes::Bytes::from(vec![b'u'; 256 * 1024]);
     let n = (SIZE / chunk.len() as u64) as usize;
-    let stream = futures_util::stream::iter((0..n).map(move |_| Ok::<_, std::io::Error>(chunk.clone())));
+    let stream =
+        futures_util::stream::iter((0..n).map(move |_| Ok::<_, std::io::Error>(chunk.clone())));
     let resp = c
         .post(format!("http://{addr}/upload"))
         .header("host", "www.example.com")

@@ -205,7 +205,7 @@ mod tests {
     fn formats_like_haproxy_httplog() {
         let rec = AccessRecord {
             client: "127.0.0.1:41234".parse().unwrap(),
-            date: UNIX_EPOCH + Duration::from_millis(1_795_793_200_123),
+            date: UNIX_EPOCH + Duration::from_millis(1_795_265_200_123),
             listener: "web".into(),
             site: Some("www".into()),
             node: None,

@@ -45,17 +45,14 @@ pub async fn handle(
         return Ok(error(ex, ErrorKind::HeadTooLarge));
     }
 
-    let host: Option<String> = req
-        .uri()
-        .authority()
-        .map(|a| a.as_str().to_string())
-        .or_else(|| {
-            req.headers()
-                .get(header::HOST)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_string)
-        });
-    let Some(site) = snap.routes.route(host.as_deref(), req.uri().path()) else {
+    // The authority as a header value: a refcount bump for HTTP/1 (the
+    // Host header), one small copy for HTTP/2 (:authority).
+    let host: Option<HeaderValue> = match req.uri().authority() {
+        Some(a) => HeaderValue::from_str(a.as_str()).ok(),
+        None => req.headers().get(header::HOST).cloned(),
+    };
+    let host_str = host.as_ref().and_then(|h| h.to_str().ok());
+    let Some(site) = snap.routes.route(host_str, req.uri().path()) else {
         return Ok(error(ex, ErrorKind::NoSite));
     };
     ex.site = Some(site);
@@ -69,15 +66,15 @@ pub async fn handle(
     // was first read; the node must not be asked again.
     parts.headers.remove(header::EXPECT);
     if !parts.headers.contains_key(header::HOST) {
-        if let Some(v) = host.as_deref().and_then(|h| HeaderValue::from_str(h).ok()) {
-            parts.headers.insert(header::HOST, v);
+        if let Some(v) = &host {
+            parts.headers.insert(header::HOST, v.clone());
         }
     }
     headers::add_forwarding(
         &mut parts.headers,
         ctx.client.ip(),
         if ctx.tls { "https" } else { "http" },
-        host.as_deref(),
+        host_str,
     );
     let via = match version {
         Version::HTTP_10 | Version::HTTP_09 => &snap.via_request[0],
@@ -102,12 +99,13 @@ pub async fn handle(
         Some(RequestBody::new(body, timeouts.client).with_progress(progress.clone(), start));
     let mut parts = Some(parts);
 
-    let mut tried: Vec<usize> = Vec::with_capacity(2);
+    // Nodes this request already tried (at most two: one retry).
+    let mut tried = Tried::default();
     let mut last_error: Option<ErrorKind> = None;
     let mut stale = 0;
     loop {
         let t_pick = Instant::now();
-        let pick = match snap.backends.pick(site, &tried) {
+        let pick = match snap.backends.pick(site, tried.as_slice()) {
             Ok(p) => p,
             Err(no) => {
                 let kind = last_error.unwrap_or(match no {
@@ -118,9 +116,7 @@ pub async fn handle(
             }
         };
         let node = pick.node.index;
-        if !tried.contains(&node) {
-            tried.push(node);
-        }
+        tried.insert(node);
         ex.node = Some(node);
         ex.pick = Some(pick);
         ex.update_inflight(node);
@@ -194,7 +190,7 @@ pub async fn handle(
                         parts = Some(p);
                         body = Some(b);
                         // Not a failure of the node: it may be picked again.
-                        tried.retain(|&n| n != node);
+                        tried.remove(node);
                         ex.pick = None;
                         ex.slot = None;
                         continue;
@@ -293,9 +289,44 @@ fn classify(err: &hyper::Error) -> ErrorKind {
     ErrorKind::UpstreamProtocol
 }
 
-/// Size of the request head as it arrived (request line and header lines).
+/// Nodes already tried by one request, without a heap allocation.
+#[derive(Default)]
+struct Tried {
+    nodes: [usize; 2],
+    len: usize,
+}
+
+impl Tried {
+    fn as_slice(&self) -> &[usize] {
+        &self.nodes[..self.len]
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn insert(&mut self, node: usize) {
+        if !self.as_slice().contains(&node) && self.len < self.nodes.len() {
+            self.nodes[self.len] = node;
+            self.len += 1;
+        }
+    }
+
+    fn remove(&mut self, node: usize) {
+        if let Some(i) = self.as_slice().iter().position(|&n| n == node) {
+            self.nodes.copy_within(i + 1..self.len, i);
+            self.len -= 1;
+        }
+    }
+}
+
+/// Size of the request head as it arrived (request line and header
+/// lines), close enough for the `max_header_bytes` limit.
 fn head_size<B>(req: &Request<B>) -> usize {
-    let line = req.method().as_str().len() + req.uri().to_string().len() + 12;
+    let uri = req.uri();
+    let target = uri.path_and_query().map_or(1, |p| p.as_str().len())
+        + uri.authority().map_or(0, |a| a.as_str().len() + 8);
+    let line = req.method().as_str().len() + target + 12;
     req.headers()
         .iter()
         .fold(line + 2, |n, (k, v)| n + k.as_str().len() + v.len() + 4)

@@ -80,7 +80,7 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap, upgrade: bool) {
 
 /// Appends `value` to a comma-separated list header, merging existing
 /// lines into one (many applications read only the first line).
-fn append_list(headers: &mut HeaderMap, name: &HeaderName, value: &str) {
+fn append_list(headers: &mut HeaderMap, name: &HeaderName, value: String) {
     let mut joined = String::new();
     for v in headers.get_all(name) {
         if let Ok(s) = v.to_str() {
@@ -91,8 +91,14 @@ fn append_list(headers: &mut HeaderMap, name: &HeaderName, value: &str) {
             }
         }
     }
-    joined.push_str(value);
-    if let Ok(v) = HeaderValue::from_str(&joined) {
+    let text = if joined.is_empty() {
+        value
+    } else {
+        joined.push_str(&value);
+        joined
+    };
+    // Takes the buffer over without copying it.
+    if let Ok(v) = HeaderValue::from_maybe_shared(bytes::Bytes::from(text)) {
         headers.insert(name.clone(), v);
     }
 }
@@ -109,9 +115,6 @@ pub fn add_forwarding(
     let ip = client.to_canonical();
     let mut ip_text = String::with_capacity(40);
     let _ = write!(ip_text, "{ip}");
-    append_list(headers, &X_FORWARDED_FOR, &ip_text);
-    headers.insert(X_FORWARDED_PROTO.clone(), HeaderValue::from_static(proto));
-
     let mut fwd = String::with_capacity(64);
     match ip {
         IpAddr::V4(_) => {
@@ -132,14 +135,16 @@ pub fn add_forwarding(
             let _ = write!(fwd, ";host=\"{h}\"");
         }
     }
-    append_list(headers, &header::FORWARDED, &fwd);
+    append_list(headers, &X_FORWARDED_FOR, ip_text);
+    headers.insert(X_FORWARDED_PROTO.clone(), HeaderValue::from_static(proto));
+    append_list(headers, &header::FORWARDED, fwd);
 }
 
 /// Appends this proxy to `Via`.
 pub fn add_via(headers: &mut HeaderMap, via: &HeaderValue) {
     if headers.contains_key(header::VIA) {
         if let Ok(v) = via.to_str() {
-            append_list(headers, &header::VIA, v);
+            append_list(headers, &header::VIA, v.to_string());
             return;
         }
     }

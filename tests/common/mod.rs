@@ -141,7 +141,10 @@ impl Proxy {
     /// Waits (bounded) until `file` contains `needle`.
     pub fn wait_for_text(&self, file: &Path, needle: &str) -> bool {
         for _ in 0..400 {
-            if std::fs::read_to_string(file).unwrap_or_default().contains(needle) {
+            if std::fs::read_to_string(file)
+                .unwrap_or_default()
+                .contains(needle)
+            {
                 return true;
             }
             std::thread::sleep(Duration::from_millis(25));
@@ -162,7 +165,8 @@ impl Proxy {
 
     /// Resident set size and its peak, in KiB, from /proc.
     pub fn memory_kib(&self) -> (u64, u64) {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap_or_default();
+        let status =
+            std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap_or_default();
         let field = |name: &str| {
             status
                 .lines()
@@ -231,7 +235,9 @@ pub struct Backend {
 
 impl Backend {
     pub async fn start(name: &str) -> Backend {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind backend");
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind backend");
         Self::start_on(name, listener)
     }
 
@@ -242,7 +248,9 @@ impl Backend {
         let n: Arc<str> = Arc::from(name);
         let task = tokio::spawn(async move {
             loop {
-                let Ok((stream, _)) = listener.accept().await else { continue };
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
                 let c = Arc::clone(&c);
                 let n = Arc::clone(&n);
                 let counted = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -315,7 +323,10 @@ impl Body for Generated {
     type Data = Bytes;
     type Error = BoxError;
 
-    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = self.get_mut();
         if let Some(limit) = this.fail_after {
             if this.sent >= limit {
@@ -368,7 +379,10 @@ fn is_health_check<B>(req: &Request<B>) -> bool {
         .is_some_and(|v| v.as_bytes().starts_with(b"rdmalb-health"))
 }
 
-async fn handle(name: Arc<str>, mut req: Request<Incoming>) -> Result<Response<BackendBody>, Infallible> {
+async fn handle(
+    name: Arc<str>,
+    mut req: Request<Incoming>,
+) -> Result<Response<BackendBody>, Infallible> {
     use http_body_util::BodyExt;
     let path = req.uri().path().to_string();
     let mut resp = if let Some(ms) = path.strip_prefix("/slow/") {
@@ -392,7 +406,10 @@ async fn handle(name: Arc<str>, mut req: Request<Incoming>) -> Result<Response<B
         g.fail_after = Some(1000);
         g.fail_delay = Some(Box::pin(tokio::time::sleep(Duration::from_millis(200))));
         let mut r = Response::new(g.boxed());
-        r.headers_mut().insert(http::header::CONTENT_LENGTH, http::HeaderValue::from(1_000_000u64));
+        r.headers_mut().insert(
+            http::header::CONTENT_LENGTH,
+            http::HeaderValue::from(1_000_000u64),
+        );
         r
     } else if path == "/ws" {
         let on = hyper::upgrade::on(&mut req);
@@ -414,12 +431,18 @@ async fn handle(name: Arc<str>, mut req: Request<Incoming>) -> Result<Response<B
         });
         let mut r = Response::new(full(Bytes::new()));
         *r.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
-        r.headers_mut().insert("connection", http::HeaderValue::from_static("upgrade"));
-        r.headers_mut().insert("upgrade", http::HeaderValue::from_static("websocket"));
+        r.headers_mut()
+            .insert("connection", http::HeaderValue::from_static("upgrade"));
+        r.headers_mut()
+            .insert("upgrade", http::HeaderValue::from_static("websocket"));
         r
     } else if let Some(code) = path.strip_prefix("/status/") {
         let mut r = Response::new(full(format!("status {code}\n")));
-        *r.status_mut() = code.parse::<u16>().ok().and_then(|c| StatusCode::from_u16(c).ok()).unwrap_or(StatusCode::OK);
+        *r.status_mut() = code
+            .parse::<u16>()
+            .ok()
+            .and_then(|c| StatusCode::from_u16(c).ok())
+            .unwrap_or(StatusCode::OK);
         r
     } else {
         let text = echo_text(&req);
@@ -428,12 +451,18 @@ async fn handle(name: Arc<str>, mut req: Request<Incoming>) -> Result<Response<B
         while let Some(Ok(_)) = body.frame().await {}
         let mut r = Response::new(full(text));
         // Hop-by-hop headers the proxy must strip on the way back.
-        r.headers_mut().insert("keep-alive", http::HeaderValue::from_static("timeout=30"));
-        r.headers_mut().insert("connection", http::HeaderValue::from_static("x-backend-secret"));
-        r.headers_mut().insert("x-backend-secret", http::HeaderValue::from_static("1"));
+        r.headers_mut()
+            .insert("keep-alive", http::HeaderValue::from_static("timeout=30"));
+        r.headers_mut().insert(
+            "connection",
+            http::HeaderValue::from_static("x-backend-secret"),
+        );
+        r.headers_mut()
+            .insert("x-backend-secret", http::HeaderValue::from_static("1"));
         r
     };
-    resp.headers_mut().insert("x-backend", http::HeaderValue::from_str(&name).unwrap());
+    resp.headers_mut()
+        .insert("x-backend", http::HeaderValue::from_str(&name).unwrap());
     Ok(resp)
 }
 
