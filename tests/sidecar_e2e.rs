@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 
 use rdmalb::sidecar::collect::push::{Client, PushSample};
 use rdmalb::sidecar::{self, config, Sidecar, SidecarError};
+use rdmalb::window::layout::word;
+use rdmalb::window::{RoleState, RoleWord, SiteSlot};
 use rdmalb::window::{
     read_load, site_table_hash, Expect, LoadBlock, LoadRead, Psk, ReadPolicy, RemoteWindow,
     ShmWindow, TcpWindow, WindowError,
@@ -209,6 +211,7 @@ async fn sidecar_publishes_live_load_over_shm_tcp_and_admin() {
     assert_eq!(status["load"]["fields"]["busy"], 9);
     assert_eq!(status["load"]["fresh"], true);
     assert_eq!(status["role"]["state"], "unset");
+    assert!(status["role"]["site"].is_null(), "an unset role names no site");
     let kinds: Vec<&str> = status["transports"]
         .as_array()
         .unwrap()
@@ -228,6 +231,16 @@ async fn sidecar_publishes_live_load_over_shm_tcp_and_admin() {
             .all(|c| c["ok"] == true),
         "{status}"
     );
+
+    // A proxy claims the node over tcp (remote CAS on the role word); /status
+    // decodes it against the site table.
+    let claim = RoleWord { site: SiteSlot::Site(1), state: RoleState::Switching, epoch: 1 };
+    assert_eq!(tcp.compare_swap(word::ROLE, 0, claim.encode()).await.unwrap(), 0);
+    let status = get_json(&format!("http://{admin}/status")).await;
+    assert_eq!(status["role"]["site"], "blog");
+    assert_eq!(status["role"]["state"], "switching");
+    assert_eq!(status["role"]["epoch"], 1);
+
     let metrics = http
         .get(format!("http://{admin}/metrics"))
         .send()
