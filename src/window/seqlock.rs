@@ -136,18 +136,23 @@ pub fn publish_at(mem: &WindowMemory, sample: &LoadSample, updated_at_ns: u64) {
     publish_words(mem.words(), sample, updated_at_ns);
 }
 
-fn publish_words(w: &[AtomicU64; layout::WINDOW_WORDS], s: &LoadSample, at: u64) {
-    let cur = w[word::SEQ_BEGIN].load(Ordering::Relaxed);
+/// Number of stores one publish makes.
+const PLAN_LEN: usize = 16;
+/// Stores `0..MARK_ODD` set the odd markers; a Release fence follows them.
+const MARK_ODD: usize = 2;
+
+/// The stores one publish makes, in program order: both odd markers, the
+/// fields, then `seq_end` and `seq_begin` even. Kept as data so the unit
+/// tests can check every interleaving a reader may observe against exactly
+/// what the writer does.
+fn write_plan(cur_seq: u64, s: &LoadSample, at: u64) -> [(usize, u64); PLAN_LEN] {
     // From an even value go to +1 (odd) then +2; an odd value left by a
     // writer that died mid-write is reused as the odd marker.
-    let odd = cur | 1;
+    let odd = cur_seq | 1;
     let even = odd.wrapping_add(1);
-    w[word::SEQ_BEGIN].store(odd, Ordering::Relaxed);
-    w[word::SEQ_END].store(odd, Ordering::Relaxed);
-    // Orders both odd markers before every field store below: a reader that
-    // sees any new field and then fences sees the odd markers (or later).
-    fence(Ordering::Release);
-    let fields = [
+    [
+        (word::SEQ_BEGIN, odd),
+        (word::SEQ_END, odd),
         (word::UPDATED_AT, at),
         (word::CPU_UTIL, s.cpu_util_ppm),
         (word::RUN_QUEUE, s.run_queue_milli),
@@ -160,13 +165,28 @@ fn publish_words(w: &[AtomicU64; layout::WINDOW_WORDS], s: &LoadSample, at: u64)
         (word::APP_CAPACITY, s.app_capacity),
         (word::REQUESTS_TOTAL, s.requests_total),
         (word::APP_QUEUE, s.app_queue_len),
-    ];
-    for (i, v) in fields {
+        (word::SEQ_END, even),
+        (word::SEQ_BEGIN, even),
+    ]
+}
+
+fn publish_words(w: &[AtomicU64; layout::WINDOW_WORDS], s: &LoadSample, at: u64) {
+    let plan = write_plan(w[word::SEQ_BEGIN].load(Ordering::Relaxed), s, at);
+    let (marks, rest) = plan.split_at(MARK_ODD);
+    let (fields, evens) = rest.split_at(PLAN_LEN - MARK_ODD - 2);
+    for &(i, v) in marks {
+        w[i].store(v, Ordering::Relaxed);
+    }
+    // Orders both odd markers before every field store below: a reader that
+    // sees any new field and then fences sees the odd markers (or later).
+    fence(Ordering::Release);
+    for &(i, v) in fields {
         w[i].store(v, Ordering::Relaxed);
     }
     // Release: the fields happen-before each even marker.
-    w[word::SEQ_END].store(even, Ordering::Release);
-    w[word::SEQ_BEGIN].store(even, Ordering::Release);
+    for &(i, v) in evens {
+        w[i].store(v, Ordering::Release);
+    }
 }
 
 /// Read words 0..32 of a local window in ascending order with the ordering
@@ -431,10 +451,83 @@ mod tests {
         }
     }
 
-    /// Stress: one writer publishing continuously, readers checking that
-    /// every accepted block is one whole sample. Bounded by write count.
+    /// A reader that fetches the block from the top down (`seq_end` first),
+    /// as some DMA engines may: the writer marks both ends odd, so this
+    /// order is checked as soundly as the ascending one.
+    fn snapshot_descending(mem: &WindowMemory) -> [u64; READ_WORDS] {
+        let w = mem.words();
+        let mut out = [0u64; READ_WORDS];
+        out[word::SEQ_END] = w[word::SEQ_END].load(Ordering::Acquire);
+        for i in (word::SEQ_BEGIN + 1..word::SEQ_END).rev() {
+            out[i] = w[i].load(Ordering::Relaxed);
+        }
+        fence(Ordering::Acquire);
+        out[word::SEQ_BEGIN] = w[word::SEQ_BEGIN].load(Ordering::Relaxed);
+        for (i, o) in out.iter_mut().enumerate().take(word::SEQ_BEGIN) {
+            *o = w[i].load(Ordering::Relaxed);
+        }
+        out
+    }
+
+    proptest! {
+        /// Model check of the protocol under every interleaving proptest
+        /// picks: the writer's plan is applied store by store while a reader
+        /// copies the load block in ascending or descending order, each word at
+        /// some step of the writer (non-decreasing along the reader's order).
+        /// Whatever the interleaving, an accepted block is one whole sample.
+        #[test]
+        fn no_interleaving_yields_an_accepted_torn_block(
+            mut steps in proptest::collection::vec(0..=PLAN_LEN, 14),
+            descending in any::<bool>(),
+            prior in 0u64..4,
+        ) {
+            steps.sort_unstable();
+            let mut mem = [0u64; READ_WORDS];
+            mem[word::MAGIC] = layout::MAGIC;
+            mem[word::VERSION] = layout::LAYOUT_VERSION;
+            // A completed earlier write of sample(prior + 1) ...
+            for (i, v) in write_plan(mem[word::SEQ_BEGIN], &sample(prior + 1), prior + 1) {
+                mem[i] = v;
+            }
+            // ... and the next write, in flight.
+            let plan = write_plan(mem[word::SEQ_BEGIN], &sample(prior + 2), prior + 2);
+            // The words that change (reserved words 21..31 never do).
+            let mut order: Vec<usize> = (word::SEQ_BEGIN..=word::APP_QUEUE).collect();
+            order.push(word::SEQ_END);
+            if descending {
+                order.reverse();
+            }
+            let mut seen = mem;
+            let mut applied = 0;
+            for (&w, &step) in order.iter().zip(&steps) {
+                while applied < step {
+                    let (i, v) = plan[applied];
+                    mem[i] = v;
+                    applied += 1;
+                }
+                seen[w] = mem[w];
+            }
+            if let Ok(b) = decode_block(&seen) {
+                let k = b.sample.cpu_util_ppm;
+                prop_assert_eq!(b.sample, sample(k));
+                prop_assert_eq!(b.updated_at_ns, k);
+            }
+        }
+    }
+
     #[test]
     fn concurrent_readers_never_accept_a_torn_block() {
+        stress(snapshot);
+    }
+
+    #[test]
+    fn descending_readers_never_accept_a_torn_block() {
+        stress(snapshot_descending);
+    }
+
+    /// Stress: one writer publishing continuously, readers checking that
+    /// every accepted block is one whole sample. Bounded by write count.
+    fn stress(read: fn(&WindowMemory) -> [u64; READ_WORDS]) {
         let m = Arc::new(WindowMemory::anonymous(1, 1).unwrap());
         publish_at(&m, &sample(0), 0);
         let stop = Arc::new(AtomicBool::new(false));
@@ -446,7 +539,7 @@ mod tests {
                     let (mut accepted, mut torn) = (0u64, 0u64);
                     let mut last_seq = 0;
                     while !stop.load(Ordering::Relaxed) {
-                        match decode_block(&snapshot(&m)) {
+                        match decode_block(&read(&m)) {
                             Ok(b) => {
                                 let k = b.sample.cpu_util_ppm;
                                 assert_eq!(b.sample, sample(k), "torn block accepted");
