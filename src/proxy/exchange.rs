@@ -47,8 +47,6 @@ pub struct Exchange {
     pub site: Option<usize>,
     pub node: Option<usize>,
     pub pick: Option<Pick>,
-    /// The node's in-flight slot (`limits.max_inflight_per_node`).
-    pub slot: Option<tokio::sync::OwnedSemaphorePermit>,
     /// The node connection, returned to its pool on a complete response.
     pub conn: Option<(Arc<NodePool>, SendRequest<RequestBody>)>,
     /// Tq, Tw, Tc, Tr (ms; -1 = not reached).
@@ -91,7 +89,6 @@ impl Exchange {
             site: None,
             node: None,
             pick: None,
-            slot: None,
             conn: None,
             timers: [-1; 4],
             status: 0,
@@ -105,7 +102,6 @@ impl Exchange {
     /// Reports a failed attempt on the current node (passive health and
     /// `rdmalb_upstream_errors_total`) and releases its slot.
     pub fn attempt_failed(&mut self, outcome: Outcome) {
-        self.slot = None;
         if let Some(pick) = self.pick.take() {
             pick.node.report(outcome);
             self.count_upstream_error(outcome);
@@ -163,7 +159,6 @@ impl Exchange {
             }
             self.count_upstream_error(outcome);
         }
-        self.slot = None;
         match (end, self.conn.take()) {
             (End::Complete, Some((pool, sender))) => pool.checkin(sender),
             // A connection with an unfinished response cannot be reused.

@@ -20,7 +20,7 @@ use super::headers;
 use super::state::ConnCtx;
 use super::stats;
 use super::upstream::ConnectError;
-use crate::balance::{NoNode, Outcome};
+use crate::balance::{NoNode, Outcome, PickError};
 
 /// How many times a request may be re-sent because a pooled connection
 /// turned out to be closed before anything was written on it.
@@ -105,9 +105,13 @@ pub async fn handle(
     let mut stale = 0;
     loop {
         let t_pick = Instant::now();
-        let pick = match snap.backends.pick(site, tried.as_slice()) {
+        let pick = match snap.backends.pick_queued(site, tried.as_slice()).await {
             Ok(p) => p,
-            Err(no) => {
+            Err(PickError::QueueTimeout(_)) => {
+                tracing::warn!(site = %snap.site_names[site], "every node of the site stayed busy for timeouts.queue");
+                return Ok(error(ex, ErrorKind::QueueTimeout));
+            }
+            Err(PickError::NoNode(no)) => {
                 let kind = last_error.unwrap_or(match no {
                     NoNode::Empty => ErrorKind::NoNodes,
                     NoNode::AllDown | NoNode::Exhausted => ErrorKind::AllDown,
@@ -115,6 +119,7 @@ pub async fn handle(
                 return Ok(error(ex, kind));
             }
         };
+        ex.timers[1] = ms(t_pick.elapsed());
         let node = pick.node.index;
         tried.insert(node);
         ex.node = Some(node);
@@ -124,16 +129,6 @@ pub async fn handle(
             tracing::error!(node, "no connection pool for node (snapshot mismatch)");
             return Ok(error(ex, ErrorKind::ConnectFailed));
         };
-        if ex.slot.is_none() {
-            match pool.slot(timeouts.queue).await {
-                Ok(slot) => ex.slot = slot,
-                Err(()) => {
-                    tracing::warn!(site = %snap.site_names[site], node = %snap.node_names[node], "no free slot on the node within timeouts.queue");
-                    return Ok(error(ex, ErrorKind::QueueTimeout));
-                }
-            }
-        }
-        ex.timers[1] = ms(t_pick.elapsed());
         let t_conn = Instant::now();
         let checkout = match pool.checkout().await {
             Ok(c) => c,
@@ -192,7 +187,6 @@ pub async fn handle(
                         // Not a failure of the node: it may be picked again.
                         tried.remove(node);
                         ex.pick = None;
-                        ex.slot = None;
                         continue;
                     }
                 }

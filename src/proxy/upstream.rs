@@ -17,7 +17,6 @@ use std::time::{Duration, Instant};
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::body::RequestBody;
 use crate::config::Config;
@@ -60,9 +59,6 @@ pub struct NodePool {
     max_idle: usize,
     idle_timeout: Duration,
     connect_timeout: Duration,
-    /// `limits.max_inflight_per_node` slots (None = unlimited).
-    slots: Option<Arc<Semaphore>>,
-    max_inflight: usize,
 }
 
 impl std::fmt::Debug for NodePool {
@@ -82,24 +78,6 @@ impl NodePool {
             max_idle: config.limits.pool_idle_per_node,
             idle_timeout: config.timeouts.keep_alive,
             connect_timeout: config.timeouts.connect,
-            slots: (config.limits.max_inflight_per_node > 0)
-                .then(|| Arc::new(Semaphore::new(config.limits.max_inflight_per_node))),
-            max_inflight: config.limits.max_inflight_per_node,
-        }
-    }
-
-    /// Takes one of the node's in-flight slots, waiting up to `queue`;
-    /// `Ok(None)` when the node has no limit, `Err(())` on timeout.
-    pub async fn slot(&self, queue: Duration) -> Result<Option<OwnedSemaphorePermit>, ()> {
-        let Some(slots) = &self.slots else {
-            return Ok(None);
-        };
-        if let Ok(p) = Arc::clone(slots).try_acquire_owned() {
-            return Ok(Some(p));
-        }
-        match tokio::time::timeout(queue, Arc::clone(slots).acquire_owned()).await {
-            Ok(Ok(p)) => Ok(Some(p)),
-            _ => Err(()),
         }
     }
 
@@ -107,7 +85,6 @@ impl NodePool {
         self.max_idle == config.limits.pool_idle_per_node
             && self.idle_timeout == config.timeouts.keep_alive
             && self.connect_timeout == config.timeouts.connect
-            && self.max_inflight == config.limits.max_inflight_per_node
     }
 
     fn pop(&self) -> Option<Idle> {
