@@ -46,11 +46,23 @@ fn check_reports_every_problem_with_exit_status_2() {
     let d = tempfile::tempdir().unwrap();
     let p = d.path().join("bad.toml");
     std::fs::write(&p, "node = \"n1\"\nnode_id = 0\nsites = [\"a\", \"a\"]\n[window.shm]\npath = \"x\"\n[[collector]]\nkind = \"psychic\"\n").unwrap();
-    let out = Command::new(BIN).args(["check", "--sidecar", "-c"]).arg(&p).output().unwrap();
+    let out = Command::new(BIN)
+        .args(["check", "--sidecar", "-c"])
+        .arg(&p)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    for key in ["node_id:", "sites[1]:", "window.shm.path:", "collector[0].kind:"] {
-        assert!(err.contains(&format!("{}: {key}", p.display())), "{key} not reported:\n{err}");
+    for key in [
+        "node_id:",
+        "sites[1]:",
+        "window.shm.path:",
+        "collector[0].kind:",
+    ] {
+        assert!(
+            err.contains(&format!("{}: {key}", p.display())),
+            "{key} not reported:\n{err}"
+        );
     }
 }
 
@@ -59,12 +71,24 @@ fn check_accepts_the_shipped_example() {
     // conf/sidecar.toml names cluster.psk beside it; check a copy next to a key.
     let d = tempfile::tempdir().unwrap();
     let conf = d.path().join("sidecar.toml");
-    std::fs::copy(concat!(env!("CARGO_MANIFEST_DIR"), "/conf/sidecar.toml"), &conf).unwrap();
+    std::fs::copy(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/conf/sidecar.toml"),
+        &conf,
+    )
+    .unwrap();
     let psk = d.path().join("cluster.psk");
     std::fs::write(&psk, "0123456789abcdef0123456789abcdef").unwrap();
     std::fs::set_permissions(&psk, std::fs::Permissions::from_mode(0o600)).unwrap();
-    let out = Command::new(BIN).args(["check", "--sidecar", "-c"]).arg(&conf).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(BIN)
+        .args(["check", "--sidecar", "-c"])
+        .arg(&conf)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[tokio::test]
@@ -89,9 +113,16 @@ async fn sidecar_binary_publishes_until_sigterm_then_cleans_up() {
             .spawn()
             .unwrap(),
     ));
-    let expect = Expect { node_id: Some(11), site_hash: Some(site_table_hash(&["a", "b"])) };
+    let expect = Expect {
+        node_id: Some(11),
+        site_hash: Some(site_table_hash(&["a", "b"])),
+    };
     let deadline = Instant::now() + Duration::from_secs(20);
-    let policy = ReadPolicy { retries: 8, staleness: Duration::from_secs(5), deadline: Duration::from_secs(5) };
+    let policy = ReadPolicy {
+        retries: 8,
+        staleness: Duration::from_secs(5),
+        deadline: Duration::from_secs(5),
+    };
     // Wait for the window and for /proc numbers in it.
     loop {
         if let Ok(w) = ShmWindow::open(&window, &expect) {
@@ -101,7 +132,10 @@ async fn sidecar_binary_publishes_until_sigterm_then_cleans_up() {
                 }
             }
         }
-        assert!(Instant::now() < deadline, "no fresh load with /proc numbers from the sidecar binary");
+        assert!(
+            Instant::now() < deadline,
+            "no fresh load with /proc numbers from the sidecar binary"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     send_signal(child.pid(), "TERM");
@@ -113,6 +147,10 @@ async fn sidecar_binary_publishes_until_sigterm_then_cleans_up() {
 /// Sends a signal to the child we spawned with the `kill` command (std
 /// has no signal API, and the tests stay free of `unsafe`).
 fn send_signal(pid: i32, sig: &str) {
-    let st = Command::new("kill").arg(format!("-{sig}")).arg(pid.to_string()).status().unwrap();
+    let st = Command::new("kill")
+        .arg(format!("-{sig}"))
+        .arg(pid.to_string())
+        .status()
+        .unwrap();
     assert!(st.success(), "kill -{sig} {pid} failed");
 }

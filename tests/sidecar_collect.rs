@@ -648,27 +648,48 @@ async fn push_refuses_to_replace_a_regular_file() {
 
 #[tokio::test]
 async fn push_bounds_concurrent_connections() {
-    let (slot, addr, stop, task) = push_server(PushListen::Tcp("127.0.0.1:0".parse().unwrap()), None).await;
+    let (slot, addr, stop, task) =
+        push_server(PushListen::Tcp("127.0.0.1:0".parse().unwrap()), None).await;
     let mut held = Vec::new();
     for i in 0..push::MAX_CONNECTIONS {
         let mut c = Client::connect(&addr).await.unwrap();
         // A served round trip proves the connection holds a slot.
-        c.push(&PushSample { busy: Some(i as u64), ..Default::default() }).await.unwrap();
+        c.push(&PushSample {
+            busy: Some(i as u64),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
         held.push(c);
     }
     let mut extra = Client::connect(&addr).await.unwrap();
-    match extra.push(&PushSample { busy: Some(999), ..Default::default() }).await {
+    match extra
+        .push(&PushSample {
+            busy: Some(999),
+            ..Default::default()
+        })
+        .await
+    {
         Err(PushError::Refused(m)) => assert!(m.contains("too many"), "{m}"),
         Err(PushError::Io(_)) | Err(PushError::Closed) => {}
         Ok(()) => panic!("connection past the limit was served"),
     }
-    assert_eq!(slot.latest().get(Field::AppBusy), Some(push::MAX_CONNECTIONS as u64 - 1));
+    assert_eq!(
+        slot.latest().get(Field::AppBusy),
+        Some(push::MAX_CONNECTIONS as u64 - 1)
+    );
     // Closing one frees a slot for a newcomer.
     drop(held.pop());
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let mut c = Client::connect(&addr).await.unwrap();
-        if c.push(&PushSample { busy: Some(7), ..Default::default() }).await.is_ok() {
+        if c.push(&PushSample {
+            busy: Some(7),
+            ..Default::default()
+        })
+        .await
+        .is_ok()
+        {
             break;
         }
         assert!(Instant::now() < deadline, "freed slot never became usable");

@@ -10,11 +10,11 @@ use std::time::{Duration, Instant};
 use rdmalb::sidecar::collect::push::{Client, PushSample};
 use rdmalb::sidecar::{self, config, Sidecar, SidecarError};
 use rdmalb::window::layout::word;
-use rdmalb::window::{RoleState, RoleWord, SiteSlot};
 use rdmalb::window::{
     read_load, site_table_hash, Expect, LoadBlock, LoadRead, Psk, ReadPolicy, RemoteWindow,
     ShmWindow, TcpWindow, WindowError,
 };
+use rdmalb::window::{RoleState, RoleWord, SiteSlot};
 
 const SITES: [&str; 3] = ["shop", "blog", "news"];
 
@@ -211,7 +211,10 @@ async fn sidecar_publishes_live_load_over_shm_tcp_and_admin() {
     assert_eq!(status["load"]["fields"]["busy"], 9);
     assert_eq!(status["load"]["fresh"], true);
     assert_eq!(status["role"]["state"], "unset");
-    assert!(status["role"]["site"].is_null(), "an unset role names no site");
+    assert!(
+        status["role"]["site"].is_null(),
+        "an unset role names no site"
+    );
     let kinds: Vec<&str> = status["transports"]
         .as_array()
         .unwrap()
@@ -234,8 +237,17 @@ async fn sidecar_publishes_live_load_over_shm_tcp_and_admin() {
 
     // A proxy claims the node over tcp (remote CAS on the role word); /status
     // decodes it against the site table.
-    let claim = RoleWord { site: SiteSlot::Site(1), state: RoleState::Switching, epoch: 1 };
-    assert_eq!(tcp.compare_swap(word::ROLE, 0, claim.encode()).await.unwrap(), 0);
+    let claim = RoleWord {
+        site: SiteSlot::Site(1),
+        state: RoleState::Switching,
+        epoch: 1,
+    };
+    assert_eq!(
+        tcp.compare_swap(word::ROLE, 0, claim.encode())
+            .await
+            .unwrap(),
+        0
+    );
     let status = get_json(&format!("http://{admin}/status")).await;
     assert_eq!(status["role"]["site"], "blog");
     assert_eq!(status["role"]["state"], "switching");
