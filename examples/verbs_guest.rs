@@ -242,9 +242,9 @@ async fn serve(a: ServeArgs) -> Result<()> {
 async fn connect(a: &ClientArgs) -> Result<VerbsWindow> {
     Ok(VerbsWindow::connect(
         a.connect,
-        psk(&a.common)?,
+        &psk(&a.common)?,
         a.id,
-        expect(&a.common),
+        &expect(&a.common),
         a.common.device.as_deref(),
     )
     .await?)
@@ -289,9 +289,9 @@ async fn header_checks(a: &ClientArgs) -> Result<()> {
     };
     let r = VerbsWindow::connect(
         a.connect,
-        psk(&a.common)?,
+        &psk(&a.common)?,
         a.id,
-        wrong_sites,
+        &wrong_sites,
         a.common.device.as_deref(),
     )
     .await;
@@ -309,9 +309,9 @@ async fn header_checks(a: &ClientArgs) -> Result<()> {
     };
     let r = VerbsWindow::connect(
         a.connect,
-        psk(&a.common)?,
+        &psk(&a.common)?,
         a.id,
-        wrong_node,
+        &wrong_node,
         a.common.device.as_deref(),
     )
     .await;
@@ -326,9 +326,9 @@ async fn header_checks(a: &ClientArgs) -> Result<()> {
     let bad_key = Psk::new("definitely-not-the-right-key-0123456789")?;
     let r = VerbsWindow::connect(
         a.connect,
-        bad_key,
+        &bad_key,
         a.id,
-        Expect::ANY,
+        &Expect::ANY,
         a.common.device.as_deref(),
     )
     .await;

@@ -5,7 +5,9 @@
 # (../shared/tools/rxe-vm/run.sh beside the clone) and runs inside it:
 #   1. `solo`: a VerbsServer over a live window (publisher thread) and 3 clients
 #      in one process, then the "sidecar gone" check;
-#   2. a `serve` process plus 3 concurrent `client` processes (header checks,
+#   2. the window conformance suite (tests/window_conformance.rs cases, via
+#      tests/verbs_guest.rs) against verbs: freshness, seqlock, CAS, FAA, refusals, headers;
+#   3. a `serve` process plus 3 concurrent `client` processes (header checks,
 #      refusals, live seqlock-valid READs, a CAS race, FAAs) and `verify`
 #      (exactly one CAS winner per round, FAA totals, distinct FAA old values).
 # Exit 0 only if every check passed, or - with a visible "SKIPPED:" line - when
@@ -15,7 +17,8 @@
 # Env: RDMALB_RXE_PROFILE=debug|release (default debug), RXE_WORK (default
 # /tmp/rdmalb-rxe/vm, kept between runs), RXE_TIMEOUT (default 900),
 # RDMALB_RXE_RUN (path of run.sh), RDMALB_RXE_ROUNDS / RDMALB_RXE_FAA (sizes),
-# RDMALB_RXE_BIN (use this prebuilt verbs_guest instead of building).
+# RDMALB_RXE_BIN / RDMALB_RXE_TESTBIN (use these prebuilt verbs_guest example /
+# tests/verbs_guest.rs binaries instead of building).
 set -euo pipefail
 
 ROOT=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
@@ -38,18 +41,31 @@ if ! command -v qemu-system-x86_64 >/dev/null && ! command -v apt-get >/dev/null
 fi
 
 # ------------------------------------------------------------------ build
+profile_flag=()
+[ "$PROFILE" = release ] && profile_flag=(--release)
 if [ -n "${RDMALB_RXE_BIN:-}" ]; then
     BIN=$RDMALB_RXE_BIN
     echo ">> using prebuilt $BIN"
 else
     echo ">> building examples/verbs_guest ($PROFILE)"
-    cargo_flags=(--example verbs_guest)
-    [ "$PROFILE" = release ] && cargo_flags+=(--release)
-    (cd "$ROOT" && cargo build "${cargo_flags[@]}") || fail "cargo build of the verbs_guest example failed"
+    (cd "$ROOT" && cargo build "${profile_flag[@]}" --example verbs_guest) \
+        || fail "cargo build of the verbs_guest example failed"
     TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
+    [[ $TARGET = /* ]] || TARGET=$ROOT/$TARGET
     BIN=$TARGET/$PROFILE/examples/verbs_guest
 fi
+if [ -n "${RDMALB_RXE_TESTBIN:-}" ]; then
+    TESTBIN=$RDMALB_RXE_TESTBIN
+    echo ">> using prebuilt $TESTBIN"
+else
+    echo ">> building tests/verbs_guest.rs (the conformance suite for verbs)"
+    out=$(cd "$ROOT" && cargo test "${profile_flag[@]}" --test verbs_guest --no-run 2>&1) \
+        || { echo "$out"; fail "cargo test --no-run of tests/verbs_guest.rs failed"; }
+    TESTBIN=$(echo "$out" | sed -n 's/.*Executable tests\/verbs_guest.rs (\(.*\))/\1/p' | tail -1)
+    [[ -z $TESTBIN || $TESTBIN = /* ]] || TESTBIN=$ROOT/$TESTBIN
+fi
 [ -x "$BIN" ] || fail "built binary not found at $BIN"
+[ -n "$TESTBIN" ] && [ -x "$TESTBIN" ] || fail "conformance test binary not found (${TESTBIN:-none})"
 
 # ------------------------------------------------------------------ share dir
 mkdir -p "$CACHE"
@@ -57,7 +73,8 @@ SHARE=$(mktemp -d "$CACHE/share.XXXXXX")
 trap 'rm -rf "$SHARE"' EXIT
 # The guest reads the binary over 9p; without debug info it is a fraction of the size.
 objcopy --strip-debug "$BIN" "$SHARE/verbs_guest" 2>/dev/null || cp "$BIN" "$SHARE/verbs_guest"
-chmod 0755 "$SHARE/verbs_guest"
+objcopy --strip-debug "$TESTBIN" "$SHARE/verbs_conformance" 2>/dev/null || cp "$TESTBIN" "$SHARE/verbs_conformance"
+chmod 0755 "$SHARE/verbs_guest" "$SHARE/verbs_conformance"
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$SHARE/psk"
 chmod 0600 "$SHARE/psk"
 
@@ -77,6 +94,12 @@ note "== solo (server + 3 clients in one process)"
 timeout 300 \$B solo \$C --clients 3 --rounds $ROUNDS --faa-ops $FAA > /tmp/solo.log 2>&1; s=\$?
 cat /tmp/solo.log; grep -E '^(CHECK|RESULT)' /tmp/solo.log >> \$R
 [ \$s -eq 0 ] || { note "solo exited \$s"; rc=1; }
+
+note "== conformance suite (tests/window_conformance.rs cases on verbs)"
+timeout 600 /share/verbs_conformance --ignored --test-threads=1 verbs:: > /tmp/conf.log 2>&1; s=\$?
+cat /tmp/conf.log
+grep -E '^test verbs::' /tmp/conf.log | sed 's/^test \\(verbs::[a-z_]*\\) \\.\\.\\. \\(.*\\)/CHECK conformance-\\1 \\2/; s/ FAILED\$/ FAIL/' >> \$R
+grep -q 'test result: ok. 6 passed' /tmp/conf.log || { note "CHECK conformance-suite FAIL (exit \$s)"; rc=1; }
 
 note "== multi-process (serve + 3 clients + verify)"
 \$B serve \$C --listen 127.0.0.1:18700 --max-secs 400 > /tmp/serve.log 2>&1 &

@@ -107,7 +107,7 @@ mod tests {
         // is needed: the error must name the device problem, not the network.
         let psk = crate::window::Psk::new("0123456789abcdef0123").unwrap();
         let addr = "127.0.0.1:9".parse().unwrap();
-        let err = VerbsWindow::connect(addr, psk, 1, crate::window::Expect::ANY, Some("rxe0"))
+        let err = VerbsWindow::connect(addr, &psk, 1, &crate::window::Expect::ANY, Some("rxe0"))
             .await
             .unwrap_err();
         assert!(matches!(err, WindowError::NoDevice { .. }), "{err:?}");

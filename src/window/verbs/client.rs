@@ -75,9 +75,9 @@ impl VerbsWindow {
     /// See [`VerbsWindow::connect_with`].
     pub async fn connect(
         control_addr: SocketAddr,
-        psk: Psk,
+        psk: &Psk,
         proxy_id: u16,
-        expect: Expect,
+        expect: &Expect,
         device: Option<&str>,
     ) -> Result<VerbsWindow, WindowError> {
         Self::connect_with(
@@ -100,13 +100,14 @@ impl VerbsWindow {
     /// errors of [`Expect::check`].
     pub async fn connect_with(
         control_addr: SocketAddr,
-        psk: Psk,
+        psk: &Psk,
         proxy_id: u16,
-        expect: Expect,
+        expect: &Expect,
         device: Option<&str>,
         opts: VerbsOptions,
     ) -> Result<VerbsWindow, WindowError> {
         let device = device.map(str::to_string);
+        let psk = psk.clone();
         // Device setup and the control exchange are blocking calls: keep them
         // off the async workers when a Tokio runtime is present.
         let setup = move || setup(control_addr, &psk, proxy_id, device.as_deref(), opts);
@@ -284,11 +285,11 @@ fn setup(
         peer: peer.clone(),
         detail,
     };
-    let dev = Arc::new(device::open(device_name).map_err(|e| match e {
+    let dev = device::shared(device_name).map_err(|e| match e {
         DeviceError::Missing(detail) | DeviceError::Failed(detail) => {
             WindowError::NoDevice { detail }
         }
-    })?);
+    })?;
     let slots = opts.max_in_flight.clamp(1, 4096);
     let mut parts =
         engine::create_parts(Arc::clone(&dev), slots).map_err(|detail| WindowError::NoDevice {

@@ -16,7 +16,7 @@
 //! driver becomes an error, not a crashed sidecar.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use sideway::ibverbs::address::{AddressHandleAttribute, Gid};
 use sideway::ibverbs::completion::GenericCompletionQueue;
@@ -88,6 +88,30 @@ pub(crate) fn open(name: Option<&str>) -> Result<Device, DeviceError> {
             "the verbs library panicked while opening the device (unexpected value from the driver)".into(),
         )),
     }
+}
+
+/// [`open`], but shared: windows of one process that name the same device
+/// share one device context and protection domain (opening a context per
+/// peer node would multiply kernel resources for nothing). The device is
+/// closed when the last window using it is gone.
+pub(crate) fn shared(name: Option<&str>) -> Result<Arc<Device>, DeviceError> {
+    type Cache = Mutex<Vec<(Option<String>, Weak<Device>)>>;
+    static CACHE: OnceLock<Cache> = OnceLock::new();
+    let mut cache = CACHE
+        .get_or_init(Cache::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    cache.retain(|(_, w)| w.strong_count() > 0);
+    if let Some(d) = cache
+        .iter()
+        .find(|(n, _)| n.as_deref() == name)
+        .and_then(|(_, w)| w.upgrade())
+    {
+        return Ok(d);
+    }
+    let d = Arc::new(open(name)?);
+    cache.push((name.map(str::to_string), Arc::downgrade(&d)));
+    Ok(d)
 }
 
 fn open_inner(name: Option<&str>) -> Result<Device, DeviceError> {
