@@ -34,10 +34,11 @@ T0=$(date +%s)
 skip() { echo "SKIPPED: verbs Soft-RoCE guest test: $*"; exit 0; }
 fail() { echo "rxe-test: FAIL: $*"; exit 1; }
 
-[ -f "$RUN" ] || skip "rxe-vm recipe not found at $RUN (expected shared/ beside the clone)"
+[ -f "$RUN" ] || fail "rxe-vm recipe not found at $RUN (expected shared/ beside the clone; set RDMALB_RXE_RUN)"
 [ "$(uname -m)" = x86_64 ] || skip "the rxe-vm recipe boots an x86_64 Debian kernel; this is $(uname -m)"
-if ! command -v qemu-system-x86_64 >/dev/null && ! command -v apt-get >/dev/null; then
-    skip "qemu-system-x86_64 is missing and cannot be installed (no apt-get)"
+if ! command -v qemu-system-x86_64 >/dev/null; then
+    command -v apt-get >/dev/null || skip "qemu-system-x86_64 is missing and cannot be installed (no apt-get)"
+    [ "$(id -u)" -eq 0 ] || skip "qemu-system-x86_64 is missing and installing it (run.sh uses apt-get) needs root"
 fi
 
 # ------------------------------------------------------------------ build
@@ -137,6 +138,7 @@ if [ "$RC" -ge 100 ]; then
 fi
 RES=$SHARE/results
 [ -s "$RES" ] || fail "no results from the guest (run.sh exit $RC; log: $CACHE/last-run.log)"
+cp "$RES" "$CACHE/last-results"
 NCHECK=$(grep -c ' ok' "$RES" || true)
 NFAIL=$(grep -c 'FAIL' "$RES" || true)
 if grep -q '^GUEST_SUITE PASS' "$RES"; then
