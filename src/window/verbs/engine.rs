@@ -243,7 +243,12 @@ impl Engine {
                 AccessFlags::LocalWrite,
             )
         }
-        .map_err(|e| format!("registering the local buffer: {}", device::chain(&e)))?;
+        .map_err(|e| {
+            format!(
+                "registering the local buffer: {} (locked-memory limit? see `ulimit -l`)",
+                device::chain(&e)
+            )
+        })?;
         control
             .set_nonblocking(true)
             .map_err(|e| format!("control connection: {e}"))?;
