@@ -265,10 +265,9 @@ fn responder(spec: &str) {
     let _ = std::io::stdout().flush();
     // Run until the parent closes our stdin.
     let mut sink = String::new();
-    while std::io::stdin()
-        .read_line(&mut sink)
-        .map_or(false, |n| n > 0)
-    {}
+    while std::io::stdin().read_line(&mut sink).is_ok_and(|n| n > 0) {
+        sink.clear();
+    }
     stop.store(true, Ordering::Relaxed);
     for t in threads {
         let _ = t.join();

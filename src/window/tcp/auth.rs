@@ -76,7 +76,7 @@ impl Psk {
             )));
         }
         let bytes = std::fs::read(path).map_err(|e| err(format!("cannot read it: {e}")))?;
-        Psk::from_bytes(&bytes).map_err(|reason| err(reason))
+        Psk::from_bytes(&bytes).map_err(err)
     }
 
     /// A key from bytes (trailing whitespace removed), at least 16 bytes.
@@ -315,7 +315,10 @@ mod tests {
         Psk::new(s).unwrap()
     }
 
-    fn handshake(client_psk: &Psk, server_psk: &Psk) -> Result<(SessionKeys, SessionKeys), AuthError> {
+    fn handshake(
+        client_psk: &Psk,
+        server_psk: &Psk,
+    ) -> Result<(SessionKeys, SessionKeys), AuthError> {
         let (c, hello) = ClientHandshake::start(client_psk, 7);
         let (s, challenge) = ServerHandshake::respond(server_psk, &hello)?;
         let (fin, ck) = c.finish(&challenge)?;
