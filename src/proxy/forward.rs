@@ -222,6 +222,9 @@ pub async fn handle(
     }
 }
 
+// Large, but it lives for one poll on the cold path; boxing would cost an
+// allocation for nothing.
+#[allow(clippy::large_enum_variant)]
 enum Waited {
     Timeout,
     Failed(hyper::client::conn::TrySendError<Request<RequestBody>>),

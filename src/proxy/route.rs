@@ -56,7 +56,7 @@ impl RouteTable {
             }
         }
         for entries in t.exact.values_mut().chain(t.wildcard.values_mut()) {
-            entries.sort_by(|a, b| b.prefix.len().cmp(&a.prefix.len()));
+            entries.sort_by_key(|e| std::cmp::Reverse(e.prefix.len()));
         }
         t
     }
