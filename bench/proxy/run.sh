@@ -282,12 +282,13 @@ median() { # column target
         awk '{ v[NR] = $1 } END { if (NR == 0) print ""; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b == 0) print "n/a"; else printf "%.2f", a / b }'; }
-declare -A RPS P50 P99 CPU BCPU ERR LABEL
+declare -A RPS P50 P99 CPU UTIL BCPU ERR LABEL
 for t in "${ORDER[@]}"; do
     RPS[$t]=$(median 6 "$t")
     P50[$t]=$(median 7 "$t")
     P99[$t]=$(median 8 "$t")
     CPU[$t]=$(median 11 "$t")
+    UTIL[$t]=$(median 12 "$t")
     BCPU[$t]=$(median 13 "$t")
     ERR[$t]=$(awk -F, -v t="$t" 'NR > 1 && $3 == t { s += $9 + $10 } END { print s + 0 }' "$CSV")
 done
@@ -310,12 +311,16 @@ BLOCK=$WORK/block.md
         echo "no CPU pinning; one worker/thread per proxy)."
     fi
     echo
-    echo "| target | req/s | p50 ms | p99 ms | proxy CPU µs/req | backend CPU µs/req | errors |"
-    echo "|---|---:|---:|---:|---:|---:|---:|"
+    echo "| target | req/s | p50 ms | p99 ms | proxy CPU µs/req | proxy CPU use (cores) | backend CPU µs/req | errors |"
+    echo "|---|---:|---:|---:|---:|---:|---:|---:|"
     for t in "${ORDER[@]}"; do
-        printf '| %s | %.0f | %.3f | %.3f | %s | %.1f | %s |\n' "${LABEL[$t]}" "${RPS[$t]}" "${P50[$t]}" "${P99[$t]}" \
-            "$([ -n "${CPU[$t]}" ] && printf '%.1f' "${CPU[$t]}" || echo '–')" "${BCPU[$t]}" "${ERR[$t]}"
+        printf '| %s | %.0f | %.3f | %.3f | %s | %s | %.1f | %s |\n' "${LABEL[$t]}" "${RPS[$t]}" "${P50[$t]}" "${P99[$t]}" \
+            "$([ -n "${CPU[$t]}" ] && printf '%.1f' "${CPU[$t]}" || echo '–')" \
+            "$([ -n "${UTIL[$t]}" ] && printf '%.2f' "${UTIL[$t]}" || echo '–')" "${BCPU[$t]}" "${ERR[$t]}"
     done
+    echo
+    echo "\"proxy CPU use\" is the proxy's CPU time over the run's wall time: well below 1.00 means the"
+    echo "proxy was waiting for its core (other work on the machine) or for the load generator."
     if [ -n "${RPS[rdmalb]:-}" ]; then
         echo
         for other in haproxy nginx; do
