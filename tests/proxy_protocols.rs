@@ -209,3 +209,31 @@ async fn websocket_upgrade_round_trip() {
         assert_eq!(&got, msg);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_h2_connection_gets_goaway() {
+    let www = Backend::start("www").await;
+    let (listen, addr, _) = listener_toml();
+    let config = format!(
+        "{listen}[global]\naccess_log = \"off\"\n[timeouts]\nkeep_alive = \"300ms\"\n\n[[site]]\nname = \"www\"\nhosts = [\"www.example.com\"]\n\n{}",
+        node_toml("n1", www.addr, "www")
+    );
+    let _proxy = Proxy::start(&config, &[addr]);
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut send, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(stream),
+    )
+    .await
+    .unwrap();
+    let conn = tokio::spawn(conn);
+    let req = http::Request::get("http://www.example.com/")
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .unwrap();
+    let resp = send.send_request(req).await.unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    drop(resp);
+    // The proxy ends the idle connection (GOAWAY, then close); bounded wait.
+    let ended = tokio::time::timeout(std::time::Duration::from_secs(20), conn).await;
+    assert!(ended.is_ok(), "idle HTTP/2 connection was never closed");
+}

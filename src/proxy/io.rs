@@ -50,6 +50,8 @@ pub struct ConnShared {
     pub head_at: AtomicU64,
     /// This wrapper answered 408 and closed.
     pub timed_out: AtomicBool,
+    /// The client speaks HTTP/2 (ALPN or prior knowledge).
+    pub h2: AtomicBool,
 }
 
 impl ConnShared {
@@ -61,6 +63,7 @@ impl ConnShared {
             upgraded: AtomicBool::new(false),
             head_at: AtomicU64::new(0),
             timed_out: AtomicBool::new(false),
+            h2: AtomicBool::new(false),
         }
     }
 
@@ -201,6 +204,7 @@ impl<S: AsyncRead + AsyncWrite> AsyncRead for ConnIo<S> {
                 *this.sniffed = true;
                 let n = got.len().min(H2_PREFACE.len());
                 *this.h2 = got[..n] == H2_PREFACE[..n];
+                this.shared.h2.store(*this.h2, Ordering::Relaxed);
             }
         }
         if *this.h2 || this.shared.upgraded.load(Ordering::Relaxed) {

@@ -170,7 +170,7 @@ async fn connection(
     match tls {
         None => {
             let io = ConnIo::new(stream, Arc::clone(&ctx.conn), timeouts, false);
-            drive(io, ctx, builder, shutdown).await;
+            drive(io, ctx, builder, timeouts.keep_alive, shutdown).await;
         }
         Some(acceptor) => {
             let accepted =
@@ -190,7 +190,7 @@ async fn connection(
             };
             let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
             let io = ConnIo::new(stream, Arc::clone(&ctx.conn), timeouts, h2);
-            drive(io, ctx, builder, shutdown).await;
+            drive(io, ctx, builder, timeouts.keep_alive, shutdown).await;
         }
     }
 }
@@ -201,6 +201,7 @@ async fn drive<I>(
     io: I,
     ctx: Arc<ConnCtx>,
     builder: Arc<auto::Builder<TokioExecutor>>,
+    idle_limit: std::time::Duration,
     mut shutdown: watch::Receiver<bool>,
 ) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
@@ -209,11 +210,27 @@ async fn drive<I>(
     let svc = service_fn(move |req| forward::handle(Arc::clone(&svc_ctx), req));
     let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), svc);
     tokio::pin!(conn);
-    let result = tokio::select! {
-        r = conn.as_mut() => r,
-        _ = stopped(&mut shutdown) => {
-            conn.as_mut().graceful_shutdown();
-            conn.await
+    // HTTP/2 has no per-request read to time out on: an HTTP/2 connection
+    // that started no request for `keep_alive` is sent GOAWAY instead.
+    let idle = idle_limit;
+    let mut seen = u64::MAX;
+    let result = loop {
+        tokio::select! {
+            r = conn.as_mut() => break r,
+            _ = stopped(&mut shutdown) => {
+                conn.as_mut().graceful_shutdown();
+                break conn.await;
+            }
+            _ = tokio::time::sleep(idle) => {
+                let started = ctx.conn.started.load(Ordering::Relaxed);
+                let h2 = ctx.conn.h2.load(Ordering::Relaxed);
+                if h2 && started == seen && ctx.conn.active.load(Ordering::Relaxed) == 0 {
+                    tracing::debug!(client = %ctx.client, listener = %ctx.listener, "idle HTTP/2 connection: GOAWAY");
+                    conn.as_mut().graceful_shutdown();
+                    break conn.await;
+                }
+                seen = started;
+            }
         }
     };
     if ctx.conn.timed_out.load(Ordering::Relaxed) {
