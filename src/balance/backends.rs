@@ -14,7 +14,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use super::node::{Slots, Thresholds};
+use arc_swap::ArcSwap;
+
+use super::node::{Slots, Thresholds, HEALTH_EPOCH};
 use super::selector::{self, Selector};
 use super::{NodeState, Pick};
 use crate::config::{Config, HealthCheck, HostPattern};
@@ -74,12 +76,43 @@ pub struct SiteBackends {
     /// Requests waiting for a slot; carried across reloads by site name so
     /// releases of picks made on an older snapshot still wake them.
     slots: Arc<Slots>,
+    /// The site's up nodes as of a health epoch, rebuilt on the first pick
+    /// after any up/down change, so a pick neither scans every node's health
+    /// nor allocates while some node is down.
+    up: ArcSwap<UpList>,
+}
+
+/// Up nodes of one site (config order) and the health epoch they reflect.
+#[derive(Debug)]
+struct UpList {
+    epoch: u64,
+    nodes: Vec<Arc<NodeState>>,
 }
 
 impl SiteBackends {
     /// This site's nodes in config order (up or down).
     pub fn nodes(&self) -> &[Arc<NodeState>] {
         &self.nodes
+    }
+
+    /// The site's up nodes, rebuilt when a node changed state since the
+    /// cached list was made. A change racing with a pick may be seen one
+    /// pick late, exactly as if the pick had read that node's state a moment
+    /// earlier.
+    fn up_list(&self) -> arc_swap::Guard<Arc<UpList>> {
+        // Read the epoch before the states: a change after this read bumps
+        // the epoch again, so a list built now is never mistaken for newer.
+        let epoch = HEALTH_EPOCH.load(Ordering::Acquire);
+        let cached = self.up.load();
+        if cached.epoch == epoch {
+            return cached;
+        }
+        let fresh = Arc::new(UpList {
+            epoch,
+            nodes: self.nodes.iter().filter(|n| n.is_up()).cloned().collect(),
+        });
+        self.up.store(Arc::clone(&fresh));
+        arc_swap::Guard::from_inner(fresh)
     }
 }
 
@@ -124,32 +157,6 @@ impl Backends {
             })
             .unwrap_or_default();
 
-        let nodes: Vec<Arc<NodeState>> = config
-            .nodes
-            .iter()
-            .enumerate()
-            .map(|(i, n)| {
-                let site = n
-                    .site
-                    .and_then(|s| config.sites.get(s).map(|site| (s, site.name.clone())));
-                let node = match old.get(&(n.name.as_str(), n.address)) {
-                    Some(prev) if prev.index == i && prev.site == site.as_ref().map(|s| s.0) => {
-                        Arc::clone(prev)
-                    }
-                    Some(prev) => Arc::new(prev.relocated(i, site)),
-                    None => Arc::new(NodeState::new(
-                        i,
-                        n.name.clone(),
-                        n.address,
-                        site,
-                        thresholds,
-                    )),
-                };
-                node.set_thresholds(thresholds);
-                node
-            })
-            .collect();
-
         let old_slots: HashMap<&str, &Arc<Slots>> = previous
             .map(|p| {
                 p.sites
@@ -158,15 +165,58 @@ impl Backends {
                     .collect()
             })
             .unwrap_or_default();
+        let slots: Vec<Arc<Slots>> = config
+            .sites
+            .iter()
+            .map(|site| {
+                old_slots
+                    .get(site.name.as_str())
+                    .map(|s| Arc::clone(s))
+                    .unwrap_or_default()
+            })
+            .collect();
+
+        let nodes: Vec<Arc<NodeState>> = config
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                let site = n
+                    .site
+                    .and_then(|s| config.sites.get(s).map(|site| (s, site.name.clone())));
+                let site_slots = site.as_ref().map(|(s, _)| Arc::clone(&slots[*s]));
+                let node = match old.get(&(n.name.as_str(), n.address)) {
+                    // Same place, same site (by index and name): the very
+                    // same state object.
+                    Some(prev)
+                        if prev.index == i
+                            && prev.site == site.as_ref().map(|s| s.0)
+                            && prev.site_name.as_deref() == site.as_ref().map(|s| s.1.as_str()) =>
+                    {
+                        Arc::clone(prev)
+                    }
+                    Some(prev) => Arc::new(prev.relocated(i, site, site_slots)),
+                    None => Arc::new(
+                        NodeState::new(i, n.name.clone(), n.address, site, thresholds)
+                            .with_slots(site_slots),
+                    ),
+                };
+                node.set_thresholds(thresholds);
+                node
+            })
+            .collect();
+
         let sites = config
             .sites
             .iter()
             .enumerate()
             .map(|(s, site)| SiteBackends {
-                slots: old_slots
-                    .get(site.name.as_str())
-                    .map(|s| Arc::clone(s))
-                    .unwrap_or_default(),
+                slots: Arc::clone(&slots[s]),
+                up: ArcSwap::from_pointee(UpList {
+                    // Never a current epoch: the first pick builds the list.
+                    epoch: u64::MAX,
+                    nodes: Vec::new(),
+                }),
                 index: s,
                 name: site.name.clone(),
                 health_path: site.health_path.clone(),
@@ -197,24 +247,26 @@ impl Backends {
     /// this request already tried) and takes an in-flight slot on it,
     /// ignoring `limits.max_inflight_per_node` (see [`pick_queued`](Self::pick_queued)).
     pub fn pick(&self, site: usize, exclude: &[usize]) -> Result<Pick, NoNode> {
-        let all = self.nodes_of(site);
-        if all.is_empty() {
+        let Some(sb) = self.sites.get(site).filter(|s| !s.nodes.is_empty()) else {
             return Err(NoNode::Empty);
+        };
+        let up = sb.up_list();
+        if up.nodes.is_empty() {
+            return Err(NoNode::AllDown);
         }
-        let usable = |n: &Arc<NodeState>| n.is_up() && !exclude.contains(&n.index);
-        // Common case: every node usable, so hand the snapshot's slice over
-        // without allocating.
-        let chosen = if all.iter().all(usable) {
-            self.selector.select(site, all)
+        // Common case: nothing excluded (or only nodes already down), so the
+        // cached list goes to the selector as it is: no scan, no allocation.
+        let chosen = if !up.nodes.iter().any(|n| exclude.contains(&n.index)) {
+            self.selector.select(site, &up.nodes)
         } else {
-            let candidates: Vec<Arc<NodeState>> =
-                all.iter().filter(|n| usable(n)).cloned().collect();
+            let candidates: Vec<Arc<NodeState>> = up
+                .nodes
+                .iter()
+                .filter(|n| !exclude.contains(&n.index))
+                .cloned()
+                .collect();
             if candidates.is_empty() {
-                return Err(if all.iter().any(|n| n.is_up()) {
-                    NoNode::Exhausted
-                } else {
-                    NoNode::AllDown
-                });
+                return Err(NoNode::Exhausted);
             }
             self.selector.select(site, &candidates)
         };
@@ -222,11 +274,7 @@ impl Backends {
         // custom policy as "nothing available" rather than panicking.
         let node = chosen.ok_or(NoNode::AllDown)?;
         node.inflight_inc();
-        Ok(Pick::taken(node, self.slots_of(site)))
-    }
-
-    fn slots_of(&self, site: usize) -> Option<Arc<Slots>> {
-        self.sites.get(site).map(|s| Arc::clone(&s.slots))
+        Ok(Pick::taken(node))
     }
 
     /// Like [`pick`](Self::pick) but honours `limits.max_inflight_per_node`:
@@ -266,26 +314,22 @@ impl Backends {
 
     /// One attempt under the in-flight limit, never waiting.
     fn try_limited(&self, site: usize, exclude: &[usize]) -> Limited {
-        let all = self.nodes_of(site);
-        if all.is_empty() {
+        let Some(sb) = self.sites.get(site).filter(|s| !s.nodes.is_empty()) else {
             return Limited::None(NoNode::Empty);
-        }
+        };
         let limit = self.max_inflight;
         for _ in 0..RACE_RETRIES {
-            let usable = |n: &&Arc<NodeState>| n.is_up() && !exclude.contains(&n.index);
-            let candidates: Vec<Arc<NodeState>> = all
-                .iter()
-                .filter(usable)
-                .filter(|n| n.inflight() < limit)
-                .cloned()
-                .collect();
+            let up = sb.up_list();
+            let usable = || up.nodes.iter().filter(|n| !exclude.contains(&n.index));
+            let candidates: Vec<Arc<NodeState>> =
+                usable().filter(|n| n.inflight() < limit).cloned().collect();
             if candidates.is_empty() {
-                return if all.iter().any(|n| usable(&n)) {
-                    Limited::Full
-                } else if all.iter().any(|n| n.is_up()) {
+                return if up.nodes.is_empty() {
+                    Limited::None(NoNode::AllDown)
+                } else if usable().next().is_none() {
                     Limited::None(NoNode::Exhausted)
                 } else {
-                    Limited::None(NoNode::AllDown)
+                    Limited::Full
                 };
             }
             let Some(node) = self.selector.select(site, &candidates) else {
@@ -293,7 +337,7 @@ impl Backends {
             };
             // Another request may have taken the last slot since the filter.
             if node.try_inflight_inc(limit) {
-                return Limited::Got(Pick::taken(node, self.slots_of(site)));
+                return Limited::Got(Pick::taken(node));
             }
         }
         Limited::Full

@@ -309,3 +309,27 @@ fn concurrent_limited_picks_never_overshoot() {
     });
     assert!(b.nodes_of(0).iter().all(|n| n.inflight() == 0));
 }
+
+#[test]
+fn cached_up_list_follows_health_changes() {
+    let b = Backends::build(&config("roundrobin", THREE), None);
+    // Build the cache with every node up.
+    for _ in 0..3 {
+        b.pick(0, &[]).unwrap();
+    }
+    let a = Arc::clone(&b.nodes()[0]);
+    a.report(Outcome::ConnectFailed);
+    for _ in 0..12 {
+        assert_ne!(b.pick(0, &[]).unwrap().node.name, "a");
+    }
+    // Back up after `rise` (2) passed checks: picked again.
+    a.record_check(Ok(()));
+    assert_eq!(a.record_check(Ok(())), Some(Transition::Up));
+    let picked: std::collections::HashSet<_> =
+        (0..6).map(|_| b.pick(0, &[]).unwrap().node.index).collect();
+    assert!(picked.contains(&0), "{picked:?}");
+    // Excluding the only other up nodes exhausts the site.
+    b.nodes()[1].report(Outcome::ConnectFailed);
+    assert_eq!(b.pick(0, &[0, 3]).unwrap_err(), NoNode::Exhausted);
+    assert_eq!(b.pick(0, &[3]).unwrap().node.index, 0);
+}

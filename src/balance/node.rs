@@ -185,6 +185,15 @@ impl Shared {
     }
 }
 
+/// Bumped after every up/down change of any node, so per-site lists of up
+/// nodes cached by `Backends` know when to rebuild (transitions are rare, a
+/// pick only compares this word).
+pub(crate) static HEALTH_EPOCH: AtomicU64 = AtomicU64::new(0);
+
+fn bump_epoch() {
+    HEALTH_EPOCH.fetch_add(1, Ordering::Release);
+}
+
 fn now_unix() -> Option<u64> {
     SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
@@ -210,6 +219,8 @@ pub struct NodeState {
     /// Name of `site`, for logs and metric labels.
     pub site_name: Option<String>,
     pub(crate) shared: Arc<Shared>,
+    /// Queue of the site's requests waiting for a slot, woken on release.
+    pub(crate) slots: Option<Arc<Slots>>,
 }
 
 impl NodeState {
@@ -229,12 +240,24 @@ impl NodeState {
             site,
             site_name,
             shared: Arc::new(Shared::new(thresholds)),
+            slots: None,
         }
+    }
+
+    /// Attaches the site's waiting queue (set by `Backends::build`).
+    pub(crate) fn with_slots(mut self, slots: Option<Arc<Slots>>) -> Self {
+        self.slots = slots;
+        self
     }
 
     /// Same node (health and in-flight shared with `self`) at a new position
     /// or site; used by `Backends::build` on reload.
-    pub(crate) fn relocated(&self, index: usize, site: Option<(usize, String)>) -> Self {
+    pub(crate) fn relocated(
+        &self,
+        index: usize,
+        site: Option<(usize, String)>,
+        slots: Option<Arc<Slots>>,
+    ) -> Self {
         let (site, site_name) = site.unzip();
         NodeState {
             index,
@@ -243,6 +266,7 @@ impl NodeState {
             site,
             site_name,
             shared: Arc::clone(&self.shared),
+            slots,
         }
     }
 
@@ -318,6 +342,7 @@ impl NodeState {
             return None;
         }
         s.up.store(false, Ordering::Relaxed);
+        bump_epoch();
         s.ejections_total.fetch_add(1, Ordering::Relaxed);
         s.passive_streak.store(0, Ordering::Relaxed);
         m.down_reason = Some(DownReason::Passive);
@@ -352,6 +377,7 @@ impl NodeState {
                 m.consecutive_ok = m.consecutive_ok.saturating_add(1);
                 if !up && m.consecutive_ok >= t.rise {
                     s.up.store(true, Ordering::Relaxed);
+                    bump_epoch();
                     s.passive_streak.store(0, Ordering::Relaxed);
                     m.down_reason = None;
                     m.last_change_unix = now_unix();
@@ -366,6 +392,7 @@ impl NodeState {
                 m.consecutive_fail = m.consecutive_fail.saturating_add(1);
                 if up && m.consecutive_fail >= t.fall {
                     s.up.store(false, Ordering::Relaxed);
+                    bump_epoch();
                     m.down_reason = Some(DownReason::Checks);
                     m.last_change_unix = now_unix();
                     return Some(Transition::Down(DownReason::Checks));
@@ -422,29 +449,28 @@ pub(crate) struct Slots {
 #[derive(Debug)]
 pub struct Pick {
     pub node: Arc<NodeState>,
-    /// Waiters to wake when this slot is released (None when the pick was not
-    /// made through a `Backends`). Private, so a `Pick` always pairs the
-    /// increment with the decrement in `Drop`.
-    slots: Option<Arc<Slots>>,
+    /// Private, so a `Pick` always pairs the increment with the decrement in
+    /// `Drop`.
+    _slot: (),
 }
 
 impl Pick {
     /// Takes an in-flight slot on `node` (no limit).
     pub fn acquire(node: Arc<NodeState>) -> Pick {
         node.inflight_inc();
-        Pick { node, slots: None }
+        Pick { node, _slot: () }
     }
 
     /// Wraps a slot already taken on `node`.
-    pub(crate) fn taken(node: Arc<NodeState>, slots: Option<Arc<Slots>>) -> Pick {
-        Pick { node, slots }
+    pub(crate) fn taken(node: Arc<NodeState>) -> Pick {
+        Pick { node, _slot: () }
     }
 }
 
 impl Drop for Pick {
     fn drop(&mut self) {
         self.node.inflight_dec();
-        if let Some(slots) = &self.slots {
+        if let Some(slots) = &self.node.slots {
             if slots.waiting.load(Ordering::SeqCst) > 0 {
                 slots.freed.notify_one();
             }

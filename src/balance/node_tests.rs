@@ -169,7 +169,7 @@ fn relocated_node_shares_health_and_inflight() {
     let n = Arc::new(node(2, 1, 0));
     let _slot = Pick::acquire(Arc::clone(&n));
     fail(&n);
-    let moved = n.relocated(5, Some((1, "other".into())));
+    let moved = n.relocated(5, Some((1, "other".into())), None);
     assert!(moved.same_node(&n));
     assert_eq!(moved.index, 5);
     assert_eq!(moved.site, Some(1));
