@@ -443,4 +443,21 @@ mod tests {
         assert_eq!(r.get(Field::Connections), Some(4));
         assert_eq!(r.get(Field::AppQueue), None);
     }
+
+    proptest::proptest! {
+        #[test]
+        fn push_lines_never_panic_and_round_trip(
+            text in "\\PC*",
+            busy in proptest::option::of(proptest::num::u64::ANY),
+            capacity in proptest::option::of(proptest::num::u64::ANY),
+            requests_total in proptest::option::of(proptest::num::u64::ANY),
+        ) {
+            let _ = parse_line(&text);
+            let s = PushSample { busy, capacity, queue: None, requests_total, connections: None };
+            let r = parse_line(s.to_line().trim_end()).unwrap();
+            proptest::prop_assert_eq!(r.get(Field::AppBusy), busy);
+            proptest::prop_assert_eq!(r.get(Field::AppCapacity), capacity);
+            proptest::prop_assert_eq!(r.get(Field::RequestsTotal), requests_total);
+        }
+    }
 }

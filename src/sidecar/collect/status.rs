@@ -257,4 +257,15 @@ mod tests {
             let _ = parse_apache(&APACHE[..cut]);
         }
     }
+
+    proptest::proptest! {
+        #[test]
+        fn status_parsers_never_panic(text in "\\PC*", lines in proptest::collection::vec("(Active connections: [0-9]{1,22}|server accepts handled requests| [0-9 ]{0,40}|Reading: [0-9x]{0,3} Writing: [0-9]{0,21} Waiting: [0-9]{0,3}|BusyWorkers: [0-9]{0,21}|IdleWorkers: [0-9]{0,21}|Total Accesses: [0-9]{0,21}|ConnsTotal: [0-9]{0,21})", 0..8)) {
+            let built = lines.join("\n");
+            for t in [text.as_str(), built.as_str()] {
+                let _ = reading_from_body(StatusFormat::Nginx, t, Some(1));
+                let _ = reading_from_body(StatusFormat::Apache, t, None);
+            }
+        }
+    }
 }

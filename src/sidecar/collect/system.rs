@@ -440,4 +440,30 @@ mod tests {
         assert_eq!(sum_irq_table(soft), Some(303));
         assert_eq!(sum_irq_table("no header\n 0: 1 2\n"), None);
     }
+
+    proptest::proptest! {
+        /// Arbitrary text, and arbitrary lines built from procfs-like tokens,
+        /// never make a parser panic.
+        #[test]
+        fn parsers_never_panic(
+            text in "\\PC*",
+            tokens in proptest::collection::vec("(cpu|CPU0|procs_running|MemTotal:|lo:|eth0:|01|0A|[0-9A-F]{1,8}:[0-9A-F]{1,4}|[0-9]{1,25}|-1|:|\\|| |\n)", 0..60),
+        ) {
+            let built = tokens.join(" ");
+            for t in [text.as_str(), built.as_str()] {
+                let _ = parse_stat(t);
+                let _ = parse_loadavg_running(t);
+                let _ = parse_meminfo_used_ppm(t);
+                let _ = parse_net_dev(t, None);
+                let _ = count_established(t, 80);
+                let _ = sum_irq_table(t);
+                if let Some(s) = parse_stat(t) {
+                    proptest::prop_assert!(s.cpu.busy <= s.cpu.total);
+                }
+                if let Some(ppm) = parse_meminfo_used_ppm(t) {
+                    proptest::prop_assert!(ppm <= 1_000_000);
+                }
+            }
+        }
+    }
 }
