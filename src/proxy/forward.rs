@@ -70,12 +70,7 @@ pub async fn handle(
             parts.headers.insert(header::HOST, v.clone());
         }
     }
-    headers::add_forwarding(
-        &mut parts.headers,
-        ctx.client.ip(),
-        if ctx.tls { "https" } else { "http" },
-        host_str,
-    );
+    headers::add_forwarding(&mut parts.headers, &ctx.client_id, host_str);
     let via = match version {
         Version::HTTP_10 | Version::HTTP_09 => &snap.via_request[0],
         Version::HTTP_2 => &snap.via_request[2],
@@ -253,6 +248,7 @@ where
     let mut deadline = tokio::time::Instant::now() + limit;
     loop {
         tokio::select! {
+            biased;
             r = &mut sent => return r.map_err(Waited::Failed),
             _ = tokio::time::sleep_until(deadline) => {
                 let now = progress.map(|p| p.load(Ordering::Relaxed));

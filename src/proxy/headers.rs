@@ -103,28 +103,52 @@ fn append_list(headers: &mut HeaderMap, name: &HeaderName, value: String) {
     }
 }
 
-/// Adds `X-Forwarded-For` (appended), `X-Forwarded-Proto` (replaced) and a
-/// `Forwarded` element (appended) for a request received from `client`
-/// over `proto` ("http" or "https") with the given Host.
-pub fn add_forwarding(
-    headers: &mut HeaderMap,
-    client: IpAddr,
+/// What the forwarding headers say about one client connection, formatted
+/// once per connection rather than once per request.
+#[derive(Debug, Clone)]
+pub struct ClientId {
+    /// The client address as `X-Forwarded-For` wants it.
+    ip: HeaderValue,
+    /// `for=…;proto=…`, the constant part of the `Forwarded` element.
+    for_proto: String,
     proto: &'static str,
-    host: Option<&str>,
-) {
-    let ip = client.to_canonical();
-    let mut ip_text = String::with_capacity(40);
-    let _ = write!(ip_text, "{ip}");
-    let mut fwd = String::with_capacity(64);
-    match ip {
-        IpAddr::V4(_) => {
-            let _ = write!(fwd, "for={ip_text}");
-        }
-        IpAddr::V6(_) => {
-            let _ = write!(fwd, "for=\"[{ip_text}]\"");
+}
+
+impl ClientId {
+    /// For a client at `client` connected over `proto` ("http"/"https").
+    /// IPv4-mapped IPv6 addresses are shown as IPv4.
+    pub fn new(client: IpAddr, proto: &'static str) -> ClientId {
+        let ip = client.to_canonical();
+        let ip_text = ip.to_string();
+        let for_proto = match ip {
+            IpAddr::V4(_) => format!("for={ip_text};proto={proto}"),
+            IpAddr::V6(_) => format!("for=\"[{ip_text}]\";proto={proto}"),
+        };
+        ClientId {
+            ip: HeaderValue::from_maybe_shared(bytes::Bytes::from(ip_text))
+                .unwrap_or_else(|_| HeaderValue::from_static("unknown")),
+            for_proto,
+            proto,
         }
     }
-    let _ = write!(fwd, ";proto={proto}");
+}
+
+/// Adds `X-Forwarded-For` (appended), `X-Forwarded-Proto` (replaced) and a
+/// `Forwarded` element (appended) for a request from `client` with the
+/// given Host.
+pub fn add_forwarding(headers: &mut HeaderMap, client: &ClientId, host: Option<&str>) {
+    if headers.contains_key(&X_FORWARDED_FOR) {
+        let ip = client.ip.to_str().unwrap_or("unknown").to_string();
+        append_list(headers, &X_FORWARDED_FOR, ip);
+    } else {
+        headers.insert(X_FORWARDED_FOR.clone(), client.ip.clone());
+    }
+    headers.insert(
+        X_FORWARDED_PROTO.clone(),
+        HeaderValue::from_static(client.proto),
+    );
+    let mut fwd = String::with_capacity(client.for_proto.len() + host.map_or(0, |h| h.len() + 8));
+    fwd.push_str(&client.for_proto);
     if let Some(h) = host {
         if is_token(h) {
             let _ = write!(fwd, ";host={h}");
@@ -135,8 +159,6 @@ pub fn add_forwarding(
             let _ = write!(fwd, ";host=\"{h}\"");
         }
     }
-    append_list(headers, &X_FORWARDED_FOR, ip_text);
-    headers.insert(X_FORWARDED_PROTO.clone(), HeaderValue::from_static(proto));
     append_list(headers, &header::FORWARDED, fwd);
 }
 
@@ -229,12 +251,8 @@ mod tests {
             ("x-forwarded-for", "10.0.0.1"),
             ("forwarded", "for=10.0.0.1"),
         ]);
-        add_forwarding(
-            &mut h,
-            "192.0.2.7".parse().unwrap(),
-            "https",
-            Some("example.com:8443"),
-        );
+        let id = ClientId::new("192.0.2.7".parse().unwrap(), "https");
+        add_forwarding(&mut h, &id, Some("example.com:8443"));
         assert_eq!(h["x-forwarded-for"], "10.0.0.1, 192.0.2.7");
         assert_eq!(h["x-forwarded-proto"], "https");
         assert_eq!(
@@ -242,11 +260,16 @@ mod tests {
             "for=10.0.0.1, for=192.0.2.7;proto=https;host=\"example.com:8443\""
         );
         let mut h = HeaderMap::new();
-        add_forwarding(&mut h, "::1".parse().unwrap(), "http", Some("a.example"));
+        add_forwarding(
+            &mut h,
+            &ClientId::new("::1".parse().unwrap(), "http"),
+            Some("a.example"),
+        );
         assert_eq!(h["forwarded"], "for=\"[::1]\";proto=http;host=a.example");
         // IPv4-mapped IPv6 peers are logged as IPv4.
         let mut h = HeaderMap::new();
-        add_forwarding(&mut h, "::ffff:192.0.2.1".parse().unwrap(), "http", None);
+        let id = ClientId::new("::ffff:192.0.2.1".parse().unwrap(), "http");
+        add_forwarding(&mut h, &id, None);
         assert_eq!(h["x-forwarded-for"], "192.0.2.1");
     }
 

@@ -141,6 +141,10 @@ pub async fn serve(
             client,
             listener: Arc::clone(&bound.name),
             tls: bound.tls.is_some(),
+            client_id: super::headers::ClientId::new(
+                client.ip(),
+                if bound.tls.is_some() { "https" } else { "http" },
+            ),
             conn: Arc::new(ConnShared::new(Instant::now())),
         });
         let builder = Arc::clone(&builder);
@@ -216,6 +220,8 @@ async fn drive<I>(
     let mut seen = u64::MAX;
     let result = loop {
         tokio::select! {
+            // Polled first: the connection is what wakes this task.
+            biased;
             r = conn.as_mut() => break r,
             _ = stopped(&mut shutdown) => {
                 conn.as_mut().graceful_shutdown();

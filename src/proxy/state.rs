@@ -10,6 +10,7 @@ use arc_swap::ArcSwap;
 use http::HeaderValue;
 
 use super::access_log::AccessLogger;
+use super::headers::ClientId;
 use super::io::ConnShared;
 use super::route::RouteTable;
 use super::stats::Stats;
@@ -94,5 +95,7 @@ pub struct ConnCtx {
     pub client: SocketAddr,
     pub listener: Arc<str>,
     pub tls: bool,
+    /// Forwarding-header text for this client, formatted once.
+    pub client_id: ClientId,
     pub conn: Arc<ConnShared>,
 }
