@@ -340,6 +340,8 @@ for node in "${NODES[@]}"; do
 done
 
 # --------------------------------------------------------------- start
+# Every process logs to a file: no colour escapes in those logs.
+export NO_COLOR=1
 log "starting ${#NODES[@]} backend nodes (nginx)"
 for i in "${!NODES[@]}"; do
     node=${NODES[$i]}

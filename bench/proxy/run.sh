@@ -127,6 +127,8 @@ render "$HERE/nginx-proxy.conf.in" "$WORK/nginx-proxy.conf" "${PORT[nginx]}"
 render "$HERE/rdmalb.toml.in" "$WORK/rdmalb.toml" "${PORT[rdmalb]}"
 
 # ----------------------------------------------------------------- start
+# Every process logs to a file: no colour escapes in those logs.
+export NO_COLOR=1
 log "starting the backend and the proxies (work dir $WORK)"
 nginx -t -q -p "$WORK" -e "$WORK/backend-error.log" -c "$WORK/backend.conf"
 spawn backend "$WORK/backend.out" "${ON_LOAD_CPU[@]}" \
