@@ -256,7 +256,7 @@ impl Backends {
         }
         // Common case: nothing excluded (or only nodes already down), so the
         // cached list goes to the selector as it is: no scan, no allocation.
-        let chosen = if !up.nodes.iter().any(|n| exclude.contains(&n.index)) {
+        let chosen = if exclude.is_empty() || !up.nodes.iter().any(|n| exclude.contains(&n.index)) {
             self.selector.select(site, &up.nodes)
         } else {
             let candidates: Vec<Arc<NodeState>> = up
