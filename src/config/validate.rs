@@ -33,10 +33,7 @@ impl Check<'_> {
         if p.is_absolute() {
             p.to_path_buf()
         } else {
-            self.file
-                .parent()
-                .unwrap_or_else(|| Path::new("."))
-                .join(p)
+            self.file.parent().unwrap_or_else(|| Path::new(".")).join(p)
         }
     }
 
@@ -73,7 +70,10 @@ impl Check<'_> {
 
     fn socket_addr(&mut self, key: &str, v: &Option<String>) -> Option<SocketAddr> {
         let Some(text) = v else {
-            self.problem(key, "missing (expected an address such as \"127.0.0.1:8080\")");
+            self.problem(
+                key,
+                "missing (expected an address such as \"127.0.0.1:8080\")",
+            );
             return None;
         };
         if let Ok(a) = text.parse::<SocketAddr>() {
@@ -186,9 +186,21 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
     let raw_nodes: Vec<Option<RawNode>> = c.entries(&table, "node");
 
     let timeouts = Timeouts {
-        connect: c.duration("timeouts.connect", &raw_timeouts.connect, Duration::from_secs(2)),
-        client: c.duration("timeouts.client", &raw_timeouts.client, Duration::from_secs(30)),
-        server: c.duration("timeouts.server", &raw_timeouts.server, Duration::from_secs(30)),
+        connect: c.duration(
+            "timeouts.connect",
+            &raw_timeouts.connect,
+            Duration::from_secs(2),
+        ),
+        client: c.duration(
+            "timeouts.client",
+            &raw_timeouts.client,
+            Duration::from_secs(30),
+        ),
+        server: c.duration(
+            "timeouts.server",
+            &raw_timeouts.server,
+            Duration::from_secs(30),
+        ),
         http_request: c.duration(
             "timeouts.http_request",
             &raw_timeouts.http_request,
@@ -199,7 +211,11 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
             &raw_timeouts.keep_alive,
             Duration::from_secs(60),
         ),
-        queue: c.duration("timeouts.queue", &raw_timeouts.queue, Duration::from_secs(5)),
+        queue: c.duration(
+            "timeouts.queue",
+            &raw_timeouts.queue,
+            Duration::from_secs(5),
+        ),
     };
     let limits = Limits {
         max_header_bytes: c.int(
@@ -234,8 +250,16 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
     };
     let health = HealthCheck {
         path: http_path(&mut c, "health.path", raw_health.path.as_deref(), "/"),
-        interval: c.duration("health.interval", &raw_health.interval, Duration::from_secs(2)),
-        timeout: c.duration("health.timeout", &raw_health.timeout, Duration::from_secs(1)),
+        interval: c.duration(
+            "health.interval",
+            &raw_health.interval,
+            Duration::from_secs(2),
+        ),
+        timeout: c.duration(
+            "health.timeout",
+            &raw_health.timeout,
+            Duration::from_secs(1),
+        ),
         rise: c.int("health.rise", raw_health.rise, 2, 1, 100) as u32,
         fall: c.int("health.fall", raw_health.fall, 3, 1, 100) as u32,
         passive_failures: c.int(
@@ -271,7 +295,10 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
             continue;
         };
         if !seen_listen.insert(listen) {
-            c.problem(format!("{key}.listen"), format!("{listen} is used by another listener"));
+            c.problem(
+                format!("{key}.listen"),
+                format!("{listen} is used by another listener"),
+            );
         }
         let tls = l.tls.map(|t| tls(&mut c, &key, t));
         listeners.push(Listener {
@@ -286,7 +313,10 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
     let mut site_index: HashMap<String, usize> = HashMap::new();
     let mut host_routes: HashMap<(HostPattern, String), String> = HashMap::new();
     if raw_sites.is_empty() && !table.contains_key("site") {
-        c.problem("site", "no site (add at least one [[site]] with a name and hosts)");
+        c.problem(
+            "site",
+            "no site (add at least one [[site]] with a name and hosts)",
+        );
     }
     for (i, s) in raw_sites.into_iter().enumerate() {
         let Some(s) = s else { continue };
@@ -306,7 +336,10 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
             }
         };
         if site_index.contains_key(&name) {
-            c.problem(format!("{key}.name"), format!("site `{name}` is defined twice"));
+            c.problem(
+                format!("{key}.name"),
+                format!("site `{name}` is defined twice"),
+            );
             continue;
         }
         let key = format!("site[{i}] ({name})");
@@ -382,7 +415,10 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
             None => health.path.clone(),
         };
         if sites.len() >= 64 {
-            c.problem(key.clone(), "too many sites (at most 64: the window has 64 site slots)");
+            c.problem(
+                key.clone(),
+                "too many sites (at most 64: the window has 64 site slots)",
+            );
             continue;
         }
         site_index.insert(name.clone(), sites.len());
@@ -421,7 +457,10 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
             }
         };
         if !node_names.insert(name.clone()) {
-            c.problem(format!("{key}.name"), format!("node `{name}` is defined twice"));
+            c.problem(
+                format!("{key}.name"),
+                format!("node `{name}` is defined twice"),
+            );
             continue;
         }
         let key = format!("node[{i}] ({name})");
@@ -435,7 +474,11 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
                         format!("{key}.site"),
                         format!(
                             "no site named `{s}` (expected one of: {}, or \"idle\")",
-                            sites.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ")
+                            sites
+                                .iter()
+                                .map(|s| s.name.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
                         ),
                     );
                     None
@@ -477,7 +520,10 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
         Some(b) => Balance::parse(b).unwrap_or_else(|| {
             c.problem(
                 "global.balance",
-                format!("`{b}` is not a balancing algorithm (expected {})", Balance::ACCEPTED),
+                format!(
+                    "`{b}` is not a balancing algorithm (expected {})",
+                    Balance::ACCEPTED
+                ),
             );
             Balance::RoundRobin
         }),
@@ -541,8 +587,7 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
 fn valid_name(n: &str) -> bool {
     !n.is_empty()
         && n.len() <= 64
-        && n
-            .chars()
+        && n.chars()
             .all(|ch| ch.is_ascii_alphanumeric() || matches!(ch, '-' | '_' | '.'))
 }
 
@@ -551,7 +596,10 @@ fn http_path(c: &mut Check<'_>, key: &str, v: Option<&str>, default: &str) -> St
         None => default.to_string(),
         Some(p) if p.starts_with('/') && !p.contains(char::is_whitespace) => p.to_string(),
         Some(p) => {
-            c.problem(key, format!("`{p}` is not an HTTP path (expected e.g. \"/health\")"));
+            c.problem(
+                key,
+                format!("`{p}` is not an HTTP path (expected e.g. \"/health\")"),
+            );
             default.to_string()
         }
     }
@@ -626,13 +674,19 @@ fn tls(c: &mut Check<'_>, key: &str, t: RawTls) -> Tls {
     for (i, pair) in t.certificates.into_iter().enumerate() {
         let k = format!("{key}.tls.certificates[{i}]");
         let (Some(cert), Some(keyf)) = (pair.cert, pair.key) else {
-            c.problem(k, "needs both `cert` (PEM certificate chain) and `key` (PEM private key)");
+            c.problem(
+                k,
+                "needs both `cert` (PEM certificate chain) and `key` (PEM private key)",
+            );
             continue;
         };
         let cert = c.path(&cert);
         let keyf = c.path(&keyf);
         match std::fs::read(&cert) {
-            Err(e) => c.problem(format!("{k}.cert"), format!("cannot read {}: {e}", cert.display())),
+            Err(e) => c.problem(
+                format!("{k}.cert"),
+                format!("cannot read {}: {e}", cert.display()),
+            ),
             Ok(bytes) => {
                 let n = rustls_pemfile::certs(&mut bytes.as_slice())
                     .filter(|r| r.is_ok())
@@ -640,18 +694,30 @@ fn tls(c: &mut Check<'_>, key: &str, t: RawTls) -> Tls {
                 if n == 0 {
                     c.problem(
                         format!("{k}.cert"),
-                        format!("{} holds no PEM certificate (expected -----BEGIN CERTIFICATE-----)", cert.display()),
+                        format!(
+                            "{} holds no PEM certificate (expected -----BEGIN CERTIFICATE-----)",
+                            cert.display()
+                        ),
                     );
                 }
             }
         }
         match std::fs::read(&keyf) {
-            Err(e) => c.problem(format!("{k}.key"), format!("cannot read {}: {e}", keyf.display())),
+            Err(e) => c.problem(
+                format!("{k}.key"),
+                format!("cannot read {}: {e}", keyf.display()),
+            ),
             Ok(bytes) => {
-                if !matches!(rustls_pemfile::private_key(&mut bytes.as_slice()), Ok(Some(_))) {
+                if !matches!(
+                    rustls_pemfile::private_key(&mut bytes.as_slice()),
+                    Ok(Some(_))
+                ) {
                     c.problem(
                         format!("{k}.key"),
-                        format!("{} holds no PEM private key (expected PKCS#8, PKCS#1 or SEC1)", keyf.display()),
+                        format!(
+                            "{} holds no PEM private key (expected PKCS#8, PKCS#1 or SEC1)",
+                            keyf.display()
+                        ),
                     );
                 }
             }
@@ -691,7 +757,9 @@ fn node_window(c: &mut Check<'_>, key: &str, n: &RawNode) -> Option<WindowEndpoi
                 );
                 return None;
             }
-            Some(WindowEndpoint::Shm { path: PathBuf::from(p) })
+            Some(WindowEndpoint::Shm {
+                path: PathBuf::from(p),
+            })
         }
         (Some(t @ ("tcp" | "verbs")), Some(_)) => {
             let addr = c.socket_addr(&format!("{key}.sidecar"), &n.sidecar)?;

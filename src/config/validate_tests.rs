@@ -39,7 +39,10 @@ fn rejects(text: &str, key: &str, needle: &str) {
             .any(|p| p.key.contains(key) && p.message.contains(needle)),
         "expected a problem at `{key}` mentioning `{needle}`, got:\n{err}"
     );
-    assert!(err.to_string().contains("test.toml"), "message names the file");
+    assert!(
+        err.to_string().contains("test.toml"),
+        "message names the file"
+    );
 }
 
 fn with(extra: &str) -> String {
@@ -84,72 +87,128 @@ fn unknown_top_level_section() {
 
 #[test]
 fn unknown_key_in_section() {
-    rejects(&BASE.replace("balance = \"roundrobin\"", "balanse = \"roundrobin\""), "global", "unknown field");
+    rejects(
+        &BASE.replace("balance = \"roundrobin\"", "balanse = \"roundrobin\""),
+        "global",
+        "unknown field",
+    );
 }
 
 #[test]
 fn unknown_key_in_site_entry() {
-    rejects(&with("[[site]]\nname = \"x\"\nhosts = [\"x.com\"]\nweight = 3"), "site[2]", "unknown field");
+    rejects(
+        &with("[[site]]\nname = \"x\"\nhosts = [\"x.com\"]\nweight = 3"),
+        "site[2]",
+        "unknown field",
+    );
 }
 
 #[test]
 fn bad_balance() {
-    rejects(&BASE.replace("\"roundrobin\"", "\"fastest\""), "global.balance", "roundrobin");
+    rejects(
+        &BASE.replace("\"roundrobin\"", "\"fastest\""),
+        "global.balance",
+        "roundrobin",
+    );
 }
 
 #[test]
 fn bad_default_site() {
-    rejects(&BASE.replace("balance = \"roundrobin\"", "default_site = \"nope\""), "global.default_site", "[[site]]");
+    rejects(
+        &BASE.replace("balance = \"roundrobin\"", "default_site = \"nope\""),
+        "global.default_site",
+        "[[site]]",
+    );
 }
 
 #[test]
 fn bad_proxy_id() {
-    rejects(&BASE.replace("balance = \"roundrobin\"", "proxy_id = 0"), "global.proxy_id", "from 1 to 65535");
+    rejects(
+        &BASE.replace("balance = \"roundrobin\"", "proxy_id = 0"),
+        "global.proxy_id",
+        "from 1 to 65535",
+    );
 }
 
 #[test]
 fn bad_workers() {
-    rejects(&BASE.replace("balance = \"roundrobin\"", "workers = 0"), "global.workers", "from 1");
+    rejects(
+        &BASE.replace("balance = \"roundrobin\"", "workers = 0"),
+        "global.workers",
+        "from 1",
+    );
 }
 
 #[test]
 fn bad_shutdown_grace() {
-    rejects(&BASE.replace("balance = \"roundrobin\"", "shutdown_grace = \"soon\""), "global.shutdown_grace", "expected e.g.");
+    rejects(
+        &BASE.replace("balance = \"roundrobin\"", "shutdown_grace = \"soon\""),
+        "global.shutdown_grace",
+        "expected e.g.",
+    );
 }
 
 #[test]
 fn empty_access_log() {
-    rejects(&BASE.replace("balance = \"roundrobin\"", "access_log = \"\""), "global.access_log", "stdout");
+    rejects(
+        &BASE.replace("balance = \"roundrobin\"", "access_log = \"\""),
+        "global.access_log",
+        "stdout",
+    );
 }
 
 #[test]
 fn bad_timeout_unit() {
-    rejects(&with("[timeouts]\nconnect = \"2 fortnights\""), "timeouts.connect", "unknown unit");
+    rejects(
+        &with("[timeouts]\nconnect = \"2 fortnights\""),
+        "timeouts.connect",
+        "unknown unit",
+    );
 }
 
 #[test]
 fn zero_timeout() {
-    rejects(&with("[timeouts]\nqueue = \"0s\""), "timeouts.queue", "greater than zero");
+    rejects(
+        &with("[timeouts]\nqueue = \"0s\""),
+        "timeouts.queue",
+        "greater than zero",
+    );
 }
 
 #[test]
 fn timeout_without_unit() {
-    rejects(&with("[timeouts]\nserver = \"30\""), "timeouts.server", "no unit");
+    rejects(
+        &with("[timeouts]\nserver = \"30\""),
+        "timeouts.server",
+        "no unit",
+    );
 }
 
 #[test]
 fn bad_max_header_bytes() {
-    rejects(&with("[limits]\nmax_header_bytes = 10"), "limits.max_header_bytes", "from 1024");
+    rejects(
+        &with("[limits]\nmax_header_bytes = 10"),
+        "limits.max_header_bytes",
+        "from 1024",
+    );
 }
 
 #[test]
 fn bad_max_headers() {
-    rejects(&with("[limits]\nmax_headers = -1"), "limits.max_headers", "out of range");
+    rejects(
+        &with("[limits]\nmax_headers = -1"),
+        "limits.max_headers",
+        "out of range",
+    );
 }
 
 #[test]
 fn bad_health_path() {
-    rejects(&with("[health]\npath = \"health\""), "health.path", "/health");
+    rejects(
+        &with("[health]\npath = \"health\""),
+        "health.path",
+        "/health",
+    );
 }
 
 #[test]
@@ -159,12 +218,20 @@ fn bad_health_rise() {
 
 #[test]
 fn bad_health_fall() {
-    rejects(&with("[health]\nfall = 1000"), "health.fall", "from 1 to 100");
+    rejects(
+        &with("[health]\nfall = 1000"),
+        "health.fall",
+        "from 1 to 100",
+    );
 }
 
 #[test]
 fn bad_admin_listen() {
-    rejects(&with("[admin]\nlisten = \"localhost\""), "admin.listen", "host:port");
+    rejects(
+        &with("[admin]\nlisten = \"localhost\""),
+        "admin.listen",
+        "host:port",
+    );
 }
 
 #[test]
@@ -175,17 +242,29 @@ fn missing_listener() {
 
 #[test]
 fn bad_listener_address() {
-    rejects(&BASE.replace("127.0.0.1:8080", "127.0.0.1:99999"), "listener[0].listen", "not an address");
+    rejects(
+        &BASE.replace("127.0.0.1:8080", "127.0.0.1:99999"),
+        "listener[0].listen",
+        "not an address",
+    );
 }
 
 #[test]
 fn duplicate_listener_address() {
-    rejects(&with("[[listener]]\nlisten = \"127.0.0.1:8080\""), "listener[1].listen", "used by another");
+    rejects(
+        &with("[[listener]]\nlisten = \"127.0.0.1:8080\""),
+        "listener[1].listen",
+        "used by another",
+    );
 }
 
 #[test]
 fn tls_without_certificates() {
-    rejects(&with("[[listener]]\nlisten = \"127.0.0.1:8443\"\ntls = { certificates = [] }"), "listener[1].tls.certificates", "at least one");
+    rejects(
+        &with("[[listener]]\nlisten = \"127.0.0.1:8443\"\ntls = { certificates = [] }"),
+        "listener[1].tls.certificates",
+        "at least one",
+    );
 }
 
 #[test]
@@ -220,92 +299,160 @@ fn missing_site() {
 
 #[test]
 fn site_without_name() {
-    rejects(&with("[[site]]\nhosts = [\"x.com\"]"), "site[2].name", "missing");
+    rejects(
+        &with("[[site]]\nhosts = [\"x.com\"]"),
+        "site[2].name",
+        "missing",
+    );
 }
 
 #[test]
 fn site_bad_name() {
-    rejects(&with("[[site]]\nname = \"my site\"\nhosts = [\"x.com\"]"), "site[2].name", "a-z");
+    rejects(
+        &with("[[site]]\nname = \"my site\"\nhosts = [\"x.com\"]"),
+        "site[2].name",
+        "a-z",
+    );
 }
 
 #[test]
 fn site_duplicate_name() {
-    rejects(&with("[[site]]\nname = \"shop\"\nhosts = [\"x.com\"]"), "site[2].name", "twice");
+    rejects(
+        &with("[[site]]\nname = \"shop\"\nhosts = [\"x.com\"]"),
+        "site[2].name",
+        "twice",
+    );
 }
 
 #[test]
 fn site_without_hosts() {
-    rejects(&with("[[site]]\nname = \"x\""), "site[2] (x).hosts", "expected host names");
+    rejects(
+        &with("[[site]]\nname = \"x\""),
+        "site[2] (x).hosts",
+        "expected host names",
+    );
 }
 
 #[test]
 fn site_bad_host() {
-    rejects(&with("[[site]]\nname = \"x\"\nhosts = [\"http://x.com:80\"]"), "site[2] (x).hosts[0]", "no port");
+    rejects(
+        &with("[[site]]\nname = \"x\"\nhosts = [\"http://x.com:80\"]"),
+        "site[2] (x).hosts[0]",
+        "no port",
+    );
 }
 
 #[test]
 fn site_host_routed_twice() {
-    rejects(&with("[[site]]\nname = \"x\"\nhosts = [\"SHOP.example.com\"]"), "site[2] (x).hosts", "already routed to site `shop`");
+    rejects(
+        &with("[[site]]\nname = \"x\"\nhosts = [\"SHOP.example.com\"]"),
+        "site[2] (x).hosts",
+        "already routed to site `shop`",
+    );
 }
 
 #[test]
 fn same_host_different_prefixes_is_fine() {
-    ok(&with("[[site]]\nname = \"x\"\nhosts = [\"blog.example.com\"]\npath_prefixes = [\"/static/\"]"));
+    ok(&with(
+        "[[site]]\nname = \"x\"\nhosts = [\"blog.example.com\"]\npath_prefixes = [\"/static/\"]",
+    ));
 }
 
 #[test]
 fn site_bad_path_prefix() {
-    rejects(&with("[[site]]\nname = \"x\"\nhosts = [\"x.com\"]\npath_prefixes = [\"api\"]"), "path_prefixes[0]", "start with '/'");
+    rejects(
+        &with("[[site]]\nname = \"x\"\nhosts = [\"x.com\"]\npath_prefixes = [\"api\"]"),
+        "path_prefixes[0]",
+        "start with '/'",
+    );
 }
 
 #[test]
 fn site_negative_guarantee() {
-    rejects(&with("[[site]]\nname = \"x\"\nhosts = [\"x.com\"]\nguarantee = -5.0"), "site[2] (x).guarantee", ">= 0");
+    rejects(
+        &with("[[site]]\nname = \"x\"\nhosts = [\"x.com\"]\nguarantee = -5.0"),
+        "site[2] (x).guarantee",
+        ">= 0",
+    );
 }
 
 #[test]
 fn site_bad_priority() {
-    rejects(&with("[[site]]\nname = \"x\"\nhosts = [\"x.com\"]\npriority = -1"), "site[2] (x).priority", "from 0 to 1000");
+    rejects(
+        &with("[[site]]\nname = \"x\"\nhosts = [\"x.com\"]\npriority = -1"),
+        "site[2] (x).priority",
+        "from 0 to 1000",
+    );
 }
 
 #[test]
 fn site_max_below_min() {
-    rejects(&with("[[site]]\nname = \"x\"\nhosts = [\"x.com\"]\nmin_nodes = 3\nmax_nodes = 2"), "site[2] (x).max_nodes", "max_nodes >= min_nodes");
+    rejects(
+        &with("[[site]]\nname = \"x\"\nhosts = [\"x.com\"]\nmin_nodes = 3\nmax_nodes = 2"),
+        "site[2] (x).max_nodes",
+        "max_nodes >= min_nodes",
+    );
 }
 
 #[test]
 fn site_negative_weight() {
-    rejects(&with("[[site]]\nname = \"x\"\nhosts = [\"x.com\"]\nweights = { cpu = -1.0 }"), "site[2] (x).weights.cpu", ">= 0");
+    rejects(
+        &with("[[site]]\nname = \"x\"\nhosts = [\"x.com\"]\nweights = { cpu = -1.0 }"),
+        "site[2] (x).weights.cpu",
+        ">= 0",
+    );
 }
 
 #[test]
 fn site_unknown_weight() {
-    rejects(&with("[[site]]\nname = \"x\"\nhosts = [\"x.com\"]\nweights = { gpu = 1.0 }"), "site[2]", "unknown field");
+    rejects(
+        &with("[[site]]\nname = \"x\"\nhosts = [\"x.com\"]\nweights = { gpu = 1.0 }"),
+        "site[2]",
+        "unknown field",
+    );
 }
 
 #[test]
 fn node_without_name() {
-    rejects(&with("[[node]]\naddress = \"127.0.0.1:1\""), "node[1].name", "missing");
+    rejects(
+        &with("[[node]]\naddress = \"127.0.0.1:1\""),
+        "node[1].name",
+        "missing",
+    );
 }
 
 #[test]
 fn node_duplicate_name() {
-    rejects(&with("[[node]]\nname = \"n1\"\naddress = \"127.0.0.1:1\""), "node[1].name", "twice");
+    rejects(
+        &with("[[node]]\nname = \"n1\"\naddress = \"127.0.0.1:1\""),
+        "node[1].name",
+        "twice",
+    );
 }
 
 #[test]
 fn node_bad_address() {
-    rejects(&with("[[node]]\nname = \"n2\"\naddress = \"nowhere\""), "node[1] (n2).address", "host:port");
+    rejects(
+        &with("[[node]]\nname = \"n2\"\naddress = \"nowhere\""),
+        "node[1] (n2).address",
+        "host:port",
+    );
 }
 
 #[test]
 fn node_unknown_site() {
-    rejects(&with("[[node]]\nname = \"n2\"\naddress = \"127.0.0.1:1\"\nsite = \"news\""), "node[1] (n2).site", "shop, blog, or \"idle\"");
+    rejects(
+        &with("[[node]]\nname = \"n2\"\naddress = \"127.0.0.1:1\"\nsite = \"news\""),
+        "node[1] (n2).site",
+        "shop, blog, or \"idle\"",
+    );
 }
 
 #[test]
 fn node_idle_is_accepted() {
-    let c = ok(&with("[[node]]\nname = \"n2\"\naddress = \"127.0.0.1:1\"\nsite = \"idle\""));
+    let c = ok(&with(
+        "[[node]]\nname = \"n2\"\naddress = \"127.0.0.1:1\"\nsite = \"idle\"",
+    ));
     assert_eq!(c.nodes[1].site, None);
 }
 
@@ -316,12 +463,20 @@ fn node_bad_transport() {
 
 #[test]
 fn node_transport_without_sidecar() {
-    rejects(&with("[[node]]\nname = \"n2\"\naddress = \"127.0.0.1:1\"\ntransport = \"shm\""), "node[1] (n2).sidecar", "missing");
+    rejects(
+        &with("[[node]]\nname = \"n2\"\naddress = \"127.0.0.1:1\"\ntransport = \"shm\""),
+        "node[1] (n2).sidecar",
+        "missing",
+    );
 }
 
 #[test]
 fn node_sidecar_without_transport() {
-    rejects(&with("[[node]]\nname = \"n2\"\naddress = \"127.0.0.1:1\"\nsidecar = \"/dev/shm/x\""), "node[1] (n2).transport", "missing");
+    rejects(
+        &with("[[node]]\nname = \"n2\"\naddress = \"127.0.0.1:1\"\nsidecar = \"/dev/shm/x\""),
+        "node[1] (n2).transport",
+        "missing",
+    );
 }
 
 #[test]
@@ -339,9 +494,15 @@ fn node_tcp_with_psk_is_accepted() {
     let c = ok(&with("[cluster]\npsk_file = \"cluster.psk\"\n[[node]]\nname = \"n2\"\naddress = \"127.0.0.1:1\"\ntransport = \"verbs\"\nsidecar = \"127.0.0.1:7201\"\ndevice = \"rxe0\""));
     assert_eq!(
         c.nodes[1].window,
-        Some(WindowEndpoint::Verbs { control: "127.0.0.1:7201".parse().unwrap(), device: Some("rxe0".into()) })
+        Some(WindowEndpoint::Verbs {
+            control: "127.0.0.1:7201".parse().unwrap(),
+            device: Some("rxe0".into())
+        })
     );
-    assert_eq!(c.cluster.psk_file.as_deref(), Some(Path::new("cluster.psk")));
+    assert_eq!(
+        c.cluster.psk_file.as_deref(),
+        Some(Path::new("cluster.psk"))
+    );
 }
 
 #[test]

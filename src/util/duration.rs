@@ -22,8 +22,16 @@ pub fn parse(text: &str) -> Result<Duration, String> {
         "s" => 1.0,
         "m" => 60.0,
         "h" => 3600.0,
-        "" => return Err(format!("`{text}` has no unit (expected e.g. 250ms, 2s, 1m)")),
-        u => return Err(format!("`{text}`: unknown unit `{u}` (expected ns, us, ms, s, m or h)")),
+        "" => {
+            return Err(format!(
+                "`{text}` has no unit (expected e.g. 250ms, 2s, 1m)"
+            ))
+        }
+        u => {
+            return Err(format!(
+                "`{text}`: unknown unit `{u}` (expected ns, us, ms, s, m or h)"
+            ))
+        }
     };
     let secs = value * scale;
     if !secs.is_finite() || secs > 1e9 {
