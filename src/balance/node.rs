@@ -446,24 +446,26 @@ pub(crate) struct Slots {
 
 /// RAII in-flight slot: counts one request against `node` from creation until
 /// drop (the data path drops it when the response body ends or is dropped).
+///
+/// Non-exhaustive so code outside this crate can only get one through
+/// [`Pick::acquire`] or `Backends::pick*`, which pair the increment with the
+/// decrement in `Drop`.
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct Pick {
     pub node: Arc<NodeState>,
-    /// Private, so a `Pick` always pairs the increment with the decrement in
-    /// `Drop`.
-    _slot: (),
 }
 
 impl Pick {
     /// Takes an in-flight slot on `node` (no limit).
     pub fn acquire(node: Arc<NodeState>) -> Pick {
         node.inflight_inc();
-        Pick { node, _slot: () }
+        Pick { node }
     }
 
     /// Wraps a slot already taken on `node`.
     pub(crate) fn taken(node: Arc<NodeState>) -> Pick {
-        Pick { node, _slot: () }
+        Pick { node }
     }
 }
 
