@@ -121,7 +121,15 @@ pub fn serve(
                     begin_stop(&shared, &listener, addr);
                 }
             })
-            .map_err(|e| WindowError::io("spawning the responder's shutdown thread", e))?
+    };
+    let watcher = match watcher {
+        Ok(w) => w,
+        Err(e) => {
+            // Do not leave the acceptor running without a way to stop it.
+            begin_stop(&shared, &listener, addr);
+            let _ = acceptor.join();
+            return Err(WindowError::io("spawning the responder's shutdown thread", e));
+        }
     };
 
     tracing::info!(%addr, "window tcp responder listening");
@@ -249,7 +257,9 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
                 .spawn(move || {
                     match serve_connection(stream, &shared) {
                         Ok(()) => tracing::debug!(%peer, "window tcp connection closed"),
-                        Err(e) => tracing::warn!(%peer, error = %e, "window tcp connection dropped"),
+                        Err(e) => {
+                            tracing::warn!(%peer, error = %e, "window tcp connection dropped")
+                        }
                     }
                     if let Ok(mut c) = shared.conns.lock() {
                         c.remove(&id);
@@ -266,7 +276,9 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
                     },
                 );
             }
-            Err(e) => tracing::warn!(%peer, error = %e, "cannot spawn window tcp connection thread"),
+            Err(e) => {
+                tracing::warn!(%peer, error = %e, "cannot spawn window tcp connection thread")
+            }
         }
     }
 }
@@ -418,10 +430,19 @@ mod tests {
             Reply::Word(0)
         );
         assert_eq!(
-            execute(&mem, Request::Faa { word: 191, delta: 2 }),
+            execute(
+                &mem,
+                Request::Faa {
+                    word: 191,
+                    delta: 2
+                }
+            ),
             Reply::Word(0)
         );
-        assert_eq!(execute(&mem, Request::ReadWord { word: 32 }), Reply::Word(5));
+        assert_eq!(
+            execute(&mem, Request::ReadWord { word: 32 }),
+            Reply::Word(5)
+        );
         assert_eq!(execute(&mem, Request::Read), Reply::Block(before));
     }
 }
