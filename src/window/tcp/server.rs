@@ -128,7 +128,10 @@ pub fn serve(
             // Do not leave the acceptor running without a way to stop it.
             begin_stop(&shared, &listener, addr);
             let _ = acceptor.join();
-            return Err(WindowError::io("spawning the responder's shutdown thread", e));
+            return Err(WindowError::io(
+                "spawning the responder's shutdown thread",
+                e,
+            ));
         }
     };
 
