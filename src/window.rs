@@ -107,7 +107,10 @@ pub enum WindowError {
         found: u64,
     },
     /// The peer speaks another window layout version.
-    #[error("window at {peer} has layout version {found}, this build understands version {}", layout::LAYOUT_VERSION)]
+    #[error(
+        "window at {peer} has layout version {found}, this build understands version {}",
+        layout::LAYOUT_VERSION
+    )]
     BadVersion {
         /// Where the window was read from.
         peer: String,
@@ -115,7 +118,10 @@ pub enum WindowError {
         found: u64,
     },
     /// The peer's window size word is not 4096.
-    #[error("window at {peer} declares size {found} bytes, expected {}", layout::WINDOW_BYTES)]
+    #[error(
+        "window at {peer} declares size {found} bytes, expected {}",
+        layout::WINDOW_BYTES
+    )]
     BadSize {
         /// Where the window was read from.
         peer: String,
@@ -209,7 +215,9 @@ pub enum WindowError {
         reason: String,
     },
     /// No usable RDMA device (used by the verbs transport).
-    #[error("RDMA verbs unavailable: {detail}; use transport = \"shm\" (same host) or \"tcp\" instead")]
+    #[error(
+        "RDMA verbs unavailable: {detail}; use transport = \"shm\" (same host) or \"tcp\" instead"
+    )]
     NoDevice {
         /// What is missing: the library, a device, a port.
         detail: String,

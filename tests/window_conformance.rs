@@ -24,9 +24,8 @@ use std::time::Duration;
 use rdmalb::window::layout::{self, word};
 use rdmalb::window::seqlock::{publish_at, snapshot, unix_now_ns};
 use rdmalb::window::{
-    decode_block, publish, read_load, Expect, LoadRead, LoadSample, ReadPolicy,
-    RemoteWindow, RoleState, RoleWord, ShmWindow, SiteSlot, TcpWindow, UnknownReason,
-    WindowError, WindowMemory,
+    decode_block, publish, read_load, Expect, LoadRead, LoadSample, ReadPolicy, RemoteWindow,
+    RoleState, RoleWord, ShmWindow, SiteSlot, TcpWindow, UnknownReason, WindowError, WindowMemory,
 };
 
 type Connected = Pin<Box<dyn Future<Output = Result<Arc<dyn RemoteWindow>, WindowError>> + Send>>;
@@ -99,8 +98,10 @@ pub async fn tcp_target() -> Target {
         connect: Box::new(move |proxy, expect| {
             let psk = psk.clone();
             Box::pin(async move {
-                Ok(Arc::new(TcpWindow::connect(addr, &psk, proxy, &expect).await?)
-                    as Arc<dyn RemoteWindow>)
+                Ok(
+                    Arc::new(TcpWindow::connect(addr, &psk, proxy, &expect).await?)
+                        as Arc<dyn RemoteWindow>,
+                )
             })
         }),
         _keep: Box::new((server, stop_tx)),
@@ -151,7 +152,11 @@ pub async fn read_freshness(t: Target) {
     assert_eq!(b.sample, sample(7));
     assert_eq!(b.node_id, NODE);
     publish(&t.owner, &sample(8));
-    let b2 = read_load(w.as_ref(), &policy()).await.fresh().copied().unwrap();
+    let b2 = read_load(w.as_ref(), &policy())
+        .await
+        .fresh()
+        .copied()
+        .unwrap();
     assert_eq!(b2.sample, sample(8));
     assert!(b2.seq > b.seq);
     assert!(b2.updated_at_ns >= b.updated_at_ns);
@@ -292,7 +297,10 @@ pub async fn faa_totals(t: Target) {
     let mut seen = HashSet::new();
     for task in tasks {
         for old in task.await.unwrap() {
-            assert!(seen.insert(old), "two adds returned the same old value {old}");
+            assert!(
+                seen.insert(old),
+                "two adds returned the same old value {old}"
+            );
         }
     }
     let expected: u64 = (1..=CLIENTS).map(|d| d * ADDS).sum();
@@ -308,15 +316,44 @@ pub async fn refuse_outside_control_area(t: Target) {
     publish(&t.owner, &sample(5));
     let before = snapshot(&t.owner);
     let w = (t.connect)(1, expect()).await.unwrap();
-    for bad in [0usize, 1, 3, 8, 9, 20, 31, 192, 300, 511, 512, 1 << 20, usize::MAX] {
-        let e = w.compare_swap(bad, before.get(bad).copied().unwrap_or(0), 1).await;
-        assert!(matches!(e, Err(WindowError::Refused { word, .. }) if word == bad), "cas {bad}: {e:?}");
+    for bad in [
+        0usize,
+        1,
+        3,
+        8,
+        9,
+        20,
+        31,
+        192,
+        300,
+        511,
+        512,
+        1 << 20,
+        usize::MAX,
+    ] {
+        let e = w
+            .compare_swap(bad, before.get(bad).copied().unwrap_or(0), 1)
+            .await;
+        assert!(
+            matches!(e, Err(WindowError::Refused { word, .. }) if word == bad),
+            "cas {bad}: {e:?}"
+        );
         let e = w.fetch_add(bad, 1).await;
-        assert!(matches!(e, Err(WindowError::Refused { .. })), "faa {bad}: {e:?}");
+        assert!(
+            matches!(e, Err(WindowError::Refused { .. })),
+            "faa {bad}: {e:?}"
+        );
         let e = w.read_word(bad).await;
-        assert!(matches!(e, Err(WindowError::Refused { .. })), "read_word {bad}: {e:?}");
+        assert!(
+            matches!(e, Err(WindowError::Refused { .. })),
+            "read_word {bad}: {e:?}"
+        );
     }
-    assert_eq!(snapshot(&t.owner), before, "header and load block unchanged");
+    assert_eq!(
+        snapshot(&t.owner),
+        before,
+        "header and load block unchanged"
+    );
     for i in 192..layout::WINDOW_WORDS {
         assert_eq!(t.owner.load(i), Some(0), "reserved word {i} unchanged");
     }
@@ -330,15 +367,33 @@ pub async fn refuse_outside_control_area(t: Target) {
 
 pub async fn header_mismatch_refused(t: Target) {
     let words = t.owner.words();
-    match (t.connect)(1, Expect { node_id: None, site_hash: Some(site_hash() ^ 1) }).await {
+    match (t.connect)(
+        1,
+        Expect {
+            node_id: None,
+            site_hash: Some(site_hash() ^ 1),
+        },
+    )
+    .await
+    {
         Err(WindowError::SiteTableMismatch { ours, theirs, .. }) => {
             assert_eq!(ours, site_hash() ^ 1);
             assert_eq!(theirs, site_hash());
         }
         other => panic!("site table mismatch not refused: {:?}", other.map(|_| ())),
     }
-    match (t.connect)(1, Expect { node_id: Some(NODE + 1), site_hash: None }).await {
-        Err(WindowError::NodeIdMismatch { expected, found, .. }) => {
+    match (t.connect)(
+        1,
+        Expect {
+            node_id: Some(NODE + 1),
+            site_hash: None,
+        },
+    )
+    .await
+    {
+        Err(WindowError::NodeIdMismatch {
+            expected, found, ..
+        }) => {
             assert_eq!((expected, found), (NODE + 1, NODE));
         }
         other => panic!("node id mismatch not refused: {:?}", other.map(|_| ())),

@@ -13,7 +13,9 @@ use rdmalb::window::seqlock::snapshot;
 use rdmalb::window::tcp::auth::{ClientHandshake, SessionKeys, SERVER_CHALLENGE_LEN};
 use rdmalb::window::tcp::frame::{self, ErrorCode, Frame, Message, Reply, Request};
 use rdmalb::window::tcp::{self, Psk, TcpServerHandle};
-use rdmalb::window::{publish, Expect, LoadSample, RemoteWindow, TcpWindow, WindowError, WindowMemory};
+use rdmalb::window::{
+    publish, Expect, LoadSample, RemoteWindow, TcpWindow, WindowError, WindowMemory,
+};
 
 struct Server {
     mem: Arc<WindowMemory>,
@@ -224,7 +226,11 @@ fn responder_enforces_the_atomic_area_itself() {
     }
     assert_eq!(replies[4].msg, Message::Reply(Reply::Word(0)));
     assert_eq!(replies[5].msg, Message::Reply(Reply::Block(before)));
-    assert_eq!(snapshot(&srv.mem), before, "header and load block unchanged");
+    assert_eq!(
+        snapshot(&srv.mem),
+        before,
+        "header and load block unchanged"
+    );
     assert_eq!(srv.mem.load(word::ROLE), Some(5));
 }
 
@@ -256,7 +262,9 @@ async fn shutdown_signal_stops_the_responder_and_closes_clients() {
     let (tx, rx) = tokio::sync::watch::channel(false);
     let handle = tcp::serve(mem, "127.0.0.1:0".parse().unwrap(), psk.clone(), rx).unwrap();
     let addr = handle.local_addr();
-    let w = TcpWindow::connect(addr, &psk, 1, &Expect::ANY).await.unwrap();
+    let w = TcpWindow::connect(addr, &psk, 1, &Expect::ANY)
+        .await
+        .unwrap();
     assert_eq!(handle.connections(), 1);
     tx.send(true).unwrap();
     // Wait (bounded) for the client to see the close.
@@ -273,8 +281,12 @@ async fn shutdown_signal_stops_the_responder_and_closes_clients() {
         w.read_raw().await,
         Err(WindowError::Closed { .. })
     ));
-    tokio::task::spawn_blocking(move || handle.stop()).await.unwrap();
-    assert!(TcpWindow::connect(addr, &psk, 1, &Expect::ANY).await.is_err());
+    tokio::task::spawn_blocking(move || handle.stop())
+        .await
+        .unwrap();
+    assert!(TcpWindow::connect(addr, &psk, 1, &Expect::ANY)
+        .await
+        .is_err());
 }
 
 #[test]
@@ -289,5 +301,7 @@ fn bind_errors_surface_at_start() {
     )
     .unwrap_err();
     assert!(matches!(err, WindowError::Io { .. }), "{err}");
-    assert!(err.to_string().contains(&first.handle.local_addr().to_string()));
+    assert!(err
+        .to_string()
+        .contains(&first.handle.local_addr().to_string()));
 }

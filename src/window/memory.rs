@@ -309,7 +309,10 @@ fn remove_if_stale(path: &Path) -> Result<(), WindowError> {
     if !meta.file_type().is_file() {
         return Err(WindowError::io(
             format!("window path {shown}"),
-            io::Error::new(io::ErrorKind::InvalidInput, "exists and is not a regular file"),
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "exists and is not a regular file",
+            ),
         ));
     }
     if !try_lock_exclusive(&file).map_err(|e| WindowError::io(format!("locking {shown}"), e))? {

@@ -291,7 +291,10 @@ mod tests {
     }
 
     fn slot() -> impl Strategy<Value = SiteSlot> {
-        prop_oneof![Just(SiteSlot::Idle), (0u16..0xFFFF).prop_map(SiteSlot::Site)]
+        prop_oneof![
+            Just(SiteSlot::Idle),
+            (0u16..0xFFFF).prop_map(SiteSlot::Site)
+        ]
     }
 
     proptest! {

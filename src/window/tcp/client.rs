@@ -265,11 +265,7 @@ async fn write_loop(
     }
 }
 
-async fn read_loop(
-    mut rd: tokio::net::tcp::OwnedReadHalf,
-    mut key: FrameKey,
-    shared: Arc<Shared>,
-) {
+async fn read_loop(mut rd: tokio::net::tcp::OwnedReadHalf, mut key: FrameKey, shared: Arc<Shared>) {
     let mut buf: Vec<u8> = Vec::with_capacity(16 * 1024);
     let mut chunk = vec![0u8; 16 * 1024];
     loop {
@@ -344,9 +340,7 @@ impl RemoteWindow for TcpWindow {
     fn read_word(&self, word: usize) -> WindowFuture<'_, u64> {
         Box::pin(async move {
             check_atomic_word(&self.shared.peer, word)?;
-            let reply = self
-                .call(Request::ReadWord { word: word as u32 })
-                .await?;
+            let reply = self.call(Request::ReadWord { word: word as u32 }).await?;
             self.reply_to_word(word, reply)
         })
     }
