@@ -305,3 +305,28 @@ fn bind_errors_surface_at_start() {
         .to_string()
         .contains(&first.handle.local_addr().to_string()));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_requests_in_flight_on_one_connection() {
+    let srv = server();
+    let w = TcpWindow::connect(srv.handle.local_addr(), &srv.psk, 1, &Expect::ANY)
+        .await
+        .unwrap();
+    const N: u64 = 1_000;
+    // All issued before any reply is awaited: the replies are matched to
+    // their callers by request id.
+    let adds = (0..N).map(|_| w.fetch_add(word::ROLE + 1, 1));
+    let reads = (0..N / 10).map(|_| w.read_raw());
+    let (olds, blocks) = tokio::join!(
+        futures_util::future::join_all(adds),
+        futures_util::future::join_all(reads)
+    );
+    let mut olds: Vec<u64> = olds.into_iter().map(Result::unwrap).collect();
+    olds.sort_unstable();
+    assert_eq!(olds, (0..N).collect::<Vec<_>>());
+    for b in blocks {
+        assert_eq!(b.unwrap()[word::CPU_UTIL], 123);
+    }
+    assert_eq!(srv.mem.load(word::ROLE + 1), Some(N));
+    assert!(srv.handle.requests_served() >= N + N / 10);
+}
