@@ -90,14 +90,29 @@ pub async fn run(config: Config) -> Result<(), ProxyError> {
         );
         tokio::spawn(admin::serve(l, state, shutdown_rx.clone()));
     }
-    for b in bound {
-        tracing::info!(listener = %b.name, address = %b.addr, "listening");
-        tokio::spawn(listener::serve(
-            b,
-            Arc::clone(&runtime),
-            shutdown_rx.clone(),
-            drain_tx.clone(),
-        ));
+    let listeners: Vec<Arc<listener::Shared>> = bound
+        .into_iter()
+        .map(|b| {
+            tracing::info!(listener = %b.name, address = %b.addr, "listening");
+            Arc::new(listener::Shared::new(b, &config))
+        })
+        .collect();
+    // The data path runs on `global.workers` threads, each with its own
+    // current-thread runtime; this (caller's) runtime keeps the control
+    // plane: signals, reloads, health checks, the admin listener.
+    for id in 0..config.global.workers.max(1) {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|source| ProxyError::Worker { source })?;
+        let listeners = listeners.clone();
+        let runtime = Arc::clone(&runtime);
+        let shutdown = shutdown_rx.clone();
+        let drain = drain_tx.clone();
+        std::thread::Builder::new()
+            .name(format!("rdmalb-worker-{id}"))
+            .spawn(move || listener::worker(id, rt, listeners, runtime, shutdown, drain))
+            .map_err(|source| ProxyError::Worker { source })?;
     }
     drop(drain_tx);
     tracing::info!(

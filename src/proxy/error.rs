@@ -39,6 +39,12 @@ pub enum ProxyError {
         #[source]
         source: std::io::Error,
     },
+    /// A worker thread or its runtime could not be started.
+    #[error("cannot start a worker thread: {source}")]
+    Worker {
+        #[source]
+        source: std::io::Error,
+    },
     /// The access log file could not be opened.
     #[error("cannot open the access log {path}: {source}")]
     AccessLog {

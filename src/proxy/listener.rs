@@ -28,7 +28,7 @@ use crate::config::{Config, Listener};
 pub struct Bound {
     pub name: Arc<str>,
     pub addr: SocketAddr,
-    tcp: TcpListener,
+    tcp: std::net::TcpListener,
     tls: Option<TlsAcceptor>,
 }
 
@@ -44,7 +44,7 @@ fn bind(l: &Listener) -> Result<Bound, ProxyError> {
         addr: l.listen,
         source,
     };
-    let tcp = bind_tcp(l.listen).map_err(err)?;
+    let tcp = bind_std(l.listen).map_err(err)?;
     let addr = tcp.local_addr().map_err(err)?;
     let tls = match &l.tls {
         None => None,
@@ -58,9 +58,9 @@ fn bind(l: &Listener) -> Result<Bound, ProxyError> {
     })
 }
 
-/// A listening socket with `SO_REUSEADDR` (restarts do not wait for
-/// TIME_WAIT) and a deep accept backlog.
-pub fn bind_tcp(addr: SocketAddr) -> std::io::Result<TcpListener> {
+/// A non-blocking listening socket with `SO_REUSEADDR` (restarts do not
+/// wait for TIME_WAIT) and a deep accept backlog.
+pub fn bind_std(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
     let socket = socket2::Socket::new(
         socket2::Domain::for_address(addr),
         socket2::Type::STREAM,
@@ -73,7 +73,93 @@ pub fn bind_tcp(addr: SocketAddr) -> std::io::Result<TcpListener> {
     socket.bind(&addr.into())?;
     socket.listen(4096)?;
     socket.set_nonblocking(true)?;
-    TcpListener::from_std(socket.into())
+    Ok(socket.into())
+}
+
+/// [`bind_std`] registered with the current Tokio runtime.
+pub fn bind_tcp(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    TcpListener::from_std(bind_std(addr)?)
+}
+
+/// What every worker shares about one listener.
+pub struct Shared {
+    pub name: Arc<str>,
+    pub addr: SocketAddr,
+    tcp: std::net::TcpListener,
+    tls: Option<TlsAcceptor>,
+    builder: auto::Builder<TokioExecutor>,
+    limit: Arc<Semaphore>,
+    gauge: metrics::Gauge,
+    timeouts: IoTimeouts,
+}
+
+impl Shared {
+    pub fn new(bound: Bound, config: &Config) -> Shared {
+        Shared {
+            gauge: metrics::gauge!("rdmalb_connections", "listener" => bound.name.to_string()),
+            name: bound.name,
+            addr: bound.addr,
+            tcp: bound.tcp,
+            tls: bound.tls,
+            builder: builder(config),
+            limit: Arc::new(Semaphore::new(config.limits.max_connections)),
+            timeouts: IoTimeouts {
+                http_request: config.timeouts.http_request,
+                keep_alive: config.timeouts.keep_alive,
+                client: config.timeouts.client,
+            },
+        }
+    }
+}
+
+thread_local! {
+    /// 1-based id of the worker thread running on this thread (0 = none):
+    /// picks the worker's own idle-connection stack in the node pools.
+    static WORKER: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// The id of the current worker (0 outside the workers).
+pub fn worker_id() -> usize {
+    WORKER.with(|w| w.get())
+}
+
+/// Runs one worker: a current-thread runtime (no work stealing, no
+/// cross-thread wakeups between a client connection and its node
+/// connections) accepting on every listener — each worker registers its
+/// own handle of the shared listening socket — until shutdown, then until
+/// its own connections have ended.
+pub fn worker(
+    id: usize,
+    rt: tokio::runtime::Runtime,
+    listeners: Vec<Arc<Shared>>,
+    runtime: Arc<Runtime>,
+    shutdown: watch::Receiver<bool>,
+    drain: mpsc::Sender<()>,
+) {
+    WORKER.with(|w| w.set(id + 1));
+    rt.block_on(async move {
+        let (local, mut done) = mpsc::channel::<()>(1);
+        for l in listeners {
+            let tcp = l.tcp.try_clone().and_then(TcpListener::from_std);
+            match tcp {
+                Ok(tcp) => {
+                    tokio::spawn(serve(
+                        l,
+                        tcp,
+                        Arc::clone(&runtime),
+                        shutdown.clone(),
+                        drain.clone(),
+                        local.clone(),
+                    ));
+                }
+                Err(e) => tracing::error!(listener = %l.name, worker = id, error = %e, "worker cannot accept on this listener"),
+            }
+        }
+        drop(local);
+        drop(drain);
+        // Every accept loop and connection of this worker holds `local`.
+        let _ = done.recv().await;
+    });
 }
 
 fn builder(config: &Config) -> auto::Builder<TokioExecutor> {
@@ -98,37 +184,30 @@ fn builder(config: &Config) -> auto::Builder<TokioExecutor> {
 }
 
 /// Accepts connections until `shutdown` turns true. Each connection task
-/// holds a clone of `drain`; the caller knows all are gone when the
-/// receiver reports closed.
-pub async fn serve(
-    bound: Bound,
+/// holds clones of `drain` (the process waits for it) and `local` (the
+/// worker thread waits for it).
+async fn serve(
+    l: Arc<Shared>,
+    tcp: TcpListener,
     runtime: Arc<Runtime>,
     mut shutdown: watch::Receiver<bool>,
     drain: mpsc::Sender<()>,
+    local: mpsc::Sender<()>,
 ) {
-    let config = runtime.snapshot.load().config.clone();
-    let builder = Arc::new(builder(&config));
-    let limit = Arc::new(Semaphore::new(config.limits.max_connections));
-    let gauge = metrics::gauge!("rdmalb_connections", "listener" => bound.name.to_string());
-    let timeouts = IoTimeouts {
-        http_request: config.timeouts.http_request,
-        keep_alive: config.timeouts.keep_alive,
-        client: config.timeouts.client,
-    };
     loop {
         let permit = tokio::select! {
-            p = Arc::clone(&limit).acquire_owned() => match p {
+            p = Arc::clone(&l.limit).acquire_owned() => match p {
                 Ok(p) => p,
                 Err(_) => break,
             },
             _ = stopped(&mut shutdown) => break,
         };
         let (stream, client) = tokio::select! {
-            r = bound.tcp.accept() => match r {
+            r = tcp.accept() => match r {
                 Ok(x) => x,
                 Err(e) => {
                     // EMFILE and friends: back off instead of spinning.
-                    tracing::warn!(listener = %bound.name, error = %e, "accept failed");
+                    tracing::warn!(listener = %l.name, error = %e, "accept failed");
                     tokio::time::sleep(std::time::Duration::from_millis(20)).await;
                     continue;
                 }
@@ -136,45 +215,45 @@ pub async fn serve(
             _ = stopped(&mut shutdown) => break,
         };
         let _ = stream.set_nodelay(true);
+        let tls = l.tls.is_some();
         let ctx = Arc::new(ConnCtx {
             proxy: Arc::clone(&runtime),
             client,
-            listener: Arc::clone(&bound.name),
-            tls: bound.tls.is_some(),
+            listener: Arc::clone(&l.name),
+            tls,
             client_id: super::headers::ClientId::new(
                 client.ip(),
-                if bound.tls.is_some() { "https" } else { "http" },
+                if tls { "https" } else { "http" },
             ),
             conn: Arc::new(ConnShared::new(Instant::now())),
         });
-        let builder = Arc::clone(&builder);
-        let tls = bound.tls.clone();
+        let l = Arc::clone(&l);
         let shutdown = shutdown.clone();
         let drain = drain.clone();
-        let gauge = gauge.clone();
-        gauge.increment(1.0);
+        let local = local.clone();
+        l.gauge.increment(1.0);
         tokio::spawn(async move {
-            connection(stream, tls, ctx, builder, timeouts, shutdown).await;
-            gauge.decrement(1.0);
+            connection(stream, &l, ctx, shutdown).await;
+            l.gauge.decrement(1.0);
             drop(permit);
             drop(drain);
+            drop(local);
         });
     }
-    tracing::info!(listener = %bound.name, address = %bound.addr, "listener closed");
+    tracing::debug!(listener = %l.name, address = %l.addr, "accept loop stopped");
 }
 
 async fn connection(
     stream: TcpStream,
-    tls: Option<TlsAcceptor>,
+    l: &Shared,
     ctx: Arc<ConnCtx>,
-    builder: Arc<auto::Builder<TokioExecutor>>,
-    timeouts: IoTimeouts,
     shutdown: watch::Receiver<bool>,
 ) {
-    match tls {
+    let timeouts = l.timeouts;
+    match &l.tls {
         None => {
             let io = ConnIo::new(stream, Arc::clone(&ctx.conn), timeouts, false);
-            drive(io, ctx, builder, timeouts.keep_alive, shutdown).await;
+            drive(io, ctx, &l.builder, timeouts.keep_alive, shutdown).await;
         }
         Some(acceptor) => {
             let accepted =
@@ -194,7 +273,7 @@ async fn connection(
             };
             let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
             let io = ConnIo::new(stream, Arc::clone(&ctx.conn), timeouts, h2);
-            drive(io, ctx, builder, timeouts.keep_alive, shutdown).await;
+            drive(io, ctx, &l.builder, timeouts.keep_alive, shutdown).await;
         }
     }
 }
@@ -204,7 +283,7 @@ async fn connection(
 async fn drive<I>(
     io: I,
     ctx: Arc<ConnCtx>,
-    builder: Arc<auto::Builder<TokioExecutor>>,
+    builder: &auto::Builder<TokioExecutor>,
     idle_limit: std::time::Duration,
     mut shutdown: watch::Receiver<bool>,
 ) where

@@ -52,10 +52,11 @@ struct Idle {
     since: Instant,
 }
 
-/// Idle connections to one node.
+/// Idle connections to one node: one stack per worker thread, so a
+/// request reuses connections driven by its own thread's runtime.
 pub struct NodePool {
     addr: SocketAddr,
-    idle: Mutex<Vec<Idle>>,
+    idle: Box<[Mutex<Vec<Idle>>]>,
     max_idle: usize,
     idle_timeout: Duration,
     connect_timeout: Duration,
@@ -74,7 +75,10 @@ impl NodePool {
     fn new(addr: SocketAddr, config: &Config) -> NodePool {
         NodePool {
             addr,
-            idle: Mutex::new(Vec::new()),
+            // Slot 0 serves threads that are not workers (tests, tools).
+            idle: (0..=config.global.workers.max(1))
+                .map(|_| Mutex::new(Vec::new()))
+                .collect(),
             max_idle: config.limits.pool_idle_per_node,
             idle_timeout: config.timeouts.keep_alive,
             connect_timeout: config.timeouts.connect,
@@ -82,13 +86,19 @@ impl NodePool {
     }
 
     fn same_settings(&self, config: &Config) -> bool {
-        self.max_idle == config.limits.pool_idle_per_node
+        self.idle.len() == config.global.workers.max(1) + 1
+            && self.max_idle == config.limits.pool_idle_per_node
             && self.idle_timeout == config.timeouts.keep_alive
             && self.connect_timeout == config.timeouts.connect
     }
 
+    /// This thread's idle stack.
+    fn stack(&self) -> &Mutex<Vec<Idle>> {
+        &self.idle[super::listener::worker_id() % self.idle.len()]
+    }
+
     fn pop(&self) -> Option<Idle> {
-        self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop()
+        self.stack().lock().unwrap_or_else(|e| e.into_inner()).pop()
     }
 
     /// A pooled connection if one is alive, else a new one.
@@ -152,7 +162,7 @@ impl NodePool {
         if sender.is_closed() || self.max_idle == 0 {
             return;
         }
-        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let mut idle = self.stack().lock().unwrap_or_else(|e| e.into_inner());
         if idle.len() >= self.max_idle {
             // Drop the coldest.
             idle.remove(0);
@@ -163,9 +173,12 @@ impl NodePool {
         });
     }
 
-    /// Idle connections currently held.
+    /// Idle connections currently held (all workers).
     pub fn idle_count(&self) -> usize {
-        self.idle.lock().unwrap_or_else(|e| e.into_inner()).len()
+        self.idle
+            .iter()
+            .map(|m| m.lock().unwrap_or_else(|e| e.into_inner()).len())
+            .sum()
     }
 }
 
