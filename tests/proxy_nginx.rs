@@ -28,7 +28,9 @@ async fn proxies_to_real_nginx() {
     std::fs::write(
         dir.path().join("nginx.conf"),
         format!(
-            r#"worker_processes 1;
+            r#"# One process: the guard's SIGKILL must not orphan worker processes.
+master_process off;
+worker_processes 1;
 pid {d}/nginx.pid;
 error_log {d}/error.log;
 events {{ worker_connections 128; }}

@@ -425,6 +425,8 @@ async fn status_collector_times_out_on_a_silent_server() {
 }
 
 /// Real nginx with stub_status, started in a temp prefix; killed on drop.
+/// It runs as one process (`master_process off`) so that killing it on drop
+/// leaves no orphaned worker behind.
 struct Nginx {
     child: std::process::Child,
     _dir: tempfile::TempDir,
@@ -450,7 +452,7 @@ fn start_nginx() -> Option<Nginx> {
         .unwrap()
         .port();
     let conf = format!(
-        "daemon off;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\nevents {{ worker_connections 64; }}\nhttp {{\n access_log off;\n client_body_temp_path {d};\n proxy_temp_path {d};\n fastcgi_temp_path {d};\n uwsgi_temp_path {d};\n scgi_temp_path {d};\n server {{\n  listen 127.0.0.1:{port};\n  location = /nginx_status {{ stub_status; }}\n  location / {{ return 200 \"hi\\n\"; }}\n }}\n}}\n",
+        "daemon off;\nmaster_process off;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\nevents {{ worker_connections 64; }}\nhttp {{\n access_log off;\n client_body_temp_path {d};\n proxy_temp_path {d};\n fastcgi_temp_path {d};\n uwsgi_temp_path {d};\n scgi_temp_path {d};\n server {{\n  listen 127.0.0.1:{port};\n  location = /nginx_status {{ stub_status; }}\n  location / {{ return 200 \"hi\\n\"; }}\n }}\n}}\n",
         d = dir.path().display()
     );
     let conf_path = dir.path().join("nginx.conf");
