@@ -15,7 +15,11 @@ fn example_config_is_valid() {
         .arg(&path)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
@@ -53,7 +57,16 @@ fn bind_failure_is_a_clear_startup_error() {
     assert!(!status.success());
     let mut err = String::new();
     use std::io::Read;
-    guard.child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
-    assert!(err.contains(&format!("cannot listen on {addr} (listener `web`)")), "{err}");
+    guard
+        .child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(
+        err.contains(&format!("cannot listen on {addr} (listener `web`)")),
+        "{err}"
+    );
     drop(taken);
 }
