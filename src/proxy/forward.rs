@@ -103,7 +103,7 @@ pub async fn handle(
         let pick = match snap.backends.pick_queued(site, tried.as_slice()).await {
             Ok(p) => p,
             Err(PickError::QueueTimeout(_)) => {
-                tracing::warn!(site = %snap.site_names[site], "every node of the site stayed busy for timeouts.queue");
+                tracing::warn!(site = %name_of(&snap.site_names, site), "every node of the site stayed busy for timeouts.queue");
                 return Ok(error(ex, ErrorKind::QueueTimeout));
             }
             Err(PickError::NoNode(no)) => {
@@ -133,7 +133,7 @@ pub async fn handle(
                     _ => ErrorKind::ConnectFailed,
                 };
                 tracing::warn!(
-                    site = %snap.site_names[site],
+                    site = %name_of(&snap.site_names, site),
                     node = %snap.node_names.get(node).map_or("?", |n| n),
                     error = %e,
                     retry = tried.len() < 2,
@@ -166,7 +166,7 @@ pub async fn handle(
         let mut resp = match result {
             Ok(r) => r,
             Err(Waited::Timeout) => {
-                tracing::warn!(site = %snap.site_names[site], node = %snap.node_names[node], "node response timeout");
+                tracing::warn!(site = %name_of(&snap.site_names, site), node = %name_of(&snap.node_names, node), "node response timeout");
                 ex.attempt_failed(Outcome::Timeout);
                 return Ok(error(ex, ErrorKind::UpstreamTimeout));
             }
@@ -188,7 +188,7 @@ pub async fn handle(
                 let err = e.into_error();
                 let kind = classify(&err);
                 if kind.source() == ErrorSource::Upstream {
-                    tracing::warn!(site = %snap.site_names[site], node = %snap.node_names[node], error = %err, "node failed before its response headers");
+                    tracing::warn!(site = %name_of(&snap.site_names, site), node = %name_of(&snap.node_names, node), error = %err, "node failed before its response headers");
                     ex.attempt_failed(Outcome::ProtocolError);
                 } else {
                     tracing::debug!(error = %err, "client failed while its request was forwarded");
@@ -280,6 +280,12 @@ fn classify(err: &hyper::Error) -> ErrorKind {
         source = e.source();
     }
     ErrorKind::UpstreamProtocol
+}
+
+/// A site or node name for logs; never panics on an index from another
+/// snapshot.
+fn name_of(names: &[Arc<str>], index: usize) -> &str {
+    names.get(index).map_or("?", |n| n)
 }
 
 /// Nodes already tried by one request, without a heap allocation.
