@@ -423,31 +423,39 @@ pub async fn header_mismatch_refused(t: Target) {
     assert!(read_load(w.as_ref(), &policy()).await.fresh().is_some());
 }
 
-/// Instantiate every case for one transport.
+/// Instantiate every case for one transport. Extra attributes apply to
+/// every case, e.g. `conformance!(verbs, super::verbs_target, #[ignore =
+/// "needs an RDMA device"]);`.
 macro_rules! conformance {
-    ($name:ident, $factory:path) => {
+    ($name:ident, $factory:path $(, #[$attr:meta])* $(,)?) => {
         mod $name {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            $(#[$attr])*
             async fn read_freshness() {
                 super::read_freshness($factory().await).await
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            $(#[$attr])*
             async fn seqlock_consistency() {
                 super::seqlock_consistency($factory().await).await
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            $(#[$attr])*
             async fn cas_exactly_one_winner() {
                 super::cas_exactly_one_winner($factory().await).await
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            $(#[$attr])*
             async fn faa_totals() {
                 super::faa_totals($factory().await).await
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            $(#[$attr])*
             async fn refuse_outside_control_area() {
                 super::refuse_outside_control_area($factory().await).await
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            $(#[$attr])*
             async fn header_mismatch_refused() {
                 super::header_mismatch_refused($factory().await).await
             }
