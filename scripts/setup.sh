@@ -21,7 +21,7 @@ PACKAGES=(
     # build: sideway (verbs) needs cmake and libclang for its bindings
     build-essential pkg-config cmake clang libclang-dev
     # real backends and the comparison proxies, load generators
-    haproxy wrk httperf curl
+    haproxy wrk httperf curl openssl
     # process and socket tools the scripts use (pgrep, ss, taskset is in util-linux)
     procps iproute2
     # run-time libraries of the verbs transport (loaded with dlopen)

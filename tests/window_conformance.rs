@@ -17,7 +17,7 @@ use std::any::Any;
 use std::collections::HashSet;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -171,27 +171,53 @@ pub async fn read_freshness(t: Target) {
 pub async fn seqlock_consistency(t: Target) {
     const READERS: usize = 4;
     const READS: usize = 400;
+    // Readers go on past READS until the writer has published this many
+    // times during their reads (bounded by MAX_READS), so the test always
+    // exercises reads that overlap writes, however the scheduler runs the
+    // writer thread on a busy machine.
+    const OVERLAP: u64 = 200;
+    const MAX_READS: usize = 200_000;
     publish(&t.owner, &sample(1));
     let stop = Arc::new(AtomicBool::new(false));
+    let published = Arc::new(AtomicU64::new(0));
     let writer = {
         let owner = t.owner.clone();
         let stop = stop.clone();
+        let published = published.clone();
         std::thread::spawn(move || {
             let mut k = 2u64;
             // Bounded by count as well as by the readers finishing.
             while !stop.load(Ordering::Relaxed) && k < 50_000_000 {
                 publish(&owner, &sample(k));
+                published.store(k, Ordering::Relaxed);
                 k += 1;
             }
             k
         })
     };
+    // Wait (bounded) until the writer is running.
+    for _ in 0..10_000 {
+        if published.load(Ordering::Relaxed) > 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    assert!(
+        published.load(Ordering::Relaxed) > 0,
+        "the writer thread never ran"
+    );
     let mut readers = Vec::new();
     for r in 0..READERS {
         let w = (t.connect)(r as u16 + 1, expect()).await.unwrap();
+        let published = published.clone();
         readers.push(tokio::spawn(async move {
             let (mut ok, mut torn, mut last) = (0u32, 0u32, 0u64);
-            for _ in 0..READS {
+            let first = published.load(Ordering::Relaxed);
+            let mut n = 0;
+            while n < READS
+                || (published.load(Ordering::Relaxed) < first + OVERLAP && n < MAX_READS)
+            {
+                n += 1;
                 let raw = w.read_raw().await.unwrap();
                 match decode_block(&raw) {
                     Ok(b) => {
@@ -213,18 +239,28 @@ pub async fn seqlock_consistency(t: Target) {
                     LoadRead::Unknown(UnknownReason::Torn { .. }) => {}
                     LoadRead::Unknown(other) => panic!("{other}"),
                 }
+                if n % 64 == 0 {
+                    // Let the writer thread in on a machine with few cores.
+                    tokio::task::yield_now().await;
+                }
             }
-            (ok, torn)
+            let overlapped = published.load(Ordering::Relaxed).saturating_sub(first);
+            (ok, torn, overlapped)
         }));
     }
     let mut accepted = 0;
+    let mut overlapped = u64::MAX;
     for r in readers {
-        let (ok, _torn) = r.await.unwrap();
+        let (ok, _torn, o) = r.await.unwrap();
         accepted += ok;
+        overlapped = overlapped.min(o);
     }
     stop.store(true, Ordering::Relaxed);
-    let writes = writer.join().unwrap();
-    assert!(writes > 2, "the writer published while readers read");
+    writer.join().unwrap();
+    assert!(
+        overlapped > 0,
+        "the writer never published while a reader read ({MAX_READS} reads each)"
+    );
     assert!(accepted > 0, "some reads were consistent");
 }
 
