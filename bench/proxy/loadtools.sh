@@ -121,7 +121,7 @@ run_httperf() {
     out=$(timeout 120 httperf --hog --server 127.0.0.1 --port "$port" "${ssl[@]}" --uri / \
         --num-conns "$HTTPERF_CONNS" --num-calls 10 --rate 0 2>&1) || die "httperf failed: $out"
     local replies rps errs
-    replies=$(awk '/^Total:/ {print $NF}' <<<"$out")
+    replies=$(awk '/^Total:/ {for (i = 1; i < NF; i++) if ($i == "replies") print $(i + 1)}' <<<"$out")
     rps=$(awk '/^Request rate:/ {print $3}' <<<"$out")
     errs=$(awk '/^Errors: total/ {print $3}' <<<"$out")
     local bad
