@@ -95,9 +95,12 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
                     return Ok(ExitCode::from(CONFIG_INVALID));
                 }
             };
+            // The control plane (signals, reloads, health checks, admin)
+            // runs here; the data path starts its own `global.workers`
+            // threads with one current-thread runtime each (proxy::run).
             let runtime = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(config.global.workers)
-                .thread_name("rdmalb-proxy")
+                .worker_threads(1)
+                .thread_name("rdmalb-control")
                 .enable_all()
                 .build()
                 .context("cannot start the async runtime")?;
