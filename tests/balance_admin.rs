@@ -23,6 +23,9 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+mod common;
+use common::eventually;
+
 /// In-process HTTP backend answering every request with `status`.
 struct Backend {
     addr: SocketAddr,
@@ -179,18 +182,16 @@ fn node<'a>(status: &'a Value, name: &str) -> &'a Value {
 /// Polls `/status` until `cond` holds, for at most 20 s (a bound, not a
 /// timing claim).
 async fn status_until(url: &str, what: &str, cond: impl Fn(&Value) -> bool) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
+    let cond = &cond;
+    eventually(what, Duration::from_secs(20), || async move {
         let s = get_status(url).await;
         if cond(&s) {
-            return s;
+            Ok(s)
+        } else {
+            Err(format!("{s:#}"))
         }
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting for {what}: {s:#}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    })
+    .await
 }
 
 #[tokio::test]

@@ -7,8 +7,7 @@
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,35 +19,8 @@ use hyper_util::rt::TokioIo;
 use serde_json::Value;
 use tokio::net::TcpListener;
 
-/// Kills and reaps the proxy on drop, even when the test panics.
-struct ProxyGuard {
-    child: Child,
-    stderr: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for ProxyGuard {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl ProxyGuard {
-    fn stderr(&self) -> String {
-        std::fs::read_to_string(&self.stderr).unwrap_or_default()
-    }
-
-    fn hup(&self) {
-        let ok = Command::new("kill")
-            .arg("-HUP")
-            .arg(self.child.id().to_string())
-            .status()
-            .expect("run kill")
-            .success();
-        assert!(ok, "kill -HUP failed");
-    }
-}
+mod common;
+use common::{client, eventually, free_addr, signal, Proxy, SIGHUP};
 
 /// An in-process backend: `/healthz` answers `health`, every other path
 /// answers `app`; responses carry `x-node: <name>`.
@@ -110,13 +82,6 @@ async fn node(name: &'static str) -> Node {
     }
 }
 
-fn free_addr() -> SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-}
-
 fn config_text(listen: SocketAddr, admin: SocketAddr, nodes: &[&Node]) -> String {
     let mut text = format!(
         r#"
@@ -151,51 +116,6 @@ health_path = "/healthz"
         ));
     }
     text
-}
-
-fn start_proxy(config: &str, wait_for: &[SocketAddr]) -> (ProxyGuard, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("rdmalb.toml");
-    std::fs::write(&path, config).unwrap();
-    let stderr = dir.path().join("stderr.log");
-    let child = Command::new(env!("CARGO_BIN_EXE_rdmalb"))
-        .args(["proxy", "-c"])
-        .arg(&path)
-        .env("RDMALB_LOG", "info")
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&stderr).unwrap())
-        .spawn()
-        .expect("spawn rdmalb");
-    let mut guard = ProxyGuard {
-        child,
-        stderr,
-        _dir: dir,
-    };
-    for addr in wait_for {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while std::net::TcpStream::connect(addr).is_err() {
-            if let Ok(Some(status)) = guard.child.try_wait() {
-                panic!("rdmalb exited ({status}):\n{}", guard.stderr());
-            }
-            assert!(
-                Instant::now() < deadline,
-                "rdmalb does not listen on {addr}:\n{}",
-                guard.stderr()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-    (guard, path)
-}
-
-fn client() -> reqwest::Client {
-    reqwest::Client::builder()
-        .no_proxy()
-        .timeout(Duration::from_secs(20))
-        .build()
-        .unwrap()
 }
 
 /// One request through the proxy: (status, x-node).
@@ -236,20 +156,18 @@ fn node_status<'a>(s: &'a Value, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("{name} not in {s:#}"))
 }
 
-/// Polls `/status` until `cond` holds (at most 30 s: a bound, not a timing claim).
+/// Polls `/status` until `cond` holds (bounded, not a timing claim).
 async fn status_until(admin: SocketAddr, what: &str, cond: impl Fn(&Value) -> bool) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
+    let cond = &cond;
+    eventually(what, Duration::from_secs(30), || async move {
         let s = status(admin).await;
         if cond(&s) {
-            return s;
+            Ok(s)
+        } else {
+            Err(format!("{s:#}"))
         }
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting for {what}: {s:#}"
-        );
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    })
+    .await
 }
 
 #[tokio::test]
@@ -257,7 +175,7 @@ async fn ejection_down_and_recovery_through_the_proxy() {
     let a = node("a").await;
     let b = node("b").await;
     let (listen, admin) = (free_addr(), free_addr());
-    let (proxy, _) = start_proxy(&config_text(listen, admin, &[&a, &b]), &[listen, admin]);
+    let proxy = Proxy::start(&config_text(listen, admin, &[&a, &b]), &[listen, admin]);
 
     // Both serve: round robin reaches both.
     let mut seen = std::collections::BTreeSet::new();
@@ -285,7 +203,7 @@ async fn ejection_down_and_recovery_through_the_proxy() {
         assert!(
             Instant::now() < deadline,
             "a never ejected: {s:#}\n{}",
-            proxy.stderr()
+            proxy.stderr_text()
         );
     }
 
@@ -348,14 +266,18 @@ async fn ejection_down_and_recovery_through_the_proxy() {
         assert!(Instant::now() < deadline, "a never served again");
     }
     assert!(
-        proxy.stderr().contains("node ejected by passive health"),
+        proxy
+            .stderr_text()
+            .contains("node ejected by passive health"),
         "{}",
-        proxy.stderr()
+        proxy.stderr_text()
     );
     assert!(
-        proxy.stderr().contains("node up: health checks passed"),
+        proxy
+            .stderr_text()
+            .contains("node up: health checks passed"),
         "{}",
-        proxy.stderr()
+        proxy.stderr_text()
     );
 }
 
@@ -366,7 +288,8 @@ async fn reload_changes_the_backend_set_and_keeps_health() {
     let c = node("c").await;
     a.health.store(503, Ordering::SeqCst);
     let (listen, admin) = (free_addr(), free_addr());
-    let (proxy, path) = start_proxy(&config_text(listen, admin, &[&a, &b]), &[listen, admin]);
+    let proxy = Proxy::start(&config_text(listen, admin, &[&a, &b]), &[listen, admin]);
+    let path = proxy.config.clone();
     let before = status_until(admin, "a down", |s| node_status(s, "a")["state"] == "down").await;
     let a_checks = node_status(&before, "a")["health"]["checks_total"]
         .as_u64()
@@ -374,7 +297,7 @@ async fn reload_changes_the_backend_set_and_keeps_health() {
 
     // Reload: b removed, c added, a kept (and moved).
     write(&path, &config_text(listen, admin, &[&c, &a]));
-    proxy.hup();
+    signal(proxy.pid(), SIGHUP);
     let s = status_until(admin, "reload applied", |s| {
         s["nodes"].as_array().unwrap().len() == 2 && s["nodes"][0]["name"] == "c"
     })
@@ -395,13 +318,13 @@ async fn reload_changes_the_backend_set_and_keeps_health() {
 
     // A bad config is rejected and the current one keeps serving.
     write(&path, "[[site]]\nname = 1\n");
-    proxy.hup();
+    signal(proxy.pid(), SIGHUP);
     let deadline = Instant::now() + Duration::from_secs(30);
-    while !proxy.stderr().contains("reload rejected") {
+    while !proxy.stderr_text().contains("reload rejected") {
         assert!(
             Instant::now() < deadline,
             "no rejection logged:\n{}",
-            proxy.stderr()
+            proxy.stderr_text()
         );
         tokio::time::sleep(Duration::from_millis(25)).await;
     }

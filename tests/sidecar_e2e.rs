@@ -7,6 +7,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+mod common;
+use common::eventually;
 use rdmalb::sidecar::collect::push::{Client, PushSample};
 use rdmalb::sidecar::{self, config, Sidecar, SidecarError};
 use rdmalb::window::layout::word;
@@ -81,19 +83,20 @@ async fn fresh(w: &dyn RemoteWindow) -> LoadBlock {
 
 /// Reads until `pred` holds (bounded: 10 s).
 async fn until(w: &dyn RemoteWindow, what: &str, pred: impl Fn(&LoadBlock) -> bool) -> LoadBlock {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let b = fresh(w).await;
-        if pred(&b) {
-            return b;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{}: never saw {what}; last {b:?}",
-            w.peer()
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    let pred = &pred;
+    eventually(
+        &format!("{what} on {}", w.peer()),
+        Duration::from_secs(10),
+        || async move {
+            let b = fresh(w).await;
+            if pred(&b) {
+                Ok(b)
+            } else {
+                Err(format!("last {b:?}"))
+            }
+        },
+    )
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,7 +1,8 @@
-//! Shared helpers of the proxy integration tests: a child-process guard
-//! that kills on drop, free loopback ports, the `rdmalb proxy` binary
-//! started on a config in a temp dir, in-process hyper backends with
-//! request/connection counters, and rcgen certificates.
+//! Shared helpers of the integration tests: a child-process guard that
+//! kills on drop, free loopback ports, bounded polling for an eventual
+//! state, the `rdmalb proxy` binary started on a config in a temp dir,
+//! in-process hyper backends with request/connection counters, and rcgen
+//! certificates.
 #![allow(dead_code)]
 
 use std::convert::Infallible;
@@ -50,6 +51,34 @@ pub fn free_port() -> u16 {
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .expect("bind 127.0.0.1:0")
+}
+
+/// A loopback address with a port that was free a moment ago.
+pub fn free_addr() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], free_port()))
+}
+
+/// Polls `probe` until it returns `Ok`, for at most `bound` (a bound on how
+/// long a broken test may hang, never a timing claim), then fails with
+/// `what` and the description of the last state seen.
+pub async fn eventually<T, F, Fut>(what: &str, bound: Duration, mut probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, String>>,
+{
+    let deadline = std::time::Instant::now() + bound;
+    loop {
+        match probe().await {
+            Ok(v) => return v,
+            Err(last) => {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "timed out waiting for {what}: {last}"
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    }
 }
 
 /// Sends `sig` to `pid`.
