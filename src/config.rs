@@ -12,6 +12,7 @@
 //! default documented on each field in `conf/rdmalb.toml`.
 
 pub mod raw;
+mod reconfig;
 pub mod types;
 pub mod validate;
 

@@ -9,7 +9,7 @@ use serde::Deserialize;
 /// that problems in several sections are all reported.
 pub const TOP_LEVEL_KEYS: &[&str] = &[
     "global", "timeouts", "limits", "health", "admin", "cluster", "weights", "listener", "site",
-    "node",
+    "node", "reconfig",
 ];
 
 #[derive(Debug, Default, Deserialize)]
@@ -134,4 +134,45 @@ pub struct RawNode {
     pub sidecar: Option<String>,
     /// Verbs only: RDMA device name (default: first device).
     pub device: Option<String>,
+}
+
+/// `[reconfig]`: the reconfiguration agent (see `config::reconfig`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawReconfig {
+    /// "rigid" or "reconfigure".
+    pub mode: Option<String>,
+    pub sensitivity: Option<String>,
+    pub history: Option<String>,
+    pub high_watermark: Option<f64>,
+    pub low_watermark: Option<f64>,
+    pub lock_lease: Option<String>,
+    pub lock_skew: Option<String>,
+    pub cooldown: Option<String>,
+    /// Proxy id of the proxy whose window holds the site locks.
+    pub lock_home: Option<i64>,
+    pub window: Option<RawProxyWindow>,
+    #[serde(default)]
+    pub peer: Vec<RawPeerProxy>,
+}
+
+/// `[reconfig.window]`: this proxy's own window.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawProxyWindow {
+    /// Window file path under /dev/shm.
+    pub shm: Option<String>,
+    /// Tcp responder listen address.
+    pub tcp: Option<String>,
+}
+
+/// `[[reconfig.peer]]`: another proxy's window.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPeerProxy {
+    pub id: Option<i64>,
+    /// "shm" or "tcp".
+    pub transport: Option<String>,
+    /// Shm: window file path. Tcp: responder address.
+    pub window: Option<String>,
 }

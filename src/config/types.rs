@@ -21,6 +21,8 @@ pub struct Config {
     pub sites: Vec<Site>,
     /// Nodes in config order; the position is the node index.
     pub nodes: Vec<Node>,
+    /// `[reconfig]`: the reconfiguration agent.
+    pub reconfig: Reconfig,
 }
 
 impl Config {
@@ -284,4 +286,99 @@ pub struct Node {
 pub struct Cluster {
     /// Pre-shared key file for the tcp and verbs control transports.
     pub psk_file: Option<PathBuf>,
+}
+
+/// Whether the proxy moves nodes between sites (DESIGN.md "Reconfiguration").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReconfigMode {
+    /// Never move a node: every node keeps the site its role word (or the
+    /// config) gives it. The default.
+    Rigid,
+    /// Run the agent: claim idle nodes of other sites for hot sites.
+    Reconfigure,
+}
+
+impl ReconfigMode {
+    pub const ACCEPTED: &'static str = "\"rigid\" or \"reconfigure\"";
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReconfigMode::Rigid => "rigid",
+            ReconfigMode::Reconfigure => "reconfigure",
+        }
+    }
+}
+
+/// `[reconfig]`: the agent's timing, thresholds, lock and peers.
+#[derive(Debug, Clone)]
+pub struct Reconfig {
+    pub mode: ReconfigMode,
+    /// S: how often the agent reads every node's load and role (seed 001
+    /// section 3.1.4).
+    pub sensitivity: Duration,
+    /// T: how long a site must stay above `high_watermark` to be hot (seed
+    /// 001 section 3.1.3, history-aware reconfiguration).
+    pub history: Duration,
+    /// Site load (mean utilisation of its active nodes, 1.0 = full) above
+    /// which a site is hot.
+    pub high_watermark: f64,
+    /// Node load under which a node is idle enough to be a donor.
+    pub low_watermark: f64,
+    /// How long a site lock is held at most (its lease).
+    pub lock_lease: Duration,
+    /// Clock-skew allowance: an expired lease is stolen only this long after
+    /// its deadline.
+    pub lock_skew: Duration,
+    /// A node moved by any proxy is not moved again for this long.
+    pub cooldown: Duration,
+    /// Proxy id whose window holds the site locks.
+    pub lock_home: u16,
+    /// This proxy's own window (site locks if it is the lock home, and its
+    /// shared update counters).
+    pub window: ProxyWindow,
+    /// The other proxies of the cluster.
+    pub peers: Vec<PeerProxy>,
+}
+
+impl Default for Reconfig {
+    fn default() -> Self {
+        Reconfig {
+            mode: ReconfigMode::Rigid,
+            sensitivity: Duration::from_millis(200),
+            history: Duration::from_secs(1),
+            high_watermark: 0.8,
+            low_watermark: 0.2,
+            lock_lease: Duration::from_secs(2),
+            lock_skew: Duration::from_millis(500),
+            cooldown: Duration::from_secs(5),
+            lock_home: 1,
+            window: ProxyWindow::default(),
+            peers: Vec::new(),
+        }
+    }
+}
+
+/// `[reconfig.window]`: how peers reach this proxy's window.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProxyWindow {
+    /// Window file under /dev/shm (same-host peers map it).
+    pub shm: Option<PathBuf>,
+    /// Tcp responder address (authenticated with `cluster.psk_file`).
+    pub tcp: Option<SocketAddr>,
+}
+
+impl ProxyWindow {
+    /// Whether this proxy serves a window at all.
+    pub fn is_served(&self) -> bool {
+        self.shm.is_some() || self.tcp.is_some()
+    }
+}
+
+/// `[[reconfig.peer]]`: another proxy and where its window is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerProxy {
+    /// The peer's `global.proxy_id`.
+    pub id: u16,
+    /// Its window (shm or tcp; never verbs for proxy windows).
+    pub window: WindowEndpoint,
 }

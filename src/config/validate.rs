@@ -14,13 +14,13 @@ use super::{ConfigErrors, Problem};
 use crate::util::duration;
 
 /// Collects problems while validating one file.
-struct Check<'a> {
+pub(super) struct Check<'a> {
     file: &'a Path,
     problems: Vec<Problem>,
 }
 
 impl Check<'_> {
-    fn problem(&mut self, key: impl Into<String>, message: impl Into<String>) {
+    pub(super) fn problem(&mut self, key: impl Into<String>, message: impl Into<String>) {
         self.problems.push(Problem {
             key: key.into(),
             message: message.into(),
@@ -28,7 +28,7 @@ impl Check<'_> {
     }
 
     /// Resolves a path from the config relative to the config file's folder.
-    fn path(&self, p: &str) -> PathBuf {
+    pub(super) fn path(&self, p: &str) -> PathBuf {
         let p = Path::new(p);
         if p.is_absolute() {
             p.to_path_buf()
@@ -37,7 +37,12 @@ impl Check<'_> {
         }
     }
 
-    fn duration(&mut self, key: &str, v: &Option<String>, default: Duration) -> Duration {
+    pub(super) fn duration(
+        &mut self,
+        key: &str,
+        v: &Option<String>,
+        default: Duration,
+    ) -> Duration {
         match v {
             None => default,
             Some(text) => match duration::parse(text) {
@@ -54,7 +59,14 @@ impl Check<'_> {
         }
     }
 
-    fn int(&mut self, key: &str, v: Option<i64>, default: u64, min: u64, max: u64) -> u64 {
+    pub(super) fn int(
+        &mut self,
+        key: &str,
+        v: Option<i64>,
+        default: u64,
+        min: u64,
+        max: u64,
+    ) -> u64 {
         match v {
             None => default,
             Some(n) if n >= min as i64 && (n as u64) <= max => n as u64,
@@ -68,7 +80,7 @@ impl Check<'_> {
         }
     }
 
-    fn socket_addr(&mut self, key: &str, v: &Option<String>) -> Option<SocketAddr> {
+    pub(super) fn socket_addr(&mut self, key: &str, v: &Option<String>) -> Option<SocketAddr> {
         let Some(text) = v else {
             self.problem(
                 key,
@@ -94,7 +106,11 @@ impl Check<'_> {
     }
 
     /// Deserializes one table-valued section, reporting its errors under `key`.
-    fn section<T: DeserializeOwned + Default>(&mut self, table: &toml::Table, key: &str) -> T {
+    pub(super) fn section<T: DeserializeOwned + Default>(
+        &mut self,
+        table: &toml::Table,
+        key: &str,
+    ) -> T {
         match table.get(key) {
             None => T::default(),
             Some(v) => match T::deserialize(v.clone()) {
@@ -184,6 +200,7 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
     let raw_listeners: Vec<Option<RawListener>> = c.entries(&table, "listener");
     let raw_sites: Vec<Option<RawSite>> = c.entries(&table, "site");
     let raw_nodes: Vec<Option<RawNode>> = c.entries(&table, "node");
+    let raw_reconfig: RawReconfig = c.section(&table, "reconfig");
 
     let timeouts = Timeouts {
         connect: c.duration(
@@ -563,6 +580,7 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
         },
         via_name: raw_global.via_name.unwrap_or_else(|| "rdmalb".to_string()),
     };
+    let reconfig = super::reconfig::validate(&mut c, raw_reconfig, &global, &cluster, &nodes);
 
     if !c.problems.is_empty() {
         return Err(ConfigErrors {
@@ -581,6 +599,7 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
         listeners,
         sites,
         nodes,
+        reconfig,
     })
 }
 
