@@ -90,7 +90,9 @@ struct UpList {
 }
 
 impl SiteBackends {
-    /// This site's nodes in config order (up or down).
+    /// The nodes that may serve this site, in config order (up or down):
+    /// its configured nodes plus every node with a sidecar window (those
+    /// follow their role word, see [`NodeState::serves`]).
     pub fn nodes(&self) -> &[Arc<NodeState>] {
         &self.nodes
     }
@@ -109,7 +111,12 @@ impl SiteBackends {
         }
         let fresh = Arc::new(UpList {
             epoch,
-            nodes: self.nodes.iter().filter(|n| n.is_up()).cloned().collect(),
+            nodes: self
+                .nodes
+                .iter()
+                .filter(|n| n.is_up() && n.serves(self.index))
+                .cloned()
+                .collect(),
         });
         self.up.store(Arc::clone(&fresh));
         arc_swap::Guard::from_inner(fresh)
@@ -224,10 +231,14 @@ impl Backends {
                     HostPattern::Exact(name) => Some(name.clone()),
                     HostPattern::Wildcard(_) => None,
                 }),
+                // Candidates: the site's configured nodes plus every node
+                // with a sidecar window, which may follow a role word here;
+                // `up_list` keeps those that serve the site now.
                 nodes: nodes
                     .iter()
-                    .filter(|n| n.site == Some(s))
-                    .cloned()
+                    .zip(&config.nodes)
+                    .filter(|(n, c)| n.site == Some(s) || c.window.is_some())
+                    .map(|(n, _)| Arc::clone(n))
                     .collect(),
             })
             .collect();
@@ -353,7 +364,8 @@ impl Backends {
         &self.nodes
     }
 
-    /// The nodes serving `site` in config order (empty for an unknown site).
+    /// The nodes that may serve `site` in config order (empty for an unknown
+    /// site); see [`SiteBackends::nodes`].
     pub fn nodes_of(&self, site: usize) -> &[Arc<NodeState>] {
         self.sites.get(site).map(|s| &s.nodes[..]).unwrap_or(&[])
     }
@@ -363,9 +375,10 @@ impl Backends {
         &self.sites
     }
 
-    /// The site a node serves, if any.
+    /// The site a node is assigned to now (its role word's site, else its
+    /// configured site), if any.
     pub fn site_of(&self, node: &NodeState) -> Option<&SiteBackends> {
-        node.site.and_then(|s| self.sites.get(s))
+        node.assigned_site().and_then(|s| self.sites.get(s))
     }
 
     /// Selection policy name (`roundrobin`, `leastconn`, `random`, …).
@@ -408,3 +421,7 @@ impl Drop for Registered<'_> {
 #[cfg(test)]
 #[path = "backends_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "role_tests.rs"]
+mod role_tests;

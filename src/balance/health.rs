@@ -245,6 +245,16 @@ async fn node_loop(
             set_up_gauge(current, current.is_up());
         }
         node = Arc::clone(current);
+        if !node.role_applied() {
+            // A moved node is checked for its new site only once the sidecar
+            // has applied the role; a pass before that proves nothing.
+            let interval = snap.health().interval;
+            drop(snap);
+            tokio::select! {
+                _ = shutdown_requested(&mut shutdown) => return,
+                _ = tokio::time::sleep(interval) => continue,
+            }
+        }
         let site = snap.site_of(&node);
         let path = site.map_or_else(|| snap.health().path.clone(), |s| s.health_path.clone());
         let host = site

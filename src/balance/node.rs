@@ -65,6 +65,9 @@ pub enum DownReason {
     Checks,
     /// `passive_failures` consecutive requests failed.
     Passive,
+    /// The node's role word moved it to another site; it needs `rise`
+    /// passed checks of the new site (after the role is applied) first.
+    Role,
 }
 
 /// The thresholds the state machine applies (from `[health]`).
@@ -145,7 +148,18 @@ pub(crate) struct Shared {
     fall: AtomicU32,
     passive_failures: AtomicU32,
     machine: Mutex<Machine>,
+    /// Site the node's role word assigns it ([`ROLE_STATIC`]: no role word
+    /// seen, the configured site applies; [`ROLE_IDLE`]: idle pool). Written
+    /// by the reconfiguration agent through [`NodeState::follow_role`].
+    role_site: AtomicU32,
+    /// Whether the sidecar has applied that role (`ROLE_APPLIED == epoch`).
+    role_applied: AtomicBool,
 }
+
+/// `role_site` value of a node whose role word was never seen.
+const ROLE_STATIC: u32 = u32::MAX;
+/// `role_site` value of a node whose role word puts it in the idle pool.
+const ROLE_IDLE: u32 = u32::MAX - 1;
 
 impl Shared {
     fn new(t: Thresholds) -> Self {
@@ -160,6 +174,8 @@ impl Shared {
             fall: AtomicU32::new(t.fall),
             passive_failures: AtomicU32::new(t.passive_failures),
             machine: Mutex::new(Machine::default()),
+            role_site: AtomicU32::new(ROLE_STATIC),
+            role_applied: AtomicBool::new(true),
         }
     }
 
@@ -308,6 +324,65 @@ impl NodeState {
     /// Whether the node may receive traffic.
     pub fn is_up(&self) -> bool {
         self.shared.up.load(Ordering::Relaxed)
+    }
+
+    /// The site this node is assigned to now: the site of its role word once
+    /// the reconfiguration agent has read one, else its configured site.
+    /// Health checks use this site's path and Host.
+    pub fn assigned_site(&self) -> Option<usize> {
+        match self.shared.role_site.load(Ordering::Acquire) {
+            ROLE_STATIC => self.site,
+            ROLE_IDLE => None,
+            s => Some(s as usize),
+        }
+    }
+
+    /// Whether the sidecar has applied the node's role (always true for a
+    /// node without a role word).
+    pub fn role_applied(&self) -> bool {
+        self.shared.role_applied.load(Ordering::Acquire)
+    }
+
+    /// Whether the node may take new requests of `site` (health aside): it
+    /// is assigned to `site` and its role is applied (role contract: role.site
+    /// == S and ROLE_APPLIED == epoch).
+    pub fn serves(&self, site: usize) -> bool {
+        self.assigned_site() == Some(site) && self.role_applied()
+    }
+
+    /// Follows the node's role word, as read by the reconfiguration agent:
+    /// assigned to `site` (`None` = idle pool), `applied` when
+    /// `ROLE_APPLIED == epoch`. A change of site takes the node down at once
+    /// (the old site gets no new requests; in-flight ones finish) and it
+    /// comes back only after `rise` passed checks of the new site made once
+    /// the role is applied. Returns whether routing changed.
+    pub fn follow_role(&self, site: Option<usize>, applied: bool) -> bool {
+        let s = &*self.shared;
+        let before = (self.assigned_site(), self.role_applied());
+        let raw = site.map_or(ROLE_IDLE, |i| u32::try_from(i).unwrap_or(ROLE_IDLE));
+        let mut m = s.machine();
+        s.role_site.store(raw, Ordering::Release);
+        s.role_applied.store(applied, Ordering::Release);
+        let after = (self.assigned_site(), applied);
+        if before == after {
+            return false;
+        }
+        if before.0 != after.0 {
+            s.up.store(false, Ordering::Relaxed);
+            m.down_reason = Some(DownReason::Role);
+            m.consecutive_ok = 0;
+            m.last_change_unix = now_unix();
+        }
+        bump_epoch();
+        drop(m);
+        self.publish_up();
+        tracing::info!(
+            node = %self.name,
+            site = ?after.0,
+            applied,
+            "node follows its role word"
+        );
+        true
     }
 
     /// Thresholds in force.
