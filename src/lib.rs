@@ -11,6 +11,7 @@
 pub mod balance;
 pub mod config;
 pub mod proxy;
+pub mod reconfig;
 pub mod sidecar;
 pub mod util;
 pub mod window;

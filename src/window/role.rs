@@ -329,7 +329,11 @@ impl RoleStatus {
 
 impl fmt::Display for RoleStatus {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} epoch {} serving {}", self.code, self.epoch, self.serving)
+        write!(
+            f,
+            "{} epoch {} serving {}",
+            self.code, self.epoch, self.serving
+        )
     }
 }
 
@@ -535,7 +539,14 @@ mod tests {
             .collect();
         assert_eq!(
             names,
-            ["ok", "applying", "render_failed", "reload_failed", "verify_failed", "no_template"]
+            [
+                "ok",
+                "applying",
+                "render_failed",
+                "reload_failed",
+                "verify_failed",
+                "no_template"
+            ]
         );
     }
 

@@ -1,0 +1,318 @@
+//! The remote-atomic steps of a claim (seed 001 section 3.2, two-level
+//! locking with dual update counters), each one operation on a window:
+//!
+//! 1. [`try_lock`]: CAS the site's lock word on the lock home from free (or
+//!    from a lease that ran out more than the skew allowance ago) to
+//!    (owner, deadline);
+//! 2. [`claim`]: CAS the node's role word from the value read to
+//!    `RoleWord::next(site, SWITCHING)`; a lost CAS means the view was stale;
+//! 3. [`write_claim_record`]: the informational claim record;
+//! 4. [`bump_counter`]: FAA a site's update counter on a proxy window;
+//! 5. [`unlock`]: CAS the lock word from our value back to free.
+//!
+//! Every function returns what happened; policy (retry or not, metrics)
+//! belongs to the agent.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::window::layout::{site_lock_word, update_counter_word, word};
+use crate::window::role::ControlWordError;
+use crate::window::{RemoteWindow, RoleWord, SiteLock, WindowError};
+
+/// Why a protocol step failed (as opposed to losing a race, which is an
+/// ordinary outcome).
+#[derive(Debug, thiserror::Error)]
+pub enum ProtocolError {
+    /// The window operation failed.
+    #[error("{step} on {peer}: {source}")]
+    Window {
+        /// Which step.
+        step: &'static str,
+        /// The window's peer name.
+        peer: String,
+        /// Transport error.
+        #[source]
+        source: WindowError,
+    },
+    /// A site index past the 64 site slots of a window.
+    #[error("site index {0} has no lock or counter word (at most 64 sites)")]
+    NoSuchSite(usize),
+    /// The lock word holds something no proxy writes.
+    #[error("site lock word of site {site}: {source}")]
+    BadLock {
+        /// Site index.
+        site: usize,
+        /// Why it does not decode.
+        #[source]
+        source: ControlWordError,
+    },
+}
+
+fn werr(step: &'static str, w: &dyn RemoteWindow) -> impl FnOnce(WindowError) -> ProtocolError {
+    let peer = w.peer().to_string();
+    move |source| ProtocolError::Window { step, peer, source }
+}
+
+/// Current wall-clock time in unix milliseconds (lease deadlines are wall
+/// time so that every proxy can judge them; `lock_skew` covers the clocks'
+/// disagreement).
+pub fn unix_now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis().min(u128::from(u64::MAX)) as u64)
+}
+
+/// A site lock this proxy holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeldLock {
+    /// Site index.
+    pub site: usize,
+    /// The raw lock word we installed (what [`unlock`] CASes from).
+    pub raw: u64,
+    /// Lease deadline, unix ms.
+    pub deadline_ms: u64,
+}
+
+/// Outcome of [`try_lock`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockAttempt {
+    /// The lock was free and is ours.
+    Acquired(HeldLock),
+    /// The holder's lease ran out (plus skew): we took it over.
+    Stolen {
+        /// The lock, ours now.
+        held: HeldLock,
+        /// The proxy that held it.
+        from: u16,
+    },
+    /// Someone holds it (or won the race for it).
+    Busy {
+        /// The holder as last read (0 when it changed under us).
+        owner: u16,
+    },
+}
+
+/// Tries once to take site `site`'s lock on the lock home `home` as proxy
+/// `me` for `lease`. Never waits and never retries: a busy lock means
+/// another proxy is acting for the site this round.
+pub async fn try_lock(
+    home: &dyn RemoteWindow,
+    site: usize,
+    me: u16,
+    lease: Duration,
+    skew: Duration,
+) -> Result<LockAttempt, ProtocolError> {
+    let w = site_lock_word(site).ok_or(ProtocolError::NoSuchSite(site))?;
+    let raw = home
+        .read_word(w)
+        .await
+        .map_err(werr("reading site lock", home))?;
+    let current =
+        SiteLock::decode(raw).map_err(|source| ProtocolError::BadLock { site, source })?;
+    let now = unix_now_ms();
+    let stolen_from = match current {
+        SiteLock::Free => None,
+        // A lock in our name that we do not hold in memory was left by an
+        // earlier run of this proxy id; its lease rules it like any other.
+        SiteLock::Held { owner, .. } if current.is_expired(now, skew.as_millis() as u64) => {
+            Some(owner)
+        }
+        SiteLock::Held { owner, .. } => return Ok(LockAttempt::Busy { owner }),
+    };
+    let deadline_ms = now.saturating_add(lease.as_millis() as u64);
+    let mine = SiteLock::held(me, deadline_ms)
+        .map_err(|source| ProtocolError::BadLock { site, source })?;
+    let new = mine.encode();
+    let old = home
+        .compare_swap(w, raw, new)
+        .await
+        .map_err(werr("CAS of site lock", home))?;
+    if old != raw {
+        return Ok(LockAttempt::Busy {
+            owner: SiteLock::decode(old)
+                .ok()
+                .and_then(SiteLock::owner)
+                .unwrap_or(0),
+        });
+    }
+    let held = HeldLock {
+        site,
+        raw: new,
+        deadline_ms,
+    };
+    Ok(match stolen_from {
+        None => LockAttempt::Acquired(held),
+        Some(from) => LockAttempt::Stolen { held, from },
+    })
+}
+
+/// Releases a lock taken by [`try_lock`]. Returns false when the word no
+/// longer holds our value (our lease ran out and another proxy took it).
+pub async fn unlock(home: &dyn RemoteWindow, held: HeldLock) -> Result<bool, ProtocolError> {
+    let w = site_lock_word(held.site).ok_or(ProtocolError::NoSuchSite(held.site))?;
+    let old = home
+        .compare_swap(w, held.raw, 0)
+        .await
+        .map_err(werr("CAS releasing site lock", home))?;
+    Ok(old == held.raw)
+}
+
+/// CASes node window `w`'s role word from `observed` (the raw value read)
+/// to `new`. Returns whether it swapped; false means another proxy changed
+/// the word since it was read.
+pub async fn claim(
+    w: &dyn RemoteWindow,
+    observed: u64,
+    new: RoleWord,
+) -> Result<bool, ProtocolError> {
+    let old = w
+        .compare_swap(word::ROLE, observed, new.encode())
+        .await
+        .map_err(werr("CAS of role word", w))?;
+    Ok(old == observed)
+}
+
+/// Writes the claim record (proxy, time, epoch), each word by CAS from the
+/// value read. Informational (`/status`): a lost race here changes nothing.
+pub async fn write_claim_record(
+    w: &dyn RemoteWindow,
+    proxy: u16,
+    epoch: u64,
+) -> Result<(), ProtocolError> {
+    for (wd, value) in [
+        (word::CLAIM_PROXY, u64::from(proxy)),
+        (word::CLAIM_TIME, unix_now_ms()),
+        (word::CLAIM_EPOCH, epoch),
+    ] {
+        let old = w
+            .read_word(wd)
+            .await
+            .map_err(werr("reading claim record", w))?;
+        w.compare_swap(wd, old, value)
+            .await
+            .map_err(werr("CAS of claim record", w))?;
+    }
+    Ok(())
+}
+
+/// Fetch-and-adds one to site `site`'s update counter on proxy window `w`;
+/// returns the counter's new value.
+pub async fn bump_counter(w: &dyn RemoteWindow, site: usize) -> Result<u64, ProtocolError> {
+    let wd = update_counter_word(site).ok_or(ProtocolError::NoSuchSite(site))?;
+    let old = w
+        .fetch_add(wd, 1)
+        .await
+        .map_err(werr("FAA of update counter", w))?;
+    Ok(old.wrapping_add(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::reconfig::windows::LocalWindow;
+    use crate::window::{RoleState, SiteSlot, WindowMemory};
+
+    fn window() -> LocalWindow {
+        LocalWindow::new(Arc::new(WindowMemory::anonymous(1, 0).unwrap()))
+    }
+
+    #[tokio::test]
+    async fn lock_is_exclusive_until_released() {
+        let home = window();
+        let lease = Duration::from_secs(60);
+        let LockAttempt::Acquired(held) =
+            try_lock(&home, 3, 1, lease, Duration::ZERO).await.unwrap()
+        else {
+            panic!("free lock not acquired")
+        };
+        assert_eq!(
+            try_lock(&home, 3, 2, lease, Duration::ZERO).await.unwrap(),
+            LockAttempt::Busy { owner: 1 }
+        );
+        // Another site's lock is independent.
+        assert!(matches!(
+            try_lock(&home, 4, 2, lease, Duration::ZERO).await.unwrap(),
+            LockAttempt::Acquired(_)
+        ));
+        assert!(unlock(&home, held).await.unwrap());
+        assert!(
+            !unlock(&home, held).await.unwrap(),
+            "double release is refused"
+        );
+        assert!(matches!(
+            try_lock(&home, 3, 2, lease, Duration::ZERO).await.unwrap(),
+            LockAttempt::Acquired(_)
+        ));
+    }
+
+    #[tokio::test]
+    async fn an_expired_lease_is_stolen_only_after_the_skew() {
+        let home = window();
+        let w = site_lock_word(0).unwrap();
+        let deadline = unix_now_ms() - 1_000;
+        let dead = SiteLock::held(7, deadline).unwrap().encode();
+        home.compare_swap(w, 0, dead).await.unwrap();
+        // Lease ran out 1 s ago; a 1 h skew allowance still protects it.
+        assert_eq!(
+            try_lock(
+                &home,
+                0,
+                2,
+                Duration::from_secs(1),
+                Duration::from_secs(3600)
+            )
+            .await
+            .unwrap(),
+            LockAttempt::Busy { owner: 7 }
+        );
+        let LockAttempt::Stolen { held, from } = try_lock(
+            &home,
+            0,
+            2,
+            Duration::from_secs(1),
+            Duration::from_millis(10),
+        )
+        .await
+        .unwrap() else {
+            panic!("expired lock not stolen")
+        };
+        assert_eq!(from, 7);
+        // The robbed holder's release must not free the thief's lock.
+        let stale = HeldLock {
+            site: 0,
+            raw: dead,
+            deadline_ms: deadline,
+        };
+        assert!(!unlock(&home, stale).await.unwrap());
+        assert!(unlock(&home, held).await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn claim_cas_fails_on_a_stale_view() {
+        let node = window();
+        let start = RoleWord {
+            site: SiteSlot::Site(0),
+            state: RoleState::Active,
+            epoch: 1,
+        };
+        node.compare_swap(word::ROLE, 0, start.encode())
+            .await
+            .unwrap();
+        let to_blog = start.next(SiteSlot::Site(1), RoleState::Switching);
+        let to_news = start.next(SiteSlot::Site(2), RoleState::Switching);
+        assert!(claim(&node, start.encode(), to_blog).await.unwrap());
+        assert!(!claim(&node, start.encode(), to_news).await.unwrap());
+        assert_eq!(node.read_word(word::ROLE).await.unwrap(), to_blog.encode());
+        write_claim_record(&node, 3, to_blog.epoch).await.unwrap();
+        assert_eq!(node.read_word(word::CLAIM_PROXY).await.unwrap(), 3);
+        assert_eq!(node.read_word(word::CLAIM_EPOCH).await.unwrap(), 2);
+        assert_eq!(bump_counter(&node, 5).await.unwrap(), 1);
+        assert_eq!(bump_counter(&node, 5).await.unwrap(), 2);
+        assert!(matches!(
+            bump_counter(&node, 64).await,
+            Err(ProtocolError::NoSuchSite(64))
+        ));
+    }
+}

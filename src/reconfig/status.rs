@@ -1,0 +1,139 @@
+//! What the agent reports: counters (also exported as Prometheus metrics)
+//! and the `/status` document of roles, site loads and update counters.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde::Serialize;
+
+use super::view::{Effective, Freshness};
+
+/// Counter `rdmalb_reconfig_claims_total{site,by}`: role words this proxy
+/// CASed to a new site (`by` = agent or admin).
+pub const CLAIMS: &str = "rdmalb_reconfig_claims_total";
+/// Counter `rdmalb_reconfig_lost_cas_total`: claim or rollback CASes lost
+/// to another proxy (a stale view; never retried blindly).
+pub const LOST_CAS: &str = "rdmalb_reconfig_lost_cas_total";
+/// Counter `rdmalb_reconfig_skipped_rounds_total{site}`: hot rounds skipped
+/// because the site's shared update counter moved (another proxy acted).
+pub const SKIPPED: &str = "rdmalb_reconfig_skipped_rounds_total";
+/// Counter `rdmalb_reconfig_lock_busy_total{site}`: site lock held by another
+/// proxy.
+pub const LOCK_BUSY: &str = "rdmalb_reconfig_lock_busy_total";
+/// Counter `rdmalb_reconfig_lock_steals_total{site}`: expired site locks
+/// taken over (their holder died or stalled past lease + skew).
+pub const LOCK_STEALS: &str = "rdmalb_reconfig_lock_steals_total";
+/// Counter `rdmalb_reconfig_rollbacks_total`: FAILED nodes sent back to the
+/// site they really serve.
+pub const ROLLBACKS: &str = "rdmalb_reconfig_rollbacks_total";
+/// Counter `rdmalb_reconfig_errors_total{step}`: window operations that
+/// failed (unreachable lock home, peer or node).
+pub const ERRORS: &str = "rdmalb_reconfig_errors_total";
+/// Gauge `rdmalb_reconfig_nodes{state}`: nodes by effective state.
+pub const NODES: &str = "rdmalb_reconfig_nodes";
+
+/// The agent's running totals, for `/status` (Prometheus has the same).
+#[derive(Debug, Default)]
+pub struct Counters {
+    pub rounds: AtomicU64,
+    pub claims: AtomicU64,
+    pub lost_cas: AtomicU64,
+    pub skipped_rounds: AtomicU64,
+    pub lock_busy: AtomicU64,
+    pub lock_steals: AtomicU64,
+    pub rollbacks: AtomicU64,
+    pub errors: AtomicU64,
+}
+
+impl Counters {
+    pub(crate) fn bump(c: &AtomicU64) {
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Point-in-time copy.
+    pub fn snapshot(&self) -> CountersSnapshot {
+        let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        CountersSnapshot {
+            rounds: g(&self.rounds),
+            claims: g(&self.claims),
+            lost_cas: g(&self.lost_cas),
+            skipped_rounds: g(&self.skipped_rounds),
+            lock_busy: g(&self.lock_busy),
+            lock_steals: g(&self.lock_steals),
+            rollbacks: g(&self.rollbacks),
+            errors: g(&self.errors),
+        }
+    }
+}
+
+/// [`Counters`] as plain numbers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct CountersSnapshot {
+    pub rounds: u64,
+    pub claims: u64,
+    pub lost_cas: u64,
+    pub skipped_rounds: u64,
+    pub lock_busy: u64,
+    pub lock_steals: u64,
+    pub rollbacks: u64,
+    pub errors: u64,
+}
+
+/// The agent's part of `/status`.
+#[derive(Debug, Clone, Serialize)]
+pub struct AgentStatus {
+    pub mode: &'static str,
+    pub proxy_id: u16,
+    pub lock_home: u16,
+    pub sensitivity_ms: u64,
+    pub history_ms: u64,
+    pub counters: CountersSnapshot,
+    pub sites: Vec<SiteRole>,
+    pub nodes: Vec<NodeRole>,
+}
+
+/// One site as the agent last saw it.
+#[derive(Debug, Clone, Serialize)]
+pub struct SiteRole {
+    pub name: String,
+    /// Mean load of its ACTIVE live nodes (None: no such node).
+    pub load: Option<f64>,
+    /// Milliseconds the site has been above the high watermark (None: not).
+    pub above_high_ms: Option<u64>,
+    /// This proxy's local copy of the site's update counter.
+    pub local_counter: u64,
+    /// This proxy's shared counter word for the site.
+    pub shared_counter: u64,
+}
+
+/// One node's role as the agent last saw it.
+#[derive(Debug, Clone, Serialize)]
+pub struct NodeRole {
+    pub name: String,
+    /// Whether the node has a window (else it keeps its configured site).
+    pub window: bool,
+    /// Why the node could not be read this round.
+    pub error: Option<String>,
+    /// Site of the role word (name, or "idle").
+    pub site: Option<String>,
+    /// Role word state (unset, active, switching, failed, draining).
+    pub state: Option<&'static str>,
+    pub epoch: Option<u64>,
+    /// `ROLE_APPLIED`.
+    pub applied: Option<u64>,
+    /// Effective state per the role contract.
+    pub effective: Option<Effective>,
+    /// `ROLE_STATUS`: code, epoch, serving site.
+    pub status: Option<RoleStatusView>,
+    pub freshness: Option<Freshness>,
+    pub load: Option<f64>,
+    /// Whether the node is cooling down after a move.
+    pub cooling: bool,
+}
+
+/// A decoded `ROLE_STATUS` for `/status`.
+#[derive(Debug, Clone, Serialize)]
+pub struct RoleStatusView {
+    pub code: &'static str,
+    pub epoch: u64,
+    pub serving: String,
+}
