@@ -1,5 +1,7 @@
-//! The admin listener: `GET /metrics` (Prometheus text exposition) and
-//! `GET /status` (JSON: proxy, sites, nodes with health and in-flight).
+//! The admin listener: `GET /metrics` (Prometheus text exposition),
+//! `GET /status` (JSON: proxy, sites, nodes with health and in-flight, and
+//! the reconfiguration agent's roles and counters) and
+//! `POST /reconfig/move` ([`reconfig`]).
 //! Format documented in `docs/operations.md`.
 //!
 //! A small HTTP/1.1 server, separate from the data path and meant for a
@@ -26,6 +28,9 @@ use tokio::sync::{watch, Semaphore};
 
 use crate::balance::{Backends, HealthSnapshot};
 use crate::config::{Config, HostPattern};
+use crate::reconfig::{Agent, AgentStatus};
+
+pub mod reconfig;
 
 /// Most admin connections served at once; more wait in the accept queue.
 const MAX_CONNECTIONS: usize = 64;
@@ -40,6 +45,8 @@ pub struct AdminState {
     pub metrics: PrometheusHandle,
     /// Process start, for `/status` uptime.
     pub started_at: SystemTime,
+    /// The reconfiguration agent, when the proxy runs one.
+    pub reconfig: Option<Arc<Agent>>,
 }
 
 impl AdminState {
@@ -53,7 +60,14 @@ impl AdminState {
             backends,
             metrics,
             started_at: SystemTime::now(),
+            reconfig: None,
         }
+    }
+
+    /// Adds the reconfiguration agent (roles in `/status`, admin moves).
+    pub fn with_reconfig(mut self, agent: Arc<Agent>) -> Self {
+        self.reconfig = Some(agent);
+        self
     }
 }
 
@@ -78,6 +92,10 @@ pub struct Status {
     pub balance: &'static str,
     pub sites: Vec<SiteStatus>,
     pub nodes: Vec<NodeStatus>,
+    /// Roles, site loads, update counters and agent counters (absent when
+    /// the proxy runs no agent).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reconfig: Option<AgentStatus>,
 }
 
 #[derive(Debug, Serialize)]
@@ -178,6 +196,7 @@ pub fn status(state: &AdminState) -> Status {
         balance: backends.balance(),
         sites,
         nodes,
+        reconfig: state.reconfig.as_ref().map(|a| a.status()),
     }
 }
 
@@ -197,7 +216,7 @@ pub fn handle<B>(state: &AdminState, req: &Request<B>) -> Response<Full<Bytes>> 
     if path != "/metrics" && path != "/status" {
         return text(
             StatusCode::NOT_FOUND,
-            "not found (try /metrics or /status)\n",
+            "not found (try /metrics, /status or POST /reconfig/move)\n",
         );
     }
     if req.method() != Method::GET && req.method() != Method::HEAD {
@@ -282,8 +301,15 @@ pub async fn serve(listener: TcpListener, state: AdminState, mut shutdown: watch
         tokio::spawn(async move {
             let _permit = permit;
             let svc = service_fn(move |req: Request<Incoming>| {
-                let resp = handle(&state, &req);
-                async move { Ok::<_, Infallible>(resp) }
+                let state = state.clone();
+                async move {
+                    let resp = if req.uri().path() == reconfig::MOVE_PATH {
+                        reconfig::move_node(&state, &req).await
+                    } else {
+                        handle(&state, &req)
+                    };
+                    Ok::<_, Infallible>(resp)
+                }
             });
             let conn = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())

@@ -1,0 +1,107 @@
+//! The agent's report: what the last round saw, for `/status` and the
+//! `rdmalb_reconfig_nodes` gauge.
+
+use tokio::time::Instant;
+
+use super::{shared_counter, Agent, Work};
+use crate::reconfig::status::{self, AgentStatus, NodeRole, RoleStatusView, SiteRole};
+use crate::reconfig::view::{Effective, NodeView, ViewError};
+
+impl Agent {
+    pub(super) fn show(
+        &self,
+        work: &Work,
+        views: &[Result<NodeView, ViewError>],
+        loads: &[Option<f64>],
+        now: Instant,
+    ) {
+        let sites = self
+            .settings
+            .sites
+            .iter()
+            .enumerate()
+            .map(|(s, (name, _))| SiteRole {
+                name: name.clone(),
+                load: loads[s],
+                above_high_ms: work
+                    .hot
+                    .hot_since(s)
+                    .map(|t| now.saturating_duration_since(t).as_millis() as u64),
+                local_counter: work.local[s],
+                shared_counter: shared_counter(&self.own, s),
+            })
+            .collect();
+        let mut by_state = [0u32; 4];
+        let nodes = views
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let (name, window, _) = &self.settings.nodes[i];
+                let mut role = NodeRole {
+                    name: name.clone(),
+                    window: *window,
+                    error: None,
+                    site: None,
+                    state: None,
+                    epoch: None,
+                    applied: None,
+                    effective: None,
+                    status: None,
+                    freshness: None,
+                    load: None,
+                    cooling: self.cooling(work, i, now),
+                };
+                match r {
+                    Err(e) if *window => role.error = Some(e.to_string()),
+                    Err(_) => {}
+                    Ok(v) => {
+                        by_state[v.effective() as usize] += 1;
+                        role.site = Some(self.settings.site_name(v.role.site));
+                        role.state = Some(v.role.state.as_str());
+                        role.epoch = Some(v.role.epoch);
+                        role.applied = Some(v.applied);
+                        role.effective = Some(v.effective());
+                        role.status = v.status.map(|s| RoleStatusView {
+                            code: s.code.as_str(),
+                            epoch: s.epoch,
+                            serving: self.settings.site_name(s.serving),
+                        });
+                        role.freshness = Some(v.freshness);
+                        role.load = v.load;
+                    }
+                }
+                role
+            })
+            .collect();
+        for (e, n) in [
+            Effective::Unset,
+            Effective::Active,
+            Effective::Switching,
+            Effective::Failed,
+        ]
+        .iter()
+        .zip(by_state)
+        {
+            metrics::gauge!(status::NODES, "state" => e.as_str()).set(f64::from(n));
+        }
+        if let Ok(mut g) = self.shown.lock() {
+            *g = (sites, nodes);
+        }
+    }
+
+    /// The agent's part of `/status`, as of the last round.
+    pub fn status(&self) -> AgentStatus {
+        let (sites, nodes) = self.shown.lock().map(|g| g.clone()).unwrap_or_default();
+        let r = &self.settings.reconfig;
+        AgentStatus {
+            mode: r.mode.as_str(),
+            proxy_id: self.settings.proxy_id,
+            lock_home: r.lock_home,
+            sensitivity_ms: r.sensitivity.as_millis() as u64,
+            history_ms: r.history.as_millis() as u64,
+            counters: self.counters.snapshot(),
+            sites,
+            nodes,
+        }
+    }
+}
