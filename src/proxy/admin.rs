@@ -24,7 +24,9 @@ use serde::Serialize;
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 
-use crate::balance::{Backends, HealthSnapshot};
+use crate::balance::{Backends, HealthSnapshot, NodeWindows};
+
+pub use crate::balance::windows::LoadStatus;
 use crate::config::{Config, HostPattern};
 
 /// Most admin connections served at once; more wait in the accept queue.
@@ -40,6 +42,8 @@ pub struct AdminState {
     pub metrics: PrometheusHandle,
     /// Process start, for `/status` uptime.
     pub started_at: SystemTime,
+    /// The nodes' window connections (last load read and index per node).
+    pub windows: Option<Arc<NodeWindows>>,
 }
 
 impl AdminState {
@@ -53,7 +57,14 @@ impl AdminState {
             backends,
             metrics,
             started_at: SystemTime::now(),
+            windows: None,
         }
+    }
+
+    /// Shows each node's window connection and last load read in /status.
+    pub fn with_windows(mut self, windows: Arc<NodeWindows>) -> Self {
+        self.windows = Some(windows);
+        self
     }
 }
 
@@ -108,6 +119,8 @@ pub struct NodeStatus {
     pub state: &'static str,
     pub inflight: usize,
     pub health: HealthSnapshot,
+    /// The node's window and its last load read (`null` without a window).
+    pub load: Option<LoadStatus>,
 }
 
 fn unix_secs(t: SystemTime) -> u64 {
@@ -163,6 +176,12 @@ pub fn status(state: &AdminState) -> Status {
                 state: if health.up { "up" } else { "down" },
                 inflight: n.inflight(),
                 health,
+                load: state
+                    .windows
+                    .as_ref()
+                    .and_then(|w| w.node(n.index))
+                    .filter(|w| w.node == n.name)
+                    .map(|w| w.status()),
             }
         })
         .collect();
