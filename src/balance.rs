@@ -8,18 +8,26 @@
 //! - [`Backends`] (in `backends`): the immutable per-snapshot view (nodes per
 //!   site + selector) the data path picks from, swapped with `ArcSwap` on
 //!   reload;
-//! - [`health`]: the active checker, one background loop per node.
+//! - [`health`]: the active checker, one background loop per node;
+//! - [`windows`]: [`NodeWindows`], the connections to the nodes' windows
+//!   (reconnecting, interval reads) the load-aware policy reads;
+//! - [`load`]: the load index of `weighted-least-load`.
 //!
 //! Depends on `config` only; the data path (`proxy`) depends on this, never
 //! the other way round.
 
 mod backends;
 pub mod health;
+mod least_load;
+pub mod load;
 mod node;
 mod selector;
+pub mod windows;
 
 pub use backends::{Backends, NoNode, PickError, SiteBackends};
+pub use least_load::WeightedLeastLoad;
 pub use node::{DownReason, HealthSnapshot, NodeState, Outcome, Pick, Thresholds, Transition};
 pub use selector::{
     from_config as selector_from_config, LeastConn, RandomTwo, RoundRobin, Selector,
 };
+pub use windows::NodeWindows;

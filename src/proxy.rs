@@ -39,7 +39,7 @@ use tokio::sync::{mpsc, watch};
 
 pub use error::{ErrorKind, ErrorSource, ProxyError, RetryType};
 
-use crate::balance::Backends;
+use crate::balance::{Backends, NodeWindows};
 use crate::config::{self, Config};
 use access_log::AccessLogger;
 use state::{Runtime, Snapshot};
@@ -52,7 +52,11 @@ pub async fn run(config: Config) -> Result<(), ProxyError> {
     // Before any handle is registered (the snapshot caches its handles).
     let prometheus = metrics::install();
     let config = Arc::new(config);
-    let backends = Arc::new(Backends::build(&config, None));
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    // A verbs node on a host without an RDMA device stops start-up here,
+    // with a message naming the alternatives.
+    let windows = NodeWindows::start(&config, shutdown_rx.clone()).await?;
+    let backends = Arc::new(Backends::build_with_windows(&config, None, &windows));
     let access = AccessLogger::start(&config.global.access_log)?;
     let snapshot = Snapshot::build(Arc::clone(&config), Arc::clone(&backends), None);
     let runtime = Arc::new(Runtime {
@@ -60,6 +64,7 @@ pub async fn run(config: Config) -> Result<(), ProxyError> {
         config: Arc::new(ArcSwap::new(Arc::clone(&config))),
         backends: Arc::new(ArcSwap::new(backends)),
         access,
+        windows: Arc::clone(&windows),
     });
 
     // Bind everything first: a bad address or certificate stops start-up.
@@ -78,7 +83,6 @@ pub async fn run(config: Config) -> Result<(), ProxyError> {
     let mut int = signal(SignalKind::interrupt()).map_err(signal_err("SIGINT"))?;
     let mut hup = signal(SignalKind::hangup()).map_err(signal_err("SIGHUP"))?;
 
-    let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let (drain_tx, mut drain_rx) = mpsc::channel::<()>(1);
     let health =
         crate::balance::health::spawn_checks(Arc::clone(&runtime.backends), shutdown_rx.clone());
@@ -87,7 +91,8 @@ pub async fn run(config: Config) -> Result<(), ProxyError> {
             Arc::clone(&runtime.config),
             Arc::clone(&runtime.backends),
             prometheus,
-        );
+        )
+        .with_windows(Arc::clone(&windows));
         tokio::spawn(admin::serve(l, state, shutdown_rx.clone()));
     }
     let listeners: Vec<Arc<listener::Shared>> = bound
@@ -180,7 +185,18 @@ pub async fn reload(runtime: &Runtime) -> bool {
         }
     };
     warn_restart_only(&old.config, &new);
-    let backends = Arc::new(Backends::build(&new, Some(&old.backends)));
+    // Node windows first: a verbs node without an RDMA device or an
+    // unusable PSK rejects the reload before anything changes.
+    if let Err(e) = runtime.windows.reconfigure(&new).await {
+        tracing::error!(error = %e, "reload rejected; still serving the previous configuration");
+        ::metrics::counter!("rdmalb_config_reloads_total", "result" => "failed").increment(1);
+        return false;
+    }
+    let backends = Arc::new(Backends::build_with_windows(
+        &new,
+        Some(&old.backends),
+        &runtime.windows,
+    ));
     let snapshot = Snapshot::build(Arc::new(new), backends, Some(&old));
     tracing::info!(
         sites = snapshot.config.sites.len(),

@@ -36,8 +36,8 @@ pub use layout::site_table_hash;
 pub use memory::WindowMemory;
 pub use role::{RoleState, RoleStatus, RoleStatusCode, RoleWord, SiteLock, SiteSlot};
 pub use seqlock::{
-    decode_block, publish, read_load, LoadBlock, LoadRead, LoadSample, ReadPolicy, Torn,
-    UnknownReason,
+    decode_block, publish, read_consistent, read_load, LoadBlock, LoadRead, LoadSample, ReadPolicy,
+    Torn, UnknownReason,
 };
 pub use shm::ShmWindow;
 pub use tcp::{Psk, TcpServerHandle, TcpWindow};

@@ -18,7 +18,7 @@ use arc_swap::ArcSwap;
 
 use super::node::{Slots, Thresholds, HEALTH_EPOCH};
 use super::selector::{self, Selector};
-use super::{NodeState, Pick};
+use super::{NodeState, NodeWindows, Pick, WeightedLeastLoad};
 use crate::config::{Config, HealthCheck, HostPattern};
 
 /// Why no node could be picked for a site.
@@ -143,7 +143,18 @@ impl Backends {
     /// setting names, reusing the runtime state of `previous` for nodes
     /// whose (name, address) are unchanged.
     pub fn build(config: &Config, previous: Option<&Backends>) -> Backends {
-        let selector = selector::from_config(config.global.balance, config.sites.len());
+        Self::build_with_windows(config, previous, &NodeWindows::none())
+    }
+
+    /// Like [`build`](Self::build); the `weighted-least-load` policy reads
+    /// node loads through `windows` (with [`build`](Self::build) it has no
+    /// windows and scores every node from its in-flight count).
+    pub fn build_with_windows(
+        config: &Config,
+        previous: Option<&Backends>,
+        windows: &Arc<NodeWindows>,
+    ) -> Backends {
+        let selector = selector::from_config(config, windows);
         Self::with_selector(config, previous, selector)
     }
 
@@ -293,9 +304,17 @@ impl Backends {
     /// every usable node is at the limit the request waits (FIFO-ish, woken
     /// by released slots) up to `timeouts.queue`, then gets
     /// [`PickError::QueueTimeout`]. With no limit configured this is `pick`.
+    ///
+    /// This is the request path's pick: with the `weighted-least-load`
+    /// policy it reads the candidates' windows (asynchronously, bounded by
+    /// `routing.read_deadline`); the other policies decide synchronously
+    /// exactly as [`pick`](Self::pick).
     pub async fn pick_queued(&self, site: usize, exclude: &[usize]) -> Result<Pick, PickError> {
         if self.max_inflight == 0 {
-            return Ok(self.pick(site, exclude)?);
+            return match self.selector.load_aware() {
+                None => Ok(self.pick(site, exclude)?),
+                Some(policy) => Ok(self.pick_loaded(policy, site, exclude).await?),
+            };
         }
         let Some(slots) = self.sites.get(site).map(|s| &s.slots) else {
             return Err(NoNode::Empty.into());
@@ -309,7 +328,7 @@ impl Backends {
             let notified = slots.freed.notified();
             let mut notified = std::pin::pin!(notified);
             notified.as_mut().enable();
-            match self.try_limited(site, exclude) {
+            match self.try_limited(site, exclude).await {
                 Limited::Got(p) => return Ok(p),
                 Limited::None(no) => return Err(no.into()),
                 Limited::Full => {}
@@ -323,8 +342,43 @@ impl Backends {
         }
     }
 
-    /// One attempt under the in-flight limit, never waiting.
-    fn try_limited(&self, site: usize, exclude: &[usize]) -> Limited {
+    /// [`pick`](Self::pick) for the load-aware policy: same candidates,
+    /// asynchronous choice.
+    async fn pick_loaded(
+        &self,
+        policy: &WeightedLeastLoad,
+        site: usize,
+        exclude: &[usize],
+    ) -> Result<Pick, NoNode> {
+        let Some(sb) = self.sites.get(site).filter(|s| !s.nodes.is_empty()) else {
+            return Err(NoNode::Empty);
+        };
+        let up = sb.up_list();
+        if up.nodes.is_empty() {
+            return Err(NoNode::AllDown);
+        }
+        let chosen = if exclude.is_empty() || !up.nodes.iter().any(|n| exclude.contains(&n.index)) {
+            policy.select_loaded(site, &up.nodes).await
+        } else {
+            let candidates: Vec<Arc<NodeState>> = up
+                .nodes
+                .iter()
+                .filter(|n| !exclude.contains(&n.index))
+                .cloned()
+                .collect();
+            if candidates.is_empty() {
+                return Err(NoNode::Exhausted);
+            }
+            policy.select_loaded(site, &candidates).await
+        };
+        let node = chosen.ok_or(NoNode::AllDown)?;
+        node.inflight_inc();
+        Ok(Pick::taken(node))
+    }
+
+    /// One attempt under the in-flight limit, never queueing (the
+    /// load-aware policy may await its window reads).
+    async fn try_limited(&self, site: usize, exclude: &[usize]) -> Limited {
         let Some(sb) = self.sites.get(site).filter(|s| !s.nodes.is_empty()) else {
             return Limited::None(NoNode::Empty);
         };
@@ -343,7 +397,11 @@ impl Backends {
                     Limited::Full
                 };
             }
-            let Some(node) = self.selector.select(site, &candidates) else {
+            let chosen = match self.selector.load_aware() {
+                None => self.selector.select(site, &candidates),
+                Some(policy) => policy.select_loaded(site, &candidates).await,
+            };
+            let Some(node) = chosen else {
                 return Limited::None(NoNode::AllDown);
             };
             // Another request may have taken the last slot since the filter.

@@ -17,8 +17,9 @@ use std::sync::Arc;
 
 use rand::Rng;
 
-use super::NodeState;
-use crate::config::Balance;
+use super::least_load::WeightedLeastLoad;
+use super::{NodeState, NodeWindows};
+use crate::config::{Balance, Config};
 
 /// A selection policy. Implementations must be cheap and lock-free: `select`
 /// runs once per request attempt.
@@ -32,14 +33,24 @@ pub trait Selector: Send + Sync + std::fmt::Debug + 'static {
     /// (for per-site state such as cursors or load weights); it may be out of
     /// the range the selector was built for, which must not panic.
     fn select(&self, site: usize, candidates: &[Arc<NodeState>]) -> Option<Arc<NodeState>>;
+
+    /// The load-aware policy, whose request-path selection reads node
+    /// windows asynchronously ([`WeightedLeastLoad::select_loaded`]);
+    /// `None` (the default) for policies that decide synchronously.
+    fn load_aware(&self) -> Option<&WeightedLeastLoad> {
+        None
+    }
 }
 
-/// Builds the baseline selector named by the config for `sites` sites.
-pub fn from_config(balance: Balance, sites: usize) -> Arc<dyn Selector> {
-    match balance {
+/// Builds the selector named by `config.global.balance`; the load-aware
+/// policy reads node loads through `windows`.
+pub fn from_config(config: &Config, windows: &Arc<NodeWindows>) -> Arc<dyn Selector> {
+    let sites = config.sites.len();
+    match config.global.balance {
         Balance::RoundRobin => Arc::new(RoundRobin::new(sites)),
         Balance::LeastConn => Arc::new(LeastConn::new(sites)),
         Balance::Random => Arc::new(RandomTwo),
+        Balance::WeightedLeastLoad => Arc::new(WeightedLeastLoad::new(config, Arc::clone(windows))),
     }
 }
 
@@ -50,16 +61,16 @@ struct Cursor(AtomicUsize);
 
 /// Per-site rotating cursors; an out-of-range site uses a shared spare one.
 #[derive(Debug)]
-struct Cursors(Box<[Cursor]>);
+pub(super) struct Cursors(Box<[Cursor]>);
 
 impl Cursors {
-    fn new(sites: usize) -> Self {
+    pub(super) fn new(sites: usize) -> Self {
         // One spare at the end for out-of-range site indices.
         Cursors((0..=sites).map(|_| Cursor::default()).collect())
     }
 
     /// Returns the next value of the site's cursor.
-    fn next(&self, site: usize) -> usize {
+    pub(super) fn next(&self, site: usize) -> usize {
         let last = self.0.len() - 1;
         self.0[site.min(last)].0.fetch_add(1, Ordering::Relaxed)
     }

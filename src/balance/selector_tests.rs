@@ -161,9 +161,24 @@ fn random_two_spreads_over_equal_nodes() {
 
 #[test]
 fn from_config_names_match() {
-    assert_eq!(from_config(Balance::RoundRobin, 1).name(), "roundrobin");
-    assert_eq!(from_config(Balance::LeastConn, 1).name(), "leastconn");
-    assert_eq!(from_config(Balance::Random, 1).name(), "random");
+    for (balance, name) in [
+        ("roundrobin", "roundrobin"),
+        ("leastconn", "leastconn"),
+        ("random", "random"),
+        ("weighted-least-load", "weighted-least-load"),
+    ] {
+        let text = format!(
+            "[global]\nbalance = \"{balance}\"\n[[listener]]\nlisten = \"127.0.0.1:1\"\n\
+             [[site]]\nname = \"s\"\nhosts = [\"s.test\"]\n"
+        );
+        let config = crate::config::parse(&text, std::path::Path::new("t.toml")).unwrap();
+        let windows = crate::balance::NodeWindows::none();
+        assert_eq!(from_config(&config, &windows).name(), name);
+        assert_eq!(
+            from_config(&config, &windows).load_aware().is_some(),
+            balance == "weighted-least-load"
+        );
+    }
 }
 
 proptest! {

@@ -8,8 +8,8 @@ use serde::Deserialize;
 /// Top-level sections. Each is deserialized on its own by the validator so
 /// that problems in several sections are all reported.
 pub const TOP_LEVEL_KEYS: &[&str] = &[
-    "global", "timeouts", "limits", "health", "admin", "cluster", "weights", "listener", "site",
-    "node", "reconfig",
+    "global", "timeouts", "limits", "health", "admin", "cluster", "weights", "routing", "listener",
+    "site", "node", "reconfig",
 ];
 
 #[derive(Debug, Default, Deserialize)]
@@ -79,6 +79,19 @@ pub struct RawWeights {
     pub connections: Option<f64>,
     pub irq: Option<f64>,
     pub app: Option<f64>,
+    pub inflight: Option<f64>,
+}
+
+/// `[routing]`; see [`super::types::Routing`].
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRouting {
+    /// An integer or "all".
+    pub candidates: Option<toml::Value>,
+    /// "per-request" or "interval:<duration>".
+    pub load_read: Option<String>,
+    pub read_deadline: Option<String>,
+    pub staleness: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -134,6 +147,8 @@ pub struct RawNode {
     pub sidecar: Option<String>,
     /// Verbs only: RDMA device name (default: first device).
     pub device: Option<String>,
+    /// The sidecar's node_id, checked against its window header.
+    pub node_id: Option<i64>,
 }
 
 /// `[reconfig]`: the reconfiguration agent (see `config::reconfig`).

@@ -15,6 +15,8 @@ pub struct Config {
     pub health: HealthCheck,
     pub admin: Option<Admin>,
     pub cluster: Cluster,
+    /// `[routing]`: options of the `weighted-least-load` policy.
+    pub routing: Routing,
     pub listeners: Vec<Listener>,
     /// Sites in config order: the position is the site index used in role
     /// words, site locks and update counters, so it is the cluster's site table.
@@ -68,16 +70,21 @@ pub enum Balance {
     LeastConn,
     /// Power of two random choices on in-flight counts.
     Random,
+    /// Lowest load index over `routing.candidates` nodes, from their
+    /// windows' load blocks plus this proxy's in-flight counts.
+    WeightedLeastLoad,
 }
 
 impl Balance {
-    pub const ACCEPTED: &'static str = "\"roundrobin\", \"leastconn\" or \"random\"";
+    pub const ACCEPTED: &'static str =
+        "\"roundrobin\", \"leastconn\", \"random\" or \"weighted-least-load\"";
 
     pub fn parse(s: &str) -> Option<Balance> {
         match s {
             "roundrobin" => Some(Balance::RoundRobin),
             "leastconn" => Some(Balance::LeastConn),
             "random" => Some(Balance::Random),
+            "weighted-least-load" => Some(Balance::WeightedLeastLoad),
             _ => None,
         }
     }
@@ -87,6 +94,7 @@ impl Balance {
             Balance::RoundRobin => "roundrobin",
             Balance::LeastConn => "leastconn",
             Balance::Random => "random",
+            Balance::WeightedLeastLoad => "weighted-least-load",
         }
     }
 }
@@ -200,7 +208,9 @@ impl HostPattern {
     }
 }
 
-/// Per-site load-index weights (DESIGN.md "Routing").
+/// Per-site load-index weights (DESIGN.md "Routing"); each multiplies one
+/// normalised index (see `balance::load` and docs/routing.md). Relative:
+/// they need not sum to 1, only their ratios matter.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LoadWeights {
     pub cpu: f64,
@@ -210,6 +220,8 @@ pub struct LoadWeights {
     pub connections: f64,
     pub irq: f64,
     pub app: f64,
+    /// This proxy's own requests in flight to the node.
+    pub inflight: f64,
 }
 
 impl Default for LoadWeights {
@@ -222,6 +234,7 @@ impl Default for LoadWeights {
             connections: 0.1,
             irq: 0.05,
             app: 0.2,
+            inflight: 0.2,
         }
     }
 }
@@ -279,6 +292,9 @@ pub struct Node {
     pub site: Option<usize>,
     /// The node sidecar's window, if it runs one.
     pub window: Option<WindowEndpoint>,
+    /// The sidecar's `node_id`: when set, a window whose header names
+    /// another node is refused.
+    pub node_id: Option<u16>,
 }
 
 /// Cluster-wide settings shared by proxies and sidecars.
@@ -286,6 +302,75 @@ pub struct Node {
 pub struct Cluster {
     /// Pre-shared key file for the tcp and verbs control transports.
     pub psk_file: Option<PathBuf>,
+}
+
+/// `[routing]`: how the `weighted-least-load` policy reads node windows.
+/// Ignored by the other policies.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Routing {
+    /// Nodes compared per decision ("power of d choices").
+    pub candidates: Candidates,
+    /// Read mode for every node; `None` = by transport (shm and verbs
+    /// per request, tcp every [`Routing::DEFAULT_TCP_INTERVAL`]).
+    pub load_read: Option<ReadMode>,
+    /// Bound on one load read (all torn-read retries included). A node
+    /// whose read misses it is scored from local information only.
+    pub read_deadline: Duration,
+    /// A block published longer ago than this when it was read is stale
+    /// (its owner stopped publishing, or clocks disagree).
+    pub staleness: Duration,
+}
+
+impl Routing {
+    /// Read interval of tcp nodes when `load_read` is not set.
+    pub const DEFAULT_TCP_INTERVAL: Duration = Duration::from_millis(50);
+
+    /// The read mode used for a node reached over `endpoint`.
+    pub fn mode_for(&self, endpoint: &WindowEndpoint) -> ReadMode {
+        match (self.load_read, endpoint) {
+            (Some(mode), _) => mode,
+            (None, WindowEndpoint::Tcp { .. }) => ReadMode::Interval(Self::DEFAULT_TCP_INTERVAL),
+            (None, _) => ReadMode::PerRequest,
+        }
+    }
+}
+
+impl Default for Routing {
+    fn default() -> Self {
+        Routing {
+            candidates: Candidates::Count(2),
+            load_read: None,
+            read_deadline: Duration::from_millis(5),
+            staleness: Duration::from_millis(250),
+        }
+    }
+}
+
+/// `routing.candidates`: `2` (default) .. `64`, or `"all"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Candidates {
+    Count(usize),
+    All,
+}
+
+/// `routing.load_read`: when node load blocks are read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadMode {
+    /// Read the candidates' windows for every decision (seed 002's
+    /// RDMA-Sync granularity).
+    PerRequest,
+    /// A background reader refreshes a snapshot this often; decisions use
+    /// the snapshot (seed 002's coarse-grained monitoring).
+    Interval(Duration),
+}
+
+impl std::fmt::Display for ReadMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReadMode::PerRequest => f.write_str("per-request"),
+            ReadMode::Interval(d) => write!(f, "interval:{}", crate::util::duration::format(*d)),
+        }
+    }
 }
 
 /// Whether the proxy moves nodes between sites (DESIGN.md "Reconfiguration").

@@ -197,6 +197,7 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
         .then(|| c.section(&table, "admin"));
     let raw_cluster: RawCluster = c.section(&table, "cluster");
     let raw_weights: RawWeights = c.section(&table, "weights");
+    let raw_routing: RawRouting = c.section(&table, "routing");
     let raw_listeners: Vec<Option<RawListener>> = c.entries(&table, "listener");
     let raw_sites: Vec<Option<RawSite>> = c.entries(&table, "site");
     let raw_nodes: Vec<Option<RawNode>> = c.entries(&table, "node");
@@ -295,6 +296,7 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
         psk_file: raw_cluster.psk_file.as_deref().map(|p| c.path(p)),
     };
     let default_weights = weights(&mut c, "weights", &raw_weights, LoadWeights::default());
+    let routing = routing::routing(&mut c, &raw_routing);
 
     // Listeners.
     let mut listeners = Vec::new();
@@ -456,6 +458,7 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
     // Nodes.
     let mut nodes: Vec<Node> = Vec::new();
     let mut node_names = HashSet::new();
+    let mut node_ids = HashMap::new();
     for (i, n) in raw_nodes.into_iter().enumerate() {
         let Some(n) = n else { continue };
         let key = format!("node[{i}]");
@@ -509,6 +512,7 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
                 "is set but allowed only with transport = \"verbs\" (remove it or switch the transport)",
             );
         }
+        let node_id = routing::node_id(&mut c, &key, &n, &mut node_ids);
         if let Some(address) = address {
             nodes.push(Node {
                 index: nodes.len(),
@@ -516,6 +520,7 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
                 address,
                 site,
                 window,
+                node_id,
             });
         }
     }
@@ -596,6 +601,7 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
         health,
         admin,
         cluster,
+        routing,
         listeners,
         sites,
         nodes,
@@ -671,7 +677,7 @@ fn weights(c: &mut Check<'_>, key: &str, w: &RawWeights, base: LoadWeights) -> L
             dflt
         }
     };
-    LoadWeights {
+    let out = LoadWeights {
         cpu: get("cpu", w.cpu, base.cpu),
         run_queue: get("run_queue", w.run_queue, base.run_queue),
         memory: get("memory", w.memory, base.memory),
@@ -679,7 +685,10 @@ fn weights(c: &mut Check<'_>, key: &str, w: &RawWeights, base: LoadWeights) -> L
         connections: get("connections", w.connections, base.connections),
         irq: get("irq", w.irq, base.irq),
         app: get("app", w.app, base.app),
-    }
+        inflight: get("inflight", w.inflight, base.inflight),
+    };
+    routing::weights_not_all_zero(c, key, &out);
+    out
 }
 
 fn tls(c: &mut Check<'_>, key: &str, t: RawTls) -> Tls {
@@ -800,6 +809,9 @@ fn node_window(c: &mut Check<'_>, key: &str, n: &RawNode) -> Option<WindowEndpoi
         }
     }
 }
+
+#[path = "validate_routing.rs"]
+mod routing;
 
 #[cfg(test)]
 #[path = "validate_tests.rs"]

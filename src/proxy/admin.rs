@@ -26,7 +26,9 @@ use serde::Serialize;
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 
-use crate::balance::{Backends, HealthSnapshot};
+use crate::balance::{Backends, HealthSnapshot, NodeWindows};
+
+pub use crate::balance::windows::LoadStatus;
 use crate::config::{Config, HostPattern};
 use crate::reconfig::{Agent, AgentStatus};
 
@@ -47,6 +49,8 @@ pub struct AdminState {
     pub started_at: SystemTime,
     /// The reconfiguration agent, when the proxy runs one.
     pub reconfig: Option<Arc<Agent>>,
+    /// The nodes' window connections (last load read and index per node).
+    pub windows: Option<Arc<NodeWindows>>,
 }
 
 impl AdminState {
@@ -61,12 +65,19 @@ impl AdminState {
             metrics,
             started_at: SystemTime::now(),
             reconfig: None,
+            windows: None,
         }
     }
 
     /// Adds the reconfiguration agent (roles in `/status`, admin moves).
     pub fn with_reconfig(mut self, agent: Arc<Agent>) -> Self {
         self.reconfig = Some(agent);
+        self
+    }
+
+    /// Shows each node's window connection and last load read in /status.
+    pub fn with_windows(mut self, windows: Arc<NodeWindows>) -> Self {
+        self.windows = Some(windows);
         self
     }
 }
@@ -126,6 +137,8 @@ pub struct NodeStatus {
     pub state: &'static str,
     pub inflight: usize,
     pub health: HealthSnapshot,
+    /// The node's window and its last load read (`null` without a window).
+    pub load: Option<LoadStatus>,
 }
 
 fn unix_secs(t: SystemTime) -> u64 {
@@ -181,6 +194,12 @@ pub fn status(state: &AdminState) -> Status {
                 state: if health.up { "up" } else { "down" },
                 inflight: n.inflight(),
                 health,
+                load: state
+                    .windows
+                    .as_ref()
+                    .and_then(|w| w.node(n.index))
+                    .filter(|w| w.node == n.name)
+                    .map(|w| w.status()),
             }
         })
         .collect();

@@ -45,6 +45,10 @@ pub enum ProxyError {
         #[source]
         source: std::io::Error,
     },
+    /// A node's window transport cannot work on this host or with this
+    /// config (no RDMA device for verbs, unusable PSK file).
+    #[error("node windows: {0}")]
+    Windows(#[from] crate::window::WindowError),
     /// The access log file could not be opened.
     #[error("cannot open the access log {path}: {source}")]
     AccessLog {

@@ -15,7 +15,7 @@ use super::io::ConnShared;
 use super::route::RouteTable;
 use super::stats::Stats;
 use super::upstream::Pools;
-use crate::balance::Backends;
+use crate::balance::{Backends, NodeWindows};
 use crate::config::Config;
 
 /// Everything a request needs from one config generation.
@@ -77,6 +77,8 @@ pub struct Runtime {
     pub config: Arc<ArcSwap<Config>>,
     pub backends: Arc<ArcSwap<Backends>>,
     pub access: AccessLogger,
+    /// Connections to the nodes' windows, carried across reloads.
+    pub windows: Arc<NodeWindows>,
 }
 
 impl Runtime {

@@ -335,7 +335,13 @@ pub async fn read_load(w: &dyn RemoteWindow, policy: &ReadPolicy) -> LoadRead {
     }
 }
 
-async fn read_consistent(w: &dyn RemoteWindow, retries: u32) -> Result<LoadBlock, UnknownReason> {
+/// One consistent block: read, validate, retry a torn read up to `retries`
+/// times. No deadline and no staleness check: [`read_load`] adds both; the
+/// routing policy applies one deadline to several of these at once.
+pub async fn read_consistent(
+    w: &dyn RemoteWindow,
+    retries: u32,
+) -> Result<LoadBlock, UnknownReason> {
     let mut attempts = 0;
     loop {
         attempts += 1;

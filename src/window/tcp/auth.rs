@@ -54,6 +54,12 @@ impl std::fmt::Debug for Psk {
 }
 
 impl Psk {
+    /// Whether `other` is the same key (for telling whether connections
+    /// authenticated with one must be re-made after a reload).
+    pub fn same_as(&self, other: &Psk) -> bool {
+        self.0 == other.0
+    }
+
     /// Read a key file. The file must not be accessible to other users (no
     /// "other" permission bits) and must hold at least 16 bytes after
     /// trailing whitespace is removed (so `echo KEY > file` works).
