@@ -67,6 +67,16 @@ pub async fn run(config: Config) -> Result<(), ProxyError> {
         windows: Arc::clone(&windows),
     });
 
+    // This proxy's window and the agent: routing follows the nodes' role
+    // words from here on (in every mode; only `reconfigure` moves nodes).
+    let reconfig = crate::reconfig::Reconfiguration::start(
+        &config,
+        Arc::clone(&windows),
+        Arc::clone(&runtime.backends),
+        shutdown_rx.clone(),
+    )
+    .await?;
+
     // Bind everything first: a bad address or certificate stops start-up.
     let bound = listener::bind_all(&config)?;
     let admin_listener = match &config.admin {
@@ -93,6 +103,10 @@ pub async fn run(config: Config) -> Result<(), ProxyError> {
             prometheus,
         )
         .with_windows(Arc::clone(&windows));
+        let state = match &reconfig {
+            Some(r) => state.with_reconfig(Arc::clone(&r.agent)),
+            None => state,
+        };
         tokio::spawn(admin::serve(l, state, shutdown_rx.clone()));
     }
     let listeners: Vec<Arc<listener::Shared>> = bound
@@ -149,6 +163,9 @@ pub async fn run(config: Config) -> Result<(), ProxyError> {
         }
     }
     let _ = tokio::time::timeout(std::time::Duration::from_secs(1), health.join()).await;
+    if let Some(r) = reconfig {
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(1), r.join()).await;
+    }
     Ok(())
 }
 
@@ -234,6 +251,9 @@ fn warn_restart_only(old: &Config, new: &Config) {
     }
     if old.admin.as_ref().map(|a| a.listen) != new.admin.as_ref().map(|a| a.listen) {
         changed.push("admin");
+    }
+    if old.reconfig != new.reconfig {
+        changed.push("reconfig");
     }
     if old.global.workers != new.global.workers {
         changed.push("global.workers");

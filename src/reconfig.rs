@@ -29,6 +29,104 @@ pub mod status;
 pub mod view;
 pub mod windows;
 
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
 pub use agent::{Agent, AgentSettings, ClaimOutcome, MoveError};
 pub use status::AgentStatus;
-pub use windows::{LocalWindow, OwnWindow, PeerLinks, WindowSource};
+pub use windows::{LocalWindow, OwnWindow, PeerLinks, ProxyWindows, WindowSource};
+
+use crate::balance::{Backends, NodeWindows};
+use crate::config::Config;
+use crate::window::{site_table_hash, Psk, ReadPolicy, WindowError};
+
+/// The agent's bound on reading one node (load block retries included); it
+/// is off the request path, so it can wait longer than routing does.
+const AGENT_READ_DEADLINE: Duration = Duration::from_millis(50);
+
+/// A proxy's running reconfiguration: its own window, the links to its
+/// peers and the agent.
+pub struct Reconfiguration {
+    /// The agent (for `/status` and admin moves).
+    pub agent: Arc<Agent>,
+    own: OwnWindow,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Reconfiguration {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reconfiguration")
+            .field("agent", &self.agent)
+            .field("own", &self.own)
+            .finish()
+    }
+}
+
+impl Reconfiguration {
+    /// Creates and serves this proxy's window, links to the peers and starts
+    /// the agent (routing in `routing` follows the role words it reads).
+    /// `None` when no node has a window: there are no role words to follow.
+    /// Errors before anything starts: the window file or tcp port cannot be
+    /// taken, or the PSK file is unusable.
+    pub async fn start(
+        config: &Config,
+        nodes: Arc<NodeWindows>,
+        routing: Arc<ArcSwap<Backends>>,
+        shutdown: watch::Receiver<bool>,
+    ) -> Result<Option<Reconfiguration>, WindowError> {
+        if !config.nodes.iter().any(|n| n.window.is_some()) {
+            return Ok(None);
+        }
+        let psk = config
+            .cluster
+            .psk_file
+            .as_ref()
+            .map(Psk::from_file)
+            .transpose()?;
+        let id = config.global.proxy_id;
+        let site_hash = site_table_hash(&config.site_names());
+        let own = OwnWindow::serve(&config.reconfig.window, id, site_hash, psk.as_ref())?;
+        let peers = Arc::new(PeerLinks::new(id, site_hash, psk, &config.reconfig.peers));
+        peers.connect_missing().await;
+        let mut settings = AgentSettings::from_config(config);
+        settings.read_policy = ReadPolicy {
+            staleness: config.routing.staleness,
+            deadline: AGENT_READ_DEADLINE.max(config.routing.read_deadline),
+            ..ReadPolicy::default()
+        };
+        let source = Arc::new(ProxyWindows {
+            nodes,
+            peers: Arc::clone(&peers),
+        });
+        let agent = Arc::new(Agent::new(
+            settings,
+            Arc::clone(own.memory()),
+            source,
+            Some(routing),
+        ));
+        tracing::info!(
+            proxy_id = id,
+            window_shm = ?config.reconfig.window.shm,
+            window_tcp = ?own.tcp_addr(),
+            peers = config.reconfig.peers.len(),
+            "proxy window served"
+        );
+        let tasks = vec![
+            tokio::spawn(peers.maintain(shutdown.clone())),
+            tokio::spawn(Arc::clone(&agent).run(shutdown)),
+        ];
+        Ok(Some(Reconfiguration { agent, own, tasks }))
+    }
+
+    /// Waits for the agent and the link keeper to stop (after shutdown).
+    pub async fn join(self) {
+        for t in self.tasks {
+            let _ = t.await;
+        }
+        drop(self.own);
+    }
+}

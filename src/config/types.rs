@@ -395,7 +395,7 @@ impl ReconfigMode {
 }
 
 /// `[reconfig]`: the agent's timing, thresholds, lock and peers.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Reconfig {
     pub mode: ReconfigMode,
     /// S: how often the agent reads every node's load and role (seed 001

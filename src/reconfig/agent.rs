@@ -208,7 +208,7 @@ impl Agent {
         );
         loop {
             tokio::select! {
-                _ = shutdown.wait_for(|s| *s) => break,
+                _ = stopped(&mut shutdown) => break,
                 _ = tick.tick() => { self.round().await; }
             }
         }
@@ -685,3 +685,9 @@ mod report;
 #[cfg(test)]
 #[path = "agent_tests.rs"]
 mod tests;
+
+/// Resolves when shutdown is requested or its sender is gone (the guard
+/// `wait_for` returns is dropped here, keeping callers' futures `Send`).
+async fn stopped(rx: &mut watch::Receiver<bool>) {
+    let _ = rx.wait_for(|s| *s).await;
+}

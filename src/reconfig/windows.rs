@@ -12,6 +12,7 @@ use std::time::Duration;
 use arc_swap::ArcSwapOption;
 use tokio::sync::watch;
 
+use crate::balance::NodeWindows;
 use crate::config::{PeerProxy, ProxyWindow, WindowEndpoint};
 use crate::window::memory::DEFAULT_MODE;
 use crate::window::tcp::{self, Psk, TcpServerHandle};
@@ -250,7 +251,7 @@ impl PeerLinks {
         loop {
             self.connect_missing().await;
             tokio::select! {
-                _ = shutdown.wait_for(|s| *s) => return,
+                _ = stopped(&mut shutdown) => return,
                 _ = tokio::time::sleep(RECONNECT) => {}
             }
         }
@@ -286,4 +287,27 @@ impl PeerLinks {
             }),
         }
     }
+}
+
+/// The proxy's windows: its node connections (the balancer's
+/// [`NodeWindows`], shared with load-aware routing) and its peer links.
+pub struct ProxyWindows {
+    pub nodes: Arc<NodeWindows>,
+    pub peers: Arc<PeerLinks>,
+}
+
+impl WindowSource for ProxyWindows {
+    fn node(&self, index: usize) -> Option<Arc<dyn RemoteWindow>> {
+        self.nodes.get(index)
+    }
+
+    fn proxy(&self, id: u16) -> Option<Arc<dyn RemoteWindow>> {
+        self.peers.get(id)
+    }
+}
+
+/// Resolves when shutdown is requested or its sender is gone (the guard
+/// `wait_for` returns is dropped here, keeping callers' futures `Send`).
+async fn stopped(rx: &mut watch::Receiver<bool>) {
+    let _ = rx.wait_for(|s| *s).await;
 }
