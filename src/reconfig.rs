@@ -29,6 +29,9 @@ pub mod status;
 pub mod view;
 pub mod windows;
 
+#[cfg(test)]
+mod state_machine_tests;
+
 use std::sync::Arc;
 use std::time::Duration;
 
