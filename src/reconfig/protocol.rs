@@ -17,7 +17,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::window::layout::{site_lock_word, update_counter_word, word};
 use crate::window::role::ControlWordError;
-use crate::window::{RemoteWindow, RoleWord, SiteLock, WindowError};
+use crate::window::{RemoteWindow, RoleWord, SiteLock, WindowError, WindowFuture};
 
 /// Why a protocol step failed (as opposed to losing a race, which is an
 /// ordinary outcome).
@@ -48,9 +48,31 @@ pub enum ProtocolError {
     },
 }
 
-fn werr(step: &'static str, w: &dyn RemoteWindow) -> impl FnOnce(WindowError) -> ProtocolError {
-    let peer = w.peer().to_string();
-    move |source| ProtocolError::Window { step, peer, source }
+/// Bound on one remote operation: a peer that stopped answering (a stalled
+/// tcp responder) must not hang a round. A lock held by a hung round frees
+/// itself when its lease runs out.
+pub const OP_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// Runs one window operation of step `step` on `w`, bounded by
+/// [`OP_TIMEOUT`].
+pub(crate) async fn op<T>(
+    step: &'static str,
+    w: &dyn RemoteWindow,
+    fut: WindowFuture<'_, T>,
+) -> Result<T, ProtocolError> {
+    let source = match tokio::time::timeout(OP_TIMEOUT, fut).await {
+        Ok(Ok(v)) => return Ok(v),
+        Ok(Err(e)) => e,
+        Err(_) => WindowError::Timeout {
+            peer: w.peer().to_string(),
+            after: OP_TIMEOUT,
+        },
+    };
+    Err(ProtocolError::Window {
+        step,
+        peer: w.peer().to_string(),
+        source,
+    })
 }
 
 /// Current wall-clock time in unix milliseconds (lease deadlines are wall
@@ -103,10 +125,7 @@ pub async fn try_lock(
     skew: Duration,
 ) -> Result<LockAttempt, ProtocolError> {
     let w = site_lock_word(site).ok_or(ProtocolError::NoSuchSite(site))?;
-    let raw = home
-        .read_word(w)
-        .await
-        .map_err(werr("reading site lock", home))?;
+    let raw = op("reading site lock", home, home.read_word(w)).await?;
     let current =
         SiteLock::decode(raw).map_err(|source| ProtocolError::BadLock { site, source })?;
     let now = unix_now_ms();
@@ -123,10 +142,7 @@ pub async fn try_lock(
     let mine = SiteLock::held(me, deadline_ms)
         .map_err(|source| ProtocolError::BadLock { site, source })?;
     let new = mine.encode();
-    let old = home
-        .compare_swap(w, raw, new)
-        .await
-        .map_err(werr("CAS of site lock", home))?;
+    let old = op("CAS of site lock", home, home.compare_swap(w, raw, new)).await?;
     if old != raw {
         return Ok(LockAttempt::Busy {
             owner: SiteLock::decode(old)
@@ -150,10 +166,12 @@ pub async fn try_lock(
 /// longer holds our value (our lease ran out and another proxy took it).
 pub async fn unlock(home: &dyn RemoteWindow, held: HeldLock) -> Result<bool, ProtocolError> {
     let w = site_lock_word(held.site).ok_or(ProtocolError::NoSuchSite(held.site))?;
-    let old = home
-        .compare_swap(w, held.raw, 0)
-        .await
-        .map_err(werr("CAS releasing site lock", home))?;
+    let old = op(
+        "CAS releasing site lock",
+        home,
+        home.compare_swap(w, held.raw, 0),
+    )
+    .await?;
     Ok(old == held.raw)
 }
 
@@ -165,10 +183,12 @@ pub async fn claim(
     observed: u64,
     new: RoleWord,
 ) -> Result<bool, ProtocolError> {
-    let old = w
-        .compare_swap(word::ROLE, observed, new.encode())
-        .await
-        .map_err(werr("CAS of role word", w))?;
+    let old = op(
+        "CAS of role word",
+        w,
+        w.compare_swap(word::ROLE, observed, new.encode()),
+    )
+    .await?;
     Ok(old == observed)
 }
 
@@ -184,13 +204,8 @@ pub async fn write_claim_record(
         (word::CLAIM_TIME, unix_now_ms()),
         (word::CLAIM_EPOCH, epoch),
     ] {
-        let old = w
-            .read_word(wd)
-            .await
-            .map_err(werr("reading claim record", w))?;
-        w.compare_swap(wd, old, value)
-            .await
-            .map_err(werr("CAS of claim record", w))?;
+        let old = op("reading claim record", w, w.read_word(wd)).await?;
+        op("CAS of claim record", w, w.compare_swap(wd, old, value)).await?;
     }
     Ok(())
 }
@@ -199,10 +214,7 @@ pub async fn write_claim_record(
 /// returns the counter's new value.
 pub async fn bump_counter(w: &dyn RemoteWindow, site: usize) -> Result<u64, ProtocolError> {
     let wd = update_counter_word(site).ok_or(ProtocolError::NoSuchSite(site))?;
-    let old = w
-        .fetch_add(wd, 1)
-        .await
-        .map_err(werr("FAA of update counter", w))?;
+    let old = op("FAA of update counter", w, w.fetch_add(wd, 1)).await?;
     Ok(old.wrapping_add(1))
 }
 

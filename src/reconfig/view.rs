@@ -10,6 +10,7 @@
 
 use serde::Serialize;
 
+use super::protocol::OP_TIMEOUT;
 use crate::window::layout::word;
 use crate::window::role::ControlWordError;
 use crate::window::{
@@ -163,7 +164,14 @@ pub async fn read_node(
         LoadRead::Unknown(_) => (Freshness::Unknown, None),
     };
     let read = |wd: usize| async move {
-        w.read_word(wd).await.map_err(|source| ViewError::Window {
+        let r = match tokio::time::timeout(OP_TIMEOUT, w.read_word(wd)).await {
+            Ok(r) => r,
+            Err(_) => Err(WindowError::Timeout {
+                peer: w.peer().to_string(),
+                after: OP_TIMEOUT,
+            }),
+        };
+        r.map_err(|source| ViewError::Window {
             node: index,
             word: wd,
             source,
