@@ -59,7 +59,10 @@ fn view(w: &WindowMemory) -> NodeView {
 proptest! {
     #[test]
     fn role_word_state_machine(steps in prop::collection::vec(step(), 1..60)) {
-        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
         let mem = Arc::new(WindowMemory::anonymous(0, 0).unwrap());
         let w = LocalWindow::new(mem.clone());
         let start = RoleWord { site: SiteSlot::Site(0), state: RoleState::Active, epoch: 1 };
