@@ -376,8 +376,8 @@ impl std::fmt::Display for ReadMode {
 /// Whether the proxy moves nodes between sites (DESIGN.md "Reconfiguration").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReconfigMode {
-    /// Never move a node: every node keeps the site its role word (or the
-    /// config) gives it. The default.
+    /// The agent never moves a node: every node keeps the site its role word
+    /// (or the config) gives it; only an admin move changes it. The default.
     Rigid,
     /// Run the agent: claim idle nodes of other sites for hot sites.
     Reconfigure,
