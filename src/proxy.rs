@@ -71,6 +71,7 @@ pub async fn run(config: Config) -> Result<(), ProxyError> {
     // words from here on (in every mode; only `reconfigure` moves nodes).
     let reconfig = crate::reconfig::Reconfiguration::start(
         &config,
+        Arc::clone(&runtime.config),
         Arc::clone(&windows),
         Arc::clone(&runtime.backends),
         shutdown_rx.clone(),

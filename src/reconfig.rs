@@ -72,11 +72,14 @@ impl std::fmt::Debug for Reconfiguration {
 impl Reconfiguration {
     /// Creates and serves this proxy's window, links to the peers and starts
     /// the agent (routing in `routing` follows the role words it reads).
+    /// `config` is the start-up config (the agent's settings and node
+    /// numbering; `[reconfig]` is restart-only), `current` the one in force.
     /// `None` when no node has a window: there are no role words to follow.
     /// Errors before anything starts: the window file or tcp port cannot be
     /// taken, or the PSK file is unusable.
     pub async fn start(
         config: &Config,
+        current: Arc<ArcSwap<Config>>,
         nodes: Arc<NodeWindows>,
         routing: Arc<ArcSwap<Backends>>,
         shutdown: watch::Receiver<bool>,
@@ -104,6 +107,8 @@ impl Reconfiguration {
         let source = Arc::new(ProxyWindows {
             nodes,
             peers: Arc::clone(&peers),
+            names: config.nodes.iter().map(|n| n.name.clone()).collect(),
+            config: current,
         });
         let agent = Arc::new(Agent::new(
             settings,

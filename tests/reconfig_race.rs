@@ -258,3 +258,35 @@ async fn a_failed_node_is_rolled_back_and_picked_only_when_active_again() {
         let _ = tokio::time::timeout(Duration::from_secs(5), t).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_sidecar_is_never_a_donor_and_its_role_is_not_touched() {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    let nodes = Nodes::start("stalled", &INITIAL, false);
+    // Node 4 is the only idle node, but its sidecar stalled 10 s ago: its
+    // last block says idle and is stale.
+    nodes.behaviour.lock().unwrap().loads = vec![0.95, 0.5, 0.5, 0.5, 0.01, 0.5];
+    nodes.stall(4, 0.01, Duration::from_secs(10));
+    let proxies = start_proxies("stalled", &nodes, false, &mut rng).await;
+    // The hot site stays hot for many times T: still no claim.
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert_eq!(nodes.moves(), 0, "no claim of a node whose sidecar is gone");
+    let status = proxies.agents[0].status();
+    assert_eq!(
+        status.nodes[4].freshness,
+        Some(rdmalb::reconfig::view::Freshness::Stale)
+    );
+    // The sidecar comes back: the node is claimed.
+    nodes.behaviour.lock().unwrap().frozen.clear();
+    until(
+        "claim after the sidecar is back",
+        Duration::from_secs(20),
+        || nodes.role(4).site == HOT,
+    )
+    .await;
+    assert_eq!(nodes.moves(), 1);
+    let _ = proxies.stop.send(true);
+    for t in proxies.tasks {
+        let _ = tokio::time::timeout(Duration::from_secs(5), t).await;
+    }
+}

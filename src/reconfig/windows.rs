@@ -9,11 +9,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use arc_swap::ArcSwapOption;
+use arc_swap::{ArcSwap, ArcSwapOption};
 use tokio::sync::watch;
 
 use crate::balance::NodeWindows;
-use crate::config::{PeerProxy, ProxyWindow, WindowEndpoint};
+use crate::config::{Config, PeerProxy, ProxyWindow, WindowEndpoint};
 use crate::window::memory::DEFAULT_MODE;
 use crate::window::tcp::{self, Psk, TcpServerHandle};
 use crate::window::transport::check_atomic_word;
@@ -291,14 +291,28 @@ impl PeerLinks {
 
 /// The proxy's windows: its node connections (the balancer's
 /// [`NodeWindows`], shared with load-aware routing) and its peer links.
+///
+/// The agent numbers nodes as in the config it started with; `NodeWindows`
+/// follows reloads, so nodes are matched by name in the config in force.
 pub struct ProxyWindows {
     pub nodes: Arc<NodeWindows>,
     pub peers: Arc<PeerLinks>,
+    /// The agent's node names, by its node index.
+    pub names: Vec<String>,
+    /// The config in force (swapped on reload).
+    pub config: Arc<ArcSwap<Config>>,
 }
 
 impl WindowSource for ProxyWindows {
     fn node(&self, index: usize) -> Option<Arc<dyn RemoteWindow>> {
-        self.nodes.get(index)
+        let name = self.names.get(index)?;
+        let position = self
+            .config
+            .load()
+            .nodes
+            .iter()
+            .position(|n| &n.name == name)?;
+        self.nodes.get(position)
     }
 
     fn proxy(&self, id: u16) -> Option<Arc<dyn RemoteWindow>> {

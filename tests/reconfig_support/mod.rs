@@ -53,6 +53,8 @@ pub struct Behaviour {
     pub fail_next: HashSet<usize>,
     /// Delay between seeing a role and finishing it, per node.
     pub apply_delay: Vec<Duration>,
+    /// Nodes whose sidecar is stalled: no publishing, no applying.
+    pub frozen: HashSet<usize>,
 }
 
 /// The node windows and the thread playing their sidecars.
@@ -114,6 +116,7 @@ impl Nodes {
             loads: vec![0.0; sites.len()],
             fail_next: HashSet::new(),
             apply_delay: vec![Duration::ZERO; sites.len()],
+            frozen: HashSet::new(),
         }));
         let stop = Arc::new(AtomicBool::new(false));
         let serving: Vec<SiteSlot> = sites
@@ -133,6 +136,16 @@ impl Nodes {
             tcp: handles,
             _stop_tx: stop_tx,
         }
+    }
+
+    /// Stalls node `node`'s sidecar after it last published `load`, `age`
+    /// ago (its block is old: the sidecar died or stalled back then).
+    pub fn stall(&self, node: usize, load: f64, age: Duration) {
+        let mut b = self.behaviour.lock().unwrap();
+        b.frozen.insert(node);
+        b.loads[node] = load;
+        let at = rdmalb::window::seqlock::unix_now_ns() - age.as_nanos() as u64;
+        rdmalb::window::seqlock::publish_at(&self.mems[node], &sample(load), at);
     }
 
     pub fn set_load(&self, node: usize, load: f64) {
@@ -230,6 +243,9 @@ fn sidecars(
     while !stop.load(Ordering::Acquire) {
         let mut b = behaviour.lock().unwrap();
         for (i, m) in mems.iter().enumerate() {
+            if b.frozen.contains(&i) {
+                continue;
+            }
             publish(m, &sample(b.loads[i]));
             let Ok(role) = RoleWord::decode(m.load(word::ROLE).unwrap()) else {
                 continue;
