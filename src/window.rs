@@ -34,7 +34,7 @@ use std::fmt;
 
 pub use layout::site_table_hash;
 pub use memory::WindowMemory;
-pub use role::{RoleState, RoleWord, SiteLock, SiteSlot};
+pub use role::{RoleState, RoleStatus, RoleStatusCode, RoleWord, SiteLock, SiteSlot};
 pub use seqlock::{
     decode_block, publish, read_load, LoadBlock, LoadRead, LoadSample, ReadPolicy, Torn,
     UnknownReason,

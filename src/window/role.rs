@@ -2,7 +2,11 @@
 //! word (which site a node serves, in which state, at which epoch) and the
 //! site lock (owner proxy and lease deadline).
 //!
-//! Both are plain `u64` encodings so that a remote compare-and-swap on the
+//! Beside them sits the role status word the sidecar publishes (plain
+//! stores, never CAS): [`RoleStatus`], what the sidecar did with the role
+//! at an epoch and which site the node really serves.
+//!
+//! All are plain `u64` encodings so that a remote compare-and-swap on the
 //! raw word is the whole protocol (seed 001 section 3.2: two-level locking
 //! with remote CAS). The role word carries an epoch that every change bumps,
 //! so a CAS prepared from a stale view can never succeed (no ABA).
@@ -134,6 +138,14 @@ pub enum ControlWordError {
         /// The raw word.
         raw: u64,
     },
+    /// The role status word's code byte is not a known code.
+    #[error("role status word {raw:#018x} has unknown code {code}")]
+    UnknownRoleStatus {
+        /// The raw word.
+        raw: u64,
+        /// The code byte.
+        code: u8,
+    },
     /// A site lock owner id of 0 was requested.
     #[error("proxy id 0 cannot own a site lock (0 means free)")]
     ZeroOwner,
@@ -200,6 +212,128 @@ impl RoleWord {
 impl fmt::Display for RoleWord {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} {} epoch {}", self.site, self.state, self.epoch)
+    }
+}
+
+/// What the sidecar reports about applying a role (word `ROLE_STATUS`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RoleStatusCode {
+    /// Applied and verified.
+    Ok,
+    /// Render, reload or verification in progress.
+    Applying,
+    /// The template could not be rendered or the config file not written.
+    RenderFailed,
+    /// The reload command failed, exited non-zero or timed out.
+    ReloadFailed,
+    /// The verification probe did not pass within its timeout.
+    VerifyFailed,
+    /// The sidecar has no template for the requested site.
+    NoTemplate,
+}
+
+impl RoleStatusCode {
+    /// Wire code (bits 0-7 of the status word).
+    pub fn code(self) -> u8 {
+        match self {
+            RoleStatusCode::Ok => 0,
+            RoleStatusCode::Applying => 1,
+            RoleStatusCode::RenderFailed => 2,
+            RoleStatusCode::ReloadFailed => 3,
+            RoleStatusCode::VerifyFailed => 4,
+            RoleStatusCode::NoTemplate => 5,
+        }
+    }
+
+    /// Decode a wire code.
+    pub fn from_code(code: u8) -> Option<Self> {
+        Some(match code {
+            0 => RoleStatusCode::Ok,
+            1 => RoleStatusCode::Applying,
+            2 => RoleStatusCode::RenderFailed,
+            3 => RoleStatusCode::ReloadFailed,
+            4 => RoleStatusCode::VerifyFailed,
+            5 => RoleStatusCode::NoTemplate,
+            _ => return None,
+        })
+    }
+
+    /// Whether this code reports a failed application (code >= 2): the node
+    /// is FAILED for the status's epoch.
+    pub fn is_failure(self) -> bool {
+        self.code() >= 2
+    }
+
+    /// Lower-case name for logs, metrics and status pages.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RoleStatusCode::Ok => "ok",
+            RoleStatusCode::Applying => "applying",
+            RoleStatusCode::RenderFailed => "render_failed",
+            RoleStatusCode::ReloadFailed => "reload_failed",
+            RoleStatusCode::VerifyFailed => "verify_failed",
+            RoleStatusCode::NoTemplate => "no_template",
+        }
+    }
+}
+
+impl fmt::Display for RoleStatusCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The role status word: bits 0-7 code, bits 8-23 the site index the node
+/// actually serves now (`0xFFFF` = idle / nothing), bits 24-63 the role
+/// epoch this status is about (40 bits).
+///
+/// Written only by the node's sidecar with plain stores; proxies read it to
+/// tell SWITCHING from FAILED and, on failure, which site to roll back to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RoleStatus {
+    /// The role epoch this status reports on.
+    pub epoch: u64,
+    /// The site the node really serves now.
+    pub serving: SiteSlot,
+    /// What happened.
+    pub code: RoleStatusCode,
+}
+
+impl RoleStatus {
+    /// The all-zero word of a fresh window (epoch 0 matches no role).
+    pub const UNSET: RoleStatus = RoleStatus {
+        epoch: 0,
+        serving: SiteSlot::Site(0),
+        code: RoleStatusCode::Ok,
+    };
+
+    /// Encode to the raw word. The epoch is truncated to 40 bits.
+    pub fn encode(self) -> u64 {
+        u64::from(self.code.code())
+            | (u64::from(self.serving.encode()) << 8)
+            | ((self.epoch & MAX_EPOCH) << 24)
+    }
+
+    /// Decode a raw word read from a window.
+    pub fn decode(raw: u64) -> Result<RoleStatus, ControlWordError> {
+        let code = (raw & 0xFF) as u8;
+        let c = RoleStatusCode::from_code(code)
+            .ok_or(ControlWordError::UnknownRoleStatus { raw, code })?;
+        Ok(RoleStatus {
+            epoch: raw >> 24,
+            serving: SiteSlot::decode(((raw >> 8) & 0xFFFF) as u16),
+            code: c,
+        })
+    }
+}
+
+impl fmt::Display for RoleStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} epoch {} serving {}",
+            self.code, self.epoch, self.serving
+        )
     }
 }
 
@@ -297,7 +431,30 @@ mod tests {
         ]
     }
 
+    fn status_code() -> impl Strategy<Value = RoleStatusCode> {
+        (0u8..=5).prop_map(|c| RoleStatusCode::from_code(c).unwrap())
+    }
+
     proptest! {
+        #[test]
+        fn role_status_round_trips(epoch in 0..=MAX_EPOCH, serving in slot(), code in status_code()) {
+            let s = RoleStatus { epoch, serving, code };
+            prop_assert_eq!(RoleStatus::decode(s.encode()), Ok(s));
+            prop_assert_eq!(code.is_failure(), code.code() >= 2);
+        }
+
+        #[test]
+        fn role_status_decode_encode_is_identity_for_valid_words(raw in any::<u64>()) {
+            match RoleStatus::decode(raw) {
+                Ok(s) => prop_assert_eq!(s.encode(), raw),
+                Err(ControlWordError::UnknownRoleStatus { code, .. }) => {
+                    prop_assert!(code > 5);
+                    prop_assert_eq!(u64::from(code), raw & 0xFF);
+                }
+                Err(e) => prop_assert!(false, "unexpected error {e}"),
+            }
+        }
+
         #[test]
         fn role_word_round_trips(site in slot(), state in state(), epoch in 0..=MAX_EPOCH) {
             let w = RoleWord { site, state, epoch };
@@ -356,6 +513,41 @@ mod tests {
             RoleWord::decode(9 << 16),
             Err(ControlWordError::UnknownRoleState { code: 9, .. })
         ));
+    }
+
+    #[test]
+    fn role_status_bit_positions() {
+        let s = RoleStatus {
+            epoch: 7,
+            serving: SiteSlot::Site(2),
+            code: RoleStatusCode::VerifyFailed,
+        };
+        assert_eq!(s.encode(), 4 | (2 << 8) | (7 << 24));
+        let idle = RoleStatus {
+            epoch: MAX_EPOCH,
+            serving: SiteSlot::Idle,
+            code: RoleStatusCode::NoTemplate,
+        };
+        assert_eq!(idle.encode(), 5 | (0xFFFF << 8) | (MAX_EPOCH << 24));
+        assert_eq!(RoleStatus::decode(0), Ok(RoleStatus::UNSET));
+        assert_eq!(
+            RoleStatus::decode(6),
+            Err(ControlWordError::UnknownRoleStatus { raw: 6, code: 6 })
+        );
+        let names: Vec<&str> = (0..=5)
+            .map(|c| RoleStatusCode::from_code(c).unwrap().as_str())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "ok",
+                "applying",
+                "render_failed",
+                "reload_failed",
+                "verify_failed",
+                "no_template"
+            ]
+        );
     }
 
     #[test]
