@@ -42,7 +42,7 @@ impl Dir {
     /// `role_keys` (replacing the defaults below when they name the same key)
     /// and `tail` appended after the shop site.
     fn role(&self, role_keys: &str, tail: &str) -> String {
-        let mut keys = vec![
+        let mut keys = [
             ("file", "\"conf/site.conf\"".to_string()),
             ("reload", "[\"nginx\", \"-s\", \"reload\"]".to_string()),
             ("verify", "\"127.0.0.1:8081\"".to_string()),

@@ -58,6 +58,7 @@ impl Drop for GroupGuard {
         }
         let _ = Command::new("kill")
             .args(["-KILL", "--", &format!("-{}", self.child.id())])
+            .stderr(Stdio::null())
             .status();
         let _ = self.child.wait();
     }

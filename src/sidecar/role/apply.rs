@@ -177,15 +177,18 @@ pub async fn verify(
 ) -> Result<u32, String> {
     let deadline = Instant::now() + timeout;
     let mut attempts = 0u32;
+    let mut last = String::new();
     loop {
         attempts += 1;
         let left = deadline.saturating_duration_since(Instant::now());
-        let last =
-            match tokio::time::timeout(left.min(VERIFY_ATTEMPT), attempt(client, probe)).await {
-                Ok(Ok(())) => return Ok(attempts),
-                Ok(Err(e)) => e,
-                Err(_) => "no answer".to_string(),
-            };
+        match tokio::time::timeout(left.min(VERIFY_ATTEMPT), attempt(client, probe)).await {
+            Ok(Ok(())) => return Ok(attempts),
+            Ok(Err(e)) => last = e,
+            // An attempt cut short by the deadline says less than the
+            // answer before it: keep that one.
+            Err(_) if !last.is_empty() => {}
+            Err(_) => last = "no answer".to_string(),
+        }
         if Instant::now() + VERIFY_RETRY >= deadline {
             return Err(format!(
                 "GET http://{}{} (Host: {}) did not pass within {} ({attempts} attempts); last: {last}",

@@ -122,7 +122,7 @@ kind = "system"
 file = "{file}"
 reload = ["sh", "-c", "if grep -q fail-reload {file}; then echo config test failed >&2; exit 1; fi; cp {file} {live}"]
 verify = "{addr}"
-verify_timeout = "300ms"
+verify_timeout = "1s"
 {role_extra}
 [role.site.shop]
 template = "shop.tpl"
