@@ -15,6 +15,7 @@ use http_body_util::Empty;
 use hyper_util::client::legacy::{connect::HttpConnector, Client};
 use hyper_util::rt::TokioExecutor;
 
+use crate::sidecar::collect::status::error_chain;
 use crate::util::duration;
 
 /// Mode of a config file that did not exist before the first switch.
@@ -229,17 +230,6 @@ async fn attempt(
         }
     }
     Ok(())
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
 }
 
 #[cfg(test)]

@@ -145,6 +145,26 @@ health_path = "/health"
     }
 }
 
+/// A node whose applier has run its start-up (initial site applied).
+async fn started(initial: &str, role_extra: &str, blog: &str) -> (Node, Applier) {
+    let n = node(initial, role_extra, blog).await;
+    let mut a = Applier::init(n.cfg.clone(), n.memory.clone());
+    a.start_up().await.unwrap();
+    (n, a)
+}
+
+fn st(epoch: u64, serving: SiteSlot, code: RoleStatusCode) -> RoleStatus {
+    RoleStatus {
+        epoch,
+        serving,
+        code,
+    }
+}
+
+fn last_failure(a: &Applier) -> FailureRecord {
+    a.report().lock().unwrap().last_failure.clone().unwrap()
+}
+
 #[tokio::test]
 async fn start_up_applies_and_verifies_the_initial_site() {
     let n = node("shop", "verify_header = \"x-site\"", "site={{site}}\n").await;
@@ -160,14 +180,7 @@ async fn start_up_applies_and_verifies_the_initial_site() {
     assert_eq!(n.word(word::ROLE_APPLIED), 0, "not applied before start_up");
     a.start_up().await.unwrap();
     assert_eq!(n.word(word::ROLE_APPLIED), 1);
-    assert_eq!(
-        n.status(),
-        RoleStatus {
-            epoch: 1,
-            serving: SITE,
-            code: RoleStatusCode::Ok
-        }
-    );
+    assert_eq!(n.status(), st(1, SITE, RoleStatusCode::Ok));
     assert_eq!(
         std::fs::read_to_string(n.file()).unwrap(),
         "site=shop\nhost=shop.example\nroot=/srv/shop\n"
@@ -192,14 +205,7 @@ async fn a_claim_is_applied_verified_and_published() {
     a.start_up().await.unwrap();
     let claim = n.claim(BLOG, RoleState::Switching);
     assert_eq!(a.step().await, Some(claim.epoch));
-    assert_eq!(
-        n.status(),
-        RoleStatus {
-            epoch: 2,
-            serving: BLOG,
-            code: RoleStatusCode::Ok
-        }
-    );
+    assert_eq!(n.status(), st(2, BLOG, RoleStatusCode::Ok));
     assert_eq!(n.word(word::ROLE_APPLIED), 2);
     assert_eq!(n.role(), claim, "the sidecar never writes the role word");
     assert_eq!(
@@ -215,20 +221,11 @@ async fn a_claim_is_applied_verified_and_published() {
 
 #[tokio::test]
 async fn reload_failure_restores_the_previous_file_and_reports_reload_failed() {
-    let n = node("shop", "", "site={{site}}\nfail-reload\n").await;
-    let mut a = Applier::init(n.cfg.clone(), n.memory.clone());
-    a.start_up().await.unwrap();
+    let (n, mut a) = started("shop", "", "site={{site}}\nfail-reload\n").await;
     let before = std::fs::read(n.file()).unwrap();
     n.claim(BLOG, RoleState::Switching);
     a.step().await;
-    assert_eq!(
-        n.status(),
-        RoleStatus {
-            epoch: 2,
-            serving: SITE,
-            code: RoleStatusCode::ReloadFailed
-        }
-    );
+    assert_eq!(n.status(), st(2, SITE, RoleStatusCode::ReloadFailed));
     assert_eq!(
         n.word(word::ROLE_APPLIED),
         1,
@@ -240,7 +237,7 @@ async fn reload_failure_restores_the_previous_file_and_reports_reload_failed() {
         "previous file restored"
     );
     assert_eq!(std::fs::read(n.live()).unwrap(), before);
-    let f = a.report().lock().unwrap().last_failure.clone().unwrap();
+    let f = last_failure(&a);
     assert_eq!((f.epoch, f.code), (2, RoleStatusCode::ReloadFailed));
     assert!(f.reason.contains("config test failed"), "{}", f.reason);
     // The same epoch is not retried.
@@ -248,37 +245,21 @@ async fn reload_failure_restores_the_previous_file_and_reports_reload_failed() {
     // A rollback claim for the site it serves brings it back to OK.
     n.claim(SITE, RoleState::Switching);
     a.step().await;
-    assert_eq!(
-        n.status(),
-        RoleStatus {
-            epoch: 3,
-            serving: SITE,
-            code: RoleStatusCode::Ok
-        }
-    );
+    assert_eq!(n.status(), st(3, SITE, RoleStatusCode::Ok));
     assert_eq!(n.word(word::ROLE_APPLIED), 3);
 }
 
 #[tokio::test]
 async fn verify_failure_restores_reloads_and_reports_verify_failed() {
-    let n = node("shop", "", "site={{site}}\nstatus=404\n").await;
-    let mut a = Applier::init(n.cfg.clone(), n.memory.clone());
-    a.start_up().await.unwrap();
+    let (n, mut a) = started("shop", "", "site={{site}}\nstatus=404\n").await;
     let before = std::fs::read(n.file()).unwrap();
     n.claim(BLOG, RoleState::Switching);
     a.step().await;
-    assert_eq!(
-        n.status(),
-        RoleStatus {
-            epoch: 2,
-            serving: SITE,
-            code: RoleStatusCode::VerifyFailed
-        }
-    );
+    assert_eq!(n.status(), st(2, SITE, RoleStatusCode::VerifyFailed));
     assert_eq!(std::fs::read(n.file()).unwrap(), before);
     // The restore was reloaded: the app serves the old config again.
     assert_eq!(std::fs::read(n.live()).unwrap(), before);
-    let f = a.report().lock().unwrap().last_failure.clone().unwrap();
+    let f = last_failure(&a);
     assert!(
         f.reason.contains("404") && f.reason.contains("Host: blog.example"),
         "{}",
@@ -289,13 +270,11 @@ async fn verify_failure_restores_reloads_and_reports_verify_failed() {
 #[tokio::test]
 async fn verify_header_must_name_the_new_site() {
     // The blog template keeps answering as "shop": a stale config.
-    let n = node("shop", "verify_header = \"x-site\"", "site=shop\n").await;
-    let mut a = Applier::init(n.cfg.clone(), n.memory.clone());
-    a.start_up().await.unwrap();
+    let (n, mut a) = started("shop", "verify_header = \"x-site\"", "site=shop\n").await;
     n.claim(BLOG, RoleState::Switching);
     a.step().await;
     assert_eq!(n.status().code, RoleStatusCode::VerifyFailed);
-    let f = a.report().lock().unwrap().last_failure.clone().unwrap();
+    let f = last_failure(&a);
     assert!(
         f.reason.contains("x-site: shop (expected blog)"),
         "{}",
@@ -305,20 +284,11 @@ async fn verify_header_must_name_the_new_site() {
 
 #[tokio::test]
 async fn a_site_without_template_is_no_template_and_leaves_the_file_alone() {
-    let n = node("shop", "", "site={{site}}\n").await;
-    let mut a = Applier::init(n.cfg.clone(), n.memory.clone());
-    a.start_up().await.unwrap();
+    let (n, mut a) = started("shop", "", "site={{site}}\n").await;
     let before = std::fs::read(n.file()).unwrap();
     n.claim(NEWS, RoleState::Switching);
     a.step().await;
-    assert_eq!(
-        n.status(),
-        RoleStatus {
-            epoch: 2,
-            serving: SITE,
-            code: RoleStatusCode::NoTemplate
-        }
-    );
+    assert_eq!(n.status(), st(2, SITE, RoleStatusCode::NoTemplate));
     assert_eq!(std::fs::read(n.file()).unwrap(), before);
     // An index past the site table is no template either.
     n.claim(SiteSlot::Site(9), RoleState::Switching);
@@ -329,21 +299,12 @@ async fn a_site_without_template_is_no_template_and_leaves_the_file_alone() {
 
 #[tokio::test]
 async fn an_unwritable_config_file_is_render_failed() {
-    let n = node("shop", "", "site={{site}}\n").await;
-    let mut a = Applier::init(n.cfg.clone(), n.memory.clone());
-    a.start_up().await.unwrap();
+    let (n, mut a) = started("shop", "", "site={{site}}\n").await;
     std::fs::remove_dir_all(n.file().parent().unwrap()).unwrap();
     n.claim(BLOG, RoleState::Switching);
     a.step().await;
-    assert_eq!(
-        n.status(),
-        RoleStatus {
-            epoch: 2,
-            serving: SITE,
-            code: RoleStatusCode::RenderFailed
-        }
-    );
-    let f = a.report().lock().unwrap().last_failure.clone().unwrap();
+    assert_eq!(n.status(), st(2, SITE, RoleStatusCode::RenderFailed));
+    let f = last_failure(&a);
     assert!(f.reason.contains("cannot write"), "{}", f.reason);
 }
 
@@ -360,14 +321,7 @@ async fn idle_renders_the_idle_template_without_verification() {
     n.claim(SiteSlot::Idle, RoleState::Switching);
     a.step().await;
     // The idle config answers 503, which would fail a probe: none is run.
-    assert_eq!(
-        n.status(),
-        RoleStatus {
-            epoch: 2,
-            serving: SiteSlot::Idle,
-            code: RoleStatusCode::Ok
-        }
-    );
+    assert_eq!(n.status(), st(2, SiteSlot::Idle, RoleStatusCode::Ok));
     assert_eq!(
         std::fs::read_to_string(n.live()).unwrap(),
         "site=idle\nstatus=503\n"
@@ -376,29 +330,18 @@ async fn idle_renders_the_idle_template_without_verification() {
 
 #[tokio::test]
 async fn idle_without_template_leaves_the_app_config_unchanged() {
-    let n = node("shop", "", "site={{site}}\n").await;
-    let mut a = Applier::init(n.cfg.clone(), n.memory.clone());
-    a.start_up().await.unwrap();
+    let (n, mut a) = started("shop", "", "site={{site}}\n").await;
     let before = std::fs::read(n.file()).unwrap();
     n.claim(SiteSlot::Idle, RoleState::Switching);
     a.step().await;
-    assert_eq!(
-        n.status(),
-        RoleStatus {
-            epoch: 2,
-            serving: SiteSlot::Idle,
-            code: RoleStatusCode::Ok
-        }
-    );
+    assert_eq!(n.status(), st(2, SiteSlot::Idle, RoleStatusCode::Ok));
     assert_eq!(n.word(word::ROLE_APPLIED), 2);
     assert_eq!(std::fs::read(n.file()).unwrap(), before);
 }
 
 #[tokio::test]
 async fn only_the_newest_epoch_is_applied_and_other_states_are_not_acted_on() {
-    let n = node("shop", "", "site={{site}}\n").await;
-    let mut a = Applier::init(n.cfg.clone(), n.memory.clone());
-    a.start_up().await.unwrap();
+    let (n, mut a) = started("shop", "", "site={{site}}\n").await;
     n.claim(BLOG, RoleState::Switching);
     n.claim(SITE, RoleState::Switching);
     let newest = n.claim(BLOG, RoleState::Switching);
@@ -426,14 +369,7 @@ async fn without_role_section_the_initial_site_is_published_and_claims_get_no_te
     let mut a = Applier::init(cfg, memory.clone());
     a.start_up().await.unwrap();
     let status = |m: &WindowMemory| RoleStatus::decode(m.load(word::ROLE_STATUS).unwrap()).unwrap();
-    assert_eq!(
-        status(&memory),
-        RoleStatus {
-            epoch: 1,
-            serving: BLOG,
-            code: RoleStatusCode::Ok
-        }
-    );
+    assert_eq!(status(&memory), st(1, BLOG, RoleStatusCode::Ok));
     assert_eq!(memory.load(word::ROLE_APPLIED), Some(1));
     let old = RoleWord::decode(memory.load(word::ROLE).unwrap()).unwrap();
     assert_eq!(
@@ -447,14 +383,7 @@ async fn without_role_section_the_initial_site_is_published_and_claims_get_no_te
     let claim = old.next(SITE, RoleState::Switching);
     memory.compare_swap(word::ROLE, old.encode(), claim.encode());
     a.step().await;
-    assert_eq!(
-        status(&memory),
-        RoleStatus {
-            epoch: 2,
-            serving: BLOG,
-            code: RoleStatusCode::NoTemplate
-        }
-    );
+    assert_eq!(status(&memory), st(2, BLOG, RoleStatusCode::NoTemplate));
     assert_eq!(memory.load(word::ROLE_APPLIED), Some(1));
     // Rolling back to the site it serves needs no template.
     let back = claim.next(BLOG, RoleState::Switching);
