@@ -129,7 +129,8 @@ fn nginx(dir: &Path, port: u16, plain: bool) -> (App, String) {
     (app, role)
 }
 
-/// Starts `rdmalb testsrv` on `port` reading `<dir>/site.toml`.
+/// Starts `rdmalb testsrv` on `port` reading `<dir>/site.toml` (reloaded
+/// on SIGHUP); the probe checks its `X-Site` header.
 fn testsrv(dir: &Path, port: u16) -> (App, String) {
     let p = dir.display();
     std::fs::write(
@@ -139,7 +140,9 @@ fn testsrv(dir: &Path, port: u16) -> (App, String) {
     .unwrap();
     std::fs::write(
         dir.join("testsrv.toml"),
-        format!("listen = \"127.0.0.1:{port}\"\nsite_file = \"{p}/site.toml\"\npid_file = \"{p}/testsrv.pid\"\n"),
+        format!(
+            "name = \"bench\"\nlisten = \"127.0.0.1:{port}\"\nsite_file = \"{p}/site.toml\"\npid_file = \"{p}/testsrv.pid\"\n"
+        ),
     )
     .unwrap();
     let bin = std::env::var("RDMALB_BIN")
@@ -162,7 +165,7 @@ fn testsrv(dir: &Path, port: u16) -> (App, String) {
     );
     for site in SITES {
         role.push_str(&format!(
-            "[role.site.{site}]\ntemplate = \"{}\"\nhosts = [\"{site}.example\"]\n",
+            "[role.site.{site}]\ntemplate = \"{}\"\nhosts = [\"{site}.example\"]\nhealth_path = \"/health\"\n",
             tpl.display()
         ));
     }
