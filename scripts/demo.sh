@@ -254,6 +254,7 @@ EOF
 node = "$node"
 node_id = $((i + 1))
 sites = [$(printf '"%s", ' "${SITES[@]}" | sed 's/, $//')]
+site = "$site"
 publish_interval = "$PUBLISH_INTERVAL"
 
 [window.shm]

@@ -12,6 +12,8 @@
 //!   seqlock protocol (seed 002 section 3: fine-grained, one-sided reads
 //!   need the owner to keep the block fresh, not to answer requests).
 //! - [`serve`]: the window memory and its transports.
+//! - [`role`]: role application: watches the role word proxies CAS and
+//!   rewrites + reloads + verifies the app's config for the claimed site.
 //! - [`admin`]: `/metrics` (Prometheus) and `/status` (JSON).
 //!
 //! [`run`] is the process entry point (`rdmalb sidecar -c FILE`); [`check`]
@@ -23,6 +25,7 @@ pub mod admin;
 pub mod collect;
 pub mod config;
 pub mod publish;
+pub mod role;
 pub mod serve;
 
 use std::net::SocketAddr;
@@ -69,6 +72,15 @@ pub enum SidecarError {
         node: String,
         #[source]
         source: PushBindError,
+    },
+    /// The initial site's config could not be applied and verified at
+    /// start-up (the app would not match the role word).
+    #[error("node {node}: initial role {site}: {code}: {reason}")]
+    Role {
+        node: String,
+        site: String,
+        code: crate::window::RoleStatusCode,
+        reason: String,
     },
     /// The publisher thread could not be spawned.
     #[error("node {node}: cannot start the publisher thread: {source}")]
@@ -183,6 +195,18 @@ impl Sidecar {
         self.addrs.shm = memory.path().map(Path::to_path_buf);
         let memory = Arc::new(memory);
 
+        // The role word is initialised and the app made to match it before
+        // the first load block is published and before tcp/verbs serve the
+        // window (see role::Applier::init).
+        let mut applier = role::Applier::init(cfg.clone(), memory.clone());
+        applier.start_up().await.map_err(|e| SidecarError::Role {
+            node: cfg.node.clone(),
+            site: cfg.site_name(cfg.site).unwrap_or("?").to_string(),
+            code: e.code,
+            reason: e.reason,
+        })?;
+        let role_report = applier.report();
+
         let mut slots = Vec::new();
         for (i, c) in cfg.collectors.iter().enumerate() {
             let slot = Slot::new(format!("{}#{i}", c.kind()), cfg.node.clone());
@@ -211,6 +235,7 @@ impl Sidecar {
         self.addrs.verbs = serving.verbs_addr();
         let peers = serving.peers();
         self.window = Some(serving);
+        self.tasks.push(tokio::spawn(applier.run(stop_rx.clone())));
 
         if let Some(admin) = &cfg.admin {
             let state = Arc::new(admin::AdminState {
@@ -220,6 +245,7 @@ impl Sidecar {
                 publish: stats,
                 peers,
                 addrs: std::sync::Mutex::new(self.addrs.clone()),
+                role: role_report,
             });
             let (addr, task) = admin::start(admin.listen, state.clone(), stop_rx.clone())
                 .await

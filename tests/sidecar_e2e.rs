@@ -213,11 +213,14 @@ async fn sidecar_publishes_live_load_over_shm_tcp_and_admin() {
     assert_eq!(status["node_id"], 5);
     assert_eq!(status["load"]["fields"]["busy"], 9);
     assert_eq!(status["load"]["fresh"], true);
-    assert_eq!(status["role"]["state"], "unset");
-    assert!(
-        status["role"]["site"].is_null(),
-        "an unset role names no site"
-    );
+    // Without `site` the node starts idle; the sidecar initialises the role
+    // word once (ACTIVE, epoch 1) and, with no [role], publishes it applied.
+    assert_eq!(status["role"]["state"], "active");
+    assert_eq!(status["role"]["site"], "idle");
+    assert_eq!(status["role"]["epoch"], 1);
+    assert_eq!(status["role_applied"], 1);
+    assert_eq!(status["role_status"]["code"], "ok");
+    assert_eq!(status["role_application"]["enabled"], false);
     let kinds: Vec<&str> = status["transports"]
         .as_array()
         .unwrap()
@@ -239,22 +242,34 @@ async fn sidecar_publishes_live_load_over_shm_tcp_and_admin() {
     );
 
     // A proxy claims the node over tcp (remote CAS on the role word); /status
-    // decodes it against the site table.
-    let claim = RoleWord {
-        site: SiteSlot::Site(1),
-        state: RoleState::Switching,
+    // decodes it against the site table. Without [role] the sidecar cannot
+    // apply it and says so (NO_TEMPLATE, still serving idle).
+    let initial = RoleWord {
+        site: SiteSlot::Idle,
+        state: RoleState::Active,
         epoch: 1,
     };
+    let claim = initial.next(SiteSlot::Site(1), RoleState::Switching);
     assert_eq!(
-        tcp.compare_swap(word::ROLE, 0, claim.encode())
+        tcp.compare_swap(word::ROLE, initial.encode(), claim.encode())
             .await
             .unwrap(),
-        0
+        initial.encode()
     );
-    let status = get_json(&format!("http://{admin}/status")).await;
+    let status = eventually("the claim refused", Duration::from_secs(10), || async {
+        let st = get_json(&format!("http://{admin}/status")).await;
+        if st["role_status"]["epoch"] == 2 && st["role_status"]["code"] == "no_template" {
+            Ok(st)
+        } else {
+            Err(format!("{}", st["role_status"]))
+        }
+    })
+    .await;
     assert_eq!(status["role"]["site"], "blog");
     assert_eq!(status["role"]["state"], "switching");
-    assert_eq!(status["role"]["epoch"], 1);
+    assert_eq!(status["role"]["epoch"], 2);
+    assert_eq!(status["role_status"]["serving"], "idle");
+    assert_eq!(status["role_applied"], 1);
 
     let metrics = http
         .get(format!("http://{admin}/metrics"))

@@ -1,7 +1,8 @@
 //! The sidecar's admin endpoint: `GET /metrics` (Prometheus text, rendered
 //! by `metrics-exporter-prometheus`) and `GET /status` (JSON: node, the load
-//! block as published, the role word decoded, role_applied, transports
-//! served, peers seen on tcp/verbs, collector health).
+//! block as published, the role word and role status decoded,
+//! role_applied, the last switch and failure, transports served, peers
+//! seen on tcp/verbs, collector health).
 //!
 //! Load-block gauges are refreshed from the window at scrape time rather
 //! than by the publisher, so the 1 ms publish loop never touches metrics.
@@ -24,11 +25,12 @@ use tokio::sync::watch;
 
 use super::collect::{Field, Slot};
 use super::publish::PublishStats;
+use super::role::RoleReport;
 use super::serve::Peers;
 use super::{BoundAddrs, SidecarConfig};
 use crate::util::duration;
 use crate::window::layout::word;
-use crate::window::{seqlock, LoadBlock, RoleState, RoleWord, SiteSlot, WindowMemory};
+use crate::window::{seqlock, LoadBlock, RoleState, RoleStatus, RoleWord, SiteSlot, WindowMemory};
 
 /// Everything /status and /metrics show.
 pub struct AdminState {
@@ -38,6 +40,8 @@ pub struct AdminState {
     pub publish: Arc<PublishStats>,
     pub peers: Peers,
     pub addrs: Mutex<BoundAddrs>,
+    /// Role application's last switch and failure.
+    pub role: Arc<Mutex<RoleReport>>,
 }
 
 static PROMETHEUS: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
@@ -196,6 +200,12 @@ fn refresh_gauges(state: &AdminState) {
     let role = RoleWord::decode(state.memory.load(word::ROLE).unwrap_or(0)).ok();
     metrics::gauge!("rdmalb_sidecar_role_epoch", "node" => node.clone())
         .set(role.map_or(0.0, |r| r.epoch as f64));
+    metrics::gauge!("rdmalb_sidecar_role_applied_epoch", "node" => node.clone())
+        .set(state.memory.load(word::ROLE_APPLIED).unwrap_or(0) as f64);
+    if let Ok(st) = RoleStatus::decode(state.memory.load(word::ROLE_STATUS).unwrap_or(0)) {
+        metrics::gauge!("rdmalb_sidecar_role_status_code", "node" => node.clone())
+            .set(f64::from(st.code.code()));
+    }
     for s in &state.slots {
         metrics::gauge!("rdmalb_sidecar_collector_up", "node" => node.clone(), "collector" => s.name.clone())
             .set(if s.health().error.is_none() { 1.0 } else { 0.0 });
@@ -253,6 +263,36 @@ pub fn status_json(state: &AdminState) -> Value {
         Err(e) => json!({ "raw": format!("{raw_role:#018x}"), "error": e.to_string() }),
     };
     let w = |i| state.memory.load(i).unwrap_or(0);
+    let raw_status = w(word::ROLE_STATUS);
+    let role_status = match RoleStatus::decode(raw_status) {
+        Ok(st) => json!({
+            "raw": format!("{raw_status:#018x}"),
+            "epoch": st.epoch,
+            "serving": site_name(cfg, st.serving),
+            "code": st.code.as_str(),
+        }),
+        Err(e) => json!({ "raw": format!("{raw_status:#018x}"), "error": e.to_string() }),
+    };
+    let report = state.role.lock().map(|r| r.clone()).unwrap_or_default();
+    let role_application = json!({
+        "enabled": cfg.role.is_some(),
+        "file": cfg.role.as_ref().map(|r| r.file.display().to_string()),
+        "switches_total": report.switches_total,
+        "failures_total": report.failures_total,
+        "last_switch": report.last_switch.map(|s| json!({
+            "epoch": s.epoch,
+            "site": s.site,
+            "ms": s.duration.as_secs_f64() * 1e3,
+            "at_unix_ms": s.at_unix_ms,
+        })),
+        "last_failure": report.last_failure.map(|f| json!({
+            "epoch": f.epoch,
+            "site": f.site,
+            "code": f.code.as_str(),
+            "reason": f.reason,
+            "at_unix_ms": f.at_unix_ms,
+        })),
+    });
     let addrs = state.addrs.lock().map(|a| a.clone()).unwrap_or_default();
     let mut transports = Vec::new();
     if let Some(p) = &addrs.shm {
@@ -291,7 +331,8 @@ pub fn status_json(state: &AdminState) -> Value {
         "load": load,
         "role": role,
         "role_applied": w(word::ROLE_APPLIED),
-        "role_status": w(word::ROLE_STATUS),
+        "role_status": role_status,
+        "role_application": role_application,
         "claim": { "proxy": w(word::CLAIM_PROXY), "time_unix_ms": w(word::CLAIM_TIME), "epoch": w(word::CLAIM_EPOCH) },
         "transports": transports,
         "push": addrs.push.iter().map(|p| p.to_string()).collect::<Vec<_>>(),

@@ -8,6 +8,11 @@
 //! are anchored at the config file's directory. Defaults are documented on
 //! each field below and in `conf/sidecar.toml`.
 //!
+//! `site` and `[role]` (role application: templates, reload command,
+//! verification probe) are validated in [`validate`]'s `role` part; template
+//! files are read and parsed at validation time, so `rdmalb check` catches
+//! an unknown template variable and a running sidecar never re-reads them.
+//!
 //! Several collectors may be configured; each fills the load-block fields it
 //! knows and, per field, a later `[[collector]]` entry wins over an earlier
 //! one (see [`crate::sidecar::collect`]).
@@ -18,6 +23,8 @@ pub mod validate;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+use crate::window::SiteSlot;
 
 pub use crate::config::{ConfigErrors, Problem};
 
@@ -56,6 +63,77 @@ pub struct SidecarConfig {
     pub collectors: Vec<CollectorConfig>,
     /// The admin endpoint, when configured.
     pub admin: Option<AdminConfig>,
+    /// The site this node serves at start-up (`site`, default idle): the
+    /// role word is initialised to it (ACTIVE, epoch 1).
+    pub site: SiteSlot,
+    /// Role application (`[role]`); `None` = off: the sidecar never changes
+    /// the app's config and answers every claim for another site with
+    /// NO_TEMPLATE.
+    pub role: Option<RoleConfig>,
+}
+
+impl SidecarConfig {
+    /// The name of a site slot: the site's name, or "idle".
+    pub fn site_name(&self, slot: SiteSlot) -> Option<&str> {
+        match slot.index() {
+            None => Some("idle"),
+            Some(i) => self.sites.get(i).map(String::as_str),
+        }
+    }
+}
+
+/// Default `[role] poll`: how often the role word is read from local memory.
+pub const DEFAULT_ROLE_POLL: Duration = Duration::from_millis(1);
+/// Default `[role] reload_timeout`.
+pub const DEFAULT_RELOAD_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default `[role] verify_timeout`.
+pub const DEFAULT_VERIFY_TIMEOUT: Duration = Duration::from_secs(5);
+/// Default `[role.site.*] health_path`.
+pub const DEFAULT_HEALTH_PATH: &str = "/";
+
+/// `[role]`: how the sidecar applies a role a proxy wrote into its window.
+#[derive(Debug, Clone)]
+pub struct RoleConfig {
+    /// How often the role word is read (default 1 ms).
+    pub poll: Duration,
+    /// The config file the app reads, replaced atomically on each switch.
+    pub file: PathBuf,
+    /// Reload command as an argv list (no shell).
+    pub reload: Vec<String>,
+    /// The reload command is killed after this long (default 10 s).
+    pub reload_timeout: Duration,
+    /// The app's local address the verification probe connects to.
+    pub verify: SocketAddr,
+    /// How long the probe retries before the switch counts as failed
+    /// (default 5 s).
+    pub verify_timeout: Duration,
+    /// When set, a probe passes only if this response header equals the
+    /// site's name (proves the new config is live, not the old one).
+    pub verify_header: Option<http::HeaderName>,
+    /// `[role.idle]`: rendered when the node is moved to the idle pool.
+    pub idle: Option<RoleTemplate>,
+    /// `[role.site.<name>]`, keyed by site name.
+    pub sites: std::collections::BTreeMap<String, SiteRole>,
+}
+
+/// A template file, parsed, with its free-form variables.
+#[derive(Debug, Clone)]
+pub struct RoleTemplate {
+    /// Where it was read from (for messages).
+    pub path: PathBuf,
+    pub template: crate::sidecar::role::template::Template,
+    /// `vars`: extra variables, by name.
+    pub vars: std::collections::BTreeMap<String, String>,
+}
+
+/// `[role.site.<name>]`.
+#[derive(Debug, Clone)]
+pub struct SiteRole {
+    pub template: RoleTemplate,
+    /// Host names of the site (the first is the probe's Host header).
+    pub hosts: Vec<String>,
+    /// Path the probe requests (default "/").
+    pub health_path: String,
 }
 
 /// Which transports serve the window. At least one is set.

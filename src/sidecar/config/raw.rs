@@ -16,6 +16,8 @@ pub const TOP_LEVEL_KEYS: &[&str] = &[
     "window",
     "collector",
     "admin",
+    "site",
+    "role",
 ];
 
 /// Keys accepted inside `[window]`.
@@ -102,4 +104,38 @@ impl RawCollector {
 #[serde(deny_unknown_fields)]
 pub struct RawAdmin {
     pub listen: Option<String>,
+}
+
+/// `[role]`: role application. `idle` and `site` stay untyped here so each
+/// site's entry is checked on its own (one bad entry does not hide others).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRole {
+    pub poll: Option<String>,
+    pub file: Option<String>,
+    pub reload: Option<Vec<String>>,
+    pub reload_timeout: Option<String>,
+    pub verify: Option<String>,
+    pub verify_timeout: Option<String>,
+    pub verify_header: Option<String>,
+    pub idle: Option<toml::Value>,
+    pub site: Option<toml::Value>,
+}
+
+/// `[role.idle]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRoleIdle {
+    pub template: Option<String>,
+    pub vars: Option<toml::Table>,
+}
+
+/// `[role.site.<name>]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRoleSite {
+    pub template: Option<String>,
+    pub hosts: Option<Vec<String>>,
+    pub health_path: Option<String>,
+    pub vars: Option<toml::Table>,
 }

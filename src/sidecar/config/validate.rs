@@ -14,6 +14,8 @@ use super::raw::{self, RawAdmin, RawCollector, RawShm, RawTcp, RawVerbs};
 use super::*;
 use crate::util::duration;
 
+mod role;
+
 /// Collected problems plus the file they belong to.
 struct Report {
     file: PathBuf,
@@ -222,6 +224,8 @@ pub fn validate(text: &str, path: &Path) -> Result<SidecarConfig, ConfigErrors> 
                 .map(|listen| AdminConfig { listen })
         }
     };
+    let site = role::initial_site(&mut r, table.get("site"), &sites);
+    let role = role::role(&mut r, table.get("role"), &sites, site);
     check_port_clashes(&mut r, &window, &collectors, admin.as_ref());
 
     if !r.problems.is_empty() {
@@ -242,6 +246,8 @@ pub fn validate(text: &str, path: &Path) -> Result<SidecarConfig, ConfigErrors> 
         window,
         collectors,
         admin,
+        site,
+        role,
     })
 }
 

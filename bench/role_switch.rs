@@ -1,0 +1,274 @@
+//! Switching time of role application (issue 6): from a proxy's CAS on a
+//! node's role word to the node's `ROLE_APPLIED` reaching the new epoch,
+//! i.e. template rendered, config file replaced, app reloaded and the new
+//! site verified by the probe. Transport: shm (the CAS and the polling of
+//! `ROLE_APPLIED` go through `ShmWindow`, as a same-host proxy's would).
+//!
+//! Run: `cargo bench --bench role_switch` (`-- --runs N`, default 20;
+//! `-- --app testsrv` for our test server instead of nginx, when the build
+//! has it; `-- --app nginx-plain` reloads with bare `nginx -s reload`, not
+//! waiting for nginx's old workers, for comparison only: such a switch can
+//! be published while old workers still answer with the old site). The sidecar runs in this process (`Sidecar::start`, the same
+//! code as `rdmalb sidecar`); nginx is Debian's, started with its own prefix
+//! and the shipped template (`conf/role/nginx-site.conf.tpl`) and reload
+//! wrapper (`conf/role/nginx-reload.sh`). Switches alternate between two
+//! sites. Prints a markdown table and writes it to
+//! `bench/results/role_switch-<app>.md`.
+
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rdmalb::sidecar::{config, Sidecar};
+use rdmalb::window::layout::word;
+use rdmalb::window::{
+    site_table_hash, Expect, RemoteWindow, RoleState, RoleStatus, RoleStatusCode, RoleWord,
+    ShmWindow, SiteSlot,
+};
+
+const NGINX: &str = "/usr/sbin/nginx";
+const SITES: [&str; 2] = ["shop", "blog"];
+
+/// Stops the app on drop: SIGTERM, bounded wait, then SIGKILL to its group.
+struct App {
+    child: Child,
+}
+
+impl Drop for App {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        for _ in 0..200 {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", self.child.id())])
+            .stderr(Stdio::null())
+            .status();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("bind 127.0.0.1:0")
+}
+
+fn wait_listening(port: u16) {
+    for _ in 0..400 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    panic!("the app does not listen on port {port}");
+}
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Starts nginx on `port` including `<dir>/site.conf`; returns the guard
+/// and the sidecar's `[role]` lines for it. `plain`: reload with bare
+/// `nginx -s reload` instead of the wrapper that waits for the old workers.
+fn nginx(dir: &Path, port: u16, plain: bool) -> (App, String) {
+    let p = dir.display();
+    for site in SITES {
+        std::fs::create_dir_all(dir.join("www").join(site)).unwrap();
+    }
+    std::fs::write(
+        dir.join("nginx.conf"),
+        format!(
+            "user root;\nworker_processes 1;\npid {p}/nginx.pid;\nerror_log {p}/error.log;\n\
+             events {{ worker_connections 128; }}\n\
+             http {{ access_log off; client_body_temp_path {p}/cb; proxy_temp_path {p}/px;\n\
+             fastcgi_temp_path {p}/fc; uwsgi_temp_path {p}/uw; scgi_temp_path {p}/sc;\n\
+             include {p}/site.conf; }}\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("site.conf"),
+        format!("server {{ listen 127.0.0.1:{port}; return 404; }}\n"),
+    )
+    .unwrap();
+    let child = Command::new(NGINX)
+        .args(["-p", &p.to_string(), "-e", &format!("{p}/error.log"), "-c"])
+        .arg(dir.join("nginx.conf"))
+        .args(["-g", "daemon off;"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .expect("start nginx");
+    let app = App { child };
+    wait_listening(port);
+    let tpl = repo().join("conf/role/nginx-site.conf.tpl");
+    let wrapper = format!(
+        "\"sh\", \"{}\", \"{p}/nginx.pid\", ",
+        repo().join("conf/role/nginx-reload.sh").display()
+    );
+    let mut role = format!(
+        "[role]\nfile = \"site.conf\"\nreload = [{}\"{NGINX}\", \"-p\", \"{p}\", \"-e\", \"{p}/error.log\", \"-c\", \"{p}/nginx.conf\", \"-s\", \"reload\"]\n\
+         verify = \"127.0.0.1:{port}\"\nverify_header = \"x-rdmalb-site\"\n",
+        if plain { "" } else { wrapper.as_str() }
+    );
+    for site in SITES {
+        role.push_str(&format!(
+            "[role.site.{site}]\ntemplate = \"{}\"\nhosts = [\"{site}.example\"]\nhealth_path = \"/healthz\"\nvars = {{ root = \"{p}/www/{site}\" }}\n",
+            tpl.display()
+        ));
+    }
+    (app, role)
+}
+
+/// Starts `rdmalb testsrv` on `port` reading `<dir>/site.toml` (reloaded
+/// on SIGHUP); the probe checks its `X-Site` header.
+fn testsrv(dir: &Path, port: u16) -> (App, String) {
+    let p = dir.display();
+    std::fs::write(
+        dir.join("site.toml"),
+        "site = \"shop\"\nhosts = [\"shop.example\"]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("testsrv.toml"),
+        format!(
+            "name = \"bench\"\nlisten = \"127.0.0.1:{port}\"\nsite_file = \"{p}/site.toml\"\npid_file = \"{p}/testsrv.pid\"\n"
+        ),
+    )
+    .unwrap();
+    let bin = std::env::var("RDMALB_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| repo().join("target/debug/rdmalb"));
+    let child = Command::new(bin)
+        .args(["testsrv", "-c"])
+        .arg(dir.join("testsrv.toml"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .expect("start rdmalb testsrv");
+    let app = App { child };
+    wait_listening(port);
+    let tpl = repo().join("conf/role/testsrv-site.toml.tpl");
+    let mut role = format!(
+        "[role]\nfile = \"site.toml\"\nreload = [\"sh\", \"-c\", \"kill -HUP $(cat {p}/testsrv.pid)\"]\n\
+         verify = \"127.0.0.1:{port}\"\nverify_header = \"x-site\"\n"
+    );
+    for site in SITES {
+        role.push_str(&format!(
+            "[role.site.{site}]\ntemplate = \"{}\"\nhosts = [\"{site}.example\"]\nhealth_path = \"/health\"\n",
+            tpl.display()
+        ));
+    }
+    (app, role)
+}
+
+fn percentile(sorted: &[f64], q: f64) -> f64 {
+    let i = ((sorted.len() - 1) as f64 * q).round() as usize;
+    sorted[i]
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let arg = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1).cloned())
+    };
+    let runs: usize = arg("--runs").and_then(|r| r.parse().ok()).unwrap_or(20);
+    let app_name = arg("--app").unwrap_or_else(|| "nginx".into());
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let (_app, role) = match app_name.as_str() {
+        "nginx" => nginx(dir.path(), port, false),
+        "nginx-plain" => nginx(dir.path(), port, true),
+        "testsrv" => testsrv(dir.path(), port),
+        other => panic!("--app {other}: accepted nginx, nginx-plain, testsrv"),
+    };
+    let text = format!(
+        "node = \"bench\"\nnode_id = 3\nsites = [\"shop\", \"blog\"]\nsite = \"shop\"\n\
+         [window.shm]\npath = \"{}/window\"\n[[collector]]\nkind = \"system\"\n{role}",
+        dir.path().display()
+    );
+    let cfg =
+        config::parse(&text, &dir.path().join("sidecar.toml")).unwrap_or_else(|e| panic!("{e}"));
+    let sidecar = Sidecar::start(cfg).await.unwrap_or_else(|e| panic!("{e}"));
+    let w = ShmWindow::open(
+        dir.path().join("window"),
+        &Expect {
+            node_id: Some(3),
+            site_hash: Some(site_table_hash(&SITES)),
+        },
+    )
+    .unwrap();
+
+    let mut ms = Vec::with_capacity(runs);
+    for i in 0..runs {
+        let target = SiteSlot::Site(((i + 1) % 2) as u16);
+        let raw = w.read_word(word::ROLE).await.unwrap();
+        let new = RoleWord::decode(raw)
+            .unwrap()
+            .next(target, RoleState::Switching);
+        let t0 = Instant::now();
+        let old = w.compare_swap(word::ROLE, raw, new.encode()).await.unwrap();
+        assert_eq!(old, raw, "claim lost");
+        loop {
+            if w.read_word(word::ROLE_APPLIED).await.unwrap() == new.epoch {
+                break;
+            }
+            let st = RoleStatus::decode(w.read_word(word::ROLE_STATUS).await.unwrap()).unwrap();
+            if st.epoch == new.epoch && st.code != RoleStatusCode::Applying {
+                panic!("switch {i} failed: {st}");
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(60),
+                "switch {i} did not finish"
+            );
+            tokio::time::sleep(Duration::from_micros(100)).await;
+        }
+        ms.push(t0.elapsed().as_secs_f64() * 1e3);
+    }
+    sidecar.stop().await;
+
+    let mut sorted = ms.clone();
+    sorted.sort_by(|a, b| a.total_cmp(b));
+    let mean = ms.iter().sum::<f64>() / ms.len() as f64;
+    let profile = if cfg!(debug_assertions) {
+        "debug"
+    } else {
+        "release"
+    };
+    let report = format!(
+        "# Role switching time ({app_name}, transport shm)\n\n\
+         CAS on the role word → ROLE_APPLIED = new epoch (render, atomic replace, reload, verify).\n\
+         {runs} switches alternating shop/blog; {profile} build; {}.\n\n\
+         | app | transport | switches | median ms | p10 ms | p90 ms | min ms | max ms | mean ms |\n\
+         |---|---|---|---|---|---|---|---|---|\n\
+         | {app_name} | shm | {runs} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} |\n\n\
+         Every switch (ms): {}\n",
+        std::fs::read_to_string("/proc/loadavg")
+            .map(|l| format!("load average at the end {}", l.split_whitespace().take(3).collect::<Vec<_>>().join(" ")))
+            .unwrap_or_default(),
+        percentile(&sorted, 0.5),
+        percentile(&sorted, 0.1),
+        percentile(&sorted, 0.9),
+        sorted[0],
+        sorted[sorted.len() - 1],
+        mean,
+        ms.iter().map(|m| format!("{m:.1}")).collect::<Vec<_>>().join(", ")
+    );
+    print!("{report}");
+    let out = repo().join(format!("bench/results/role_switch-{app_name}.md"));
+    std::fs::write(&out, &report).unwrap();
+    println!("written to {}", out.display());
+}
