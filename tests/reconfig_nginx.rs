@@ -1,0 +1,306 @@
+//! End to end with everything real: three nodes, each Debian's nginx (its own
+//! prefix, an `include` of the file its sidecar owns) and a real `rdmalb
+//! sidecar` (shm window, push collector, role templates from
+//! `conf/role/`), and a real `rdmalb proxy` in `reconfigure` mode. The test
+//! pushes application load: the shop site runs hot, the blog's second node is
+//! idle. The proxy's agent claims that node; its sidecar rewrites nginx's
+//! config and reloads it; the proxy routes shop requests to it once applied
+//! and checked. All along, every response carries the site that served it
+//! (nginx's `X-Rdmalb-Site`) and the node (the page body): none is misrouted.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::{client, eventually, free_addr, ChildGuard};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+const NGINX: &str = "/usr/sbin/nginx";
+const SITES: [&str; 2] = ["shop", "blog"];
+
+/// Stops an nginx master and its workers (its own process group) on drop.
+struct NginxGuard(std::process::Child);
+
+impl Drop for NginxGuard {
+    fn drop(&mut self) {
+        let pid = self.0.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        for _ in 0..200 {
+            if matches!(self.0.try_wait(), Ok(Some(_))) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{pid}")])
+            .stderr(Stdio::null())
+            .status();
+        let _ = self.0.wait();
+    }
+}
+
+/// One backend node: nginx plus its sidecar.
+struct Node {
+    dir: tempfile::TempDir,
+    app: SocketAddr,
+    push: SocketAddr,
+    sidecar: ChildGuard,
+    _nginx: NginxGuard,
+}
+
+impl Node {
+    fn start(name: &str, id: u16, site: &str) -> Node {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().display().to_string();
+        let app = free_addr();
+        for s in SITES {
+            let root = dir.path().join("www").join(s);
+            std::fs::create_dir_all(&root).unwrap();
+            std::fs::write(root.join("index.html"), format!("{s} on {name}\n")).unwrap();
+        }
+        std::fs::write(
+            dir.path().join("nginx.conf"),
+            format!(
+                "user root;\nworker_processes 1;\npid {p}/nginx.pid;\nerror_log {p}/error.log;\n\
+                 events {{ worker_connections 128; }}\nhttp {{\n    access_log off;\n\
+                 client_body_temp_path {p}/cb;\n    proxy_temp_path {p}/px;\n    fastcgi_temp_path {p}/fc;\n\
+                 uwsgi_temp_path {p}/uw;\n    scgi_temp_path {p}/sc;\n    include {p}/site.conf;\n}}\n"
+            ),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("site.conf"),
+            format!("server {{ listen {app}; return 404; }}\n"),
+        )
+        .unwrap();
+        let nginx = Command::new(NGINX)
+            .args(["-p", &p, "-e", &format!("{p}/error.log"), "-c"])
+            .arg(dir.path().join("nginx.conf"))
+            .args(["-g", "daemon off;"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .expect("start nginx");
+        let nginx = NginxGuard(nginx);
+        // The sidecar reloads nginx at start-up: nginx must be up first.
+        for _ in 0..400 {
+            if dir.path().join("nginx.pid").exists() && std::net::TcpStream::connect(app).is_ok() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        let role = Path::new(env!("CARGO_MANIFEST_DIR")).join("conf/role");
+        let (admin, push) = (free_addr(), free_addr());
+        let mut config = format!(
+            "node = \"{name}\"\nnode_id = {id}\nsites = [\"shop\", \"blog\"]\nsite = \"{site}\"\n\
+             [window.shm]\npath = \"{p}/window\"\n\
+             [[collector]]\nkind = \"push\"\nlisten = \"{push}\"\n\
+             [admin]\nlisten = \"{admin}\"\n\
+             [role]\nfile = \"site.conf\"\n\
+             reload = [\"sh\", \"{reload}\", \"{p}/nginx.pid\", \"{NGINX}\", \"-p\", \"{p}\", \"-e\", \"{p}/error.log\", \"-c\", \"{p}/nginx.conf\", \"-s\", \"reload\"]\n\
+             verify = \"{app}\"\nverify_timeout = \"10s\"\nverify_header = \"x-rdmalb-site\"\n",
+            reload = role.join("nginx-reload.sh").display(),
+        );
+        for s in SITES {
+            config.push_str(&format!(
+                "[role.site.{s}]\ntemplate = \"{}\"\nhosts = [\"{s}.example\"]\nhealth_path = \"/healthz\"\nvars = {{ root = \"{p}/www/{s}\" }}\n",
+                role.join("nginx-site.conf.tpl").display()
+            ));
+        }
+        let cfg = dir.path().join("sidecar.toml");
+        std::fs::write(&cfg, config).unwrap();
+        let sidecar = Command::new(env!("CARGO_BIN_EXE_rdmalb"))
+            .args(["sidecar", "-c"])
+            .arg(&cfg)
+            .env("RDMALB_LOG", "info")
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.path().join("sidecar.log")).unwrap())
+            .spawn()
+            .expect("spawn rdmalb sidecar");
+        let mut node = Node {
+            dir,
+            app,
+            push,
+            sidecar: ChildGuard { child: sidecar },
+            _nginx: nginx,
+        };
+        for _ in 0..800 {
+            if let Ok(Some(status)) = node.sidecar.child.try_wait() {
+                panic!("sidecar {name} exited ({status}):\n{}", node.log());
+            }
+            if std::net::TcpStream::connect(admin).is_ok()
+                && node.dir.path().join("window").exists()
+            {
+                return node;
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        panic!("sidecar {name} did not start:\n{}", node.log());
+    }
+
+    fn log(&self) -> String {
+        let sc = std::fs::read_to_string(self.dir.path().join("sidecar.log")).unwrap_or_default();
+        let ng = std::fs::read_to_string(self.dir.path().join("error.log")).unwrap_or_default();
+        format!("--- sidecar:\n{sc}\n--- nginx:\n{ng}")
+    }
+
+    /// Pushes the application's load (busy of 10 workers).
+    async fn push_busy(&self, busy: u32) {
+        let stream = tokio::net::TcpStream::connect(self.push)
+            .await
+            .expect("push");
+        let (rd, mut wr) = stream.into_split();
+        wr.write_all(format!("busy={busy} capacity=10 queue=0\n").as_bytes())
+            .await
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(rd).read_line(&mut line).await.unwrap();
+        assert_eq!(line.trim(), "ok", "push rejected");
+    }
+}
+
+/// (status, site that served, node that served) for one request.
+async fn get(c: &reqwest::Client, listen: SocketAddr, site: &str) -> (u16, String, String) {
+    let r = c
+        .get(format!("http://{listen}/"))
+        .header("host", format!("{site}.example"))
+        .send()
+        .await
+        .expect("request");
+    let status = r.status().as_u16();
+    let served = r
+        .headers()
+        .get("x-rdmalb-site")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    let body = r.text().await.unwrap_or_default();
+    let node = body.trim().rsplit(' ').next().unwrap_or("").to_string();
+    (status, served, node)
+}
+
+async fn status(c: &reqwest::Client, admin: SocketAddr) -> serde_json::Value {
+    let text = c
+        .get(format!("http://{admin}/status"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hot_site_gets_an_idle_nginx_node_and_no_request_is_misrouted() {
+    if !Path::new(NGINX).exists() {
+        eprintln!("SKIPPED: {NGINX} is not installed (apt-get install nginx)");
+        return;
+    }
+    let nodes = [
+        Node::start("n0", 1, "shop"),
+        Node::start("n1", 2, "blog"),
+        Node::start("n2", 3, "blog"),
+    ];
+    let (listener, listen, admin) = common::listener_toml();
+    let mut config = format!("[health]\ninterval = \"100ms\"\nrise = 2\n\n{listener}");
+    for s in SITES {
+        config.push_str(&format!(
+            "[[site]]\nname = \"{s}\"\nhosts = [\"{s}.example\"]\nhealth_path = \"/healthz\"\n\n"
+        ));
+    }
+    for (i, n) in nodes.iter().enumerate() {
+        config.push_str(&format!(
+            "[[node]]\nname = \"n{i}\"\nnode_id = {}\naddress = \"{}\"\nsite = \"{}\"\ntransport = \"shm\"\nsidecar = \"{}\"\n\n",
+            i + 1,
+            n.app,
+            ["shop", "blog", "blog"][i],
+            n.dir.path().join("window").display()
+        ));
+    }
+    config.push_str(
+        "[reconfig]\nmode = \"reconfigure\"\nsensitivity = \"50ms\"\nhistory = \"300ms\"\ncooldown = \"0s\"\n",
+    );
+    // Quiet start: nobody is hot.
+    for n in &nodes {
+        n.push_busy(1).await;
+    }
+    let proxy = common::Proxy::start(&config, &[listen, admin]);
+    let c = client();
+    eventually(
+        "every node active and up",
+        Duration::from_secs(30),
+        || async {
+            let s = status(&c, admin).await;
+            let active = s["reconfig"]["nodes"].as_array().map_or(0, |n| {
+                n.iter().filter(|n| n["effective"] == "active").count()
+            });
+            let up = s["nodes"]
+                .as_array()
+                .map_or(0, |n| n.iter().filter(|n| n["state"] == "up").count());
+            if active == 3 && up == 3 {
+                Ok(())
+            } else {
+                Err(s.to_string())
+            }
+        },
+    )
+    .await;
+
+    // Shop runs hot (9 of 10 workers busy), blog's n1 is half busy, n2 idle.
+    nodes[0].push_busy(9).await;
+    nodes[1].push_busy(5).await;
+    nodes[2].push_busy(0).await;
+    // Bounded (60 s): a broken build fails here instead of hanging.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let mut shop_nodes = std::collections::BTreeSet::new();
+    while !shop_nodes.contains("n2") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "shop never served by n2 ({shop_nodes:?}):\n{}\n{}",
+            status(&c, admin).await,
+            nodes[2].log()
+        );
+        for site in SITES {
+            let (code, served, node) = get(&c, listen, site).await;
+            assert_eq!(code, 200, "{site} answered {code}");
+            assert_eq!(
+                served, site,
+                "a {site} request was served as {served} by {node}"
+            );
+            if site == "shop" {
+                shop_nodes.insert(node);
+            } else {
+                assert!(node == "n1" || node == "n2", "blog served by {node}");
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // From now on blog is n1's alone and shop is n0's and n2's.
+    for _ in 0..40 {
+        let (code, served, node) = get(&c, listen, "blog").await;
+        assert_eq!((code, served.as_str(), node.as_str()), (200, "blog", "n1"));
+        let (code, served, node) = get(&c, listen, "shop").await;
+        assert_eq!((code, served.as_str()), (200, "shop"));
+        assert!(node == "n0" || node == "n2", "shop served by {node}");
+    }
+    // One hot event, one claim: shop's load is now (0.9 + 0) / 2.
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let s = status(&c, admin).await;
+    assert_eq!(s["reconfig"]["counters"]["claims"], 1, "{s}");
+    let n2 = &s["reconfig"]["nodes"][2];
+    assert_eq!(
+        (n2["site"].as_str(), n2["effective"].as_str()),
+        (Some("shop"), Some("active")),
+        "{s}"
+    );
+    assert_eq!(n2["epoch"], 2);
+    drop(proxy);
+}
