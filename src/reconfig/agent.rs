@@ -18,7 +18,7 @@ use tokio::time::Instant;
 
 use super::donor::{choose_donor, DonorQuery, SiteLimits};
 use super::history::HotTracker;
-use super::protocol::{self, LockAttempt, ProtocolError};
+use super::protocol::{self, HeldLock, LockAttempt, ProtocolError};
 use super::status::{self, Counters, NodeRole, SiteRole};
 use super::view::{read_node, site_load, Effective, NodeView, ViewError};
 use super::windows::{LocalWindow, WindowSource};
@@ -128,6 +128,16 @@ pub enum MoveError {
     NotMovable { node: String, reason: String },
     #[error(transparent)]
     Protocol(#[from] ProtocolError),
+}
+
+/// One claim in the making: the role's site, the site whose lock is held,
+/// whether an operator asked for it, and the lock's lease deadline.
+#[derive(Debug, Clone, Copy)]
+struct Claim {
+    to: SiteSlot,
+    site: usize,
+    admin: bool,
+    deadline_ms: u64,
 }
 
 /// Mutable state of the agent, used by one round (or one admin move) at a
@@ -439,44 +449,62 @@ impl Agent {
                 peer: format!("proxy {}", self.settings.reconfig.lock_home),
             },
         })?;
-        let r = &self.settings.reconfig;
-        let site_label = self.settings.sites[lock_site].0.clone();
-        let held = match protocol::try_lock(
-            home.as_ref(),
-            lock_site,
-            self.settings.proxy_id,
-            r.lock_lease,
-            r.lock_skew,
-        )
-        .await?
-        {
-            LockAttempt::Acquired(h) => h,
-            LockAttempt::Stolen { held, from } => {
-                Counters::bump(&self.counters.lock_steals);
-                metrics::counter!(status::LOCK_STEALS, "site" => site_label.clone()).increment(1);
-                tracing::warn!(site = %site_label, from, "took over an expired site lock");
-                held
-            }
-            LockAttempt::Busy { owner } => {
-                Counters::bump(&self.counters.lock_busy);
-                metrics::counter!(status::LOCK_BUSY, "site" => site_label).increment(1);
-                return Ok(ClaimOutcome::LockBusy { owner });
-            }
+        let held = match self.lock(home.as_ref(), lock_site).await? {
+            Ok(h) => h,
+            Err(busy) => return Ok(busy),
         };
         let outcome = self
-            .claim_locked(work, to, lock_site, node, held.deadline_ms)
+            .claim_locked(work, home.as_ref(), to, lock_site, node, held.deadline_ms)
             .await;
-        match protocol::unlock(home.as_ref(), held).await {
+        self.unlock(home.as_ref(), held).await;
+        outcome
+    }
+
+    /// Tries site `site`'s lock once; `Err(LockBusy)` when someone holds it.
+    async fn lock(
+        &self,
+        home: &dyn RemoteWindow,
+        site: usize,
+    ) -> Result<Result<HeldLock, ClaimOutcome>, ProtocolError> {
+        let r = &self.settings.reconfig;
+        let label = self.settings.sites[site].0.clone();
+        Ok(
+            match protocol::try_lock(
+                home,
+                site,
+                self.settings.proxy_id,
+                r.lock_lease,
+                r.lock_skew,
+            )
+            .await?
+            {
+                LockAttempt::Acquired(h) => Ok(h),
+                LockAttempt::Stolen { held, from } => {
+                    Counters::bump(&self.counters.lock_steals);
+                    metrics::counter!(status::LOCK_STEALS, "site" => label.clone()).increment(1);
+                    tracing::warn!(site = %label, from, "took over an expired site lock");
+                    Ok(held)
+                }
+                LockAttempt::Busy { owner } => {
+                    Counters::bump(&self.counters.lock_busy);
+                    metrics::counter!(status::LOCK_BUSY, "site" => label).increment(1);
+                    Err(ClaimOutcome::LockBusy { owner })
+                }
+            },
+        )
+    }
+
+    async fn unlock(&self, home: &dyn RemoteWindow, held: HeldLock) {
+        match protocol::unlock(home, held).await {
             Ok(true) => {}
             Ok(false) => {
-                tracing::warn!(site = %self.settings.sites[lock_site].0, "site lock lease ran out while held; another proxy took it")
+                tracing::warn!(site = %self.settings.sites[held.site].0, "site lock lease ran out while held; another proxy took it")
             }
             Err(e) => {
                 self.error("unlock");
                 tracing::warn!(error = %e, "could not release the site lock; it frees itself when the lease runs out");
             }
         }
-        outcome
     }
 
     /// Dual update counters: true (and adopt) when another proxy acted for
@@ -497,6 +525,7 @@ impl Agent {
     async fn claim_locked(
         &self,
         work: &mut Work,
+        home: &dyn RemoteWindow,
         to: SiteSlot,
         site: usize,
         node: Option<usize>,
@@ -507,7 +536,47 @@ impl Agent {
         if node.is_none() && self.adopt_counter(work, site) {
             return Ok(ClaimOutcome::Skipped);
         }
+        let claim = Claim {
+            to,
+            site,
+            admin: node.is_some(),
+            deadline_ms,
+        };
         // The view before the lock may be stale: decide on a fresh one.
+        let Some((chosen, v)) = self.choose(work, site, to, node).await? else {
+            return Ok(ClaimOutcome::NoDonor);
+        };
+        // Taking a node out of another site also takes that site's lock, so
+        // two hot sites cannot both take the donor site's last spare node
+        // (min_nodes). Decide again on a view read under both locks.
+        let donor_site = v.role.site.index().filter(|d| *d != site);
+        let Some(d) = donor_site else {
+            return self.cas_claim(work, claim, chosen, v).await;
+        };
+        let held = match self.lock(home, d).await? {
+            Ok(h) => h,
+            Err(busy) => return Ok(busy),
+        };
+        let outcome = match self.choose(work, site, to, node).await {
+            Ok(Some((i, v))) if v.role.site.index().is_none_or(|s| s == d) => {
+                self.cas_claim(work, claim, i, v).await
+            }
+            Ok(_) => Ok(ClaimOutcome::NoDonor),
+            Err(e) => Err(e),
+        };
+        self.unlock(home, held).await;
+        outcome
+    }
+
+    /// Reads every node and picks the node to move: the donor rules for the
+    /// agent, the given node (checked movable) for an admin move.
+    async fn choose(
+        &self,
+        work: &Work,
+        site: usize,
+        to: SiteSlot,
+        node: Option<usize>,
+    ) -> Result<Option<(usize, NodeView)>, ProtocolError> {
         let views: Vec<Option<NodeView>> =
             self.read_all().await.into_iter().map(Result::ok).collect();
         let now = Instant::now();
@@ -532,25 +601,44 @@ impl Agent {
                 };
                 match choose_donor(&q) {
                     Some(i) => i,
-                    None => return Ok(ClaimOutcome::NoDonor),
+                    None => return Ok(None),
                 }
             }
         };
-        let name = self.settings.nodes[chosen].0.clone();
         let Some(v) = views.get(chosen).cloned().flatten() else {
-            return Ok(ClaimOutcome::NoDonor);
+            return Ok(None);
         };
         if node.is_some() {
+            let name = self.settings.nodes[chosen].0.clone();
             movable(&v, to).map_err(|reason| ProtocolError::Window {
                 step: "checking the node",
                 peer: name.clone(),
                 source: crate::window::WindowError::Refused {
-                    peer: name.clone(),
+                    peer: name,
                     word: crate::window::layout::word::ROLE,
                     reason,
                 },
             })?;
         }
+        Ok(Some((chosen, v)))
+    }
+
+    /// The second-level CAS and what follows a won claim.
+    async fn cas_claim(
+        &self,
+        work: &mut Work,
+        claim: Claim,
+        chosen: usize,
+        v: NodeView,
+    ) -> Result<ClaimOutcome, ProtocolError> {
+        let Claim {
+            to,
+            site,
+            admin,
+            deadline_ms,
+        } = claim;
+        let now = Instant::now();
+        let name = self.settings.nodes[chosen].0.clone();
         if protocol::unix_now_ms() >= deadline_ms {
             return Ok(ClaimOutcome::LeaseExpired);
         }
@@ -591,7 +679,7 @@ impl Agent {
         }
         work.local[site] = protocol::bump_counter(&self.own, site).await?;
         Counters::bump(&self.counters.claims);
-        let by = if node.is_some() { "admin" } else { "agent" };
+        let by = if admin { "admin" } else { "agent" };
         metrics::counter!(status::CLAIMS, "site" => self.settings.site_name(to), "by" => by)
             .increment(1);
         Ok(ClaimOutcome::Claimed {

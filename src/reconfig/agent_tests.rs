@@ -324,3 +324,43 @@ async fn admin_moves_use_the_same_lock_and_cas() {
     );
     assert_eq!(role(&c.nodes[0]).epoch, 1);
 }
+
+#[tokio::test(start_paused = true)]
+async fn taking_a_node_out_of_a_site_needs_that_sites_lock_too() {
+    let c = cluster(&[Some(0), Some(1), Some(1)], 1);
+    let a = agent(&c, 1, 2);
+    load(&c.nodes[0], 0.95);
+    load(&c.nodes[1], 0.05);
+    load(&c.nodes[2], 0.05);
+    // Another proxy holds the donor site's lock (it is taking a node out of
+    // it for a third site, say): the hot site must not take one meanwhile,
+    // or both could take its last spare node below min_nodes.
+    let lock = crate::window::layout::site_lock_word(1).unwrap();
+    let held = crate::window::SiteLock::held(9, protocol::unix_now_ms() + 3_600_000)
+        .unwrap()
+        .encode();
+    c.proxies[0].compare_swap(lock, 0, held);
+    let mut busy = 0;
+    for _ in 0..10 {
+        let (_, outcomes) = a.round().await;
+        busy += outcomes
+            .iter()
+            .filter(|(_, o)| matches!(o, Ok(ClaimOutcome::LockBusy { owner: 9 })))
+            .count();
+        tokio::time::sleep(S).await;
+    }
+    assert!(busy > 0);
+    assert_eq!(epochs(&c), 0);
+    assert_eq!(
+        c.proxies[0].load(crate::window::layout::site_lock_word(0).unwrap()),
+        Some(0),
+        "the hot site's own lock was released"
+    );
+    c.proxies[0].compare_swap(lock, held, 0);
+    for _ in 0..10 {
+        a.round().await;
+        tokio::time::sleep(S).await;
+    }
+    assert_eq!(epochs(&c), 1);
+    assert_eq!(c.proxies[0].load(lock), Some(0), "both locks released");
+}
