@@ -125,6 +125,7 @@ impl Reconfiguration {
         );
         let tasks = vec![
             tokio::spawn(peers.maintain(shutdown.clone())),
+            tokio::spawn(Arc::clone(&agent).watch_roles(shutdown.clone())),
             tokio::spawn(Arc::clone(&agent).run(shutdown)),
         ];
         Ok(Some(Reconfiguration { agent, own, tasks }))

@@ -158,6 +158,7 @@ pub struct RawReconfig {
     /// "rigid" or "reconfigure".
     pub mode: Option<String>,
     pub sensitivity: Option<String>,
+    pub role_poll: Option<String>,
     pub history: Option<String>,
     pub high_watermark: Option<f64>,
     pub low_watermark: Option<f64>,

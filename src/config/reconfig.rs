@@ -42,6 +42,17 @@ pub(super) fn validate(
     };
     let sensitivity = c.duration("reconfig.sensitivity", &raw.sensitivity, d.sensitivity);
     let history = c.duration("reconfig.history", &raw.history, d.history);
+    let role_poll = c.duration("reconfig.role_poll", &raw.role_poll, d.role_poll);
+    if role_poll > sensitivity {
+        c.problem(
+            "reconfig.role_poll",
+            format!(
+                "{} is longer than reconfig.sensitivity = {} (expected role_poll <= sensitivity: routing must notice a moved node at least as soon as the agent)",
+                duration::format(role_poll),
+                duration::format(sensitivity)
+            ),
+        );
+    }
     if history < sensitivity {
         c.problem(
             "reconfig.history",
@@ -161,6 +172,7 @@ pub(super) fn validate(
     Reconfig {
         mode,
         sensitivity,
+        role_poll,
         history,
         high_watermark: high,
         low_watermark: low,

@@ -58,6 +58,7 @@ fn defaults_when_the_section_is_absent() {
     let r = ok(BASE).reconfig;
     assert_eq!(r.mode, ReconfigMode::Rigid);
     assert_eq!(r.sensitivity, Duration::from_millis(200));
+    assert_eq!(r.role_poll, Duration::from_millis(10));
     assert_eq!(r.history, Duration::from_secs(1));
     assert_eq!(r.high_watermark, 0.8);
     assert_eq!(r.low_watermark, 0.2);
@@ -160,6 +161,24 @@ fn zero_sensitivity() {
         &with("[reconfig]\nsensitivity = \"0s\""),
         "reconfig.sensitivity",
         "greater than zero",
+    );
+}
+
+#[test]
+fn zero_role_poll() {
+    rejects(
+        &with("[reconfig]\nrole_poll = \"0ms\""),
+        "reconfig.role_poll",
+        "greater than zero",
+    );
+}
+
+#[test]
+fn role_poll_longer_than_sensitivity() {
+    rejects(
+        &with("[reconfig]\nrole_poll = \"500ms\""),
+        "reconfig.role_poll",
+        "expected role_poll <= sensitivity",
     );
 }
 

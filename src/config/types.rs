@@ -401,6 +401,10 @@ pub struct Reconfig {
     /// S: how often the agent reads every node's load and role (seed 001
     /// section 3.1.4).
     pub sensitivity: Duration,
+    /// How often routing re-reads every node's role word and applied epoch
+    /// (cheaper than a round: two words per node), so that a node another
+    /// proxy claimed stops getting the old site's requests within this time.
+    pub role_poll: Duration,
     /// T: how long a site must stay above `high_watermark` to be hot (seed
     /// 001 section 3.1.3, history-aware reconfiguration).
     pub history: Duration,
@@ -430,6 +434,7 @@ impl Default for Reconfig {
         Reconfig {
             mode: ReconfigMode::Rigid,
             sensitivity: Duration::from_millis(200),
+            role_poll: Duration::from_millis(10),
             history: Duration::from_secs(1),
             high_watermark: 0.8,
             low_watermark: 0.2,

@@ -25,7 +25,8 @@ use super::windows::{LocalWindow, WindowSource};
 use crate::balance::Backends;
 use crate::config::{Config, Reconfig, ReconfigMode};
 use crate::window::layout::update_counter_word;
-use crate::window::{ReadPolicy, RemoteWindow, RoleState, SiteSlot, WindowMemory};
+use crate::window::layout::word;
+use crate::window::{ReadPolicy, RemoteWindow, RoleState, RoleWord, SiteSlot, WindowMemory};
 
 /// What the agent needs from the config (fixed at start; `[reconfig]` and
 /// the site table apply after a restart).
@@ -223,6 +224,54 @@ impl Agent {
             }
         }
         tracing::info!("reconfiguration agent stopped");
+    }
+
+    /// Re-reads every node's role word and applied epoch every `role_poll`
+    /// and makes routing follow them, until `shutdown` turns true: a node
+    /// another proxy claimed stops getting its old site's requests within
+    /// `role_poll`, not only at this proxy's next round.
+    pub async fn watch_roles(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
+        if self.routing.is_none() {
+            return;
+        }
+        let mut tick = tokio::time::interval(self.settings.reconfig.role_poll);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = stopped(&mut shutdown) => break,
+                _ = tick.tick() => self.poll_roles().await,
+            }
+        }
+    }
+
+    /// One pass of [`watch_roles`](Self::watch_roles): two words per node.
+    async fn poll_roles(&self) {
+        let reads = self
+            .settings
+            .nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| n.1)
+            .map(|(i, _)| async move {
+                let w = self.source.node(i)?;
+                let w = w.as_ref();
+                let raw = protocol::op("reading role word", w, w.read_word(word::ROLE))
+                    .await
+                    .ok()?;
+                let applied = protocol::op("reading applied", w, w.read_word(word::ROLE_APPLIED))
+                    .await
+                    .ok()?;
+                Some((i, RoleWord::decode(raw).ok()?, applied))
+            });
+        for (i, role, applied) in futures_util::future::join_all(reads)
+            .await
+            .into_iter()
+            .flatten()
+        {
+            if role.state != RoleState::Unset {
+                self.follow(i, role.site, applied == role.epoch);
+            }
+        }
     }
 
     /// The running totals.

@@ -8,9 +8,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::*;
+use crate::balance::Backends;
 use crate::config::Reconfig;
 use crate::window::layout::word;
 use crate::window::{publish, LoadSample, RoleStatus, RoleStatusCode, RoleWord};
+use arc_swap::ArcSwap;
 
 const S: Duration = Duration::from_millis(200);
 
@@ -85,6 +87,15 @@ fn role(m: &WindowMemory) -> RoleWord {
 }
 
 fn agent(c: &Cluster, id: u16, sites: usize) -> Arc<Agent> {
+    agent_routing(c, id, sites, None)
+}
+
+fn agent_routing(
+    c: &Cluster,
+    id: u16,
+    sites: usize,
+    routing: Option<Arc<ArcSwap<Backends>>>,
+) -> Arc<Agent> {
     let source = Source {
         nodes: c
             .nodes
@@ -140,7 +151,7 @@ fn agent(c: &Cluster, id: u16, sites: usize) -> Arc<Agent> {
         settings,
         c.proxies[id as usize - 1].clone(),
         Arc::new(source),
-        None,
+        routing,
     ))
 }
 
@@ -363,4 +374,40 @@ async fn taking_a_node_out_of_a_site_needs_that_sites_lock_too() {
     }
     assert_eq!(epochs(&c), 1);
     assert_eq!(c.proxies[0].load(lock), Some(0), "both locks released");
+}
+
+#[tokio::test(start_paused = true)]
+async fn routing_follows_a_claim_made_by_another_proxy_within_role_poll() {
+    let c = cluster(&[Some(0), Some(1), Some(1)], 2);
+    let mut text = String::from(
+        "[[listener]]\nlisten = \"127.0.0.1:8080\"\n[[site]]\nname = \"s0\"\nhosts = [\"s0.test\"]\n[[site]]\nname = \"s1\"\nhosts = [\"s1.test\"]\n",
+    );
+    for (i, site) in ["s0", "s1", "s1"].iter().enumerate() {
+        text.push_str(&format!(
+            "[[node]]\nname = \"n{i}\"\naddress = \"127.0.0.1:{}\"\nsite = \"{site}\"\ntransport = \"shm\"\nsidecar = \"/dev/shm/unused-n{i}\"\n",
+            9000 + i
+        ));
+    }
+    let config = crate::config::parse(&text, std::path::Path::new("t.toml")).unwrap();
+    let backends = Arc::new(ArcSwap::from_pointee(Backends::build(&config, None)));
+    let watcher = agent_routing(&c, 1, 2, Some(backends.clone()));
+    let claimer = agent(&c, 2, 2);
+    for m in &c.nodes {
+        load(m, 0.1);
+    }
+    watcher.poll_roles().await;
+    let n2 = backends.load().nodes()[2].clone();
+    assert!(n2.serves(1));
+    // Proxy 2 moves n2 to s0: proxy 1's routing drops it from s1 at its
+    // next role poll, without a round of its agent.
+    assert!(matches!(
+        claimer.move_node("n2", "s0").await,
+        Ok(ClaimOutcome::Claimed { .. })
+    ));
+    assert!(n2.serves(1), "not seen yet");
+    watcher.poll_roles().await;
+    assert!(!n2.serves(1) && !n2.serves(0), "switching: serves nothing");
+    apply(&c.nodes[2], 2, SiteSlot::Site(0), RoleStatusCode::Ok);
+    watcher.poll_roles().await;
+    assert!(n2.serves(0));
 }
