@@ -1,12 +1,15 @@
 //! End to end with everything real: three nodes, each Debian's nginx (its own
 //! prefix, an `include` of the file its sidecar owns) and a real `rdmalb
 //! sidecar` (shm window, push collector, role templates from
-//! `conf/role/`), and a real `rdmalb proxy` in `reconfigure` mode. The test
-//! pushes application load: the shop site runs hot, the blog's second node is
-//! idle. The proxy's agent claims that node; its sidecar rewrites nginx's
-//! config and reloads it; the proxy routes shop requests to it once applied
-//! and checked. All along, every response carries the site that served it
-//! (nginx's `X-Rdmalb-Site`) and the node (the page body): none is misrouted.
+//! `conf/role/`), and two real `rdmalb proxy` processes: proxy 1 in
+//! `reconfigure` mode, proxy 2 `rigid` (it only follows role words). The
+//! test pushes application load: the shop site runs hot, the blog's second
+//! node is idle. Proxy 1's agent claims that node; its sidecar rewrites
+//! nginx's config and reloads it; both proxies route shop requests to it
+//! once applied and checked. All along, through both proxies, every response
+//! carries the site that served it (nginx's `X-Rdmalb-Site`) and the node
+//! (the page body): none is misrouted, including by the proxy that did not
+//! make the claim.
 
 mod common;
 
@@ -209,15 +212,14 @@ async fn a_hot_site_gets_an_idle_nginx_node_and_no_request_is_misrouted() {
         Node::start("n1", 2, "blog"),
         Node::start("n2", 3, "blog"),
     ];
-    let (listener, listen, admin) = common::listener_toml();
-    let mut config = format!("[health]\ninterval = \"100ms\"\nrise = 2\n\n{listener}");
+    let mut cluster = String::new();
     for s in SITES {
-        config.push_str(&format!(
+        cluster.push_str(&format!(
             "[[site]]\nname = \"{s}\"\nhosts = [\"{s}.example\"]\nhealth_path = \"/healthz\"\n\n"
         ));
     }
     for (i, n) in nodes.iter().enumerate() {
-        config.push_str(&format!(
+        cluster.push_str(&format!(
             "[[node]]\nname = \"n{i}\"\nnode_id = {}\naddress = \"{}\"\nsite = \"{}\"\ntransport = \"shm\"\nsidecar = \"{}\"\n\n",
             i + 1,
             n.app,
@@ -225,34 +227,45 @@ async fn a_hot_site_gets_an_idle_nginx_node_and_no_request_is_misrouted() {
             n.dir.path().join("window").display()
         ));
     }
-    config.push_str(
-        "[reconfig]\nmode = \"reconfigure\"\nsensitivity = \"50ms\"\nhistory = \"300ms\"\ncooldown = \"0s\"\n",
+    let health = "[health]\ninterval = \"100ms\"\nrise = 2\n\n";
+    // Proxy 1 runs the agent; proxy 2 (rigid) only follows the role words,
+    // so a claim it did not make must stop its old-site requests in time.
+    let (listener, listen, admin) = common::listener_toml();
+    let config = format!(
+        "{health}{listener}{cluster}[reconfig]\nmode = \"reconfigure\"\nsensitivity = \"50ms\"\nhistory = \"300ms\"\ncooldown = \"0s\"\n"
+    );
+    let (listener2, listen2, admin2) = common::listener_toml();
+    let config2 = format!(
+        "[global]\nproxy_id = 2\n\n{health}{listener2}{cluster}[reconfig]\nmode = \"rigid\"\n"
     );
     // Quiet start: nobody is hot.
     for n in &nodes {
         n.push_busy(1).await;
     }
     let proxy = common::Proxy::start(&config, &[listen, admin]);
+    let proxy2 = common::Proxy::start(&config2, &[listen2, admin2]);
     let c = client();
-    eventually(
-        "every node active and up",
-        Duration::from_secs(30),
-        || async {
-            let s = status(&c, admin).await;
-            let active = s["reconfig"]["nodes"].as_array().map_or(0, |n| {
-                n.iter().filter(|n| n["effective"] == "active").count()
-            });
-            let up = s["nodes"]
-                .as_array()
-                .map_or(0, |n| n.iter().filter(|n| n["state"] == "up").count());
-            if active == 3 && up == 3 {
-                Ok(())
-            } else {
-                Err(s.to_string())
-            }
-        },
-    )
-    .await;
+    for admin in [admin, admin2] {
+        eventually(
+            "every node active and up",
+            Duration::from_secs(30),
+            || async {
+                let s = status(&c, admin).await;
+                let active = s["reconfig"]["nodes"].as_array().map_or(0, |n| {
+                    n.iter().filter(|n| n["effective"] == "active").count()
+                });
+                let up = s["nodes"]
+                    .as_array()
+                    .map_or(0, |n| n.iter().filter(|n| n["state"] == "up").count());
+                if active == 3 && up == 3 {
+                    Ok(())
+                } else {
+                    Err(s.to_string())
+                }
+            },
+        )
+        .await;
+    }
 
     // Shop runs hot (9 of 10 workers busy), blog's n1 is half busy, n2 idle.
     nodes[0].push_busy(9).await;
@@ -260,34 +273,44 @@ async fn a_hot_site_gets_an_idle_nginx_node_and_no_request_is_misrouted() {
     nodes[2].push_busy(0).await;
     // Bounded (60 s): a broken build fails here instead of hanging.
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    let mut shop_nodes = std::collections::BTreeSet::new();
-    while !shop_nodes.contains("n2") {
+    // Until both proxies have sent shop requests to n2, through both
+    // proxies alike: every answer from the site asked for.
+    let mut shop_nodes = [
+        std::collections::BTreeSet::new(),
+        std::collections::BTreeSet::new(),
+    ];
+    while !shop_nodes.iter().all(|s| s.contains("n2")) {
         assert!(
             std::time::Instant::now() < deadline,
-            "shop never served by n2 ({shop_nodes:?}):\n{}\n{}",
+            "shop never served by n2 through both proxies ({shop_nodes:?}):\n{}\n{}",
             status(&c, admin).await,
             nodes[2].log()
         );
-        for site in SITES {
-            let (code, served, node) = get(&c, listen, site).await;
-            assert_eq!(code, 200, "{site} answered {code}");
-            assert_eq!(
-                served, site,
-                "a {site} request was served as {served} by {node}"
-            );
-            if site == "shop" {
-                shop_nodes.insert(node);
-            } else {
-                assert!(node == "n1" || node == "n2", "blog served by {node}");
+        for (p, via) in [listen, listen2].into_iter().enumerate() {
+            for site in SITES {
+                let (code, served, node) = get(&c, via, site).await;
+                assert_eq!(code, 200, "{site} answered {code} through proxy {}", p + 1);
+                assert_eq!(
+                    served,
+                    site,
+                    "a {site} request through proxy {} was served as {served} by {node}",
+                    p + 1
+                );
+                if site == "shop" {
+                    shop_nodes[p].insert(node);
+                } else {
+                    assert!(node == "n1" || node == "n2", "blog served by {node}");
+                }
             }
         }
-        tokio::time::sleep(Duration::from_millis(10)).await;
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
     // From now on blog is n1's alone and shop is n0's and n2's.
-    for _ in 0..40 {
-        let (code, served, node) = get(&c, listen, "blog").await;
+    for i in 0..40 {
+        let via = if i % 2 == 0 { listen } else { listen2 };
+        let (code, served, node) = get(&c, via, "blog").await;
         assert_eq!((code, served.as_str(), node.as_str()), (200, "blog", "n1"));
-        let (code, served, node) = get(&c, listen, "shop").await;
+        let (code, served, node) = get(&c, via, "shop").await;
         assert_eq!((code, served.as_str()), (200, "shop"));
         assert!(node == "n0" || node == "n2", "shop served by {node}");
     }
@@ -302,5 +325,12 @@ async fn a_hot_site_gets_an_idle_nginx_node_and_no_request_is_misrouted() {
         "{s}"
     );
     assert_eq!(n2["epoch"], 2);
+    let s2 = status(&c, admin2).await;
+    assert_eq!(
+        s2["reconfig"]["counters"]["claims"], 0,
+        "proxy 2 only follows"
+    );
+    assert_eq!(s2["reconfig"]["nodes"][2]["site"], "shop");
     drop(proxy);
+    drop(proxy2);
 }
