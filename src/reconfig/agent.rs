@@ -295,11 +295,12 @@ impl Agent {
         let loads: Vec<Option<f64>> = (0..self.settings.sites.len())
             .map(|s| site_load(&flat, s))
             .collect();
-        // A site with a node on its way (SWITCHING towards it) is getting
-        // capacity already: its history restarts, so it must stay hot for a
-        // whole T after the node lands before another one moves.
+        // A site with a node on its way (SWITCHING towards it, sidecar
+        // alive) is getting capacity already: its history restarts, so it
+        // must stay hot for a whole T after the node lands before another one
+        // moves. A node whose sidecar died mid-switch does not hold it back.
         for v in &flat {
-            if v.effective() == Effective::Switching {
+            if v.effective() == Effective::Switching && v.is_live() {
                 if let Some(s) = v.role.site.index() {
                     work.hot.reset(s);
                 }
