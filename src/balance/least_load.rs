@@ -88,7 +88,12 @@ impl WeightedLeastLoad {
             Candidates::Count(d) => d.min(n),
         };
         let slot = |node: &Arc<NodeState>| Slot {
-            window: self.windows.node(node.index),
+            // By name too: between a reload's window update and its
+            // backends swap, an index may name another node.
+            window: self
+                .windows
+                .node(node.index)
+                .filter(|w| w.node == node.name),
             node: Arc::clone(node),
             load: NodeLoad::Unknown(Unknown::Disconnected),
             reading: false,

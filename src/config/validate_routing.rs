@@ -139,10 +139,9 @@ pub(super) fn node_id(
 ) -> Option<u16> {
     let v = n.node_id?;
     let k = format!("{key}.node_id");
-    let Ok(id) =
-        u16::try_from(v)
-            .map_err(|_| ())
-            .and_then(|id| if id == 0 { Err(()) } else { Ok(id) })
+    let Ok(id) = u16::try_from(v)
+        .map_err(|_| ())
+        .and_then(|id| if id == 0 { Err(()) } else { Ok(id) })
     else {
         c.problem(
             k,
@@ -167,3 +166,7 @@ pub(super) fn node_id(
     }
     Some(id)
 }
+
+#[cfg(test)]
+#[path = "validate_routing_tests.rs"]
+mod tests;
