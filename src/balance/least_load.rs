@@ -235,3 +235,7 @@ impl Selector for WeightedLeastLoad {
         Some(self)
     }
 }
+
+#[cfg(test)]
+#[path = "least_load_tests.rs"]
+mod tests;
