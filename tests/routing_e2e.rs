@@ -119,6 +119,14 @@ async fn phase(proxy: SocketAddr, nodes: &[NodeUnderTest], n: usize) -> Vec<usiz
         .collect()
 }
 
+/// The value of one series in a Prometheus text page (0 when absent).
+fn counter(page: &str, series: &str) -> f64 {
+    page.lines()
+        .find_map(|l| l.strip_prefix(series))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
 async fn get(url: String) -> String {
     client()
         .get(url)
@@ -206,23 +214,30 @@ async fn traffic_moves_away_from_a_node_whose_published_load_rises() {
     eventually("n2 scored as stale", Duration::from_secs(20), || async {
         phase(proxy_addr, &nodes, 3).await;
         let metrics = get(format!("http://{admin}/metrics")).await;
-        if metrics.lines().any(|l| {
-            l.starts_with("rdmalb_load_unknown_total")
-                && l.contains("node=\"n2\"")
-                && l.contains("reason=\"stale\"")
-        }) {
-            Ok(())
-        } else {
-            Err("no stale count for n2 yet".to_string())
+        match counter(
+            &metrics,
+            "rdmalb_load_unknown_total{node=\"n2\",reason=\"stale\"}",
+        ) {
+            n if n > 0.0 => Ok(()),
+            _ => Err("no stale count for n2 yet".to_string()),
         }
     })
     .await;
     let metrics = get(format!("http://{admin}/metrics")).await;
     assert!(
-        metrics
-            .lines()
-            .any(|l| l.starts_with("rdmalb_load_reads_total") && l.contains("node=\"n0\"")),
+        counter(
+            &metrics,
+            "rdmalb_load_reads_total{node=\"n0\",transport=\"shm\"}"
+        ) >= 90.0,
         "{metrics}"
+    );
+    // The live sidecars' blocks stayed fresh.
+    assert_eq!(
+        counter(
+            &metrics,
+            "rdmalb_load_unknown_total{node=\"n0\",reason=\"stale\"}"
+        ),
+        0.0
     );
     // A stale node still serves (it is not down): it is scored as the mean
     // of the fresh ones, which here equals them, so the three share.
