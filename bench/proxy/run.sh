@@ -208,6 +208,18 @@ for t in $TARGETS; do
     [ "$got" = "$BODY" ] || die "$t answered a different body (${#got} bytes) on $url"
 done
 
+# The weighted-least-load target must really be reading windows: every node's
+# window connected (the proxy logs each connection), else its figure would be
+# the cost of scoring without loads.
+if [[ " $TARGETS " == *" rdmalb-wll "* ]]; then
+    for _ in $(seq 100); do
+        [ "$(grep -c 'window connected' "$WORK/rdmalb-wll.out" || true)" -ge "$RDMALB_NODES" ] && break
+        sleep 0.1
+    done
+    [ "$(grep -c 'window connected' "$WORK/rdmalb-wll.out" || true)" -ge "$RDMALB_NODES" ] ||
+        die "rdmalb-wll did not connect to all $RDMALB_NODES node windows (log: $WORK/rdmalb-wll.out)"
+fi
+
 # ----------------------------------------------------------------- measuring
 # CPU ticks (utime+stime) of every process in a process group. The comm field
 # may contain spaces, so fields are counted after the last ')'.
