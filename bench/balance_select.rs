@@ -4,6 +4,14 @@
 //! candidates are filtered into a new list) and, for leastconn, from two
 //! threads at once (contention on the shared cursor and counters).
 //!
+//!
+//! A second table times the request path's pick, `Backends::pick_queued`
+//! awaited on a current-thread Tokio runtime as a data-path worker does, for
+//! roundrobin and for `weighted-least-load` reading real shm windows per
+//! request (d = 2 and all), while a publisher thread rewrites every window's
+//! load block each millisecond like a sidecar: one routing decision,
+//! window reads included. Transport: shm (not RDMA).
+//!
 //! Run: `cargo bench --bench balance_select` (add `-- --quick` for a short
 //! run). Prints a markdown table and writes it to
 //! `bench/results/balance_select.md`. Numbers are for comparing policies and
@@ -20,8 +28,19 @@ const SIZES: [usize; 3] = [4, 16, 64];
 const POLICIES: [&str; 3] = ["roundrobin", "leastconn", "random"];
 
 fn config(balance: &str, nodes: usize) -> rdmalb::config::Config {
+    windowed_config(balance, nodes, "", None)
+}
+
+/// A config of `nodes` nodes in one site; with `shm_dir`, every node has an
+/// shm window file there.
+fn windowed_config(
+    balance: &str,
+    nodes: usize,
+    routing: &str,
+    shm_dir: Option<&Path>,
+) -> rdmalb::config::Config {
     let mut text = format!(
-        "[global]\nbalance = \"{balance}\"\n[health]\npassive_failures = 1\n\
+        "[global]\nbalance = \"{balance}\"\n[health]\npassive_failures = 1\n[routing]\n{routing}\n\
          [[listener]]\nlisten = \"127.0.0.1:8080\"\n\
          [[site]]\nname = \"s\"\nhosts = [\"s.test\"]\n"
     );
@@ -30,6 +49,12 @@ fn config(balance: &str, nodes: usize) -> rdmalb::config::Config {
             "[[node]]\nname = \"n{i}\"\naddress = \"127.0.0.1:{}\"\nsite = \"s\"\n",
             20_000 + i
         ));
+        if let Some(dir) = shm_dir {
+            text.push_str(&format!(
+                "transport = \"shm\"\nsidecar = \"{}\"\n",
+                dir.join(format!("w{i}")).display()
+            ));
+        }
     }
     rdmalb::config::parse(&text, Path::new("bench.toml")).expect("bench config")
 }
@@ -93,6 +118,7 @@ fn main() {
             out.push_str(&line);
         }
     }
+    out.push_str(&request_path(iters, rounds));
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let footer = format!(
         "\n{iters} picks per case, best of {rounds} rounds (threads: mean per thread), \
@@ -108,4 +134,93 @@ fn main() {
     if let Err(e) = written {
         eprintln!("cannot write bench/results/balance_select.md: {e}");
     }
+}
+
+/// The request-path table (module docs).
+fn request_path(iters: u64, rounds: usize) -> String {
+    use rdmalb::window::{seqlock, site_table_hash, LoadSample, WindowMemory};
+    let mut out = String::from(
+        "\n| request-path pick (`pick_queued`) | nodes | ns/pick |\n|---|---:|---:|\n",
+    );
+    print!("{out}");
+    let cases: [(&str, &str, &str); 3] = [
+        ("roundrobin", "roundrobin", ""),
+        (
+            "weighted-least-load, shm per-request, d = 2",
+            "weighted-least-load",
+            "candidates = 2",
+        ),
+        (
+            "weighted-least-load, shm per-request, all",
+            "weighted-least-load",
+            "candidates = \"all\"",
+        ),
+    ];
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    for n in SIZES {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let hash = site_table_hash(&["s"]);
+        let mems: Vec<Arc<WindowMemory>> = (0..n)
+            .map(|i| {
+                let m = WindowMemory::create_shm(
+                    dir.path().join(format!("w{i}")),
+                    0o600,
+                    i as u64 + 1,
+                    hash,
+                )
+                .expect("window");
+                Arc::new(m)
+            })
+            .collect();
+        // A sidecar-like publisher: every block rewritten each millisecond.
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let publisher = {
+            let (mems, stop) = (mems.clone(), Arc::clone(&stop));
+            std::thread::spawn(move || {
+                let mut k = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    for (i, m) in mems.iter().enumerate() {
+                        let s = LoadSample {
+                            cpu_util_ppm: (k * 7919 + i as u64 * 104_729) % 1_000_000,
+                            app_busy: (k + i as u64) % 8,
+                            app_capacity: 8,
+                            ..Default::default()
+                        };
+                        seqlock::publish(m, &s);
+                    }
+                    k += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+            })
+        };
+        for (label, balance, routing) in cases {
+            let cfg = windowed_config(balance, n, routing, Some(dir.path()));
+            let ns = rt.block_on(async {
+                let (_tx, rx) = tokio::sync::watch::channel(false);
+                let windows = rdmalb::balance::NodeWindows::start(&cfg, rx)
+                    .await
+                    .expect("windows");
+                let b = Backends::build_with_windows(&cfg, None, &windows);
+                let mut best = f64::MAX;
+                for _ in 0..rounds {
+                    let start = Instant::now();
+                    for _ in 0..iters {
+                        let p = b.pick_queued(0, &[]).await.expect("a node");
+                        black_box(&p.node);
+                    }
+                    best = best.min(start.elapsed().as_nanos() as f64 / iters as f64);
+                }
+                best
+            });
+            let line = format!("| {label} | {n} | {ns:.1} |\n");
+            print!("{line}");
+            out.push_str(&line);
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let _ = publisher.join();
+    }
+    out
 }

@@ -4,6 +4,8 @@
 #
 #   bash bench/proxy/run.sh            # 5 rounds x 10 s per target (~4.5 min)
 #   ROUNDS=1 DURATION=3 bash bench/proxy/run.sh   # quick look
+#   TARGETS="rdmalb rdmalb-wll" UPDATE_DOCS=0 bash bench/proxy/run.sh
+#                                      # roundrobin vs weighted-least-load
 #
 # One backend (nginx, one worker, a 1 KiB body from memory) sits behind three
 # reverse proxies, each configured equivalently (bench/proxy/*.in): one
@@ -27,9 +29,18 @@
 # the fair choice on a 2-CPU machine: it gives every proxy the same single
 # core, and CPU per request, the main figure, does not depend on it.
 #
+# Balancing policies: the target `rdmalb` balances roundrobin; `rdmalb-wll`
+# is the same proxy config with balance = "weighted-least-load", reading the
+# nodes' shm windows per request (d = 2); every node of it has an `rdmalb
+# sidecar` (on the load CPU) publishing the host's load every 1 ms. Both
+# rdmalb targets get RDMALB_NODES nodes (default 2 when rdmalb-wll is a
+# target, else 1), all the same backend, so the two differ only in the
+# policy; the ratio line "rdmalb-wll / rdmalb" is the policy's cost.
+#
 # Environment:
 #   ROUNDS=5 DURATION=10 (seconds per run) CONNS=50 WRK_THREADS=1 WARMUP=3
-#   TARGETS="direct haproxy nginx rdmalb"   PIN=1|0
+#   TARGETS="direct haproxy nginx rdmalb"   (also: rdmalb-wll)   PIN=1|0
+#   RDMALB_NODES=1|2|...
 #   RDMALB_BIN=path (else: cargo build --release)   UPDATE_DOCS=1|0
 #   RESULTS_DIR=bench/results
 #   PROFILE="rdmalb"   after the rounds, profile these targets with perf
@@ -60,7 +71,7 @@ for v in ROUNDS DURATION CONNS WRK_THREADS WARMUP; do
 done
 if [ "$ROUNDS" -lt 1 ] || [ "$DURATION" -lt 1 ]; then die "ROUNDS and DURATION must be at least 1"; fi
 for t in $TARGETS; do
-    case $t in direct | haproxy | nginx | rdmalb) ;; *) die "unknown target $t (accepted: direct haproxy nginx rdmalb)" ;; esac
+    case $t in direct | haproxy | nginx | rdmalb | rdmalb-wll) ;; *) die "unknown target $t (accepted: direct haproxy nginx rdmalb rdmalb-wll)" ;; esac
 done
 for t in $PROFILE; do
     [[ " $TARGETS " == *" $t "* && $t != direct ]] || die "PROFILE target $t is not a proxy in TARGETS ($TARGETS)"
@@ -84,7 +95,9 @@ trap 'warn "failed at line $LINENO: $BASH_COMMAND"' ERR
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-if [ -z "$BIN" ] && [[ " $TARGETS " == *" rdmalb "* ]]; then
+RDMALB_NODES=${RDMALB_NODES:-$([[ " $TARGETS " == *" rdmalb-wll "* ]] && echo 2 || echo 1)}
+[[ $RDMALB_NODES =~ ^[1-9][0-9]?$ ]] || die "RDMALB_NODES=$RDMALB_NODES is not 1..99"
+if [ -z "$BIN" ] && [[ " $TARGETS " == *" rdmalb"* ]]; then
     ensure_cargo
     log "building rdmalb (cargo build --release)"
     (cd "$ROOT" && cargo build --release --quiet) || die "cargo build --release failed"
@@ -119,12 +132,28 @@ declare -A PORT PGID
 free_port 'PORT[haproxy]' 28001
 free_port 'PORT[nginx]' 28002
 free_port 'PORT[rdmalb]' 28003
+free_port 'PORT[rdmalb-wll]' 28004
 PORT[direct]=$BACKEND_PORT
 
 render "$HERE/backend.nginx.conf.in" "$WORK/backend.conf"
 render "$HERE/haproxy.cfg.in" "$WORK/haproxy.cfg" "${PORT[haproxy]}"
 render "$HERE/nginx-proxy.conf.in" "$WORK/nginx-proxy.conf" "${PORT[nginx]}"
-render "$HERE/rdmalb.toml.in" "$WORK/rdmalb.toml" "${PORT[rdmalb]}"
+# rdmalb_config OUT PORT BALANCE WINDOWS(0|1): the rdmalb template with
+# RDMALB_NODES nodes (all the backend), with shm windows when WINDOWS=1.
+rdmalb_config() {
+    local i nodes=$WORK/nodes-$(basename "$1")
+    : >"$nodes"
+    for ((i = 1; i <= RDMALB_NODES; i++)); do
+        printf '[[node]]\nname = "b%d"\naddress = "127.0.0.1:%s"\nsite = "bench"\n' "$i" "$BACKEND_PORT" >>"$nodes"
+        [ "$4" = 1 ] && printf 'transport = "shm"\nsidecar = "%s/window-b%d"\nnode_id = %d\n' "$WORK" "$i" "$i" >>"$nodes"
+        printf '\n' >>"$nodes"
+    done
+    render "$HERE/rdmalb.toml.in" "$1.tmp" "$2"
+    sed -e "s|@BALANCE@|$3|" -e "/@NODES@/{r $nodes" -e "d}" "$1.tmp" >"$1"
+    rm -f "$1.tmp"
+}
+rdmalb_config "$WORK/rdmalb.toml" "${PORT[rdmalb]}" roundrobin 0
+rdmalb_config "$WORK/rdmalb-wll.toml" "${PORT[rdmalb-wll]}" weighted-least-load 1
 
 # ----------------------------------------------------------------- start
 # Every process logs to a file: no colour escapes in those logs.
@@ -146,11 +175,23 @@ for t in $TARGETS; do
             spawn nginx-proxy "$WORK/nginx-proxy.out" "${ON_PROXY_CPU[@]}" \
                 nginx -p "$WORK" -e "$WORK/nginx-proxy-error.log" -c "$WORK/nginx-proxy.conf" -g 'daemon off;'
             ;;
-        rdmalb)
+        rdmalb | rdmalb-wll)
             [ -x "$BIN" ] || die "rdmalb binary not found: $BIN"
-            "$BIN" check -c "$WORK/rdmalb.toml" >"$WORK/rdmalb-check.out" 2>&1 ||
-                { cat "$WORK/rdmalb-check.out" >&2; die "rdmalb check rejected $WORK/rdmalb.toml"; }
-            spawn rdmalb "$WORK/rdmalb.out" "${ON_PROXY_CPU[@]}" "$BIN" proxy -c "$WORK/rdmalb.toml"
+            if [ "$t" = rdmalb-wll ]; then
+                # The nodes' sidecars first, so the windows exist when the
+                # proxy starts (it would retry, but the first requests would
+                # be scored without loads).
+                for ((i = 1; i <= RDMALB_NODES; i++)); do
+                    sed -e "s|@DIR@|$WORK|g" -e "s|@BACKEND_PORT@|$BACKEND_PORT|g" -e "s|@NODE@|b$i|g" \
+                        -e "s|@NODE_ID@|$i|g" "$HERE/sidecar.toml.in" >"$WORK/sidecar-b$i.toml"
+                    spawn "sidecar-b$i" "$WORK/sidecar-b$i.out" "${ON_LOAD_CPU[@]}" "$BIN" sidecar -c "$WORK/sidecar-b$i.toml"
+                    for _ in $(seq 100); do [ -e "$WORK/window-b$i" ] && break; sleep 0.1; done
+                    [ -e "$WORK/window-b$i" ] || die "sidecar b$i did not create its window (log: $WORK/sidecar-b$i.out)"
+                done
+            fi
+            "$BIN" check -c "$WORK/$t.toml" >"$WORK/$t-check.out" 2>&1 ||
+                { cat "$WORK/$t-check.out" >&2; die "rdmalb check rejected $WORK/$t.toml"; }
+            spawn "$t" "$WORK/$t.out" "${ON_PROXY_CPU[@]}" "$BIN" proxy -c "$WORK/$t.toml"
             ;;
         direct) continue ;;
     esac
@@ -166,6 +207,18 @@ for t in $TARGETS; do
     got=$(curl -fsS --max-time 5 -H "Host: bench.localhost" "$url")
     [ "$got" = "$BODY" ] || die "$t answered a different body (${#got} bytes) on $url"
 done
+
+# The weighted-least-load target must really be reading windows: every node's
+# window connected (the proxy logs each connection), else its figure would be
+# the cost of scoring without loads.
+if [[ " $TARGETS " == *" rdmalb-wll "* ]]; then
+    for _ in $(seq 100); do
+        [ "$(grep -c 'window connected' "$WORK/rdmalb-wll.out" || true)" -ge "$RDMALB_NODES" ] && break
+        sleep 0.1
+    done
+    [ "$(grep -c 'window connected' "$WORK/rdmalb-wll.out" || true)" -ge "$RDMALB_NODES" ] ||
+        die "rdmalb-wll did not connect to all $RDMALB_NODES node windows (log: $WORK/rdmalb-wll.out)"
+fi
 
 # ----------------------------------------------------------------- measuring
 # CPU ticks (utime+stime) of every process in a process group. The comm field
@@ -298,9 +351,11 @@ LABEL[direct]="direct (no proxy)"
 LABEL[haproxy]="HAProxy $(haproxy -v 2>/dev/null | awk 'NR==1{sub(/-.*/, "", $3); print $3}')"
 LABEL[nginx]="nginx $(nginx -v 2>&1 | sed 's|.*nginx/||')"
 LABEL[rdmalb]="rdmalb $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$ROOT" diff --quiet HEAD -- src 2>/dev/null || echo '+changes')"
+LABEL[rdmalb-wll]="${LABEL[rdmalb]} weighted-least-load (shm, per-request, d = 2)"
+[[ " $TARGETS " == *" rdmalb-wll "* ]] && LABEL[rdmalb]+=" roundrobin"
 
 CPU_MODEL=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
-COMMAND="ROUNDS=$ROUNDS DURATION=$DURATION CONNS=$CONNS WRK_THREADS=$WRK_THREADS PIN=$PIN bash bench/proxy/run.sh"
+COMMAND="TARGETS=\"$TARGETS\" ROUNDS=$ROUNDS DURATION=$DURATION CONNS=$CONNS WRK_THREADS=$WRK_THREADS PIN=$PIN RDMALB_NODES=$RDMALB_NODES bash bench/proxy/run.sh"
 BLOCK=$WORK/block.md
 {
     echo "Measured $START_DATE on $NCPU CPUs ($CPU_MODEL), Linux $(uname -r), load average $LOAD_START at start and $LOAD_END at end (the machine is shared)."
@@ -330,6 +385,10 @@ BLOCK=$WORK/block.md
             echo "- rdmalb / ${LABEL[$other]}: throughput **$(ratio "${RPS[rdmalb]}" "${RPS[$other]}")x**, CPU per request **$(ratio "${CPU[rdmalb]}" "${CPU[$other]}")x**, p99 latency $(ratio "${P99[rdmalb]}" "${P99[$other]}")x"
         done
     fi
+    if [ -n "${RPS[rdmalb]:-}" ] && [ -n "${RPS[rdmalb-wll]:-}" ]; then
+        echo
+        echo "- weighted-least-load / roundrobin (rdmalb-wll / rdmalb, $RDMALB_NODES nodes): throughput **$(ratio "${RPS[rdmalb-wll]}" "${RPS[rdmalb]}")x**, CPU per request **$(ratio "${CPU[rdmalb-wll]}" "${CPU[rdmalb]}")x**, p99 latency $(ratio "${P99[rdmalb-wll]}" "${P99[rdmalb]}")x (transport shm, not RDMA)"
+    fi
 } >"$BLOCK"
 
 mkdir -p "$RESULTS_DIR"
@@ -346,7 +405,7 @@ cp "$CSV" "$RESULTS_DIR/proxy-$STAMP.csv"
     awk -F, 'NR > 1 { printf "| %s | %s | %s | %s | %.0f | %s | %s | %d | %s | %s | %s |\n", $1, $2, $3, $4, $6, $7, $8, $9 + $10, ($11 == "" ? "–" : $11), ($12 == "" ? "–" : $12), $13 }' "$CSV"
     echo
     echo "## Configurations"
-    for f in backend.conf haproxy.cfg nginx-proxy.conf rdmalb.toml; do
+    for f in backend.conf haproxy.cfg nginx-proxy.conf rdmalb.toml rdmalb-wll.toml sidecar-b1.toml; do
         [ -f "$WORK/$f" ] || continue
         echo
         echo "\`$f\` (rendered from bench/proxy/; the body is 1024 bytes):"

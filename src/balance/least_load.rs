@@ -5,10 +5,10 @@
 //! ([`super::load::rank`]) and take the lowest.
 //!
 //! Per-request reads of the candidates are issued together and awaited
-//! together under one `routing.read_deadline`: first each read is polled
-//! once (shm reads, plain loads from a mapping, finish right there, so a
-//! decision on shm needs no timer and no task switch); only reads still
-//! pending (tcp, verbs) wait, jointly, until the deadline. A read that
+//! together under one `routing.read_deadline`: shm windows are read inline
+//! (plain loads from the mapping: no future, no timer, no task switch);
+//! every other read is polled once at once, and only reads still pending
+//! (tcp, verbs) wait, jointly, until the deadline. A read that
 //! misses it, or a torn, stale or unreadable block, leaves that node scored
 //! from local information (its in-flight count), counted in
 //! `rdmalb_load_unknown_total{node,reason}`. Down nodes never get here:
@@ -88,7 +88,12 @@ impl WeightedLeastLoad {
             Candidates::Count(d) => d.min(n),
         };
         let slot = |node: &Arc<NodeState>| Slot {
-            window: self.windows.node(node.index),
+            // By name too: between a reload's window update and its
+            // backends swap, an index may name another node.
+            window: self
+                .windows
+                .node(node.index)
+                .filter(|w| w.node == node.name),
             node: Arc::clone(node),
             load: NodeLoad::Unknown(Unknown::Disconnected),
             reading: false,
@@ -130,6 +135,13 @@ impl WeightedLeastLoad {
             match settings.mode {
                 ReadMode::Interval(_) => s.load = w.snapshot(now),
                 ReadMode::PerRequest => {
+                    if let Some(read) = w.read_inline() {
+                        s.load = match read {
+                            Ok(block) => NodeLoad::classify(block, now, settings.staleness),
+                            Err(u) => NodeLoad::Unknown(u),
+                        };
+                        continue;
+                    }
                     let Some(window) = w.window() else {
                         continue;
                     };
@@ -171,12 +183,13 @@ impl WeightedLeastLoad {
                 s.load = NodeLoad::Unknown(Unknown::Timeout);
             }
         }
-        Some(self.choose(site, &slots, now))
+        Some(self.choose(site, &slots, now, true))
     }
 
-    /// Scores the sampled nodes, records what was seen and returns the
+    /// Scores the sampled nodes, records what was seen (and, for `fresh`
+    /// loads of this decision, counts them in the metrics) and returns the
     /// winner.
-    fn choose(&self, site: usize, slots: &[Slot], now: SystemTime) -> Arc<NodeState> {
+    fn choose(&self, site: usize, slots: &[Slot], now: SystemTime, count: bool) -> Arc<NodeState> {
         let view: Vec<Candidate<'_>> = slots
             .iter()
             .map(|s| Candidate {
@@ -189,7 +202,9 @@ impl WeightedLeastLoad {
         let best = rank(self.weights(site), &view, start, &mut scores).unwrap_or(0);
         for (s, score) in slots.iter().zip(&scores) {
             if let Some(w) = &s.window {
-                w.count(&s.load);
+                if count {
+                    w.count(&s.load);
+                }
                 w.record(Observation {
                     at: now,
                     load: s.load,
@@ -223,10 +238,14 @@ impl Selector for WeightedLeastLoad {
                 };
             }
         }
-        Some(self.choose(site, &slots, now))
+        Some(self.choose(site, &slots, now, false))
     }
 
     fn load_aware(&self) -> Option<&WeightedLeastLoad> {
         Some(self)
     }
 }
+
+#[cfg(test)]
+#[path = "least_load_tests.rs"]
+mod tests;

@@ -39,7 +39,8 @@ use tokio::sync::{watch, Notify};
 use super::load::{NodeLoad, Normalised, Unknown};
 use crate::config::{Config, ReadMode, WindowEndpoint};
 use crate::window::{
-    self, Expect, LoadSample, Psk, RemoteWindow, ShmWindow, TcpWindow, UnknownReason, WindowError,
+    self, Expect, LoadBlock, LoadSample, Psk, RemoteWindow, ShmWindow, TcpWindow, Torn,
+    UnknownReason, WindowError,
 };
 
 /// First wait after a failed connection attempt; doubled up to
@@ -169,6 +170,8 @@ impl LinkKey {
 struct Link {
     window: Arc<dyn RemoteWindow>,
     alive: Liveness,
+    /// The same window when it is shm, read inline by [`NodeWindow::read_inline`].
+    shm: Option<Arc<ShmWindow>>,
 }
 
 enum Liveness {
@@ -264,6 +267,29 @@ impl NodeWindow {
                 NodeLoad::Unknown(Unknown::Stale)
             }
             Some(o) => o.load,
+        }
+    }
+
+    /// Reads the block of a connected shm window right here (plain loads
+    /// from the mapping: no future, no allocation), retrying a torn read
+    /// [`READ_RETRIES`] times; `None` when the node is not an shm window or
+    /// not connected (then use [`read_now`] on [`NodeWindow::window`]).
+    pub fn read_inline(&self) -> Option<Result<LoadBlock, Unknown>> {
+        let link = self.link.load();
+        let shm = link.as_ref()?.shm.as_ref()?;
+        let mut retries = 0;
+        loop {
+            match window::decode_block(&shm.snapshot()) {
+                Ok(b) => return Some(Ok(b)),
+                Err(Torn::NeverPublished) => return Some(Err(Unknown::Unpublished)),
+                Err(Torn::BadHeader { .. }) => return Some(Err(Unknown::Unreadable)),
+                Err(_) if retries < READ_RETRIES => {
+                    retries += 1;
+                    // The owner is mid-write for well under a microsecond.
+                    std::hint::spin_loop();
+                }
+                Err(_) => return Some(Err(Unknown::Torn)),
+            }
         }
     }
 
@@ -562,11 +588,12 @@ async fn connect(key: &LinkKey) -> Result<Link, WindowError> {
     };
     match &key.endpoint {
         WindowEndpoint::Shm { path } => {
-            let w = ShmWindow::open(path, &key.expect)?;
+            let w = Arc::new(ShmWindow::open(path, &key.expect)?);
             let m = std::fs::metadata(path)
                 .map_err(|e| WindowError::io(format!("inspecting {}", path.display()), e))?;
             Ok(Link {
-                window: Arc::new(w),
+                shm: Some(Arc::clone(&w)),
+                window: w,
                 alive: Liveness::Shm {
                     path: path.clone(),
                     dev: m.dev(),
@@ -580,6 +607,7 @@ async fn connect(key: &LinkKey) -> Result<Link, WindowError> {
             Ok(Link {
                 window: w.clone(),
                 alive: Liveness::Tcp(w),
+                shm: None,
             })
         }
         WindowEndpoint::Verbs { control, device } => {
@@ -597,6 +625,7 @@ async fn connect(key: &LinkKey) -> Result<Link, WindowError> {
             Ok(Link {
                 window: w.clone(),
                 alive: Liveness::Verbs(w),
+                shm: None,
             })
         }
     }

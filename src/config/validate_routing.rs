@@ -166,3 +166,7 @@ pub(super) fn node_id(
     }
     Some(id)
 }
+
+#[cfg(test)]
+#[path = "validate_routing_tests.rs"]
+mod tests;

@@ -39,6 +39,14 @@ pub const CONFIG_RELOADS: &str = "rdmalb_config_reloads_total";
 /// `rdmalb_health_checks_total{node,result}` counter; result = pass, fail.
 pub const HEALTH_CHECKS: &str = crate::balance::health::HEALTH_CHECKS;
 
+/// `rdmalb_load_reads_total{node,transport}` counter: load reads used by
+/// `weighted-least-load` decisions.
+pub const LOAD_READS: &str = crate::balance::windows::LOAD_READS;
+/// `rdmalb_load_unknown_total{node,reason}` counter: decisions that scored
+/// the node from local information only (stale, torn, timeout, unreadable,
+/// disconnected, unpublished).
+pub const LOAD_UNKNOWN: &str = crate::balance::windows::LOAD_UNKNOWN;
+
 /// Buckets of [`REQUEST_DURATION`] in seconds: 0.5 ms to 30 s, dense where
 /// a proxied request usually lands (1-250 ms).
 pub const DURATION_BUCKETS: &[f64] = &[
@@ -131,5 +139,13 @@ fn describe() {
     describe_counter!(
         HEALTH_CHECKS,
         "Active health checks, by node and result (pass, fail)"
+    );
+    describe_counter!(
+        LOAD_READS,
+        "Node load reads used by weighted-least-load decisions, by node and transport"
+    );
+    describe_counter!(
+        LOAD_UNKNOWN,
+        "Decisions that scored the node from in-flight only, by node and reason (stale, torn, timeout, unreadable, disconnected, unpublished)"
     );
 }

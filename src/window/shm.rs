@@ -37,6 +37,13 @@ impl ShmWindow {
     pub fn path(&self) -> &Path {
         &self.path
     }
+
+    /// Words 0..32 read now, synchronously: what [`RemoteWindow::read_raw`]
+    /// returns, without a future (the routing hot path reads shm windows
+    /// inline).
+    pub fn snapshot(&self) -> [u64; super::layout::READ_WORDS] {
+        seqlock::snapshot(&self.mem)
+    }
 }
 
 impl RemoteWindow for ShmWindow {

@@ -1,0 +1,247 @@
+//! Load-aware routing end to end, all real processes: three `rdmalb sidecar`
+//! processes (push collector, shm windows) beside three in-process HTTP
+//! backends, and the `rdmalb proxy` binary with `balance =
+//! "weighted-least-load"` reading the windows per request.
+//!
+//! When one node's published load rises, its traffic stops; when a sidecar
+//! dies its block goes stale and the node is scored from in-flight only,
+//! counted in `/metrics`. No timing assertions: counts of requests in each
+//! phase are compared, and every wait is for an eventual state with a bound.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+mod common;
+use common::{client, eventually, free_addr, listener_toml, Backend, ChildGuard};
+use rdmalb::sidecar::collect::push::{Client, PushSample};
+use rdmalb::sidecar::config::PushListen;
+use rdmalb::window::{read_load, site_table_hash, Expect, LoadRead, ReadPolicy, ShmWindow};
+
+const NODES: usize = 3;
+
+/// One node: backend app, its sidecar process, its push address.
+struct NodeUnderTest {
+    backend: Backend,
+    sidecar: Option<ChildGuard>,
+    push: SocketAddr,
+    window: PathBuf,
+}
+
+fn start_sidecar(dir: &Path, i: usize) -> (ChildGuard, SocketAddr, PathBuf) {
+    let push = free_addr();
+    let window = dir.join(format!("window-n{i}"));
+    let cfg = dir.join(format!("sidecar-n{i}.toml"));
+    std::fs::write(
+        &cfg,
+        format!(
+            "node = \"n{i}\"\nnode_id = {}\nsites = [\"web\"]\npublish_interval = \"1ms\"\n\
+             [window.shm]\npath = \"{}\"\n\
+             [[collector]]\nkind = \"push\"\nlisten = \"{push}\"\n",
+            i + 1,
+            window.display()
+        ),
+    )
+    .unwrap();
+    let log = std::fs::File::create(dir.join(format!("sidecar-n{i}.log"))).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_rdmalb"))
+        .arg("sidecar")
+        .arg("-c")
+        .arg(&cfg)
+        .env("RDMALB_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("spawn rdmalb sidecar");
+    (ChildGuard { child }, push, window)
+}
+
+/// Pushes app numbers to a sidecar and waits until its window shows them.
+async fn push_load(node: &NodeUnderTest, busy: u64, queue: u64) {
+    let listen = PushListen::Tcp(node.push);
+    let mut c = eventually("push connection", Duration::from_secs(20), || async {
+        Client::connect(&listen).await.map_err(|e| e.to_string())
+    })
+    .await;
+    c.push(&PushSample {
+        busy: Some(busy),
+        queue: Some(queue),
+        capacity: Some(8),
+        ..Default::default()
+    })
+    .await
+    .expect("push accepted");
+    let w = ShmWindow::open(
+        &node.window,
+        &Expect {
+            node_id: None,
+            site_hash: Some(site_table_hash(&["web"])),
+        },
+    )
+    .expect("window file");
+    let policy = ReadPolicy {
+        retries: 8,
+        staleness: Duration::from_secs(5),
+        deadline: Duration::from_secs(5),
+    };
+    eventually("pushed load published", Duration::from_secs(20), || async {
+        match read_load(&w, &policy).await {
+            LoadRead::Fresh(b) if b.sample.app_busy == busy && b.sample.app_queue_len == queue => {
+                Ok(())
+            }
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+}
+
+/// Sends `n` sequential requests; returns how many each node served.
+async fn phase(proxy: SocketAddr, nodes: &[NodeUnderTest], n: usize) -> Vec<usize> {
+    let before: Vec<usize> = nodes.iter().map(|x| x.backend.requests()).collect();
+    let http = client();
+    for _ in 0..n {
+        let r = http
+            .get(format!("http://{proxy}/"))
+            .header("host", "web.test")
+            .send()
+            .await
+            .expect("request");
+        assert_eq!(r.status(), 200);
+    }
+    nodes
+        .iter()
+        .zip(before)
+        .map(|(x, b)| x.backend.requests() - b)
+        .collect()
+}
+
+/// The value of one series in a Prometheus text page (0 when absent).
+fn counter(page: &str, series: &str) -> f64 {
+    page.lines()
+        .find_map(|l| l.strip_prefix(series))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+async fn get(url: String) -> String {
+    client()
+        .get(url)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn traffic_moves_away_from_a_node_whose_published_load_rises() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut nodes = Vec::new();
+    for i in 0..NODES {
+        let (guard, push, window) = start_sidecar(dir.path(), i);
+        nodes.push(NodeUnderTest {
+            backend: Backend::start(&format!("n{i}")).await,
+            sidecar: Some(guard),
+            push,
+            window,
+        });
+    }
+    for n in &nodes {
+        push_load(n, 1, 0).await;
+    }
+
+    let (listeners, proxy_addr, admin) = listener_toml();
+    let mut config = format!(
+        "[global]\nbalance = \"weighted-least-load\"\naccess_log = \"off\"\n\
+         [routing]\ncandidates = \"all\"\nstaleness = \"250ms\"\n\
+         [health]\ninterval = \"1h\"\n\
+         {listeners}\
+         [[site]]\nname = \"web\"\nhosts = [\"web.test\"]\nweights = {{ app = 1.0 }}\n"
+    );
+    for (i, n) in nodes.iter().enumerate() {
+        config.push_str(&format!(
+            "[[node]]\nname = \"n{i}\"\naddress = \"{}\"\nsite = \"web\"\ntransport = \"shm\"\nsidecar = \"{}\"\nnode_id = {}\n",
+            n.backend.addr,
+            n.window.display(),
+            i + 1
+        ));
+    }
+    let proxy = common::Proxy::start(&config, &[proxy_addr, admin]);
+
+    // Equal loads: every node serves (ties rotate).
+    let even = phase(proxy_addr, &nodes, 30).await;
+    assert!(even.iter().all(|&c| c > 0), "phase 1: {even:?}");
+    assert_eq!(even.iter().sum::<usize>(), 30);
+
+    // n1's app fills up (busy = capacity, a queue as long again): it gets
+    // nothing while the others are lighter.
+    push_load(&nodes[1], 8, 8).await;
+    let shifted = phase(proxy_addr, &nodes, 30).await;
+    assert_eq!(shifted[1], 0, "phase 2: {shifted:?}");
+    assert_eq!(shifted[0] + shifted[2], 30, "phase 2: {shifted:?}");
+
+    // /status shows the last read and index per node; n1's is the highest.
+    let status: Value = serde_json::from_str(&get(format!("http://{admin}/status")).await).unwrap();
+    assert_eq!(status["balance"], "weighted-least-load");
+    let index = |i: usize| {
+        status["nodes"][i]["load"]["last"]["index"]
+            .as_f64()
+            .unwrap()
+    };
+    assert!(index(1) > index(0) && index(1) > index(2), "{status}");
+    assert_eq!(status["nodes"][1]["load"]["last"]["result"], "fresh");
+    assert_eq!(
+        status["nodes"][1]["load"]["last"]["published"]["app_busy"],
+        8
+    );
+    assert_eq!(status["nodes"][1]["load"]["mode"], "per-request");
+    assert_eq!(status["nodes"][1]["load"]["transport"], "shm");
+
+    // Its load drops back: it is chosen again.
+    push_load(&nodes[1], 1, 0).await;
+    let back = phase(proxy_addr, &nodes, 30).await;
+    assert!(back[1] > 0, "phase 3: {back:?}");
+
+    // n2's sidecar dies (SIGKILL: its window file stays, nobody publishes).
+    // Once the block is stale, n2 is scored from its in-flight count alone
+    // and every such decision is counted, by reason.
+    drop(nodes[2].sidecar.take());
+    eventually("n2 scored as stale", Duration::from_secs(20), || async {
+        phase(proxy_addr, &nodes, 3).await;
+        let metrics = get(format!("http://{admin}/metrics")).await;
+        match counter(
+            &metrics,
+            "rdmalb_load_unknown_total{node=\"n2\",reason=\"stale\"}",
+        ) {
+            n if n > 0.0 => Ok(()),
+            _ => Err("no stale count for n2 yet".to_string()),
+        }
+    })
+    .await;
+    let metrics = get(format!("http://{admin}/metrics")).await;
+    assert!(
+        counter(
+            &metrics,
+            "rdmalb_load_reads_total{node=\"n0\",transport=\"shm\"}"
+        ) >= 90.0,
+        "{metrics}"
+    );
+    // The live sidecars' blocks stayed fresh.
+    assert_eq!(
+        counter(
+            &metrics,
+            "rdmalb_load_unknown_total{node=\"n0\",reason=\"stale\"}"
+        ),
+        0.0
+    );
+    // A stale node still serves (it is not down): it is scored as the mean
+    // of the fresh ones, which here equals them, so the three share.
+    let after = phase(proxy_addr, &nodes, 30).await;
+    assert!(after[2] > 0, "stale node still gets traffic: {after:?}");
+    drop(proxy);
+}
