@@ -226,7 +226,9 @@ impl Sidecar {
             slots.push(slot);
         }
 
-        let publisher = publish::Publisher::start(&cfg, memory.clone(), slots.clone())?;
+        let role_changed = Arc::new(tokio::sync::Notify::new());
+        let publisher =
+            publish::Publisher::start(&cfg, memory.clone(), slots.clone(), role_changed.clone())?;
         let stats = publisher.stats();
         self.publisher = Some(publisher);
 
@@ -235,7 +237,8 @@ impl Sidecar {
         self.addrs.verbs = serving.verbs_addr();
         let peers = serving.peers();
         self.window = Some(serving);
-        self.tasks.push(tokio::spawn(applier.run(stop_rx.clone())));
+        self.tasks
+            .push(tokio::spawn(applier.run(role_changed, stop_rx.clone())));
 
         if let Some(admin) = &cfg.admin {
             let state = Arc::new(admin::AdminState {
