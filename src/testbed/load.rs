@@ -151,7 +151,7 @@ pub async fn run(
         })
         .collect::<Result<Vec<_>, _>>()?;
     let pool = match opts.mode {
-        Mode::Closed { connections } if connections == 0 => {
+        Mode::Closed { connections: 0 } => {
             return Err(LoadError::Invalid(
                 "--connections must be at least 1".into(),
             ))
