@@ -39,7 +39,7 @@ enum Command {
     },
     /// Testbed: capacity-modelled nodes, traces, replay client, emulated cluster (docs/testbed.md).
     #[command(flatten)]
-    Testbed(rdmalb::testbed::cli::TestbedCommand),
+    Testbed(Box<rdmalb::testbed::cli::TestbedCommand>),
 }
 
 fn main() -> ExitCode {
@@ -69,7 +69,7 @@ const CONFIG_INVALID: u8 = 2;
 
 fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
-        Command::Testbed(cmd) => Ok(rdmalb::testbed::cli::run(cmd)?),
+        Command::Testbed(cmd) => Ok(rdmalb::testbed::cli::run(*cmd)?),
         Command::Check { config, sidecar } => {
             let result = if sidecar {
                 rdmalb::sidecar::check(&config)

@@ -272,43 +272,107 @@ fn runtime(workers: usize) -> Result<tokio::runtime::Runtime, CliError> {
 
 fn trace(cmd: TraceCommand) -> Result<ExitCode, CliError> {
     let (common, generator) = match cmd {
-        TraceCommand::Export { trace, format, site, host_map, output } => {
+        TraceCommand::Export {
+            trace,
+            format,
+            site,
+            host_map,
+            output,
+        } => {
             let t = Trace::load(&trace)?;
             let bytes = if format == "httperf" {
                 if let Some(s) = &site {
                     if !t.sites.contains(s) {
-                        return Err(CliError::Usage(format!("site {s} does not occur in {}", trace.display())));
+                        return Err(CliError::Usage(format!(
+                            "site {s} does not occur in {}",
+                            trace.display()
+                        )));
                     }
                 }
                 export::httperf_wlog(&t, site.as_deref())
             } else {
-                let hosts = HostMap::parse(&host_map).map_err(|e| CliError::Usage(format!("--host-map: {e}")))?;
+                let hosts = HostMap::parse(&host_map)
+                    .map_err(|e| CliError::Usage(format!("--host-map: {e}")))?;
                 export::wrk_lua(&t, &hosts).into_bytes()
             };
-            std::fs::write(&output, bytes).map_err(io(format!("cannot write {}", output.display())))?;
+            std::fs::write(&output, bytes)
+                .map_err(io(format!("cannot write {}", output.display())))?;
             return Ok(ExitCode::SUCCESS);
         }
         TraceCommand::SingleFile { common, size } => (common, Generator::SingleFile { size }),
-        TraceCommand::Zipf { common, alpha, files, min_size, max_size, dynamic_share, cost } => {
-            (common, Generator::Zipf { alpha, files, min_size, max_size, dynamic_share, cost })
-        }
-        TraceCommand::Bursty { common, burst, mode, size, cost } => (common, Generator::Bursty { burst, mode, size, cost }),
-        TraceCommand::WorldCup { common, dynamic_share, mean_burst, files, cost } => {
-            (common, Generator::WorldCup { dynamic_share, mean_burst, files, cost })
-        }
+        TraceCommand::Zipf {
+            common,
+            alpha,
+            files,
+            min_size,
+            max_size,
+            dynamic_share,
+            cost,
+        } => (
+            common,
+            Generator::Zipf {
+                alpha,
+                files,
+                min_size,
+                max_size,
+                dynamic_share,
+                cost,
+            },
+        ),
+        TraceCommand::Bursty {
+            common,
+            burst,
+            mode,
+            size,
+            cost,
+        } => (
+            common,
+            Generator::Bursty {
+                burst,
+                mode,
+                size,
+                cost,
+            },
+        ),
+        TraceCommand::WorldCup {
+            common,
+            dynamic_share,
+            mean_burst,
+            files,
+            cost,
+        } => (
+            common,
+            Generator::WorldCup {
+                dynamic_share,
+                mean_burst,
+                files,
+                cost,
+            },
+        ),
     };
     let t = generator.generate(&common.sites, common.requests, common.seed)?;
-    let header = format!("rdmalb trace: {} requests={} seed={}\nformat: <site><TAB><path>", generator.describe(), common.requests, common.seed);
+    let header = format!(
+        "rdmalb trace: {} requests={} seed={}\nformat: <site><TAB><path>",
+        generator.describe(),
+        common.requests,
+        common.seed
+    );
     t.write(&common.output, &header)?;
     Ok(ExitCode::SUCCESS)
 }
 
 fn load(a: LoadArgs) -> Result<ExitCode, CliError> {
     let trace = Trace::load(&a.trace)?;
-    let hosts = HostMap::parse(&a.host_map).map_err(|e| CliError::Usage(format!("--host-map: {e}")))?;
+    let hosts =
+        HostMap::parse(&a.host_map).map_err(|e| CliError::Usage(format!("--host-map: {e}")))?;
     let mode = match a.rate {
-        Some(rate) => Mode::Open { rate, max_inflight: a.max_inflight },
-        None => Mode::Closed { connections: a.connections.unwrap_or(16) },
+        Some(rate) => Mode::Open {
+            rate,
+            max_inflight: a.max_inflight,
+        },
+        None => Mode::Closed {
+            connections: a.connections.unwrap_or(16),
+        },
     };
     let opts = LoadOptions {
         urls: a.url,
@@ -328,7 +392,13 @@ fn load(a: LoadArgs) -> Result<ExitCode, CliError> {
         });
         super::load::run(trace, opts, rx).await
     })?;
-    super::cluster::write_outputs(&report, a.csv.as_deref(), a.json.as_deref(), a.png.as_deref(), "rdmalb load")?;
+    super::cluster::write_outputs(
+        &report,
+        a.csv.as_deref(),
+        a.json.as_deref(),
+        a.png.as_deref(),
+        "rdmalb load",
+    )?;
     print!("{}", report.table());
     Ok(ExitCode::SUCCESS)
 }
@@ -336,7 +406,10 @@ fn load(a: LoadArgs) -> Result<ExitCode, CliError> {
 /// Resolves on SIGTERM or SIGINT.
 pub async fn wait_for_termination() {
     use tokio::signal::unix::{signal, SignalKind};
-    match (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
+    match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) {
         (Ok(mut term), Ok(mut int)) => {
             tokio::select! {
                 _ = term.recv() => {}

@@ -43,9 +43,17 @@ pub enum ClusterError {
         source: std::io::Error,
     },
     #[error("cluster: generated {component} config is invalid (check the [{table}] pass-through keys):\n{errors}")]
-    Generated { component: String, table: String, errors: ConfigErrors },
+    Generated {
+        component: String,
+        table: String,
+        errors: ConfigErrors,
+    },
     #[error("cluster: {name} exited during start-up ({status}); last log lines:\n{log}")]
-    EarlyExit { name: String, status: String, log: String },
+    EarlyExit {
+        name: String,
+        status: String,
+        log: String,
+    },
     #[error("cluster: {0}")]
     NotReady(String),
     #[error("cluster: {0}")]
@@ -124,46 +132,85 @@ pub fn load_spec(path: &Path) -> Result<Spec, ConfigErrors> {
 
 /// Validates spec text; relative paths are anchored at `path`'s directory.
 pub fn parse_spec(text: &str, path: &Path) -> Result<Spec, ConfigErrors> {
-    let raw: RawSpec = toml::from_str(text).map_err(|e| ConfigErrors::single(path, "", e.message().trim().to_string()))?;
+    let raw: RawSpec = toml::from_str(text)
+        .map_err(|e| ConfigErrors::single(path, "", e.message().trim().to_string()))?;
     let base = path.parent().unwrap_or(Path::new("."));
     let mut problems = Vec::new();
-    let mut add = |key: &str, message: String| problems.push(Problem { key: key.into(), message });
+    let mut add = |key: &str, message: String| {
+        problems.push(Problem {
+            key: key.into(),
+            message,
+        })
+    };
     let sites = raw.sites.unwrap_or_default();
     if sites.is_empty() || sites.len() > 64 {
-        add("sites", "expected 1 to 64 site names, e.g. sites = [\"shop\", \"blog\", \"news\"]".into());
+        add(
+            "sites",
+            "expected 1 to 64 site names, e.g. sites = [\"shop\", \"blog\", \"news\"]".into(),
+        );
     }
     for (i, s) in sites.iter().enumerate() {
-        if s.is_empty() || !s.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-".contains(&b)) || sites[..i].contains(s) {
-            add(&format!("sites[{i}]"), format!("`{s}` is empty, repeated or has characters other than a-z A-Z 0-9 _ -"));
+        if s.is_empty()
+            || !s
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"_-".contains(&b))
+            || sites[..i].contains(s)
+        {
+            add(
+                &format!("sites[{i}]"),
+                format!("`{s}` is empty, repeated or has characters other than a-z A-Z 0-9 _ -"),
+            );
         }
     }
-    let split_text = raw.split.unwrap_or_else(|| vec!["1"; sites.len().max(1)].join(":"));
-    let split: Vec<u32> = split_text.split(':').map(|n| n.trim().parse::<u32>().unwrap_or(0)).collect();
+    let split_text = raw
+        .split
+        .unwrap_or_else(|| vec!["1"; sites.len().max(1)].join(":"));
+    let split: Vec<u32> = split_text
+        .split(':')
+        .map(|n| n.trim().parse::<u32>().unwrap_or(0))
+        .collect();
     if split.len() != sites.len() || split.iter().any(|&n| n == 0 || n > 64) {
-        add("split", format!("`{split_text}` must give 1 to 64 nodes for each of the {} sites, e.g. \"3:3:2\"", sites.len()));
+        add(
+            "split",
+            format!(
+                "`{split_text}` must give 1 to 64 nodes for each of the {} sites, e.g. \"3:3:2\"",
+                sites.len()
+            ),
+        );
     }
     let proxies = match raw.proxies {
         None => 1,
         Some(n) if (1..=16).contains(&n) => n as u32,
         Some(n) => {
-            add("proxies", format!("{n} is out of range (accepted: 1 to 16)"));
+            add(
+                "proxies",
+                format!("{n} is out of range (accepted: 1 to 16)"),
+            );
             1
         }
     };
-    let mut dur = |key: &str, t: Option<String>, default: Duration, min: Duration, max: Duration| match t {
-        None => default,
-        Some(t) => match duration::parse(&t) {
-            Ok(d) if d >= min && d <= max => d,
-            Ok(_) => {
-                add(key, format!("`{t}` is out of range (accepted: {} to {})", duration::format(min), duration::format(max)));
-                default
-            }
-            Err(e) => {
-                add(key, e);
-                default
-            }
-        },
-    };
+    let mut dur =
+        |key: &str, t: Option<String>, default: Duration, min: Duration, max: Duration| match t {
+            None => default,
+            Some(t) => match duration::parse(&t) {
+                Ok(d) if d >= min && d <= max => d,
+                Ok(_) => {
+                    add(
+                        key,
+                        format!(
+                            "`{t}` is out of range (accepted: {} to {})",
+                            duration::format(min),
+                            duration::format(max)
+                        ),
+                    );
+                    default
+                }
+                Err(e) => {
+                    add(key, e);
+                    default
+                }
+            },
+        };
     let s = Duration::from_secs;
     let ms = Duration::from_millis;
     let load = raw.load.unwrap_or_default();
@@ -174,7 +221,10 @@ pub fn parse_spec(text: &str, path: &Path) -> Result<Spec, ConfigErrors> {
         None => None,
         Some(n) if (1..=100_000_000).contains(&n) => Some(n as u64),
         Some(n) => {
-            add("requests", format!("{n} is out of range (accepted: 1 to 100000000)"));
+            add(
+                "requests",
+                format!("{n} is out of range (accepted: 1 to 100000000)"),
+            );
             None
         }
     };
@@ -188,7 +238,10 @@ pub fn parse_spec(text: &str, path: &Path) -> Result<Spec, ConfigErrors> {
     };
     let trace = match (raw.trace_file, raw.trace) {
         (Some(_), Some(_)) => {
-            add("trace_file", "give either trace_file or a [trace] generator, not both".into());
+            add(
+                "trace_file",
+                "give either trace_file or a [trace] generator, not both".into(),
+            );
             TraceSource::Generate(Generator::SingleFile { size: "1k".into() })
         }
         (Some(f), None) => TraceSource::File(base.join(f)),
@@ -205,29 +258,50 @@ pub fn parse_spec(text: &str, path: &Path) -> Result<Spec, ConfigErrors> {
         None => 1000,
         Some(n) if (1..=1_000_000).contains(&n) => n as u32,
         Some(n) => {
-            add("load.max_inflight", format!("{n} is out of range (accepted: 1 to 1000000)"));
+            add(
+                "load.max_inflight",
+                format!("{n} is out of range (accepted: 1 to 1000000)"),
+            );
             1000
         }
     };
     let mode = match (load.connections, load.rate) {
         (Some(_), Some(_)) => {
-            add("load.rate", "give either load.connections (closed loop) or load.rate (open loop), not both".into());
+            add(
+                "load.rate",
+                "give either load.connections (closed loop) or load.rate (open loop), not both"
+                    .into(),
+            );
             Mode::Closed { connections: 16 }
         }
-        (None, Some(r)) if r > 0.0 && r <= 1e6 => Mode::Open { rate: r, max_inflight },
+        (None, Some(r)) if r > 0.0 && r <= 1e6 => Mode::Open {
+            rate: r,
+            max_inflight,
+        },
         (None, Some(r)) => {
-            add("load.rate", format!("{r} is out of range (accepted: above 0, at most 1000000)"));
+            add(
+                "load.rate",
+                format!("{r} is out of range (accepted: above 0, at most 1000000)"),
+            );
             Mode::Closed { connections: 16 }
         }
-        (Some(c), None) if (1..=10_000).contains(&c) => Mode::Closed { connections: c as u32 },
+        (Some(c), None) if (1..=10_000).contains(&c) => Mode::Closed {
+            connections: c as u32,
+        },
         (Some(c), None) => {
-            add("load.connections", format!("{c} is out of range (accepted: 1 to 10000)"));
+            add(
+                "load.connections",
+                format!("{c} is out of range (accepted: 1 to 10000)"),
+            );
             Mode::Closed { connections: 16 }
         }
         (None, None) => Mode::Closed { connections: 16 },
     };
     if !problems.is_empty() {
-        return Err(ConfigErrors { file: path.to_path_buf(), problems });
+        return Err(ConfigErrors {
+            file: path.to_path_buf(),
+            problems,
+        });
     }
     Ok(Spec {
         file: path.to_path_buf(),
@@ -263,9 +337,18 @@ pub fn merge(base: &mut toml::Table, extra: &toml::Table) {
 
 /// Writes a report's CSV, JSON and PNG (with the wide `<png>.csv` it is
 /// drawn from) where asked.
-pub fn write_outputs(report: &Report, csv: Option<&Path>, json: Option<&Path>, png: Option<&Path>, title: &str) -> Result<(), ClusterError> {
+pub fn write_outputs(
+    report: &Report,
+    csv: Option<&Path>,
+    json: Option<&Path>,
+    png: Option<&Path>,
+    title: &str,
+) -> Result<(), ClusterError> {
     let write = |p: &Path, text: String| {
-        std::fs::write(p, text).map_err(|e| ClusterError::Io { what: format!("cannot write {}", p.display()), source: e })
+        std::fs::write(p, text).map_err(|e| ClusterError::Io {
+            what: format!("cannot write {}", p.display()),
+            source: e,
+        })
     };
     if let Some(p) = csv {
         write(p, report.csv())?;
@@ -290,16 +373,27 @@ mod tests {
     }
 
     fn keys(text: &str) -> Vec<String> {
-        parse(text).unwrap_err().problems.into_iter().map(|p| p.key).collect()
+        parse(text)
+            .unwrap_err()
+            .problems
+            .into_iter()
+            .map(|p| p.key)
+            .collect()
     }
 
     #[test]
     fn minimal_spec_takes_defaults() {
         let s = parse("sites = [\"a\", \"b\"]").unwrap();
         assert_eq!(s.split, vec![1, 1]);
-        assert_eq!((s.proxies, s.balance.as_str(), s.seed), (1, "roundrobin", 1));
+        assert_eq!(
+            (s.proxies, s.balance.as_str(), s.seed),
+            (1, "roundrobin", 1)
+        );
         assert_eq!(s.mode, Mode::Closed { connections: 16 });
-        assert_eq!(s.trace, TraceSource::Generate(Generator::SingleFile { size: "1k".into() }));
+        assert_eq!(
+            s.trace,
+            TraceSource::Generate(Generator::SingleFile { size: "1k".into() })
+        );
     }
 
     #[test]
@@ -311,8 +405,17 @@ mod tests {
         )
         .unwrap();
         assert_eq!(s.split, vec![3, 3, 2]);
-        assert_eq!(s.mode, Mode::Open { rate: 500.0, max_inflight: 1000 });
-        assert!(matches!(s.trace, TraceSource::Generate(Generator::Bursty { burst: 512, .. })));
+        assert_eq!(
+            s.mode,
+            Mode::Open {
+                rate: 500.0,
+                max_inflight: 1000
+            }
+        );
+        assert!(matches!(
+            s.trace,
+            TraceSource::Generate(Generator::Bursty { burst: 512, .. })
+        ));
         assert_eq!(s.proxy["global"]["balance"].as_str(), Some("leastconn"));
         assert_eq!(s.node["slots"].as_integer(), Some(2));
     }
@@ -329,26 +432,62 @@ mod tests {
         assert_eq!(keys("sites = [\"a\"]\nduration = \"1ms\""), ["duration"]);
         assert_eq!(keys("sites = [\"a\"]\nrequests = 0"), ["requests"]);
         assert_eq!(keys("sites = [\"a\"]\nseed = -1"), ["seed"]);
-        assert_eq!(keys("sites = [\"a\"]\ntrace_file = \"t\"\n[trace]\nkind = \"single-file\""), ["trace_file"]);
+        assert_eq!(
+            keys("sites = [\"a\"]\ntrace_file = \"t\"\n[trace]\nkind = \"single-file\""),
+            ["trace_file"]
+        );
         assert_eq!(keys("sites = [\"a\"]\n[trace]\nkind = \"nope\""), ["trace"]);
-        assert_eq!(keys("sites = [\"a\"]\n[trace]\nkind = \"bursty\""), ["trace"]);
-        assert_eq!(keys("sites = [\"a\"]\n[load]\nconnections = 0"), ["load.connections"]);
+        assert_eq!(
+            keys("sites = [\"a\"]\n[trace]\nkind = \"bursty\""),
+            ["trace"]
+        );
+        assert_eq!(
+            keys("sites = [\"a\"]\n[load]\nconnections = 0"),
+            ["load.connections"]
+        );
         assert_eq!(keys("sites = [\"a\"]\n[load]\nrate = -1.0"), ["load.rate"]);
-        assert_eq!(keys("sites = [\"a\"]\n[load]\nrate = 1.0\nconnections = 2"), ["load.rate"]);
-        assert_eq!(keys("sites = [\"a\"]\n[load]\nmax_inflight = 0"), ["load.max_inflight"]);
-        assert_eq!(keys("sites = [\"a\"]\n[load]\ninterval = \"1ms\""), ["load.interval"]);
-        assert_eq!(keys("sites = [\"a\"]\n[load]\ntimeout = \"x\""), ["load.timeout"]);
-        assert!(parse("sites = [\"a\"]\nbogus = 1").unwrap_err().to_string().contains("bogus"));
+        assert_eq!(
+            keys("sites = [\"a\"]\n[load]\nrate = 1.0\nconnections = 2"),
+            ["load.rate"]
+        );
+        assert_eq!(
+            keys("sites = [\"a\"]\n[load]\nmax_inflight = 0"),
+            ["load.max_inflight"]
+        );
+        assert_eq!(
+            keys("sites = [\"a\"]\n[load]\ninterval = \"1ms\""),
+            ["load.interval"]
+        );
+        assert_eq!(
+            keys("sites = [\"a\"]\n[load]\ntimeout = \"x\""),
+            ["load.timeout"]
+        );
+        assert!(parse("sites = [\"a\"]\nbogus = 1")
+            .unwrap_err()
+            .to_string()
+            .contains("bogus"));
         // Every problem at once.
-        assert_eq!(keys("sites = [\"a\"]\nproxies = 0\nseed = -1"), ["proxies", "seed"]);
+        assert_eq!(
+            keys("sites = [\"a\"]\nproxies = 0\nseed = -1"),
+            ["proxies", "seed"]
+        );
     }
 
     #[test]
     fn merge_is_deep() {
-        let mut base: toml::Table = toml::from_str("[global]\nbalance = \"roundrobin\"\nproxy_id = 1\n[health]\npath = \"/\"").unwrap();
-        let extra: toml::Table = toml::from_str("[global]\nbalance = \"weighted-least-load\"\n[reconfig]\nmode = \"reconfigure\"").unwrap();
+        let mut base: toml::Table = toml::from_str(
+            "[global]\nbalance = \"roundrobin\"\nproxy_id = 1\n[health]\npath = \"/\"",
+        )
+        .unwrap();
+        let extra: toml::Table = toml::from_str(
+            "[global]\nbalance = \"weighted-least-load\"\n[reconfig]\nmode = \"reconfigure\"",
+        )
+        .unwrap();
         merge(&mut base, &extra);
-        assert_eq!(base["global"]["balance"].as_str(), Some("weighted-least-load"));
+        assert_eq!(
+            base["global"]["balance"].as_str(),
+            Some("weighted-least-load")
+        );
         assert_eq!(base["global"]["proxy_id"].as_integer(), Some(1));
         assert_eq!(base["reconfig"]["mode"].as_str(), Some("reconfigure"));
         assert_eq!(base["health"]["path"].as_str(), Some("/"));

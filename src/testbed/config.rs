@@ -174,11 +174,25 @@ impl Report {
         });
     }
 
-    fn duration(&mut self, key: &str, text: Option<&str>, default: Duration, min: Duration, max: Duration) -> Duration {
+    fn duration(
+        &mut self,
+        key: &str,
+        text: Option<&str>,
+        default: Duration,
+        min: Duration,
+        max: Duration,
+    ) -> Duration {
         let Some(text) = text else { return default };
         match duration::parse(text) {
             Ok(d) if d < min || d > max => {
-                self.add(key, format!("`{text}` is out of range (accepted: {} to {})", duration::format(min), duration::format(max)));
+                self.add(
+                    key,
+                    format!(
+                        "`{text}` is out of range (accepted: {} to {})",
+                        duration::format(min),
+                        duration::format(max)
+                    ),
+                );
                 default
             }
             Ok(d) => d,
@@ -193,7 +207,10 @@ impl Report {
         match v {
             None => default,
             Some(n) if n < min || n > max => {
-                self.add(key, format!("{n} is out of range (accepted: {min} to {max})"));
+                self.add(
+                    key,
+                    format!("{n} is out of range (accepted: {min} to {max})"),
+                );
                 default
             }
             Some(n) => n as u32,
@@ -248,7 +265,11 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         "k" | "kb" | "kib" => 1 << 10,
         "m" | "mb" | "mib" => 1 << 20,
         "g" | "gb" | "gib" => 1 << 30,
-        u => return Err(format!("`{text}`: unknown unit `{u}` (expected none, k, m or g)")),
+        u => {
+            return Err(format!(
+                "`{text}`: unknown unit `{u}` (expected none, k, m or g)"
+            ))
+        }
     };
     n.checked_mul(scale)
         .ok_or_else(|| format!("`{text}` is out of range"))
@@ -274,7 +295,13 @@ fn deserialize<T: for<'de> Deserialize<'de>>(text: &str, path: &Path) -> Result<
     toml::from_str(text).map_err(|e| {
         let key = e.span().map(|s| {
             // Name the key the parser stopped at, when the span covers one.
-            text.get(s).unwrap_or("").lines().next().unwrap_or("").trim().to_string()
+            text.get(s)
+                .unwrap_or("")
+                .lines()
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_string()
         });
         let msg = e.message().trim().to_string();
         match key {
@@ -300,24 +327,36 @@ pub fn parse_node(text: &str, path: &Path) -> Result<NodeConfig, ConfigErrors> {
     };
     let name = match raw.name.as_deref() {
         None => {
-            r.add("name", "missing (expected the node's name, e.g. \"n1\", as in the proxy's [[node]] name)");
+            r.add(
+                "name",
+                "missing (expected the node's name, e.g. \"n1\", as in the proxy's [[node]] name)",
+            );
             String::new()
         }
         Some(n) if !valid_name(n) => {
-            r.add("name", format!("`{n}` is not a valid name (accepted: 1-64 of a-z A-Z 0-9 . _ -)"));
+            r.add(
+                "name",
+                format!("`{n}` is not a valid name (accepted: 1-64 of a-z A-Z 0-9 . _ -)"),
+            );
             String::new()
         }
         Some(n) => n.to_string(),
     };
     let listen = match raw.listen.as_deref() {
         None => {
-            r.add("listen", "missing (expected an address such as \"127.0.0.1:8081\")");
+            r.add(
+                "listen",
+                "missing (expected an address such as \"127.0.0.1:8081\")",
+            );
             None
         }
         Some(t) => match t.parse::<SocketAddr>() {
             Ok(a) => Some(a),
             Err(_) => {
-                r.add("listen", format!("`{t}` is not an IP:port address (e.g. \"127.0.0.1:8081\")"));
+                r.add(
+                    "listen",
+                    format!("`{t}` is not an IP:port address (e.g. \"127.0.0.1:8081\")"),
+                );
                 None
             }
         },
@@ -343,30 +382,73 @@ pub fn parse_node(text: &str, path: &Path) -> Result<NodeConfig, ConfigErrors> {
         },
     };
     let ms = Duration::from_millis;
-    let publish_interval = r.duration("publish_interval", raw.publish_interval.as_deref(), DEFAULT_PUBLISH_INTERVAL, ms(1), ms(10_000));
-    let shutdown_grace = r.duration("shutdown_grace", raw.shutdown_grace.as_deref(), DEFAULT_SHUTDOWN_GRACE, Duration::ZERO, ms(600_000));
+    let publish_interval = r.duration(
+        "publish_interval",
+        raw.publish_interval.as_deref(),
+        DEFAULT_PUBLISH_INTERVAL,
+        ms(1),
+        ms(10_000),
+    );
+    let shutdown_grace = r.duration(
+        "shutdown_grace",
+        raw.shutdown_grace.as_deref(),
+        DEFAULT_SHUTDOWN_GRACE,
+        Duration::ZERO,
+        ms(600_000),
+    );
     let d = Model::default();
     let slots = r.int("slots", raw.slots, d.slots, 1, 100_000);
     let queue = r.int("queue", raw.queue, d.queue, 0, 1_000_000);
-    let static_base = r.duration("static_base", raw.static_base.as_deref(), d.static_base, Duration::ZERO, ms(60_000));
+    let static_base = r.duration(
+        "static_base",
+        raw.static_base.as_deref(),
+        d.static_base,
+        Duration::ZERO,
+        ms(60_000),
+    );
     let mib = match raw.static_mib_per_s {
         None => DEFAULT_STATIC_MIB_PER_S,
         Some(v) if v.is_finite() && v > 0.0 && v <= 1e6 => v,
         Some(v) => {
-            r.add("static_mib_per_s", format!("{v} is out of range (accepted: more than 0, at most 1000000)"));
+            r.add(
+                "static_mib_per_s",
+                format!("{v} is out of range (accepted: more than 0, at most 1000000)"),
+            );
             DEFAULT_STATIC_MIB_PER_S
         }
     };
-    let max_cost = r.duration("max_cost", raw.max_cost.as_deref(), d.max_cost, ms(1), ms(600_000));
-    let dynamic_cost = r.duration("dynamic_cost", raw.dynamic_cost.as_deref(), d.dynamic_cost, Duration::ZERO, ms(600_000));
+    let max_cost = r.duration(
+        "max_cost",
+        raw.max_cost.as_deref(),
+        d.max_cost,
+        ms(1),
+        ms(600_000),
+    );
+    let dynamic_cost = r.duration(
+        "dynamic_cost",
+        raw.dynamic_cost.as_deref(),
+        d.dynamic_cost,
+        Duration::ZERO,
+        ms(600_000),
+    );
     if dynamic_cost > max_cost {
-        r.add("dynamic_cost", format!("{} is above max_cost ({})", duration::format(dynamic_cost), duration::format(max_cost)));
+        r.add(
+            "dynamic_cost",
+            format!(
+                "{} is above max_cost ({})",
+                duration::format(dynamic_cost),
+                duration::format(max_cost)
+            ),
+        );
     }
     let cpu_fraction = match raw.cpu_fraction {
         None => d.cpu_fraction,
         Some(v) if (0.0..=1.0).contains(&v) => v,
         Some(v) => {
-            r.add("cpu_fraction", format!("{v} is out of range (accepted: 0.0 to 1.0)"));
+            r.add(
+                "cpu_fraction",
+                format!("{v} is out of range (accepted: 0.0 to 1.0)"),
+            );
             d.cpu_fraction
         }
     };
@@ -376,7 +458,14 @@ pub fn parse_node(text: &str, path: &Path) -> Result<NodeConfig, ConfigErrors> {
     }
     let dynamic_size = r.size("dynamic_size", raw.dynamic_size.as_deref(), d.dynamic_size);
     if dynamic_size > max_body {
-        r.add("dynamic_size", format!("{} is above max_body ({})", format_size(dynamic_size), format_size(max_body)));
+        r.add(
+            "dynamic_size",
+            format!(
+                "{} is above max_body ({})",
+                format_size(dynamic_size),
+                format_size(max_body)
+            ),
+        );
     }
     let model = Model {
         slots,
@@ -411,13 +500,15 @@ pub fn parse_node(text: &str, path: &Path) -> Result<NodeConfig, ConfigErrors> {
 fn valid_name(n: &str) -> bool {
     !n.is_empty()
         && n.len() <= 64
-        && n.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+        && n.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
 }
 
 fn valid_host(h: &str) -> bool {
     !h.is_empty()
         && h.len() <= 253
-        && h.bytes().all(|b| b.is_ascii_alphanumeric() || b".-_".contains(&b))
+        && h.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b".-_".contains(&b))
 }
 
 /// Reads and validates a site file.
@@ -434,11 +525,17 @@ pub fn parse_site(text: &str, path: &Path) -> Result<Site, ConfigErrors> {
     };
     let name = match raw.site.as_deref() {
         None => {
-            r.add("site", "missing (expected the site's name, e.g. site = \"shop\")");
+            r.add(
+                "site",
+                "missing (expected the site's name, e.g. site = \"shop\")",
+            );
             String::new()
         }
         Some(s) if !valid_name(s) => {
-            r.add("site", format!("`{s}` is not a valid site name (accepted: 1-64 of a-z A-Z 0-9 . _ -)"));
+            r.add(
+                "site",
+                format!("`{s}` is not a valid site name (accepted: 1-64 of a-z A-Z 0-9 . _ -)"),
+            );
             String::new()
         }
         Some(s) => s.to_string(),
@@ -447,7 +544,12 @@ pub fn parse_site(text: &str, path: &Path) -> Result<Site, ConfigErrors> {
     for (i, h) in raw.hosts.unwrap_or_default().iter().enumerate() {
         let h = h.to_ascii_lowercase();
         if !valid_host(&h) {
-            r.add(&format!("hosts[{i}]"), format!("`{h}` is not a host name (accepted: letters, digits, '.', '-', '_'; no port)"));
+            r.add(
+                &format!("hosts[{i}]"),
+                format!(
+                    "`{h}` is not a host name (accepted: letters, digits, '.', '-', '_'; no port)"
+                ),
+            );
         } else if !hosts.contains(&h) {
             hosts.push(h);
         }

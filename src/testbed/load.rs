@@ -87,11 +87,13 @@ impl Shared {
         let (site, path) = &self.trace.requests[(k % self.trace.requests.len() as u64) as usize];
         let base = &self.bases[(k % self.bases.len() as u64) as usize];
         let start = Instant::now();
-        let outcome = match tokio::time::timeout(self.timeout, self.exchange(base, *site, path)).await {
-            Ok(o) => o,
-            Err(_) => Outcome::Timeout,
-        };
-        self.recorder.record(*site, Instant::now(), start.elapsed(), outcome);
+        let outcome =
+            match tokio::time::timeout(self.timeout, self.exchange(base, *site, path)).await {
+                Ok(o) => o,
+                Err(_) => Outcome::Timeout,
+            };
+        self.recorder
+            .record(*site, Instant::now(), start.elapsed(), outcome);
     }
 
     async fn exchange(&self, base: &str, site: usize, path: &str) -> Outcome {
@@ -100,8 +102,10 @@ impl Shared {
         };
         let mut req = Request::new(Empty::new());
         *req.uri_mut() = uri;
-        req.headers_mut().insert(header::HOST, self.hosts[site].clone());
-        req.headers_mut().insert(header::USER_AGENT, HeaderValue::from_static("rdmalb-load"));
+        req.headers_mut()
+            .insert(header::HOST, self.hosts[site].clone());
+        req.headers_mut()
+            .insert(header::USER_AGENT, HeaderValue::from_static("rdmalb-load"));
         match self.client.request(req).await {
             Ok(resp) => {
                 let status = resp.status().as_u16();
@@ -119,7 +123,11 @@ impl Shared {
 
 /// Replays `trace`; returns the report when done (deadline, count or
 /// shutdown).
-pub async fn run(trace: Trace, opts: LoadOptions, mut shutdown: watch::Receiver<bool>) -> Result<Report, LoadError> {
+pub async fn run(
+    trace: Trace,
+    opts: LoadOptions,
+    mut shutdown: watch::Receiver<bool>,
+) -> Result<Report, LoadError> {
     if opts.urls.is_empty() {
         return Err(LoadError::Invalid("no target URL".into()));
     }
@@ -137,13 +145,22 @@ pub async fn run(trace: Trace, opts: LoadOptions, mut shutdown: watch::Receiver<
     let hosts = trace
         .sites
         .iter()
-        .map(|s| HeaderValue::from_str(&opts.hosts.host(s)).map_err(|_| LoadError::Invalid(format!("host of site {s} is not a header value"))))
+        .map(|s| {
+            HeaderValue::from_str(&opts.hosts.host(s))
+                .map_err(|_| LoadError::Invalid(format!("host of site {s} is not a header value")))
+        })
         .collect::<Result<Vec<_>, _>>()?;
     let pool = match opts.mode {
-        Mode::Closed { connections } if connections == 0 => return Err(LoadError::Invalid("--connections must be at least 1".into())),
+        Mode::Closed { connections: 0 } => {
+            return Err(LoadError::Invalid(
+                "--connections must be at least 1".into(),
+            ))
+        }
         Mode::Closed { connections } => connections as usize,
         Mode::Open { rate, .. } if !(rate > 0.0 && rate <= 1e6) => {
-            return Err(LoadError::Invalid(format!("--rate {rate} is out of range (accepted: above 0, at most 1000000)")))
+            return Err(LoadError::Invalid(format!(
+                "--rate {rate} is out of range (accepted: above 0, at most 1000000)"
+            )))
         }
         Mode::Open { max_inflight, .. } => max_inflight.max(1) as usize,
     };

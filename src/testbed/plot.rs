@@ -45,10 +45,18 @@ pub fn throughput_png(csv: &Path, sites: usize, png: &Path, title: &str) -> Resu
         csv = quote(csv),
     );
     let gp = png.with_extension("gp");
-    std::fs::write(&gp, &script).map_err(|e| PlotError::Write { path: gp.display().to_string(), source: e })?;
-    let out = Command::new("gnuplot").arg(&gp).output().map_err(PlotError::Spawn)?;
+    std::fs::write(&gp, &script).map_err(|e| PlotError::Write {
+        path: gp.display().to_string(),
+        source: e,
+    })?;
+    let out = Command::new("gnuplot")
+        .arg(&gp)
+        .output()
+        .map_err(PlotError::Spawn)?;
     if !out.status.success() {
-        return Err(PlotError::Failed(String::from_utf8_lossy(&out.stderr).trim().to_string()));
+        return Err(PlotError::Failed(
+            String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        ));
     }
     Ok(())
 }

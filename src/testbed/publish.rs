@@ -34,7 +34,12 @@ fn sample(u: Usage) -> PushSample {
 }
 
 /// Publishes until `shutdown` turns true.
-pub async fn run(to: PushListen, node: Arc<Node>, every: Duration, mut shutdown: watch::Receiver<bool>) {
+pub async fn run(
+    to: PushListen,
+    node: Arc<Node>,
+    every: Duration,
+    mut shutdown: watch::Receiver<bool>,
+) {
     let mut retry = RETRY_MIN;
     let mut down_logged = false;
     loop {

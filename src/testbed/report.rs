@@ -72,16 +72,26 @@ pub struct Recorder {
 
 impl Recorder {
     pub fn new(sites: Vec<String>, interval: Duration, start: Instant) -> Recorder {
-        Recorder { start, interval: interval.max(Duration::from_millis(1)), sites, buckets: Mutex::new(Vec::new()) }
+        Recorder {
+            start,
+            interval: interval.max(Duration::from_millis(1)),
+            sites,
+            buckets: Mutex::new(Vec::new()),
+        }
     }
 
     pub fn record(&self, site: usize, done: Instant, latency: Duration, outcome: Outcome) {
-        let idx = (done.saturating_duration_since(self.start).as_nanos() / self.interval.as_nanos()) as usize;
-        let Ok(mut b) = self.buckets.lock() else { return };
+        let idx = (done.saturating_duration_since(self.start).as_nanos() / self.interval.as_nanos())
+            as usize;
+        let Ok(mut b) = self.buckets.lock() else {
+            return;
+        };
         while b.len() <= idx {
             b.push(vec![Bucket::default(); self.sites.len()]);
         }
-        let Some(bucket) = b[idx].get_mut(site) else { return };
+        let Some(bucket) = b[idx].get_mut(site) else {
+            return;
+        };
         bucket.requests += 1;
         if outcome.served() {
             bucket.served += 1;
@@ -92,18 +102,25 @@ impl Recorder {
     }
 
     /// The results, with `elapsed` the run's length (the last interval
-    /// may be partial; its rate uses its real length).
+    /// may be partial; its rate uses its real length). Completions in
+    /// intervals after `elapsed` (at the deadline, while in-flight requests
+    /// are abandoned) are not counted.
     pub fn finish(&self, elapsed: Duration) -> Report {
         let buckets = self.buckets.lock().map(|b| b.clone()).unwrap_or_default();
-        let n_int = buckets.len().max(elapsed.as_nanos().div_ceil(self.interval.as_nanos()) as usize);
+        let n_int = (elapsed.as_nanos().div_ceil(self.interval.as_nanos()) as usize).max(1);
         let iv = self.interval.as_secs_f64();
+        let end = Duration::from_nanos(n_int as u64 * self.interval.as_nanos() as u64).min(elapsed);
         let mut rows = Vec::new();
         let mut totals = vec![Bucket::default(); self.sites.len()];
         for i in 0..n_int {
             let start = i as f64 * iv;
-            let len = (elapsed.as_secs_f64() - start).clamp(1e-3, iv);
+            let len = (end.as_secs_f64() - start).clamp(1e-3, iv);
             for (s, site) in self.sites.iter().enumerate() {
-                let b = buckets.get(i).and_then(|v| v.get(s)).cloned().unwrap_or_default();
+                let b = buckets
+                    .get(i)
+                    .and_then(|v| v.get(s))
+                    .cloned()
+                    .unwrap_or_default();
                 totals[s].merge(&b);
                 rows.push(Row::new(start, site, &b, len));
             }
@@ -120,7 +137,13 @@ impl Recorder {
             })
             .collect();
         summary.push(Row::new(0.0, "TOTAL", &all, secs));
-        Report { interval_s: iv, elapsed_s: secs, sites: self.sites.clone(), intervals: rows, summary }
+        Report {
+            interval_s: iv,
+            elapsed_s: secs,
+            sites: self.sites.clone(),
+            intervals: rows,
+            summary,
+        }
     }
 }
 
@@ -166,7 +189,11 @@ impl Row {
     }
 
     fn kinds(&self) -> String {
-        self.error_kinds.iter().map(|(k, v)| format!("{k}:{v}")).collect::<Vec<_>>().join(";")
+        self.error_kinds
+            .iter()
+            .map(|(k, v)| format!("{k}:{v}"))
+            .collect::<Vec<_>>()
+            .join(";")
     }
 }
 
@@ -183,7 +210,8 @@ pub struct Report {
 }
 
 /// Header of [`Report::csv`].
-pub const CSV_HEADER: &str = "time_s,site,requests,served,served_per_s,errors,p50_ms,p99_ms,max_ms,error_kinds";
+pub const CSV_HEADER: &str =
+    "time_s,site,requests,served,served_per_s,errors,p50_ms,p99_ms,max_ms,error_kinds";
 
 impl Report {
     /// Long CSV: one line per interval and site; `error_kinds` is
@@ -194,7 +222,16 @@ impl Report {
             let _ = writeln!(
                 s,
                 "{:.3},{},{},{},{:.1},{},{:.3},{:.3},{:.3},{}",
-                r.time_s, r.site, r.requests, r.served, r.served_per_s, r.errors, r.p50_ms, r.p99_ms, r.max_ms, r.kinds()
+                r.time_s,
+                r.site,
+                r.requests,
+                r.served,
+                r.served_per_s,
+                r.errors,
+                r.p50_ms,
+                r.p99_ms,
+                r.max_ms,
+                r.kinds()
             );
         }
         s
@@ -227,11 +264,26 @@ impl Report {
             let _ = writeln!(
                 s,
                 "{:<12} {:>9} {:>9} {:>9} {:>10.1} {:>9.2} {:>9.2} {:>9.2}  {}",
-                r.site, r.requests, r.served, r.errors, r.served_per_s, r.p50_ms, r.p99_ms, r.max_ms,
-                if r.error_kinds.is_empty() { "-".to_string() } else { r.kinds() }
+                r.site,
+                r.requests,
+                r.served,
+                r.errors,
+                r.served_per_s,
+                r.p50_ms,
+                r.p99_ms,
+                r.max_ms,
+                if r.error_kinds.is_empty() {
+                    "-".to_string()
+                } else {
+                    r.kinds()
+                }
             );
         }
-        let _ = writeln!(s, "{:.1} s, interval {:.3} s", self.elapsed_s, self.interval_s);
+        let _ = writeln!(
+            s,
+            "{:.1} s, interval {:.3} s",
+            self.elapsed_s, self.interval_s
+        );
         s
     }
 }
@@ -257,15 +309,27 @@ mod tests {
         assert_eq!((a0.site.as_str(), a0.served, a0.errors), ("a", 100, 0));
         assert_eq!((a0.p50_ms, a0.p99_ms, a0.max_ms), (50.0, 99.0, 100.0));
         let b1 = &rep.intervals[3];
-        assert_eq!((b1.site.as_str(), b1.requests, b1.served, b1.errors), ("b", 3, 1, 2));
+        assert_eq!(
+            (b1.site.as_str(), b1.requests, b1.served, b1.errors),
+            ("b", 3, 1, 2)
+        );
         assert_eq!(b1.error_kinds.get("503"), Some(&1));
         assert_eq!(b1.error_kinds.get("connect"), Some(&1));
         let csv = rep.csv();
         assert!(csv.starts_with(CSV_HEADER));
-        assert!(csv.contains("1.000,b,3,1,1.0,2,7.000,7.000,7.000,503:1;connect:1"), "{csv}");
-        assert_eq!(rep.throughput_csv(), "time_s,a,b\n0.000,100.0,0.0\n1.000,0.0,1.0\n");
+        assert!(
+            csv.contains("1.000,b,3,1,1.0,2,7.000,7.000,7.000,503:1;connect:1"),
+            "{csv}"
+        );
+        assert_eq!(
+            rep.throughput_csv(),
+            "time_s,a,b\n0.000,100.0,0.0\n1.000,0.0,1.0\n"
+        );
         let total = rep.summary.last().unwrap();
-        assert_eq!((total.site.as_str(), total.requests, total.served), ("TOTAL", 103, 101));
+        assert_eq!(
+            (total.site.as_str(), total.requests, total.served),
+            ("TOTAL", 103, 101)
+        );
         assert!(rep.table().contains("503:1;connect:1"));
         let json: serde_json::Value = serde_json::from_str(&rep.json()).unwrap();
         assert_eq!(json["summary"][1]["error_kinds"]["503"], 1);
@@ -277,6 +341,9 @@ mod tests {
         let r = Recorder::new(vec!["a".into()], Duration::from_secs(1), t0);
         let rep = r.finish(Duration::from_millis(2500));
         assert_eq!(rep.intervals.len(), 3);
-        assert!(rep.intervals.iter().all(|row| row.requests == 0 && row.p99_ms == 0.0));
+        assert!(rep
+            .intervals
+            .iter()
+            .all(|row| row.requests == 0 && row.p99_ms == 0.0));
     }
 }

@@ -109,7 +109,8 @@ impl Capacity {
     }
 
     pub fn usage(&self) -> Usage {
-        let busy = (self.model.slots as usize).saturating_sub(self.slots.available_permits()) as u64;
+        let busy =
+            (self.model.slots as usize).saturating_sub(self.slots.available_permits()) as u64;
         let in_system = u64::from(self.in_system.load(Ordering::Acquire));
         Usage {
             busy,
@@ -123,7 +124,9 @@ impl Capacity {
     fn admit(&self) -> Option<Admission<'_>> {
         let limit = self.model.slots + self.model.queue;
         self.in_system
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < limit).then_some(n + 1))
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < limit).then_some(n + 1)
+            })
             .ok()?;
         self.changed.notify_one();
         Some(Admission { cap: self })
@@ -190,7 +193,11 @@ pub enum Class {
 
 /// Parses the path and query into a class; `Err` carries the 4xx status
 /// and message.
-pub fn classify(model: &Model, path: &str, query: Option<&str>) -> Result<Class, (StatusCode, String)> {
+pub fn classify(
+    model: &Model,
+    path: &str,
+    query: Option<&str>,
+) -> Result<Class, (StatusCode, String)> {
     let bad = |m: String| (StatusCode::BAD_REQUEST, m);
     if path == "/health" {
         return Ok(Class::Health);
@@ -198,7 +205,11 @@ pub fn classify(model: &Model, path: &str, query: Option<&str>) -> Result<Class,
     if let Some(size) = path.strip_prefix("/static/") {
         let size = parse_size(size).map_err(bad)?;
         if size > model.max_body {
-            return Err(bad(format!("size {} is above max_body {}", format_size(size), format_size(model.max_body))));
+            return Err(bad(format!(
+                "size {} is above max_body {}",
+                format_size(size),
+                format_size(model.max_body)
+            )));
         }
         return Ok(Class::Static { size });
     }
@@ -209,13 +220,19 @@ pub fn classify(model: &Model, path: &str, query: Option<&str>) -> Result<Class,
                 Some(("cost", v)) => {
                     cost = duration::parse(v).map_err(|e| bad(format!("cost: {e}")))?;
                     if cost > model.max_cost {
-                        return Err(bad(format!("cost {v} is above max_cost {}", duration::format(model.max_cost))));
+                        return Err(bad(format!(
+                            "cost {v} is above max_cost {}",
+                            duration::format(model.max_cost)
+                        )));
                     }
                 }
                 Some(("size", v)) => {
                     size = parse_size(v).map_err(|e| bad(format!("size: {e}")))?;
                     if size > model.max_body {
-                        return Err(bad(format!("size {v} is above max_body {}", format_size(model.max_body))));
+                        return Err(bad(format!(
+                            "size {v} is above max_body {}",
+                            format_size(model.max_body)
+                        )));
                     }
                 }
                 _ => {} // other query parameters vary the URL (Zipf file sets)
@@ -223,18 +240,32 @@ pub fn classify(model: &Model, path: &str, query: Option<&str>) -> Result<Class,
         }
         return Ok(Class::Dynamic { size, cost });
     }
-    Err((StatusCode::NOT_FOUND, format!("no such path {path} (accepted: /static/<size>, /dynamic/...?cost=&size=, /health)")))
+    Err((
+        StatusCode::NOT_FOUND,
+        format!(
+            "no such path {path} (accepted: /static/<size>, /dynamic/...?cost=&size=, /health)"
+        ),
+    ))
 }
 
 impl Class {
     /// The service time split into spin and sleep.
     pub fn service(&self, model: &Model) -> Service {
         match *self {
-            Class::Health => Service { spin: Duration::ZERO, sleep: Duration::ZERO },
-            Class::Static { size } => Service { spin: Duration::ZERO, sleep: model.static_time(size) },
+            Class::Health => Service {
+                spin: Duration::ZERO,
+                sleep: Duration::ZERO,
+            },
+            Class::Static { size } => Service {
+                spin: Duration::ZERO,
+                sleep: model.static_time(size),
+            },
             Class::Dynamic { cost, .. } => {
                 let spin = cost.mul_f64(model.cpu_fraction);
-                Service { spin, sleep: cost.saturating_sub(spin) }
+                Service {
+                    spin,
+                    sleep: cost.saturating_sub(spin),
+                }
             }
         }
     }
@@ -259,7 +290,10 @@ impl Body for Filler {
     type Data = Bytes;
     type Error = Infallible;
 
-    fn poll_frame(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         let this = self.get_mut();
         if this.remaining == 0 {
             return Poll::Ready(None);
@@ -325,12 +359,18 @@ impl Node {
         if !site.matches(host) {
             return text(
                 StatusCode::MISDIRECTED_REQUEST,
-                format!("node {} serves site {}, not host {}\n", self.name, site.name, config::strip_port(host)),
+                format!(
+                    "node {} serves site {}, not host {}\n",
+                    self.name,
+                    site.name,
+                    config::strip_port(host)
+                ),
             );
         }
         if req.method() != Method::GET && req.method() != Method::HEAD {
             let mut r = text(StatusCode::METHOD_NOT_ALLOWED, "only GET and HEAD\n".into());
-            r.headers_mut().insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+            r.headers_mut()
+                .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
             return r;
         }
         let model = self.capacity.model();
@@ -342,15 +382,30 @@ impl Node {
             return text(StatusCode::OK, "ok\n".into());
         }
         if !self.capacity.serve(class.service(model)).await {
-            let mut r = text(StatusCode::SERVICE_UNAVAILABLE, format!("node {} is full\n", self.name));
-            r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            let mut r = text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("node {} is full\n", self.name),
+            );
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
             return r;
         }
-        let size = if req.method() == Method::HEAD { 0 } else { class.size() };
-        let mut r = Response::new(Either::Right(Filler { remaining: size, chunk: self.chunk.clone() }));
-        r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
+        let size = if req.method() == Method::HEAD {
+            0
+        } else {
+            class.size()
+        };
+        let mut r = Response::new(Either::Right(Filler {
+            remaining: size,
+            chunk: self.chunk.clone(),
+        }));
+        r.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/octet-stream"),
+        );
         if req.method() == Method::HEAD {
-            r.headers_mut().insert(header::CONTENT_LENGTH, HeaderValue::from(class.size()));
+            r.headers_mut()
+                .insert(header::CONTENT_LENGTH, HeaderValue::from(class.size()));
         }
         r
     }
@@ -373,7 +428,8 @@ impl Node {
 fn text(status: StatusCode, body: String) -> Response<RespBody> {
     let mut r = Response::new(Either::Left(Full::new(Bytes::from(body))));
     *r.status_mut() = status;
-    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
     r
 }
 
@@ -392,11 +448,21 @@ impl Drop for PidFile {
 pub async fn run(cfg: NodeConfig, mut shutdown: watch::Receiver<bool>) -> Result<(), ServerError> {
     use tokio::signal::unix::{signal, SignalKind};
     let site = config::load_site(&cfg.site_file)?;
-    let listener = TcpListener::bind(cfg.listen).await.map_err(|e| ServerError::Bind { addr: cfg.listen, source: e })?;
+    let listener = TcpListener::bind(cfg.listen)
+        .await
+        .map_err(|e| ServerError::Bind {
+            addr: cfg.listen,
+            source: e,
+        })?;
     let mut hup = signal(SignalKind::hangup()).map_err(ServerError::Signal)?;
     let _pid = match &cfg.pid_file {
         Some(p) => {
-            std::fs::write(p, format!("{}\n", std::process::id())).map_err(|e| ServerError::PidFile { path: p.clone(), source: e })?;
+            std::fs::write(p, format!("{}\n", std::process::id())).map_err(|e| {
+                ServerError::PidFile {
+                    path: p.clone(),
+                    source: e,
+                }
+            })?;
             Some(PidFile(p.clone()))
         }
         None => None,

@@ -45,7 +45,11 @@ pub enum TraceError {
         source: std::io::Error,
     },
     #[error("trace {path}, line {line}: {message}")]
-    Line { path: String, line: usize, message: String },
+    Line {
+        path: String,
+        line: usize,
+        message: String,
+    },
     #[error("trace {path} holds no requests")]
     Empty { path: String },
     #[error("trace generator: {0}")]
@@ -81,27 +85,39 @@ impl Trace {
             if line.is_empty() || line.starts_with('#') {
                 continue;
             }
-            let err = |message: &str| TraceError::Line { path: path.to_string(), line: n + 1, message: message.to_string() };
+            let err = |message: &str| TraceError::Line {
+                path: path.to_string(),
+                line: n + 1,
+                message: message.to_string(),
+            };
             let Some((site, p)) = line.split_once('\t') else {
                 return Err(err("expected <site><TAB><path>"));
             };
             if site.is_empty() || site.bytes().any(|b| b.is_ascii_whitespace()) {
                 return Err(err("the site name is empty or has blanks"));
             }
-            if !p.starts_with('/') || p.bytes().any(|b| b.is_ascii_whitespace() || b.is_ascii_control()) {
+            if !p.starts_with('/')
+                || p.bytes()
+                    .any(|b| b.is_ascii_whitespace() || b.is_ascii_control())
+            {
                 return Err(err("the path must start with / and have no blanks"));
             }
             t.push(site, p.to_string());
         }
         if t.requests.is_empty() {
-            return Err(TraceError::Empty { path: path.to_string() });
+            return Err(TraceError::Empty {
+                path: path.to_string(),
+            });
         }
         Ok(t)
     }
 
     pub fn load(path: &Path) -> Result<Trace, TraceError> {
         let p = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| TraceError::Io { path: p.clone(), source: e })?;
+        let text = std::fs::read_to_string(path).map_err(|e| TraceError::Io {
+            path: p.clone(),
+            source: e,
+        })?;
         Trace::parse(&text, &p)
     }
 
@@ -118,7 +134,10 @@ impl Trace {
     }
 
     pub fn write(&self, path: &Path, header: &str) -> Result<(), TraceError> {
-        std::fs::write(path, self.to_text(header)).map_err(|e| TraceError::Io { path: path.display().to_string(), source: e })
+        std::fs::write(path, self.to_text(header)).map_err(|e| TraceError::Io {
+            path: path.display().to_string(),
+            source: e,
+        })
     }
 }
 
@@ -146,7 +165,10 @@ impl HostMap {
     }
 
     pub fn host(&self, site: &str) -> String {
-        self.map.get(site).cloned().unwrap_or_else(|| format!("{site}.localhost"))
+        self.map
+            .get(site)
+            .cloned()
+            .unwrap_or_else(|| format!("{site}.localhost"))
     }
 }
 
@@ -235,10 +257,12 @@ pub const WORLD_CUP_STATIC_ALPHA: f64 = 0.8;
 /// Cumulative Zipf weights of ranks 1..=n (normalised to end at 1).
 fn zipf_cdf(n: u32, alpha: f64) -> Vec<f64> {
     let mut acc = 0.0;
-    let mut cdf: Vec<f64> = (1..=n).map(|i| {
-        acc += 1.0 / f64::from(i).powf(alpha);
-        acc
-    }).collect();
+    let mut cdf: Vec<f64> = (1..=n)
+        .map(|i| {
+            acc += 1.0 / f64::from(i).powf(alpha);
+            acc
+        })
+        .collect();
     for c in &mut cdf {
         *c /= acc;
     }
@@ -269,12 +293,21 @@ fn share_arg(what: &str, v: f64) -> Result<f64, TraceError> {
     if (0.0..=1.0).contains(&v) {
         Ok(v)
     } else {
-        Err(TraceError::Invalid(format!("{what} {v} is out of range (accepted: 0.0 to 1.0)")))
+        Err(TraceError::Invalid(format!(
+            "{what} {v} is out of range (accepted: 0.0 to 1.0)"
+        )))
     }
 }
 
 /// The file set of a Zipf-like generator: per rank, its path.
-fn file_set(files: u32, min: u64, max: u64, dynamic_share: f64, cost: Duration, rng: &mut StdRng) -> Vec<String> {
+fn file_set(
+    files: u32,
+    min: u64,
+    max: u64,
+    dynamic_share: f64,
+    cost: Duration,
+    rng: &mut StdRng,
+) -> Vec<String> {
     let (lmin, lmax) = ((min.max(1) as f64).ln(), (max.max(1) as f64).ln());
     (0..files)
         .map(|i| {
@@ -293,26 +326,53 @@ impl Generator {
     pub fn describe(&self) -> String {
         match self {
             Generator::SingleFile { size } => format!("single-file size={size}"),
-            Generator::Zipf { alpha, files, min_size, max_size, dynamic_share, cost } => {
+            Generator::Zipf {
+                alpha,
+                files,
+                min_size,
+                max_size,
+                dynamic_share,
+                cost,
+            } => {
                 format!("zipf alpha={alpha} files={files} min_size={min_size} max_size={max_size} dynamic_share={dynamic_share} cost={cost}")
             }
-            Generator::Bursty { burst, mode, size, cost } => format!("bursty burst={burst} mode={mode:?} size={size} cost={cost}"),
-            Generator::WorldCup { dynamic_share, mean_burst, files, cost } => {
+            Generator::Bursty {
+                burst,
+                mode,
+                size,
+                cost,
+            } => format!("bursty burst={burst} mode={mode:?} size={size} cost={cost}"),
+            Generator::WorldCup {
+                dynamic_share,
+                mean_burst,
+                files,
+                cost,
+            } => {
                 format!("world-cup dynamic_share={dynamic_share} mean_burst={mean_burst} files={files} cost={cost}")
             }
         }
     }
 
     /// Generates `requests` requests over `sites` with `seed`.
-    pub fn generate(&self, sites: &[String], requests: u64, seed: u64) -> Result<Trace, TraceError> {
+    pub fn generate(
+        &self,
+        sites: &[String],
+        requests: u64,
+        seed: u64,
+    ) -> Result<Trace, TraceError> {
         if sites.is_empty() {
             return Err(TraceError::Invalid("no sites given".into()));
         }
         if requests == 0 || requests > 100_000_000 {
-            return Err(TraceError::Invalid(format!("{requests} requests is out of range (accepted: 1 to 100000000)")));
+            return Err(TraceError::Invalid(format!(
+                "{requests} requests is out of range (accepted: 1 to 100000000)"
+            )));
         }
         let mut rng = StdRng::seed_from_u64(seed);
-        let mut t = Trace { sites: sites.to_vec(), requests: Vec::with_capacity(requests as usize) };
+        let mut t = Trace {
+            sites: sites.to_vec(),
+            requests: Vec::with_capacity(requests as usize),
+        };
         let n = sites.len();
         match self {
             Generator::SingleFile { size } => {
@@ -321,31 +381,58 @@ impl Generator {
                     t.requests.push((rng.gen_range(0..n), path.clone()));
                 }
             }
-            Generator::Zipf { alpha, files, min_size, max_size, dynamic_share, cost } => {
+            Generator::Zipf {
+                alpha,
+                files,
+                min_size,
+                max_size,
+                dynamic_share,
+                cost,
+            } => {
                 if !(0.0..=2.0).contains(alpha) {
                     return Err(TraceError::Invalid(format!("alpha {alpha} is out of range (accepted: 0.0 to 2.0; the seeds use 0.25 to 0.9)")));
                 }
                 if *files == 0 {
                     return Err(TraceError::Invalid("files must be at least 1".into()));
                 }
-                let (min, max) = (size_arg("min_size", min_size)?, size_arg("max_size", max_size)?);
+                let (min, max) = (
+                    size_arg("min_size", min_size)?,
+                    size_arg("max_size", max_size)?,
+                );
                 if min > max {
-                    return Err(TraceError::Invalid(format!("min_size {min_size} is above max_size {max_size}")));
+                    return Err(TraceError::Invalid(format!(
+                        "min_size {min_size} is above max_size {max_size}"
+                    )));
                 }
-                let set = file_set(*files, min, max, share_arg("dynamic_share", *dynamic_share)?, cost_arg(cost)?, &mut rng);
+                let set = file_set(
+                    *files,
+                    min,
+                    max,
+                    share_arg("dynamic_share", *dynamic_share)?,
+                    cost_arg(cost)?,
+                    &mut rng,
+                );
                 let cdf = zipf_cdf(*files, *alpha);
                 for _ in 0..requests {
                     let site = rng.gen_range(0..n);
                     t.requests.push((site, set[draw(&cdf, &mut rng)].clone()));
                 }
             }
-            Generator::Bursty { burst, mode, size, cost } => {
+            Generator::Bursty {
+                burst,
+                mode,
+                size,
+                cost,
+            } => {
                 if *burst == 0 {
                     return Err(TraceError::Invalid("burst must be at least 1".into()));
                 }
                 let size = format_size(size_arg("size", size)?);
                 let stat = format!("/static/{size}");
-                let dyna = format!("/dynamic/cgi?cost={}&size={size}", duration::format(cost_arg(cost)?));
+                let dyna = format!(
+                    "/dynamic/cgi?cost={}&size={size}",
+                    duration::format(cost_arg(cost)?)
+                );
                 for i in 0..requests {
                     let run = (i / burst) as usize;
                     match mode {
@@ -357,13 +444,22 @@ impl Generator {
                     }
                 }
             }
-            Generator::WorldCup { dynamic_share, mean_burst, files, cost } => {
+            Generator::WorldCup {
+                dynamic_share,
+                mean_burst,
+                files,
+                cost,
+            } => {
                 let p = share_arg("dynamic_share", *dynamic_share)?;
                 if !(0.0..1.0).contains(&p) || p == 0.0 {
-                    return Err(TraceError::Invalid(format!("dynamic_share {p} is out of range (accepted: above 0.0, below 1.0)")));
+                    return Err(TraceError::Invalid(format!(
+                        "dynamic_share {p} is out of range (accepted: above 0.0, below 1.0)"
+                    )));
                 }
                 if *mean_burst == 0 || *files == 0 {
-                    return Err(TraceError::Invalid("mean_burst and files must be at least 1".into()));
+                    return Err(TraceError::Invalid(
+                        "mean_burst and files must be at least 1".into(),
+                    ));
                 }
                 let cost = duration::format(cost_arg(cost)?);
                 let set = file_set(*files, 512, 64 << 10, 0.0, Duration::ZERO, &mut rng);
@@ -377,7 +473,10 @@ impl Generator {
                     for _ in 0..len.min(requests - t.requests.len() as u64) {
                         let site = rng.gen_range(0..n);
                         let path = if dynamic {
-                            format!("/dynamic/cgi?cost={cost}&size={}", rng.gen_range(1..=8) * 1024)
+                            format!(
+                                "/dynamic/cgi?cost={cost}&size={}",
+                                rng.gen_range(1..=8) * 1024
+                            )
                         } else {
                             set[draw(&cdf, &mut rng)].clone()
                         };

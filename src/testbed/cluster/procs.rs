@@ -26,7 +26,14 @@ struct Procs {
 }
 
 impl Procs {
-    fn spawn(&mut self, exe: &Path, name: &str, args: &[&str], config: &Path, logs: &Path) -> Result<(), ClusterError> {
+    fn spawn(
+        &mut self,
+        exe: &Path,
+        name: &str,
+        args: &[&str],
+        config: &Path,
+        logs: &Path,
+    ) -> Result<(), ClusterError> {
         let log = logs.join(format!("{name}.log"));
         let file = std::fs::File::create(&log).map_err(|e| io(&log, e))?;
         let err = file.try_clone().map_err(|e| io(&log, e))?;
@@ -39,7 +46,10 @@ impl Procs {
             .stdout(file)
             .stderr(err)
             .spawn()
-            .map_err(|e| ClusterError::Io { what: format!("cannot start {name}"), source: e })?;
+            .map_err(|e| ClusterError::Io {
+                what: format!("cannot start {name}"),
+                source: e,
+            })?;
         tracing::debug!(name, pid = child.id(), "started");
         self.children.push((name.to_string(), child, log));
         Ok(())
@@ -67,7 +77,11 @@ impl Drop for Procs {
         for (_, child, _) in &self.children {
             // SIGTERM first, so the components remove pid files and
             // sockets; `kill` avoids unsafe libc calls in this crate.
-            let _ = Command::new("kill").arg("-TERM").arg(child.id().to_string()).stderr(Stdio::null()).status();
+            let _ = Command::new("kill")
+                .arg("-TERM")
+                .arg(child.id().to_string())
+                .stderr(Stdio::null())
+                .status();
         }
         let deadline = Instant::now() + Duration::from_secs(5);
         for (name, child, _) in &mut self.children {
@@ -91,7 +105,10 @@ impl Drop for Procs {
 }
 
 fn io(p: &Path, e: std::io::Error) -> ClusterError {
-    ClusterError::Io { what: p.display().to_string(), source: e }
+    ClusterError::Io {
+        what: p.display().to_string(),
+        source: e,
+    }
 }
 
 fn write(p: &Path, text: &str) -> Result<(), ClusterError> {
@@ -101,7 +118,10 @@ fn write(p: &Path, text: &str) -> Result<(), ClusterError> {
 fn free_addr() -> Result<SocketAddr, ClusterError> {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
-        .map_err(|e| ClusterError::Io { what: "cannot find a free loopback port".into(), source: e })
+        .map_err(|e| ClusterError::Io {
+            what: "cannot find a free loopback port".into(),
+            source: e,
+        })
 }
 
 fn toml_text(t: &toml::Table) -> String {
@@ -119,8 +139,15 @@ struct NodePlan {
 
 /// Runs the cluster: start, wait until every site answers through every
 /// proxy, replay the trace, write the outputs into `out`, tear down.
-pub async fn run(spec: &Spec, out: &Path, mut shutdown: watch::Receiver<bool>) -> Result<Report, ClusterError> {
-    let exe = std::env::current_exe().map_err(|e| ClusterError::Io { what: "cannot locate the rdmalb binary".into(), source: e })?;
+pub async fn run(
+    spec: &Spec,
+    out: &Path,
+    mut shutdown: watch::Receiver<bool>,
+) -> Result<Report, ClusterError> {
+    let exe = std::env::current_exe().map_err(|e| ClusterError::Io {
+        what: "cannot locate the rdmalb binary".into(),
+        source: e,
+    })?;
     let (conf, logs) = (out.join("conf"), out.join("logs"));
     for d in [out, &conf, &logs] {
         std::fs::create_dir_all(d).map_err(|e| io(d, e))?;
@@ -130,12 +157,17 @@ pub async fn run(spec: &Spec, out: &Path, mut shutdown: watch::Receiver<bool>) -
         TraceSource::Generate(g) => {
             let t = g.generate(&spec.sites, spec.requests.unwrap_or(1_000_000), spec.seed)?;
             let p = out.join("trace.txt");
-            t.write(&p, &format!("rdmalb cluster: {} seed={}", g.describe(), spec.seed))?;
+            t.write(
+                &p,
+                &format!("rdmalb cluster: {} seed={}", g.describe(), spec.seed),
+            )?;
             t
         }
     };
     if let Some(s) = trace.sites.iter().find(|s| !spec.sites.contains(s)) {
-        return Err(ClusterError::NotReady(format!("the trace has requests for site {s}, which the spec does not list")));
+        return Err(ClusterError::NotReady(format!(
+            "the trace has requests for site {s}, which the spec does not list"
+        )));
     }
     let tag = std::process::id();
     let mut nodes = Vec::new();
@@ -151,8 +183,16 @@ pub async fn run(spec: &Spec, out: &Path, mut shutdown: watch::Receiver<bool>) -
             });
         }
     }
-    let mut procs = Procs { children: Vec::new(), shm_files: nodes.iter().map(|n| n.shm.clone()).collect() };
-    let sites_toml = toml::Value::Array(spec.sites.iter().map(|s| toml::Value::String(s.clone())).collect());
+    let mut procs = Procs {
+        children: Vec::new(),
+        shm_files: nodes.iter().map(|n| n.shm.clone()).collect(),
+    };
+    let sites_toml = toml::Value::Array(
+        spec.sites
+            .iter()
+            .map(|s| toml::Value::String(s.clone()))
+            .collect(),
+    );
 
     // Sidecars first, so each node's first push finds its collector.
     for (i, n) in nodes.iter().enumerate() {
@@ -165,26 +205,49 @@ pub async fn run(spec: &Spec, out: &Path, mut shutdown: watch::Receiver<bool>) -
         merge(&mut t, &spec.sidecar);
         let p = conf.join(format!("{}.sidecar.toml", n.name));
         let text = toml_text(&t);
-        crate::sidecar::config::parse(&text, &p).map_err(|e| ClusterError::Generated { component: "sidecar".into(), table: "sidecar".into(), errors: e })?;
+        crate::sidecar::config::parse(&text, &p).map_err(|e| ClusterError::Generated {
+            component: "sidecar".into(),
+            table: "sidecar".into(),
+            errors: e,
+        })?;
         write(&p, &text)?;
-        procs.spawn(&exe, &format!("{}-sidecar", n.name), &["sidecar"], &p, &logs)?;
+        procs.spawn(
+            &exe,
+            &format!("{}-sidecar", n.name),
+            &["sidecar"],
+            &p,
+            &logs,
+        )?;
     }
     for n in &nodes {
         let site_file = conf.join(format!("{}.site.toml", n.name));
-        write(&site_file, &format!("site = \"{}\"\nhosts = [\"{}.localhost\"]\n", n.site, n.site))?;
+        write(
+            &site_file,
+            &format!(
+                "site = \"{}\"\nhosts = [\"{}.localhost\"]\n",
+                n.site, n.site
+            ),
+        )?;
         let mut t = spec.node.clone();
         for (k, v) in [
             ("name", n.name.clone()),
             ("listen", n.listen.to_string()),
             ("site_file", site_file.display().to_string()),
-            ("pid_file", conf.join(format!("{}.pid", n.name)).display().to_string()),
+            (
+                "pid_file",
+                conf.join(format!("{}.pid", n.name)).display().to_string(),
+            ),
             ("push", n.push.to_string()),
         ] {
             t.insert(k.into(), toml::Value::String(v));
         }
         let p = conf.join(format!("{}.testsrv.toml", n.name));
         let text = toml_text(&t);
-        crate::testbed::config::parse_node(&text, &p).map_err(|e| ClusterError::Generated { component: "testsrv".into(), table: "node".into(), errors: e })?;
+        crate::testbed::config::parse_node(&text, &p).map_err(|e| ClusterError::Generated {
+            component: "testsrv".into(),
+            table: "node".into(),
+            errors: e,
+        })?;
         write(&p, &text)?;
         procs.spawn(&exe, &n.name, &["testsrv"], &p, &logs)?;
     }
@@ -202,7 +265,10 @@ pub async fn run(spec: &Spec, out: &Path, mut shutdown: watch::Receiver<bool>) -
         let site_tables = spec.sites.iter().map(|s| {
             let mut st = toml::Table::new();
             st.insert("name".into(), toml::Value::String(s.clone()));
-            st.insert("hosts".into(), toml::Value::Array(vec![toml::Value::String(format!("{s}.localhost"))]));
+            st.insert(
+                "hosts".into(),
+                toml::Value::Array(vec![toml::Value::String(format!("{s}.localhost"))]),
+            );
             toml::Value::Table(st)
         });
         t.insert("site".into(), toml::Value::Array(site_tables.collect()));
@@ -223,15 +289,27 @@ pub async fn run(spec: &Spec, out: &Path, mut shutdown: watch::Receiver<bool>) -
         merge(&mut t, &spec.proxy);
         let p = conf.join(format!("proxy{id}.toml"));
         let text = toml_text(&t);
-        crate::config::parse(&text, &p).map_err(|e| ClusterError::Generated { component: "proxy".into(), table: "proxy".into(), errors: e })?;
+        crate::config::parse(&text, &p).map_err(|e| ClusterError::Generated {
+            component: "proxy".into(),
+            table: "proxy".into(),
+            errors: e,
+        })?;
         write(&p, &text)?;
         procs.spawn(&exe, &format!("proxy{id}"), &["proxy"], &p, &logs)?;
         urls.push(format!("http://{listen}"));
     }
-    let pids: String = procs.children.iter().map(|(n, c, _)| format!("{n} {}\n", c.id())).collect();
+    let pids: String = procs
+        .children
+        .iter()
+        .map(|(n, c, _)| format!("{n} {}\n", c.id()))
+        .collect();
     write(&out.join("pids.txt"), &pids)?;
     wait_until_serving(&mut procs, &urls, &spec.sites, &mut shutdown).await?;
-    tracing::info!(nodes = nodes.len(), proxies = spec.proxies, "cluster up; replaying the trace");
+    tracing::info!(
+        nodes = nodes.len(),
+        proxies = spec.proxies,
+        "cluster up; replaying the trace"
+    );
 
     let opts = LoadOptions {
         urls,
@@ -248,14 +326,27 @@ pub async fn run(spec: &Spec, out: &Path, mut shutdown: watch::Receiver<bool>) -
     drop(procs);
     let title = format!(
         "{} — sites {} split {} — {} proxy(ies), balance {}",
-        spec.file.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default(),
+        spec.file
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_default(),
         spec.sites.join("/"),
-        spec.split.iter().map(u32::to_string).collect::<Vec<_>>().join(":"),
+        spec.split
+            .iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(":"),
         spec.proxies,
         spec.balance
     );
     write(&out.join("summary.txt"), &report.table())?;
-    write_outputs(&report, Some(&out.join("load.csv")), Some(&out.join("load.json")), Some(&out.join("throughput.png")), &title)?;
+    write_outputs(
+        &report,
+        Some(&out.join("load.csv")),
+        Some(&out.join("load.json")),
+        Some(&out.join("throughput.png")),
+        &title,
+    )?;
     Ok(report)
 }
 
@@ -269,12 +360,24 @@ async fn pause(shutdown: &mut watch::Receiver<bool>) -> Result<(), ClusterError>
     }
 }
 
-async fn wait_for_windows(procs: &mut Procs, nodes: &[NodePlan], shutdown: &mut watch::Receiver<bool>) -> Result<(), ClusterError> {
+async fn wait_for_windows(
+    procs: &mut Procs,
+    nodes: &[NodePlan],
+    shutdown: &mut watch::Receiver<bool>,
+) -> Result<(), ClusterError> {
     let end = Instant::now() + START_BOUND;
-    while let Some(n) = nodes.iter().find(|n| !n.shm.exists() || std::net::TcpStream::connect(n.listen).is_err()) {
+    while let Some(n) = nodes
+        .iter()
+        .find(|n| !n.shm.exists() || std::net::TcpStream::connect(n.listen).is_err())
+    {
         procs.check_alive()?;
         if Instant::now() > end {
-            return Err(ClusterError::NotReady(format!("node {} (window {}, listen {}) is not up", n.name, n.shm.display(), n.listen)));
+            return Err(ClusterError::NotReady(format!(
+                "node {} (window {}, listen {}) is not up",
+                n.name,
+                n.shm.display(),
+                n.listen
+            )));
         }
         pause(shutdown).await?;
     }
@@ -282,19 +385,31 @@ async fn wait_for_windows(procs: &mut Procs, nodes: &[NodePlan], shutdown: &mut 
 }
 
 /// Until `GET /health` with each site's Host answers 200 through every proxy.
-async fn wait_until_serving(procs: &mut Procs, urls: &[String], sites: &[String], shutdown: &mut watch::Receiver<bool>) -> Result<(), ClusterError> {
+async fn wait_until_serving(
+    procs: &mut Procs,
+    urls: &[String],
+    sites: &[String],
+    shutdown: &mut watch::Receiver<bool>,
+) -> Result<(), ClusterError> {
     let end = Instant::now() + START_BOUND;
     for url in urls {
-        let addr: SocketAddr = url.trim_start_matches("http://").parse().map_err(|_| ClusterError::NotReady(format!("bad url {url}")))?;
+        let addr: SocketAddr = url
+            .trim_start_matches("http://")
+            .parse()
+            .map_err(|_| ClusterError::NotReady(format!("bad url {url}")))?;
         for site in sites {
             loop {
                 procs.check_alive()?;
-                let probe = format!("GET /health HTTP/1.1\r\nHost: {site}.localhost\r\nConnection: close\r\n\r\n");
+                let probe = format!(
+                    "GET /health HTTP/1.1\r\nHost: {site}.localhost\r\nConnection: close\r\n\r\n"
+                );
                 if health_ok(addr, probe.as_bytes()).await {
                     break;
                 }
                 if Instant::now() > end {
-                    return Err(ClusterError::NotReady(format!("{url} does not serve site {site} (GET /health with Host {site}.localhost)")));
+                    return Err(ClusterError::NotReady(format!(
+                        "{url} does not serve site {site} (GET /health with Host {site}.localhost)"
+                    )));
                 }
                 pause(shutdown).await?;
             }
@@ -312,5 +427,8 @@ async fn health_ok(addr: SocketAddr, request: &[u8]) -> bool {
         let n = s.read(&mut buf).await.ok()?;
         Some(buf[..n].starts_with(b"HTTP/1.1 200"))
     };
-    matches!(tokio::time::timeout(Duration::from_secs(2), attempt).await, Ok(Some(true)))
+    matches!(
+        tokio::time::timeout(Duration::from_secs(2), attempt).await,
+        Ok(Some(true))
+    )
 }
