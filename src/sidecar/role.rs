@@ -5,7 +5,9 @@
 //!
 //! The role word (window word 32) is written only by proxies, with remote
 //! compare-and-swap; this module only *reads* it from local memory, except
-//! once at start-up, before any peer can reach the window. On verbs the
+//! once at start-up, before the first load block is published (proxies never
+//! claim a node whose load block is unknown) and before tcp/verbs serve the
+//! window. On verbs the
 //! NIC's atomics are not atomic with the CPU's own stores, so a local write
 //! racing a remote CAS could lose a claim. What the sidecar did is published
 //! in two words it alone writes with plain stores: `ROLE_STATUS` (a
