@@ -13,5 +13,6 @@ pub mod config;
 pub mod proxy;
 pub mod reconfig;
 pub mod sidecar;
+pub mod testbed;
 pub mod util;
 pub mod window;

@@ -195,17 +195,10 @@ impl Sidecar {
         self.addrs.shm = memory.path().map(Path::to_path_buf);
         let memory = Arc::new(memory);
 
-        // The role word is initialised and the app made to match it before
-        // the first load block is published and before tcp/verbs serve the
-        // window (see role::Applier::init).
+        // The role word is initialised before the first load block is
+        // published and before tcp/verbs serve the window: proxies never
+        // claim a node whose load block is unknown (see role::Applier::init).
         let mut applier = role::Applier::init(cfg.clone(), memory.clone());
-        applier.start_up().await.map_err(|e| SidecarError::Role {
-            node: cfg.node.clone(),
-            site: cfg.site_name(cfg.site).unwrap_or("?").to_string(),
-            code: e.code,
-            reason: e.reason,
-        })?;
-        let role_report = applier.report();
 
         let mut slots = Vec::new();
         for (i, c) in cfg.collectors.iter().enumerate() {
@@ -226,16 +219,31 @@ impl Sidecar {
             slots.push(slot);
         }
 
-        let publisher = publish::Publisher::start(&cfg, memory.clone(), slots.clone())?;
+        let role_changed = Arc::new(tokio::sync::Notify::new());
+        let publisher =
+            publish::Publisher::start(&cfg, memory.clone(), slots.clone(), role_changed.clone())?;
         let stats = publisher.stats();
         self.publisher = Some(publisher);
+
+        // The app is made to match the role word before tcp/verbs serve the
+        // window. Meanwhile ROLE_APPLIED is 0 (< epoch 1): proxies see the
+        // node as switching and route nothing to it; a claim that lands now
+        // is noticed by the publisher and applied next by the watcher.
+        applier.start_up().await.map_err(|e| SidecarError::Role {
+            node: cfg.node.clone(),
+            site: cfg.site_name(cfg.site).unwrap_or("?").to_string(),
+            code: e.code,
+            reason: e.reason,
+        })?;
+        let role_report = applier.report();
 
         let serving = serve::Serving::start(&cfg, memory.clone()).await?;
         self.addrs.tcp = serving.tcp_addr();
         self.addrs.verbs = serving.verbs_addr();
         let peers = serving.peers();
         self.window = Some(serving);
-        self.tasks.push(tokio::spawn(applier.run(stop_rx.clone())));
+        self.tasks
+            .push(tokio::spawn(applier.run(role_changed, stop_rx.clone())));
 
         if let Some(admin) = &cfg.admin {
             let state = Arc::new(admin::AdminState {

@@ -98,8 +98,7 @@ fn role_with_defaults_is_accepted() {
         .unwrap();
     assert_eq!(c.site, SiteSlot::Site(0));
     let r = c.role.unwrap();
-    assert_eq!(r.poll, config::DEFAULT_ROLE_POLL);
-    assert_eq!(r.poll, Duration::from_millis(1));
+    assert_eq!(r.poll, None, "default: checked on every publish tick");
     assert_eq!(r.file, d.dir.path().join("conf/site.conf"));
     assert_eq!(r.reload, ["nginx", "-s", "reload"]);
     assert_eq!(r.reload_timeout, config::DEFAULT_RELOAD_TIMEOUT);
@@ -126,7 +125,7 @@ fn every_role_key_is_read() {
         ))
         .unwrap();
     let r = c.role.unwrap();
-    assert_eq!(r.poll, Duration::from_millis(5));
+    assert_eq!(r.poll, Some(Duration::from_millis(5)));
     assert_eq!(r.reload_timeout, Duration::from_secs(2));
     assert_eq!(r.verify_timeout, Duration::from_millis(750));
     assert_eq!(r.verify_header.unwrap().as_str(), "x-site");

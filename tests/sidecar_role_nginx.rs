@@ -8,6 +8,7 @@
 //! PSK), then checks what nginx serves.
 
 mod common;
+mod sidecar_role_support;
 
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
@@ -15,12 +16,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{client, eventually, free_addr, ChildGuard};
+use common::{client, eventually, free_addr};
 use rdmalb::window::layout::word;
 use rdmalb::window::{
-    site_table_hash, Expect, Psk, RemoteWindow, RoleState, RoleStatus, RoleStatusCode, RoleWord,
-    ShmWindow, SiteSlot, TcpWindow,
+    site_table_hash, Expect, Psk, RemoteWindow, RoleState, RoleStatusCode, RoleWord, ShmWindow,
+    SiteSlot, TcpWindow,
 };
+use sidecar_role_support::{claim, get_json, outcome, served, SidecarProc};
 
 const NGINX: &str = "/usr/sbin/nginx";
 const SITES: [&str; 3] = ["shop", "blog", "news"];
@@ -34,7 +36,7 @@ struct Node {
     app: std::net::SocketAddr,
     admin: std::net::SocketAddr,
     tcp: std::net::SocketAddr,
-    sidecar: ChildGuard,
+    sidecar: SidecarProc,
     _nginx: GroupGuard,
 }
 
@@ -175,43 +177,20 @@ vars = {{ root = "{p}/www/news" }}
             tpl = tpl.display(),
             reload = tpl.with_file_name("nginx-reload.sh").display()
         );
-        let cfg = dir.path().join("sidecar.toml");
-        std::fs::write(&cfg, config).unwrap();
-        let sidecar = Command::new(env!("CARGO_BIN_EXE_rdmalb"))
-            .arg("sidecar")
-            .arg("-c")
-            .arg(&cfg)
-            .env("RDMALB_LOG", "info")
-            .env("NO_COLOR", "1")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.path().join("sidecar.log")).unwrap())
-            .spawn()
-            .expect("spawn rdmalb sidecar");
-        let mut node = Node {
+        let sidecar = SidecarProc::start(
+            dir.path(),
+            &config,
+            admin,
+            Some(dir.path().join("error.log")),
+        );
+        Some(Node {
             dir,
             app,
             admin,
             tcp,
-            sidecar: ChildGuard { child: sidecar },
+            sidecar,
             _nginx: nginx,
-        };
-        for _ in 0..800 {
-            if let Ok(Some(status)) = node.sidecar.child.try_wait() {
-                panic!("sidecar exited ({status}):\n{}", node.log());
-            }
-            if std::net::TcpStream::connect(node.admin).is_ok() {
-                return Some(node);
-            }
-            std::thread::sleep(Duration::from_millis(25));
-        }
-        panic!("sidecar did not start:\n{}", node.log());
-    }
-
-    fn log(&self) -> String {
-        let sc = std::fs::read_to_string(self.dir.path().join("sidecar.log")).unwrap_or_default();
-        let ng = std::fs::read_to_string(self.dir.path().join("error.log")).unwrap_or_default();
-        format!("--- sidecar:\n{sc}\n--- nginx error.log:\n{ng}")
+        })
     }
 
     fn site_file(&self) -> PathBuf {
@@ -231,38 +210,11 @@ vars = {{ root = "{p}/www/news" }}
 
     /// The site nginx says served `Host: host` (its X-Rdmalb-Site header).
     async fn served(&self, host: &str) -> (u16, String) {
-        let r = client()
-            .get(format!("http://{}/", self.app))
-            .header("host", host)
-            .send()
-            .await
-            .unwrap();
-        let site = r
-            .headers()
-            .get("x-rdmalb-site")
-            .map(|v| v.to_str().unwrap().to_string())
-            .unwrap_or_default();
-        (r.status().as_u16(), site)
+        served(self.app, host, "/", "x-rdmalb-site").await
     }
 
     async fn status_json(&self) -> serde_json::Value {
-        let text = client()
-            .get(format!("http://{}/status", self.admin))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        serde_json::from_str(&text).unwrap()
-    }
-
-    fn assert_running(&mut self) {
-        assert!(
-            matches!(self.sidecar.child.try_wait(), Ok(None)),
-            "sidecar died:\n{}",
-            self.log()
-        );
+        get_json(&format!("http://{}/status", self.admin)).await
     }
 }
 
@@ -271,40 +223,6 @@ fn expect() -> Expect {
         node_id: Some(9),
         site_hash: Some(site_table_hash(&SITES)),
     }
-}
-
-/// What a proxy's agent does: read the role word and CAS it to
-/// `next(site, SWITCHING)`; the CAS must win (nobody else is claiming).
-async fn claim(w: &dyn RemoteWindow, site: SiteSlot) -> RoleWord {
-    let raw = w.read_word(word::ROLE).await.unwrap();
-    let new = RoleWord::decode(raw)
-        .unwrap()
-        .next(site, RoleState::Switching);
-    assert_eq!(
-        w.compare_swap(word::ROLE, raw, new.encode()).await.unwrap(),
-        raw,
-        "claim lost"
-    );
-    new
-}
-
-/// Waits until the sidecar's status word reports on `epoch` with a final
-/// code (not APPLYING); returns it and ROLE_APPLIED.
-async fn outcome(node: &Node, w: &dyn RemoteWindow, epoch: u64) -> (RoleStatus, u64) {
-    eventually(
-        &format!("the sidecar's verdict on epoch {epoch}"),
-        Duration::from_secs(30),
-        || async move {
-            let st = RoleStatus::decode(w.read_word(word::ROLE_STATUS).await.unwrap()).unwrap();
-            let applied = w.read_word(word::ROLE_APPLIED).await.unwrap();
-            if st.epoch == epoch && st.code != RoleStatusCode::Applying {
-                Ok((st, applied))
-            } else {
-                Err(format!("status {st}, applied {applied}\n{}", node.log()))
-            }
-        },
-    )
-    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -328,7 +246,7 @@ async fn nginx_switches_site_on_a_claim_over_shm_and_survives_a_broken_template(
             epoch: 1
         }
     );
-    let (st, applied) = outcome(&node, &w, 1).await;
+    let (st, applied) = outcome(&node.sidecar, &w, 1).await;
     assert_eq!(
         (st.code, st.serving, applied),
         (RoleStatusCode::Ok, SHOP, 1)
@@ -337,12 +255,12 @@ async fn nginx_switches_site_on_a_claim_over_shm_and_survives_a_broken_template(
 
     // Claim for blog.
     let c = claim(&w, BLOG).await;
-    let (st, applied) = outcome(&node, &w, c.epoch).await;
+    let (st, applied) = outcome(&node.sidecar, &w, c.epoch).await;
     assert_eq!(
         (st.code, st.serving, applied),
         (RoleStatusCode::Ok, BLOG, c.epoch),
         "{}",
-        node.log()
+        node.sidecar.logs()
     );
     assert_eq!(node.served("blog.example").await, (200, "blog".to_string()));
     let page = client()
@@ -360,14 +278,14 @@ async fn nginx_switches_site_on_a_claim_over_shm_and_survives_a_broken_template(
     // Claim for news, whose config nginx rejects: RELOAD_FAILED, the blog
     // file is back, nginx still serves blog, the sidecar keeps running.
     let c = claim(&w, NEWS).await;
-    let (st, applied) = outcome(&node, &w, c.epoch).await;
+    let (st, applied) = outcome(&node.sidecar, &w, c.epoch).await;
     assert_eq!(
         (st.code, st.serving, applied),
         (RoleStatusCode::ReloadFailed, BLOG, c.epoch - 1)
     );
     assert_eq!(std::fs::read(node.site_file()).unwrap(), blog_file);
     assert_eq!(node.served("blog.example").await, (200, "blog".to_string()));
-    node.assert_running();
+    node.sidecar.assert_running();
     let status = node.status_json().await;
     assert_eq!(status["role_status"]["code"], "reload_failed");
     assert_eq!(status["role_status"]["serving"], "blog");
@@ -384,7 +302,7 @@ async fn nginx_switches_site_on_a_claim_over_shm_and_survives_a_broken_template(
 
     // Rollback as the agent does it: claim the site it really serves.
     let c = claim(&w, st.serving).await;
-    let (st, applied) = outcome(&node, &w, c.epoch).await;
+    let (st, applied) = outcome(&node.sidecar, &w, c.epoch).await;
     assert_eq!(
         (st.code, st.serving, applied),
         (RoleStatusCode::Ok, BLOG, c.epoch)
@@ -392,7 +310,7 @@ async fn nginx_switches_site_on_a_claim_over_shm_and_survives_a_broken_template(
 
     // Back to shop; the switch time is in /metrics.
     let c = claim(&w, SHOP).await;
-    let (st, _) = outcome(&node, &w, c.epoch).await;
+    let (st, _) = outcome(&node.sidecar, &w, c.epoch).await;
     assert_eq!(st.code, RoleStatusCode::Ok);
     assert_eq!(
         node.served("www.shop.example").await,
@@ -416,7 +334,7 @@ async fn nginx_switches_site_on_a_claim_over_shm_and_survives_a_broken_template(
         ),
         "{metrics}"
     );
-    node.assert_running();
+    node.sidecar.assert_running();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -429,10 +347,10 @@ async fn nginx_switches_site_on_a_claim_over_tcp_and_rolls_back_a_failed_verific
         return;
     };
     let w = node.tcp().await;
-    outcome(&node, &w, 1).await;
+    outcome(&node.sidecar, &w, 1).await;
 
     let c = claim(&w, BLOG).await;
-    let (st, applied) = outcome(&node, &w, c.epoch).await;
+    let (st, applied) = outcome(&node.sidecar, &w, c.epoch).await;
     assert_eq!(
         (st.code, st.serving, applied),
         (RoleStatusCode::Ok, BLOG, c.epoch)
@@ -441,7 +359,7 @@ async fn nginx_switches_site_on_a_claim_over_tcp_and_rolls_back_a_failed_verific
     let blog_file = std::fs::read(node.site_file()).unwrap();
 
     let c = claim(&w, NEWS).await;
-    let (st, applied) = outcome(&node, &w, c.epoch).await;
+    let (st, applied) = outcome(&node.sidecar, &w, c.epoch).await;
     assert_eq!(
         (st.code, st.serving, applied),
         (RoleStatusCode::VerifyFailed, BLOG, c.epoch - 1)
@@ -455,7 +373,7 @@ async fn nginx_switches_site_on_a_claim_over_tcp_and_rolls_back_a_failed_verific
         }
     });
     served.await;
-    node.assert_running();
+    node.sidecar.assert_running();
     let status = node.status_json().await;
     assert!(
         status["role_application"]["last_failure"]["reason"]

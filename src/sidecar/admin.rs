@@ -83,9 +83,22 @@ async fn accept_loop(
     state: Arc<AdminState>,
     mut shutdown: watch::Receiver<bool>,
 ) {
+    // Connection tasks hold the state (and so the window memory); they are
+    // joined on shutdown so that `Sidecar::stop` returning means the memory
+    // is released and the shm file removed.
+    let mut conns = tokio::task::JoinSet::new();
     loop {
+        while conns.try_join_next().is_some() {}
         let (stream, _) = tokio::select! {
-            _ = super::shutdown_requested(&mut shutdown) => return,
+            _ = super::shutdown_requested(&mut shutdown) => {
+                // Each connection finishes gracefully on the same signal;
+                // bounded in case a client never reads its response.
+                let _ = tokio::time::timeout(Duration::from_secs(5), async {
+                    while conns.join_next().await.is_some() {}
+                })
+                .await;
+                return;
+            }
             r = listener.accept() => match r {
                 Ok(c) => c,
                 Err(e) => {
@@ -97,7 +110,7 @@ async fn accept_loop(
         };
         let state = state.clone();
         let mut sd = shutdown.clone();
-        tokio::spawn(async move {
+        conns.spawn(async move {
             let svc = service_fn(move |req| {
                 let state = state.clone();
                 async move { Ok::<_, std::convert::Infallible>(route(&state, req)) }

@@ -82,8 +82,10 @@ impl SidecarConfig {
     }
 }
 
-/// Default `[role] poll`: how often the role word is read from local memory.
-pub const DEFAULT_ROLE_POLL: Duration = Duration::from_millis(1);
+/// Safety-net interval of the role watcher: with the publisher thread
+/// checking the role word on every tick, the watcher also looks this often
+/// by itself (a missed wake-up can only delay a switch by this much).
+pub const ROLE_RECHECK: Duration = Duration::from_secs(1);
 /// Default `[role] reload_timeout`.
 pub const DEFAULT_RELOAD_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default `[role] verify_timeout`.
@@ -94,8 +96,11 @@ pub const DEFAULT_HEALTH_PATH: &str = "/";
 /// `[role]`: how the sidecar applies a role a proxy wrote into its window.
 #[derive(Debug, Clone)]
 pub struct RoleConfig {
-    /// How often the role word is read (default 1 ms).
-    pub poll: Duration,
+    /// `None` (default): the publisher thread compares the role word on
+    /// every publish tick (`publish_interval`, 1 ms by default) and wakes
+    /// the watcher when it changed, so watching costs no extra wake-ups.
+    /// `Some(d)`: the watcher reads it on its own timer every `d`.
+    pub poll: Option<std::time::Duration>,
     /// The config file the app reads, replaced atomically on each switch.
     pub file: PathBuf,
     /// Reload command as an argv list (no shell).

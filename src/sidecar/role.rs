@@ -5,7 +5,9 @@
 //!
 //! The role word (window word 32) is written only by proxies, with remote
 //! compare-and-swap; this module only *reads* it from local memory, except
-//! once at start-up, before any peer can reach the window. On verbs the
+//! once at start-up, before the first load block is published (proxies never
+//! claim a node whose load block is unknown) and before tcp/verbs serve the
+//! window. On verbs the
 //! NIC's atomics are not atomic with the CPU's own stores, so a local write
 //! racing a remote CAS could lose a claim. What the sidecar did is published
 //! in two words it alone writes with plain stores: `ROLE_STATUS` (a
@@ -30,7 +32,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use tokio::sync::watch;
+use tokio::sync::{watch, Notify};
 
 use self::template::Vars;
 use super::config::{RoleConfig, RoleTemplate};
@@ -208,20 +210,20 @@ impl Applier {
         self.apply(1, site, Instant::now()).await
     }
 
-    /// Polls the role word every `poll` (`[role] poll`, 1 ms when role
-    /// application is off) and applies each new epoch, until `shutdown`.
-    /// A switch in progress is finished before shutdown is honoured.
-    pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) {
-        let poll = self
-            .cfg
-            .role
-            .as_ref()
-            .map_or(super::config::DEFAULT_ROLE_POLL, |r| r.poll);
-        let mut tick = tokio::time::interval(poll);
+    /// Watches the role word until `shutdown` and applies each new epoch.
+    /// Without `[role] poll` it waits for `role_changed` (notified by the
+    /// publisher thread, which compares the word on every publish tick) and
+    /// rechecks every [`ROLE_RECHECK`](super::config::ROLE_RECHECK) as a
+    /// safety net; with it, it reads the word on its own timer. A switch in
+    /// progress is finished before shutdown is honoured.
+    pub async fn run(mut self, role_changed: Arc<Notify>, mut shutdown: watch::Receiver<bool>) {
+        let poll = self.cfg.role.as_ref().and_then(|r| r.poll);
+        let mut tick = tokio::time::interval(poll.unwrap_or(super::config::ROLE_RECHECK));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 _ = super::shutdown_requested(&mut shutdown) => return,
+                _ = role_changed.notified(), if poll.is_none() => {}
                 _ = tick.tick() => {}
             }
             self.step().await;

@@ -435,3 +435,71 @@ fn variables_cover_every_builtin() {
     assert!(variables(&n.cfg, role, NEWS).is_none());
     let _ = Path::new("");
 }
+
+fn role_off() -> (Arc<SidecarConfig>, Arc<WindowMemory>) {
+    let dir = tempfile::tempdir().unwrap();
+    let text = "node = \"n1\"\nnode_id = 1\nsites = [\"shop\", \"blog\"]\nsite = \"shop\"\n[window.shm]\npath = \"/dev/shm/unused\"\n[[collector]]\nkind = \"system\"\n";
+    let cfg = Arc::new(config::parse(text, &dir.path().join("s.toml")).unwrap());
+    let memory = Arc::new(WindowMemory::anonymous(1, cfg.site_hash).unwrap());
+    (cfg, memory)
+}
+
+fn cas_next(memory: &WindowMemory, site: SiteSlot) -> RoleWord {
+    let old = RoleWord::decode(memory.load(word::ROLE).unwrap()).unwrap();
+    let new = old.next(site, RoleState::Switching);
+    memory.compare_swap(word::ROLE, old.encode(), new.encode());
+    new
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_watcher_wakes_on_the_publishers_notice_and_rechecks_without_one() {
+    let (cfg, memory) = role_off();
+    let mut a = Applier::init(cfg, memory.clone());
+    a.start_up().await.unwrap();
+    let notify = Arc::new(Notify::new());
+    let (stop, stop_rx) = watch::channel(false);
+    let task = tokio::spawn(a.run(notify.clone(), stop_rx));
+    let status = || RoleStatus::decode(memory.load(word::ROLE_STATUS).unwrap()).unwrap();
+
+    // Noticed: acted on without any time passing.
+    let c = cas_next(&memory, BLOG);
+    notify.notify_one();
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(status(), st(c.epoch, SITE, RoleStatusCode::NoTemplate));
+
+    // Not noticed: found by the recheck, not before it.
+    let c = cas_next(&memory, BLOG);
+    tokio::time::sleep(config::ROLE_RECHECK / 2).await;
+    assert_eq!(status().epoch, c.epoch - 1);
+    tokio::time::sleep(config::ROLE_RECHECK).await;
+    assert_eq!(status(), st(c.epoch, SITE, RoleStatusCode::NoTemplate));
+
+    stop.send(true).unwrap();
+    task.await.unwrap();
+}
+
+#[tokio::test]
+async fn with_poll_set_the_watcher_reads_the_word_on_its_own_timer() {
+    let (n, a) = started("shop", "poll = \"5ms\"", "site={{site}}\n").await;
+    assert_eq!(
+        n.cfg.role.as_ref().unwrap().poll,
+        Some(Duration::from_millis(5))
+    );
+    let (stop, stop_rx) = watch::channel(false);
+    // Nobody ever notifies.
+    let task = tokio::spawn(a.run(Arc::new(Notify::new()), stop_rx));
+    let c = n.claim(NEWS, RoleState::Switching);
+    let mut seen = None;
+    for _ in 0..500 {
+        if n.status().epoch == c.epoch {
+            seen = Some(n.status());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(seen, Some(st(c.epoch, SITE, RoleStatusCode::NoTemplate)));
+    stop.send(true).unwrap();
+    task.await.unwrap();
+}

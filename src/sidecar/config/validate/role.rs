@@ -9,7 +9,7 @@ use std::time::Duration;
 use super::super::raw::{RawRole, RawRoleIdle, RawRoleSite};
 use super::super::{
     RoleConfig, RoleTemplate, SiteRole, DEFAULT_HEALTH_PATH, DEFAULT_RELOAD_TIMEOUT,
-    DEFAULT_ROLE_POLL, DEFAULT_VERIFY_TIMEOUT,
+    DEFAULT_VERIFY_TIMEOUT,
 };
 use super::Report;
 use crate::sidecar::role::template::Template;
@@ -55,13 +55,15 @@ pub(super) fn role(
     let v = v?;
     let raw: RawRole = r.section("role", v);
     let before = r.problems.len();
-    let poll = r.duration(
-        "role.poll",
-        raw.poll.as_deref(),
-        DEFAULT_ROLE_POLL,
-        Duration::from_micros(100),
-        Duration::from_secs(10),
-    );
+    let poll = raw.poll.as_deref().map(|t| {
+        r.duration(
+            "role.poll",
+            Some(t),
+            Duration::from_millis(1),
+            Duration::from_micros(100),
+            Duration::from_secs(10),
+        )
+    });
     let file = target_file(r, raw.file.as_deref());
     let reload = reload(r, raw.reload);
     let reload_timeout = r.duration(
