@@ -42,8 +42,12 @@ pub(super) fn validate(
     };
     let sensitivity = c.duration("reconfig.sensitivity", &raw.sensitivity, d.sensitivity);
     let history = c.duration("reconfig.history", &raw.history, d.history);
-    let role_poll = c.duration("reconfig.role_poll", &raw.role_poll, d.role_poll);
-    if role_poll > sensitivity {
+    // Unset, it is 10 ms or S if that is shorter; set, it must not exceed S.
+    let role_poll = match raw.role_poll {
+        None => d.role_poll.min(sensitivity),
+        Some(_) => c.duration("reconfig.role_poll", &raw.role_poll, d.role_poll),
+    };
+    if raw.role_poll.is_some() && role_poll > sensitivity {
         c.problem(
             "reconfig.role_poll",
             format!(

@@ -174,6 +174,12 @@ fn zero_role_poll() {
 }
 
 #[test]
+fn role_poll_defaults_to_at_most_sensitivity() {
+    let r = ok(&with("[reconfig]\nsensitivity = \"5ms\"\nhistory = \"10ms\"")).reconfig;
+    assert_eq!(r.role_poll, Duration::from_millis(5));
+}
+
+#[test]
 fn role_poll_longer_than_sensitivity() {
     rejects(
         &with("[reconfig]\nrole_poll = \"500ms\""),
