@@ -38,7 +38,7 @@ fn start_sidecar(dir: &Path, i: usize) -> (ChildGuard, SocketAddr, PathBuf) {
     std::fs::write(
         &cfg,
         format!(
-            "node = \"n{i}\"\nnode_id = {}\nsites = [\"web\"]\npublish_interval = \"1ms\"\n\
+            "node = \"n{i}\"\nnode_id = {}\nsites = [\"web\"]\nsite = \"web\"\npublish_interval = \"1ms\"\n\
              [window.shm]\npath = \"{}\"\n\
              [[collector]]\nkind = \"push\"\nlisten = \"{push}\"\n",
             i + 1,

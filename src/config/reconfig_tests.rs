@@ -175,7 +175,10 @@ fn zero_role_poll() {
 
 #[test]
 fn role_poll_defaults_to_at_most_sensitivity() {
-    let r = ok(&with("[reconfig]\nsensitivity = \"5ms\"\nhistory = \"10ms\"")).reconfig;
+    let r = ok(&with(
+        "[reconfig]\nsensitivity = \"5ms\"\nhistory = \"10ms\"",
+    ))
+    .reconfig;
     assert_eq!(r.role_poll, Duration::from_millis(5));
 }
 

@@ -399,6 +399,20 @@ impl Agent {
 
     fn note_moves(&self, work: &mut Work, views: &[Result<NodeView, ViewError>], now: Instant) {
         for v in views.iter().flatten() {
+            let (name, _, configured) = &self.settings.nodes[v.index];
+            if work.last_epoch[v.index].is_none()
+                && v.role.state != RoleState::Unset
+                && v.role.site.index() != *configured
+            {
+                // The role word wins (it is the cluster's state); say so,
+                // since a sidecar without `site` makes its node idle.
+                tracing::warn!(
+                    node = %name,
+                    role = %self.settings.site_name(v.role.site),
+                    configured = %self.settings.site_name(configured.map_or(SiteSlot::Idle, |s| SiteSlot::Site(s as u16))),
+                    "node's role word names another site than its [[node]] entry; routing follows the role word (the sidecar's `site` sets the initial role)"
+                );
+            }
             let last = &mut work.last_epoch[v.index];
             if last.is_some_and(|e| e != v.role.epoch) {
                 work.moved_at[v.index] = Some(now);
