@@ -202,6 +202,9 @@ pub async fn run(
         ))
         .unwrap_or_default();
         t.insert("sites".into(), sites_toml.clone());
+        // The node's initial role: proxies route by the role word the
+        // sidecar writes from this (without it the node would start idle).
+        t.insert("site".into(), toml::Value::String(n.site.clone()));
         merge(&mut t, &spec.sidecar);
         let p = conf.join(format!("{}.sidecar.toml", n.name));
         let text = toml_text(&t);
