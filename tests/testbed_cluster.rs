@@ -9,6 +9,7 @@ mod common;
 
 use std::path::Path;
 use std::process::Command;
+use std::time::Duration;
 
 fn rdmalb(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_rdmalb"))
@@ -252,6 +253,40 @@ fn sigint_tears_the_cluster_down_and_keeps_the_figures() {
         std::thread::sleep(std::time::Duration::from_millis(25));
     }
     assert!(up, "cluster did not come up:\n{}", log());
+    // The modelled load reaches the node windows: testsrv → push →
+    // sidecar → shm window, as a proxy reads it.
+    let conf = std::fs::read_to_string(out.join("conf/n1.sidecar.toml")).unwrap();
+    let t: toml::Table = toml::from_str(&conf).unwrap();
+    let window = std::path::PathBuf::from(t["window"]["shm"]["path"].as_str().unwrap());
+    let sample = tokio::runtime::Runtime::new().unwrap().block_on(async {
+        use rdmalb::window::{read_load, site_table_hash, Expect, LoadRead, ReadPolicy, ShmWindow};
+        let expect = Expect {
+            node_id: Some(1),
+            site_hash: Some(site_table_hash(&["a", "b"])),
+        };
+        let policy = ReadPolicy {
+            retries: 8,
+            staleness: Duration::from_secs(5),
+            deadline: Duration::from_secs(5),
+        };
+        common::eventually(
+            "pushed load in n1's window",
+            Duration::from_secs(20),
+            || async {
+                let w = ShmWindow::open(&window, &expect).map_err(|e| e.to_string())?;
+                match read_load(&w, &policy).await {
+                    LoadRead::Fresh(b)
+                        if b.sample.app_capacity == 4 && b.sample.requests_total > 0 =>
+                    {
+                        Ok(b.sample)
+                    }
+                    other => Err(format!("{other:?}")),
+                }
+            },
+        )
+        .await
+    });
+    assert!(sample.app_busy <= 4, "{sample:?}");
     let pids = std::fs::read_to_string(out.join("pids.txt")).unwrap();
     common::signal(guard.pid(), 2);
     let mut status = None;
