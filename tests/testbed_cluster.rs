@@ -9,6 +9,7 @@ mod common;
 
 use std::path::Path;
 use std::process::Command;
+use std::time::Duration;
 
 fn rdmalb(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_rdmalb"))
@@ -215,4 +216,93 @@ async fn trace_export_and_load_against_a_backend() {
     let a = stdout.lines().find(|l| l.starts_with("a ")).unwrap();
     assert_eq!(a.split_whitespace().nth(2), Some("12"), "{stdout}");
     assert!(std::fs::read_to_string(&csv).unwrap().lines().count() >= 3);
+}
+
+#[test]
+fn sigint_tears_the_cluster_down_and_keeps_the_figures() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("spec.toml");
+    std::fs::write(
+        &spec,
+        "sites = [\"a\", \"b\"]\nsplit = \"2:1\"\nduration = \"10m\"\n[load]\nconnections = 4\n",
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    let child = Command::new(env!("CARGO_BIN_EXE_rdmalb"))
+        .args([
+            "cluster",
+            "-c",
+            spec.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(dir.path().join("stderr.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let mut guard = common::ChildGuard { child };
+    // pids.txt is written once every process is started; the replay
+    // starts when every site answers through the proxy.
+    let log = || std::fs::read_to_string(dir.path().join("stderr.log")).unwrap_or_default();
+    let mut up = false;
+    for _ in 0..800 {
+        if log().contains("replaying the trace") {
+            up = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+    assert!(up, "cluster did not come up:\n{}", log());
+    // The modelled load reaches the node windows: testsrv → push →
+    // sidecar → shm window, as a proxy reads it.
+    let conf = std::fs::read_to_string(out.join("conf/n1.sidecar.toml")).unwrap();
+    let t: toml::Table = toml::from_str(&conf).unwrap();
+    let window = std::path::PathBuf::from(t["window"]["shm"]["path"].as_str().unwrap());
+    let sample = tokio::runtime::Runtime::new().unwrap().block_on(async {
+        use rdmalb::window::{read_load, site_table_hash, Expect, LoadRead, ReadPolicy, ShmWindow};
+        let expect = Expect {
+            node_id: Some(1),
+            site_hash: Some(site_table_hash(&["a", "b"])),
+        };
+        let policy = ReadPolicy {
+            retries: 8,
+            staleness: Duration::from_secs(5),
+            deadline: Duration::from_secs(5),
+        };
+        common::eventually(
+            "pushed load in n1's window",
+            Duration::from_secs(20),
+            || async {
+                let w = ShmWindow::open(&window, &expect).map_err(|e| e.to_string())?;
+                match read_load(&w, &policy).await {
+                    LoadRead::Fresh(b)
+                        if b.sample.app_capacity == 4 && b.sample.requests_total > 0 =>
+                    {
+                        Ok(b.sample)
+                    }
+                    other => Err(format!("{other:?}")),
+                }
+            },
+        )
+        .await
+    });
+    assert!(sample.app_busy <= 4, "{sample:?}");
+    let pids = std::fs::read_to_string(out.join("pids.txt")).unwrap();
+    common::signal(guard.pid(), 2);
+    let mut status = None;
+    for _ in 0..800 {
+        if let Ok(Some(s)) = guard.child.try_wait() {
+            status = Some(s);
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+    let status = status.expect("cluster did not exit on SIGINT");
+    assert!(status.success(), "{status}:\n{}", log());
+    assert_eq!(pids.lines().count(), 3 + 3 + 1);
+    for line in pids.lines() {
+        let pid: u32 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+        assert!(!alive(pid), "{line} still running");
+    }
+    assert!(out.join("load.csv").exists() && out.join("throughput.png").exists());
 }

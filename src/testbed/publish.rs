@@ -70,7 +70,7 @@ pub async fn run(
         let mut last = None;
         loop {
             let usage = node.capacity.usage();
-            if last != Some(usage) || last.is_none() {
+            if last != Some(usage) {
                 if let Err(e) = client.push(&sample(usage)).await {
                     tracing::warn!(node = %node.name, sidecar = %to, error = %e, "push failed; reconnecting");
                     break;

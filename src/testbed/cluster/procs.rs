@@ -324,8 +324,12 @@ pub async fn run(
         timeout: spec.timeout,
     };
     let report = load::run(trace, opts, shutdown.clone()).await?;
-    // A component that died during the run invalidates the figures.
-    procs.check_alive()?;
+    // A component that died during the run invalidates the figures. After
+    // Ctrl-C the children may have had the terminal's SIGINT too: write
+    // what was measured.
+    if !*shutdown.borrow() {
+        procs.check_alive()?;
+    }
     drop(procs);
     let title = format!(
         "{} — sites {} split {} — {} proxy(ies), balance {}",
