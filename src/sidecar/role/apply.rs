@@ -101,15 +101,19 @@ pub fn mode_of(previous: &Previous) -> u32 {
     }
 }
 
-/// Runs the reload command (no shell) and waits for it, at most `timeout`
-/// (then it is killed). `Err` carries the reason: not startable, non-zero
-/// exit with the tail of its output, or the timeout.
+/// Runs the reload command (no shell) and waits for it to exit, at most
+/// `timeout` (then it is killed). `Err` carries the reason: not startable,
+/// non-zero exit with the tail of its output, or the timeout.
+///
+/// Only the process's exit is awaited, not the end of its output: a command
+/// that leaves a daemon holding its stdout (`sh -c "app &"`) still counts as
+/// done when it exits. Output is kept to its last [`OUTPUT_KEEP`] bytes.
 pub async fn reload(argv: &[String], timeout: Duration) -> Result<(), String> {
     let shown = argv.join(" ");
     let Some((program, args)) = argv.split_first() else {
         return Err("no reload command".into());
     };
-    let child = tokio::process::Command::new(program)
+    let mut child = tokio::process::Command::new(program)
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -117,29 +121,76 @@ pub async fn reload(argv: &[String], timeout: Duration) -> Result<(), String> {
         .kill_on_drop(true)
         .spawn()
         .map_err(|e| format!("cannot start `{shown}`: {e}"))?;
-    match tokio::time::timeout(timeout, child.wait_with_output()).await {
-        Err(_) => Err(format!(
-            "`{shown}` did not finish within {} (killed)",
-            duration::format(timeout)
-        )),
-        Ok(Err(e)) => Err(format!("waiting for `{shown}`: {e}")),
-        Ok(Ok(out)) if out.status.success() => Ok(()),
-        Ok(Ok(out)) => {
-            let mut text = String::from_utf8_lossy(&out.stderr).into_owned();
-            text.push_str(&String::from_utf8_lossy(&out.stdout));
-            let text = text.trim();
-            let tail = match text.char_indices().rev().nth(OUTPUT_TAIL) {
-                Some((i, _)) => &text[i..],
-                None => text,
-            };
-            Err(format!(
-                "`{shown}` exited with {}{}{}",
-                out.status,
-                if tail.is_empty() { "" } else { ": " },
-                tail.replace('\n', " | ")
+    let (err_buf, mut err_task) = capture(child.stderr.take());
+    let (out_buf, mut out_task) = capture(child.stdout.take());
+    let status = tokio::time::timeout(timeout, child.wait()).await;
+    // Whatever the command wrote before exiting is in the pipes; give the
+    // readers a moment to drain them, not forever.
+    let _ = tokio::time::timeout(OUTPUT_DRAIN, async {
+        let _ = (&mut err_task).await;
+        let _ = (&mut out_task).await;
+    })
+    .await;
+    err_task.abort();
+    out_task.abort();
+    let status = match status {
+        Err(_) => {
+            return Err(format!(
+                "`{shown}` did not finish within {} (killed)",
+                duration::format(timeout)
             ))
         }
-    }
+        Ok(Err(e)) => return Err(format!("waiting for `{shown}`: {e}")),
+        Ok(Ok(status)) if status.success() => return Ok(()),
+        Ok(Ok(status)) => status,
+    };
+    let mut text = String::from_utf8_lossy(&err_buf.lock().map(|b| b.clone()).unwrap_or_default())
+        .into_owned();
+    text.push_str(&String::from_utf8_lossy(
+        &out_buf.lock().map(|b| b.clone()).unwrap_or_default(),
+    ));
+    let text = text.trim();
+    let tail = match text.char_indices().rev().nth(OUTPUT_TAIL) {
+        Some((i, _)) => &text[i..],
+        None => text,
+    };
+    Err(format!(
+        "`{shown}` exited with {status}{}{}",
+        if tail.is_empty() { "" } else { ": " },
+        tail.replace('\n', " | ")
+    ))
+}
+
+/// How much of each output stream of the reload command is kept.
+pub const OUTPUT_KEEP: usize = 64 * 1024;
+/// How long the output readers may take after the command exited.
+const OUTPUT_DRAIN: Duration = Duration::from_millis(200);
+
+type Captured = (
+    std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    tokio::task::JoinHandle<()>,
+);
+
+/// Reads a pipe to its end in the background, keeping the last
+/// [`OUTPUT_KEEP`] bytes.
+fn capture<R: tokio::io::AsyncRead + Unpin + Send + 'static>(pipe: Option<R>) -> Captured {
+    use tokio::io::AsyncReadExt;
+    let buf = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let b = buf.clone();
+    let task = tokio::spawn(async move {
+        let Some(mut pipe) = pipe else { return };
+        let mut chunk = [0u8; 4096];
+        while let Ok(n @ 1..) = pipe.read(&mut chunk).await {
+            if let Ok(mut g) = b.lock() {
+                g.extend_from_slice(&chunk[..n]);
+                if g.len() > OUTPUT_KEEP {
+                    let cut = g.len() - OUTPUT_KEEP;
+                    g.drain(..cut);
+                }
+            }
+        }
+    });
+    (buf, task)
 }
 
 /// What the verification probe asks for.
@@ -291,6 +342,31 @@ mod tests {
             .await
             .unwrap_err();
         assert!(e.starts_with("cannot start `/nonexistent/reload`"), "{e}");
+        // Done when it exits, even though a daemon it started keeps stdout.
+        assert_eq!(
+            reload(
+                &argv(&["sh", "-c", "sleep 1 & exit 0"]),
+                Duration::from_secs(2)
+            )
+            .await,
+            Ok(())
+        );
+        // Long output is cut to its tail.
+        let e = reload(
+            &argv(&[
+                "sh",
+                "-c",
+                "head -c 300000 /dev/zero | tr '\\0' a; echo LAST >&2; exit 1",
+            ]),
+            Duration::from_secs(10),
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            e.len() < 2 * OUTPUT_TAIL + 200 && e.contains("exit status: 1"),
+            "{}",
+            e.len()
+        );
         let e = reload(&argv(&["sleep", "30"]), Duration::from_millis(50))
             .await
             .unwrap_err();

@@ -263,6 +263,33 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// Any input parses or fails with an error, never panics; text
+        /// without `{{` renders to itself; every variable used is reported
+        /// and renders to its value.
+        #[test]
+        fn parsing_arbitrary_text_never_panics(text in "\\PC*") {
+            if let Ok(t) = Template::parse(&text) {
+                let mut v = Vars::default();
+                for (name, _) in t.variables() {
+                    v.set(name, "X");
+                }
+                let out = t.render(&v).unwrap();
+                if !text.contains("{{") {
+                    proptest::prop_assert_eq!(out, text);
+                }
+            }
+        }
+
+        #[test]
+        fn tags_render_between_arbitrary_text(a in "[^{\\\\]*", b in "[^{\\\\]*", name in "[a-z_][a-z0-9_]{0,8}") {
+            let t = Template::parse(&format!("{a}{{{{{name}}}}}{b}")).unwrap();
+            let mut v = Vars::default();
+            v.set(&name, "VALUE");
+            proptest::prop_assert_eq!(t.render(&v).unwrap(), format!("{a}VALUE{b}"));
+        }
+    }
+
     #[test]
     fn text_without_tags_is_copied_exactly() {
         let text = "pid /run/x.pid;\n\u{e9}t\u{e9} {} \\ }}\n";
