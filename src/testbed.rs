@@ -11,7 +11,8 @@
 //!   series ([`report`]).
 //! - [`cluster`]: `rdmalb cluster`, one command that runs K nodes with their
 //!   sidecars and one or more proxies, replays a trace and plots per-site
-//!   throughput ([`plot`]).
+//!   throughput ([`plot`]), with per-site QoS-meeting percentages
+//!   ([`qos`]) and the number of node moves.
 //!
 //! The testbed sits on top of the library: it starts `sidecar` and `proxy`
 //! as separate processes and uses only the sidecar's push client in-process.
@@ -22,6 +23,7 @@ pub mod config;
 pub mod load;
 pub mod plot;
 pub mod publish;
+pub mod qos;
 pub mod report;
 pub mod server;
 pub mod trace;

@@ -53,7 +53,7 @@ fn cluster_332_round_robin_writes_per_site_csv_and_png() {
     let mut served = std::collections::HashMap::<String, u64>::new();
     for line in lines {
         let f: Vec<&str> = line.split(',').collect();
-        assert_eq!(f.len(), 10, "{line}");
+        assert_eq!(f.len(), 11, "{line}");
         f[0].parse::<f64>().unwrap();
         *served.entry(f[1].to_string()).or_default() += f[3].parse::<u64>().unwrap();
         f[4].parse::<f64>().unwrap();

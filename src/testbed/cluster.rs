@@ -12,12 +12,25 @@
 //! files are validated by the components themselves, so a bad key is
 //! reported by the component that owns it.
 //!
+//! Reconfiguration (seed 001 §4.3, issue 7): `mode = "rigid" |
+//! "reconfigure"` sets every proxy's `[reconfig] mode`; every sidecar gets
+//! a `[role]` section that renders its testsrv site file and reloads the
+//! node with SIGHUP, so a proxy's claim really moves the node. `idle = N`
+//! adds N nodes that start in the idle pool; `overprovision = true` is the
+//! rigid worst-case baseline: every site gets as many nodes as it could
+//! hold under reconfiguration (all nodes but one per other site).
+//! `[guarantee]` names per-site throughput guarantees for the QoS-meeting
+//! percentages in the outputs ([`super::qos`]).
+//!
 //! [`run`] ([`procs`]) starts K `rdmalb sidecar` (shm window, push
 //! collector) + K `rdmalb testsrv` + P `rdmalb proxy` processes, replays
 //! the trace through the proxies with [`super::load`], writes the outputs
 //! ([`write_outputs`]) and tears everything down on every exit path.
 
+mod gen;
 mod procs;
+
+pub use gen::{NodeEnd, Outcome, QosOut};
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -32,6 +45,27 @@ use super::report::Report;
 use super::trace::{Generator, TraceError};
 pub use crate::config::{ConfigErrors, Problem};
 use crate::util::duration;
+
+/// Most nodes a cluster may run (over-provisioning included).
+pub const MAX_NODES: u32 = 128;
+
+/// What the proxies' reconfiguration agents do (`mode` in the spec).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReconfigMode {
+    /// Nodes never move (the agent only follows role words).
+    Rigid,
+    /// The agents claim idle nodes for hot sites.
+    Reconfigure,
+}
+
+impl ReconfigMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReconfigMode::Rigid => "rigid",
+            ReconfigMode::Reconfigure => "reconfigure",
+        }
+    }
+}
 
 /// Why a cluster run failed.
 #[derive(Debug, thiserror::Error)]
@@ -71,8 +105,16 @@ pub enum ClusterError {
 pub struct Spec {
     pub file: PathBuf,
     pub sites: Vec<String>,
-    /// Nodes per site, in site order.
+    /// Nodes per site, in site order, as started (over-provisioning
+    /// applied).
     pub split: Vec<u32>,
+    /// Nodes that start in the idle pool (after the sites' nodes).
+    pub idle: u32,
+    pub reconfig: ReconfigMode,
+    /// Whether `split` is the over-provisioned worst case.
+    pub overprovision: bool,
+    /// Per site (site order): its throughput guarantee in requests/s.
+    pub guarantees: Vec<Option<f64>>,
     pub proxies: u32,
     pub balance: String,
     pub duration: Duration,
@@ -100,6 +142,10 @@ pub enum TraceSource {
 struct RawSpec {
     sites: Option<Vec<String>>,
     split: Option<String>,
+    idle: Option<i64>,
+    mode: Option<String>,
+    overprovision: Option<bool>,
+    guarantee: Option<toml::Table>,
     proxies: Option<i64>,
     balance: Option<String>,
     duration: Option<String>,
@@ -177,6 +223,67 @@ pub fn parse_spec(text: &str, path: &Path) -> Result<Spec, ConfigErrors> {
                 sites.len()
             ),
         );
+    }
+    let idle = match raw.idle {
+        None => 0,
+        Some(n) if (0..=64).contains(&n) => n as u32,
+        Some(n) => {
+            add("idle", format!("{n} is out of range (accepted: 0 to 64)"));
+            0
+        }
+    };
+    let reconfig = match raw.mode.as_deref() {
+        None | Some("rigid") => ReconfigMode::Rigid,
+        Some("reconfigure") => ReconfigMode::Reconfigure,
+        Some(m) => {
+            add(
+                "mode",
+                format!("`{m}` is not a mode (accepted: \"rigid\", \"reconfigure\")"),
+            );
+            ReconfigMode::Rigid
+        }
+    };
+    let overprovision = raw.overprovision.unwrap_or(false);
+    if overprovision && reconfig == ReconfigMode::Reconfigure {
+        add(
+            "overprovision",
+            "over-provisioning is the rigid worst-case baseline: use it with mode = \"rigid\""
+                .into(),
+        );
+    }
+    let mut split = split;
+    let total: u32 = split.iter().sum::<u32>() + idle;
+    if overprovision && !sites.is_empty() {
+        // Every site gets what it could hold under reconfiguration: all
+        // nodes but one per other site (seed 001 §4.3: 6 of 8 for 3 sites,
+        // 5 of 8 for 4 sites).
+        let worst = total.saturating_sub(sites.len() as u32 - 1).max(1);
+        split = vec![worst; sites.len()];
+    }
+    let started: u32 = split.iter().sum::<u32>() + if overprovision { 0 } else { idle };
+    if started > MAX_NODES {
+        add(
+            "split",
+            format!("{started} nodes in all (with idle and over-provisioning) is more than {MAX_NODES}"),
+        );
+    }
+    let mut guarantees = vec![None; sites.len()];
+    for (site, v) in raw.guarantee.unwrap_or_default() {
+        let key = format!("guarantee.{site}");
+        let Some(i) = sites.iter().position(|s| *s == site) else {
+            add(
+                &key,
+                format!("no site named `{site}` (expected one of: {})", sites.join(", ")),
+            );
+            continue;
+        };
+        match v.as_float().or_else(|| v.as_integer().map(|n| n as f64)) {
+            Some(g) if g > 0.0 && g <= 1e7 => guarantees[i] = Some(g),
+            _ => add(
+                &key,
+                format!("`{v}` is not a rate (accepted: requests/s above 0, at most 10000000)"),
+            ),
+        }
     }
     let proxies = match raw.proxies {
         None => 1,
@@ -307,6 +414,10 @@ pub fn parse_spec(text: &str, path: &Path) -> Result<Spec, ConfigErrors> {
         file: path.to_path_buf(),
         sites,
         split,
+        idle: if overprovision { 0 } else { idle },
+        reconfig,
+        overprovision,
+        guarantees,
         proxies,
         balance: raw.balance.unwrap_or_else(|| "roundrobin".into()),
         duration: run_for,
@@ -470,6 +581,82 @@ mod tests {
         assert_eq!(
             keys("sites = [\"a\"]\nproxies = 0\nseed = -1"),
             ["proxies", "seed"]
+        );
+    }
+
+    #[test]
+    fn reconfiguration_keys_parse() {
+        let s = parse(
+            "sites = [\"a\", \"b\"]\nsplit = \"2:2\"\nidle = 1\nmode = \"reconfigure\"\n[guarantee]\na = 500\nb = 250.5\n",
+        )
+        .unwrap();
+        assert_eq!((s.split.clone(), s.idle), (vec![2, 2], 1));
+        assert_eq!(s.reconfig, ReconfigMode::Reconfigure);
+        assert!(!s.overprovision);
+        assert_eq!(s.guarantees, vec![Some(500.0), Some(250.5)]);
+        let d = parse("sites = [\"a\"]").unwrap();
+        assert_eq!((d.reconfig, d.idle), (ReconfigMode::Rigid, 0));
+        assert_eq!(d.guarantees, vec![None]);
+    }
+
+    #[test]
+    fn overprovision_gives_every_site_the_worst_case() {
+        // Seed 001 §4.3: 6 of 8 nodes per site for 3:3:2, 5 for 2:2:2:2.
+        let s = parse("sites = [\"a\", \"b\", \"c\"]\nsplit = \"3:3:2\"\noverprovision = true").unwrap();
+        assert_eq!(s.split, vec![6, 6, 6]);
+        let s = parse(
+            "sites = [\"a\", \"b\", \"c\", \"d\"]\nsplit = \"2:2:2:2\"\noverprovision = true\nmode = \"rigid\"",
+        )
+        .unwrap();
+        assert_eq!(s.split, vec![5, 5, 5, 5]);
+        // Idle nodes count as nodes a site could take; none start idle.
+        let s = parse("sites = [\"a\", \"b\"]\nsplit = \"2:2\"\nidle = 1\noverprovision = true").unwrap();
+        assert_eq!((s.split.clone(), s.idle), (vec![4, 4], 0));
+    }
+
+    #[test]
+    fn bad_mode_is_rejected() {
+        assert_eq!(keys("sites = [\"a\"]\nmode = \"elastic\""), ["mode"]);
+    }
+
+    #[test]
+    fn idle_out_of_range_is_rejected() {
+        assert_eq!(keys("sites = [\"a\"]\nidle = -1"), ["idle"]);
+        assert_eq!(keys("sites = [\"a\"]\nidle = 65"), ["idle"]);
+    }
+
+    #[test]
+    fn overprovision_with_reconfigure_is_rejected() {
+        assert_eq!(
+            keys("sites = [\"a\", \"b\"]\nmode = \"reconfigure\"\noverprovision = true"),
+            ["overprovision"]
+        );
+    }
+
+    #[test]
+    fn too_many_nodes_are_rejected() {
+        // 4 sites × (40 + 40 + 40 + 40 − 3) over-provisioned.
+        assert_eq!(
+            keys("sites = [\"a\", \"b\", \"c\", \"d\"]\nsplit = \"40:40:40:40\"\noverprovision = true"),
+            ["split"]
+        );
+    }
+
+    #[test]
+    fn guarantee_for_an_unknown_site_is_rejected() {
+        assert_eq!(
+            keys("sites = [\"a\"]\n[guarantee]\nzz = 10"),
+            ["guarantee.zz"]
+        );
+    }
+
+    #[test]
+    fn guarantee_that_is_not_a_positive_rate_is_rejected() {
+        assert_eq!(keys("sites = [\"a\"]\n[guarantee]\na = 0"), ["guarantee.a"]);
+        assert_eq!(keys("sites = [\"a\"]\n[guarantee]\na = -5.0"), ["guarantee.a"]);
+        assert_eq!(
+            keys("sites = [\"a\"]\n[guarantee]\na = \"fast\""),
+            ["guarantee.a"]
         );
     }
 

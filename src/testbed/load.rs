@@ -87,6 +87,7 @@ impl Shared {
         let (site, path) = &self.trace.requests[(k % self.trace.requests.len() as u64) as usize];
         let base = &self.bases[(k % self.bases.len() as u64) as usize];
         let start = Instant::now();
+        self.recorder.offer(*site, start);
         let outcome =
             match tokio::time::timeout(self.timeout, self.exchange(base, *site, path)).await {
                 Ok(o) => o,
@@ -215,6 +216,7 @@ pub async fn run(
                         let Some(i) = shared.take() else { break 'ticks };
                         if inflight.load(Ordering::Relaxed) >= u64::from(max_inflight) {
                             let site = shared.site_of(i);
+                            shared.recorder.offer(site, Instant::now());
                             shared.recorder.record(site, Instant::now(), Duration::ZERO, Outcome::Backlog);
                             continue;
                         }

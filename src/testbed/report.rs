@@ -7,6 +7,10 @@
 //! (connection reset or protocol error), `backlog` (open loop only: the
 //! client's own in-flight bound was hit, the request was never sent).
 //! Latency percentiles are over served requests, nearest rank.
+//! "Offered" counts the requests the client issued in an interval, by
+//! start time (including those its own backlog bound refused): the
+//! demand a site saw, which QoS accounting ([`super::qos`]) compares
+//! with the site's guarantee.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -43,6 +47,7 @@ impl Outcome {
 
 #[derive(Debug, Default, Clone)]
 struct Bucket {
+    offered: u64,
     requests: u64,
     served: u64,
     errors: BTreeMap<String, u64>,
@@ -51,6 +56,7 @@ struct Bucket {
 
 impl Bucket {
     fn merge(&mut self, o: &Bucket) {
+        self.offered += o.offered;
         self.requests += o.requests;
         self.served += o.served;
         for (k, v) in &o.errors {
@@ -80,8 +86,25 @@ impl Recorder {
         }
     }
 
+    /// Counts one request issued for `site` at `at` (its demand).
+    pub fn offer(&self, site: usize, at: Instant) {
+        self.with_bucket(site, at, |b| b.offered += 1);
+    }
+
     pub fn record(&self, site: usize, done: Instant, latency: Duration, outcome: Outcome) {
-        let idx = (done.saturating_duration_since(self.start).as_nanos() / self.interval.as_nanos())
+        self.with_bucket(site, done, |bucket| {
+            bucket.requests += 1;
+            if outcome.served() {
+                bucket.served += 1;
+                bucket.latencies_us.push(latency.as_micros() as u64);
+            } else {
+                *bucket.errors.entry(outcome.kind()).or_default() += 1;
+            }
+        });
+    }
+
+    fn with_bucket(&self, site: usize, at: Instant, f: impl FnOnce(&mut Bucket)) {
+        let idx = (at.saturating_duration_since(self.start).as_nanos() / self.interval.as_nanos())
             as usize;
         let Ok(mut b) = self.buckets.lock() else {
             return;
@@ -89,15 +112,8 @@ impl Recorder {
         while b.len() <= idx {
             b.push(vec![Bucket::default(); self.sites.len()]);
         }
-        let Some(bucket) = b[idx].get_mut(site) else {
-            return;
-        };
-        bucket.requests += 1;
-        if outcome.served() {
-            bucket.served += 1;
-            bucket.latencies_us.push(latency.as_micros() as u64);
-        } else {
-            *bucket.errors.entry(outcome.kind()).or_default() += 1;
+        if let Some(bucket) = b[idx].get_mut(site) {
+            f(bucket);
         }
     }
 
@@ -152,6 +168,9 @@ impl Recorder {
 pub struct Row {
     pub time_s: f64,
     pub site: String,
+    /// Requests issued (by start time): the demand.
+    pub offered: u64,
+    pub offered_per_s: f64,
     pub requests: u64,
     pub served: u64,
     pub served_per_s: f64,
@@ -177,6 +196,8 @@ impl Row {
         Row {
             time_s,
             site: site.to_string(),
+            offered: b.offered,
+            offered_per_s: b.offered as f64 / len_s,
             requests: b.requests,
             served: b.served,
             served_per_s: b.served as f64 / len_s,
@@ -211,17 +232,18 @@ pub struct Report {
 
 /// Header of [`Report::csv`].
 pub const CSV_HEADER: &str =
-    "time_s,site,requests,served,served_per_s,errors,p50_ms,p99_ms,max_ms,error_kinds";
+    "time_s,site,requests,served,served_per_s,errors,p50_ms,p99_ms,max_ms,error_kinds,offered";
 
 impl Report {
     /// Long CSV: one line per interval and site; `error_kinds` is
-    /// `kind:count` pairs joined by `;`.
+    /// `kind:count` pairs joined by `;`; `offered` = requests issued in
+    /// the interval (by start time).
     pub fn csv(&self) -> String {
         let mut s = format!("{CSV_HEADER}\n");
         for r in &self.intervals {
             let _ = writeln!(
                 s,
-                "{:.3},{},{},{},{:.1},{},{:.3},{:.3},{:.3},{}",
+                "{:.3},{},{},{},{:.1},{},{:.3},{:.3},{:.3},{},{}",
                 r.time_s,
                 r.site,
                 r.requests,
@@ -231,7 +253,8 @@ impl Report {
                 r.p50_ms,
                 r.p99_ms,
                 r.max_ms,
-                r.kinds()
+                r.kinds(),
+                r.offered
             );
         }
         s

@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
-use super::{merge, write_outputs, ClusterError, Spec, TraceSource};
+use super::gen::{self, NodePlan, IDLE};
+use super::{write_outputs, ClusterError, Spec, TraceSource};
 use crate::testbed::load::{self, LoadOptions};
 use crate::testbed::report::Report;
 use crate::testbed::trace::{HostMap, Trace};
@@ -128,15 +129,6 @@ fn toml_text(t: &toml::Table) -> String {
     toml::to_string(t).unwrap_or_default()
 }
 
-/// One node's addresses and files.
-struct NodePlan {
-    name: String,
-    site: String,
-    listen: SocketAddr,
-    push: SocketAddr,
-    shm: PathBuf,
-}
-
 /// Runs the cluster: start, wait until every site answers through every
 /// proxy, replay the trace, write the outputs into `out`, tear down.
 pub async fn run(
@@ -148,6 +140,9 @@ pub async fn run(
         what: "cannot locate the rdmalb binary".into(),
         source: e,
     })?;
+    // Generated configs name files by absolute path (testsrv and the
+    // sidecar anchor relative paths at their own config's directory).
+    let out = &std::path::absolute(out).map_err(|e| io(out, e))?;
     let (conf, logs) = (out.join("conf"), out.join("logs"));
     for d in [out, &conf, &logs] {
         std::fs::create_dir_all(d).map_err(|e| io(d, e))?;
@@ -171,41 +166,71 @@ pub async fn run(
     }
     let tag = std::process::id();
     let mut nodes = Vec::new();
-    for (site, &count) in spec.sites.iter().zip(&spec.split) {
-        for _ in 0..count {
-            let n = nodes.len() + 1;
-            nodes.push(NodePlan {
-                name: format!("n{n}"),
-                site: site.clone(),
-                listen: free_addr()?,
-                push: free_addr()?,
-                shm: PathBuf::from(format!("/dev/shm/rdmalb-cluster-{tag}-n{n}")),
-            });
-        }
+    let roles = spec
+        .sites
+        .iter()
+        .zip(&spec.split)
+        .flat_map(|(site, &count)| std::iter::repeat(site.as_str()).take(count as usize))
+        .chain(std::iter::repeat(IDLE).take(spec.idle as usize));
+    for site in roles {
+        let n = nodes.len() + 1;
+        nodes.push(NodePlan {
+            name: format!("n{n}"),
+            site: site.to_string(),
+            listen: free_addr()?,
+            push: free_addr()?,
+            shm: PathBuf::from(format!("/dev/shm/rdmalb-cluster-{tag}-n{n}")),
+            site_file: conf.join(format!("n{n}.site.toml")),
+            pid_file: conf.join(format!("n{n}.pid")),
+        });
     }
     let mut procs = Procs {
         children: Vec::new(),
-        shm_files: nodes.iter().map(|n| n.shm.clone()).collect(),
-    };
-    let sites_toml = toml::Value::Array(
-        spec.sites
+        shm_files: nodes
             .iter()
-            .map(|s| toml::Value::String(s.clone()))
+            .map(|n| n.shm.clone())
+            .chain((1..=spec.proxies).map(|id| gen::proxy_window(tag, id)))
             .collect(),
-    );
+    };
+    write(&conf.join("site.toml.tpl"), gen::SITE_TEMPLATE)?;
+    write(&conf.join("idle.toml.tpl"), gen::IDLE_TEMPLATE)?;
 
-    // Sidecars first, so each node's first push finds its collector.
+    // Nodes first: a sidecar with [role] applies its initial site at
+    // start-up (render, SIGHUP through the pid file, verify), so its node
+    // must be up; the nodes' pushes retry until their sidecar listens.
+    for n in &nodes {
+        let hosts = if n.site == IDLE {
+            String::new()
+        } else {
+            format!("hosts = [\"{}.localhost\"]\n", n.site)
+        };
+        write(&n.site_file, &format!("site = \"{}\"\n{hosts}", n.site))?;
+        let mut t = spec.node.clone();
+        for (k, v) in [
+            ("name", n.name.clone()),
+            ("listen", n.listen.to_string()),
+            ("site_file", n.site_file.display().to_string()),
+            ("pid_file", n.pid_file.display().to_string()),
+            ("push", n.push.to_string()),
+        ] {
+            t.insert(k.into(), toml::Value::String(v));
+        }
+        let p = conf.join(format!("{}.testsrv.toml", n.name));
+        let text = toml_text(&t);
+        crate::testbed::config::parse_node(&text, &p).map_err(|e| ClusterError::Generated {
+            component: "testsrv".into(),
+            table: "node".into(),
+            errors: e,
+        })?;
+        write(&p, &text)?;
+        procs.spawn(&exe, &n.name, &["testsrv"], &p, &logs)?;
+    }
+    wait_for(&mut procs, &nodes, &mut shutdown, "is not up (listen, pid file)", |n| {
+        n.pid_file.exists() && std::net::TcpStream::connect(n.listen).is_ok()
+    })
+    .await?;
     for (i, n) in nodes.iter().enumerate() {
-        let mut t: toml::Table = toml::from_str(&format!(
-            "node = \"{}\"\nnode_id = {}\n[window.shm]\npath = \"{}\"\n[[collector]]\nkind = \"system\"\n[[collector]]\nkind = \"push\"\nlisten = \"{}\"\nexpire = \"2s\"\n",
-            n.name, i + 1, n.shm.display(), n.push
-        ))
-        .unwrap_or_default();
-        t.insert("sites".into(), sites_toml.clone());
-        // The node's initial role: proxies route by the role word the
-        // sidecar writes from this (without it the node would start idle).
-        t.insert("site".into(), toml::Value::String(n.site.clone()));
-        merge(&mut t, &spec.sidecar);
+        let t = gen::sidecar(spec, n, i + 1, &conf);
         let p = conf.join(format!("{}.sidecar.toml", n.name));
         let text = toml_text(&t);
         crate::sidecar::config::parse(&text, &p).map_err(|e| ClusterError::Generated {
@@ -222,74 +247,11 @@ pub async fn run(
             &logs,
         )?;
     }
-    for n in &nodes {
-        let site_file = conf.join(format!("{}.site.toml", n.name));
-        write(
-            &site_file,
-            &format!(
-                "site = \"{}\"\nhosts = [\"{}.localhost\"]\n",
-                n.site, n.site
-            ),
-        )?;
-        let mut t = spec.node.clone();
-        for (k, v) in [
-            ("name", n.name.clone()),
-            ("listen", n.listen.to_string()),
-            ("site_file", site_file.display().to_string()),
-            (
-                "pid_file",
-                conf.join(format!("{}.pid", n.name)).display().to_string(),
-            ),
-            ("push", n.push.to_string()),
-        ] {
-            t.insert(k.into(), toml::Value::String(v));
-        }
-        let p = conf.join(format!("{}.testsrv.toml", n.name));
-        let text = toml_text(&t);
-        crate::testbed::config::parse_node(&text, &p).map_err(|e| ClusterError::Generated {
-            component: "testsrv".into(),
-            table: "node".into(),
-            errors: e,
-        })?;
-        write(&p, &text)?;
-        procs.spawn(&exe, &n.name, &["testsrv"], &p, &logs)?;
-    }
-    wait_for_windows(&mut procs, &nodes, &mut shutdown).await?;
+    wait_for(&mut procs, &nodes, &mut shutdown, "has no window", |n| n.shm.exists()).await?;
     let mut urls = Vec::new();
     for id in 1..=spec.proxies {
         let (listen, admin) = (free_addr()?, free_addr()?);
-        let mut t: toml::Table = toml::from_str(&format!(
-            "[global]\nproxy_id = {id}\nbalance = \"{}\"\naccess_log = \"off\"\n\
-             [health]\npath = \"/health\"\ninterval = \"200ms\"\ntimeout = \"1s\"\nrise = 1\nfall = 3\n\
-             [admin]\nlisten = \"{admin}\"\n[[listener]]\nname = \"web\"\nlisten = \"{listen}\"\n",
-            spec.balance.replace('"', "")
-        ))
-        .unwrap_or_default();
-        let site_tables = spec.sites.iter().map(|s| {
-            let mut st = toml::Table::new();
-            st.insert("name".into(), toml::Value::String(s.clone()));
-            st.insert(
-                "hosts".into(),
-                toml::Value::Array(vec![toml::Value::String(format!("{s}.localhost"))]),
-            );
-            toml::Value::Table(st)
-        });
-        t.insert("site".into(), toml::Value::Array(site_tables.collect()));
-        let node_tables = nodes.iter().map(|n| {
-            let mut nt = toml::Table::new();
-            for (k, v) in [
-                ("name", n.name.clone()),
-                ("address", n.listen.to_string()),
-                ("site", n.site.clone()),
-                ("transport", "shm".into()),
-                ("sidecar", n.shm.display().to_string()),
-            ] {
-                nt.insert(k.into(), toml::Value::String(v));
-            }
-            toml::Value::Table(nt)
-        });
-        t.insert("node".into(), toml::Value::Array(node_tables.collect()));
-        merge(&mut t, &spec.proxy);
+        let t = gen::proxy(spec, id, &nodes, listen, admin, tag);
         let p = conf.join(format!("proxy{id}.toml"));
         let text = toml_text(&t);
         crate::config::parse(&text, &p).map_err(|e| ClusterError::Generated {
@@ -330,9 +292,11 @@ pub async fn run(
     if !*shutdown.borrow() {
         procs.check_alive()?;
     }
+    // Role words are read while the sidecars still hold their windows.
+    let outcome = gen::outcome(spec, &nodes, &report).await;
     drop(procs);
     let title = format!(
-        "{} — sites {} split {} — {} proxy(ies), balance {}",
+        "{} — sites {} split {} — {} proxy(ies), balance {}, {}",
         spec.file
             .file_name()
             .map(|f| f.to_string_lossy().into_owned())
@@ -344,9 +308,17 @@ pub async fn run(
             .collect::<Vec<_>>()
             .join(":"),
         spec.proxies,
-        spec.balance
+        spec.balance,
+        outcome.mode
     );
-    write(&out.join("summary.txt"), &report.table())?;
+    let mut summary = report.table();
+    summary.push_str(&outcome.text());
+    write(&out.join("summary.txt"), &summary)?;
+    write(
+        &out.join("cluster.json"),
+        &serde_json::to_string_pretty(&outcome).unwrap_or_default(),
+    )?;
+    print!("{}", outcome.text());
     write_outputs(
         &report,
         Some(&out.join("load.csv")),
@@ -367,20 +339,19 @@ async fn pause(shutdown: &mut watch::Receiver<bool>) -> Result<(), ClusterError>
     }
 }
 
-async fn wait_for_windows(
+async fn wait_for(
     procs: &mut Procs,
     nodes: &[NodePlan],
     shutdown: &mut watch::Receiver<bool>,
+    what: &str,
+    ready: impl Fn(&NodePlan) -> bool,
 ) -> Result<(), ClusterError> {
     let end = Instant::now() + START_BOUND;
-    while let Some(n) = nodes
-        .iter()
-        .find(|n| !n.shm.exists() || std::net::TcpStream::connect(n.listen).is_err())
-    {
+    while let Some(n) = nodes.iter().find(|n| !ready(n)) {
         procs.check_alive()?;
         if Instant::now() > end {
             return Err(ClusterError::NotReady(format!(
-                "node {} (window {}, listen {}) is not up",
+                "node {} (window {}, listen {}) {what}",
                 n.name,
                 n.shm.display(),
                 n.listen
