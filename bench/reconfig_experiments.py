@@ -49,8 +49,14 @@ def run_cluster(spec_text, label):
             f.write(spec_text)
         out = os.path.join(d, "out")
         t0 = time.time()
-        p = subprocess.run([BIN, "cluster", "-c", spec, "-o", out],
-                           capture_output=True, text=True)
+        for attempt in range(2):
+            p = subprocess.run([BIN, "cluster", "-c", spec, "-o", out],
+                               capture_output=True, text=True)
+            if p.returncode == 0:
+                break
+            # A start-up failure (e.g. a port taken between choosing and
+            # binding it) is retried once; a second failure stops.
+            sys.stderr.write(f"{label}: attempt {attempt + 1} failed:\n{p.stderr[-1500:]}\n")
         if p.returncode != 0:
             sys.stderr.write(p.stderr[-3000:])
             raise SystemExit(f"{label}: rdmalb cluster failed ({p.returncode})")
@@ -158,7 +164,7 @@ def exp1():
           "set multiplot layout 1,2 title 'Exp 1 (seed 001 Fig. 7): aggregate throughput, "
           "emulated cluster, shm transport (not RDMA)'\n"
           "set style data histograms\nset style histogram clustered gap 1\n"
-          "set style fill solid 0.8 border -1\nset key top left\nset grid ytics\n"
+          "set style fill solid 0.8 border -1\nset key outside bottom center horizontal\nset grid ytics\n"
           "set xlabel 'burst length (requests)'\nset ylabel 'served requests/s'\nset yrange [0:*]\n")
     for name, dat in plots:
         gp += (f"set title '{name}'\n"
@@ -224,7 +230,7 @@ def exp2():
           "set multiplot layout 1,2 title 'Exp 2 (seed 003 Fig. 17/19): QoS-meeting % of the guaranteed "
           "site, emulated cluster, shm transport (not RDMA)'\n"
           "set style data histograms\nset style histogram clustered gap 1\n"
-          "set style fill solid 0.8 border -1\nset key bottom left\nset grid ytics\n"
+          "set style fill solid 0.8 border -1\nset key outside bottom center horizontal\nset grid ytics\n"
           "set xlabel 'guarantee (requests/s)'\nset ylabel 'QoS met (% of intervals)'\nset yrange [0:105]\n")
     for i, (label, _, _) in enumerate(EXP2_BURSTS):
         dat = base + f"-{i}.dat"
@@ -292,7 +298,7 @@ def exp4():
     gnuplot(f"set terminal pngcairo size 800,450 font ',10'\nset output '{base}.png'\n"
             "set title 'Exp 4 (seed 003 Fig. 16): sensitivity S, emulated cluster, shm transport (not RDMA)'\n"
             "set style data histograms\nset style histogram clustered gap 1\n"
-            "set style fill solid 0.8 border -1\nset key top left\nset grid ytics\nset yrange [0:*]\n"
+            "set style fill solid 0.8 border -1\nset key outside bottom center horizontal\nset grid ytics\nset yrange [0:*]\n"
             "set xlabel 'S (= T)'\nset ylabel 'served requests/s'\n"
             f"plot '{dat}' using 2:xtic(1) title col, '' using 3 title col\n")
     print(f"wrote {base}.csv {base}.txt {base}.png")

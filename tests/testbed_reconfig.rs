@@ -70,7 +70,10 @@ fn sustained_burst_claims_a_node_and_nothing_is_misrouted() {
     }
     // The nodes a keeps were never moved.
     for n in nodes.iter().filter(|n| n["initial_site"] == "a") {
-        assert_eq!((&n["site"], &n["moves"]), (&serde_json::json!("a"), &serde_json::json!(0)));
+        assert_eq!(
+            (&n["site"], &n["moves"]),
+            (&serde_json::json!("a"), &serde_json::json!(0))
+        );
     }
     // QoS accounting was produced for the guaranteed site.
     assert_eq!(outcome["qos"][0]["site"], "a");

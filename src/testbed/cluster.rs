@@ -264,7 +264,9 @@ pub fn parse_spec(text: &str, path: &Path) -> Result<Spec, ConfigErrors> {
     if started > MAX_NODES {
         add(
             "split",
-            format!("{started} nodes in all (with idle and over-provisioning) is more than {MAX_NODES}"),
+            format!(
+                "{started} nodes in all (with idle and over-provisioning) is more than {MAX_NODES}"
+            ),
         );
     }
     let mut guarantees = vec![None; sites.len()];
@@ -273,7 +275,10 @@ pub fn parse_spec(text: &str, path: &Path) -> Result<Spec, ConfigErrors> {
         let Some(i) = sites.iter().position(|s| *s == site) else {
             add(
                 &key,
-                format!("no site named `{site}` (expected one of: {})", sites.join(", ")),
+                format!(
+                    "no site named `{site}` (expected one of: {})",
+                    sites.join(", ")
+                ),
             );
             continue;
         };
@@ -602,7 +607,8 @@ mod tests {
     #[test]
     fn overprovision_gives_every_site_the_worst_case() {
         // Seed 001 §4.3: 6 of 8 nodes per site for 3:3:2, 5 for 2:2:2:2.
-        let s = parse("sites = [\"a\", \"b\", \"c\"]\nsplit = \"3:3:2\"\noverprovision = true").unwrap();
+        let s = parse("sites = [\"a\", \"b\", \"c\"]\nsplit = \"3:3:2\"\noverprovision = true")
+            .unwrap();
         assert_eq!(s.split, vec![6, 6, 6]);
         let s = parse(
             "sites = [\"a\", \"b\", \"c\", \"d\"]\nsplit = \"2:2:2:2\"\noverprovision = true\nmode = \"rigid\"",
@@ -610,7 +616,8 @@ mod tests {
         .unwrap();
         assert_eq!(s.split, vec![5, 5, 5, 5]);
         // Idle nodes count as nodes a site could take; none start idle.
-        let s = parse("sites = [\"a\", \"b\"]\nsplit = \"2:2\"\nidle = 1\noverprovision = true").unwrap();
+        let s = parse("sites = [\"a\", \"b\"]\nsplit = \"2:2\"\nidle = 1\noverprovision = true")
+            .unwrap();
         assert_eq!((s.split.clone(), s.idle), (vec![4, 4], 0));
     }
 
@@ -653,7 +660,10 @@ mod tests {
     #[test]
     fn guarantee_that_is_not_a_positive_rate_is_rejected() {
         assert_eq!(keys("sites = [\"a\"]\n[guarantee]\na = 0"), ["guarantee.a"]);
-        assert_eq!(keys("sites = [\"a\"]\n[guarantee]\na = -5.0"), ["guarantee.a"]);
+        assert_eq!(
+            keys("sites = [\"a\"]\n[guarantee]\na = -5.0"),
+            ["guarantee.a"]
+        );
         assert_eq!(
             keys("sites = [\"a\"]\n[guarantee]\na = \"fast\""),
             ["guarantee.a"]

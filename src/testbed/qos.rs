@@ -96,7 +96,14 @@ mod tests {
     #[test]
     fn counts_only_intervals_whose_demand_reaches_the_guarantee() {
         // Demand below 100 (first two) does not count, whatever was served.
-        let rep = report(&[(50, 0), (99, 99), (100, 100), (150, 120), (200, 90), (300, 0)]);
+        let rep = report(&[
+            (50, 0),
+            (99, 99),
+            (100, 100),
+            (150, 120),
+            (200, 90),
+            (300, 0),
+        ]);
         let q = meeting(&rep, "a", 100.0);
         assert_eq!((q.counted, q.met), (4, 2));
         assert_eq!(q.percent(), Some(50.0));

@@ -24,7 +24,8 @@ use crate::window::{Expect, RemoteWindow, RoleWord, ShmWindow};
 
 /// The testsrv site file a sidecar renders for a site (the same text as
 /// conf/role/testsrv-site.toml.tpl).
-pub const SITE_TEMPLATE: &str = "# Rendered by the rdmalb sidecar of node {{node}} for site {{site}}.\n\
+pub const SITE_TEMPLATE: &str =
+    "# Rendered by the rdmalb sidecar of node {{node}} for site {{site}}.\n\
 # Do not edit: the sidecar replaces this file whenever a proxy moves the node.\n\
 site = \"{{site}}\"\nhosts = [{{hosts_quoted}}]\n";
 
@@ -42,7 +43,9 @@ pub struct NodePlan {
     /// A site name, or [`IDLE`].
     pub site: String,
     pub listen: SocketAddr,
-    pub push: SocketAddr,
+    /// The sidecar's push collector: a unix socket in the output's conf/
+    /// (no loopback port that an ephemeral connection could take first).
+    pub push: PathBuf,
     pub shm: PathBuf,
     pub site_file: PathBuf,
     pub pid_file: PathBuf,
@@ -67,7 +70,7 @@ fn s(v: impl ToString) -> toml::Value {
 pub fn sidecar(spec: &Spec, n: &NodePlan, id: usize, conf: &Path) -> toml::Table {
     let mut t: toml::Table = toml::from_str(&format!(
         "node = \"{}\"\nnode_id = {id}\n[window.shm]\npath = \"{}\"\n[[collector]]\nkind = \"system\"\n[[collector]]\nkind = \"push\"\nlisten = \"{}\"\nexpire = \"2s\"\n",
-        n.name, n.shm.display(), n.push
+        n.name, n.shm.display(), n.push.display()
     ))
     .unwrap_or_default();
     t.insert("sites".into(), strings(&spec.sites));
@@ -254,11 +257,7 @@ pub async fn outcome(spec: &Spec, nodes: &[NodePlan], report: &Report) -> Outcom
         idle: spec.idle,
         moves: ends.iter().map(|e| e.moves).sum(),
         nodes: ends,
-        aggregate_served_per_s: report
-            .summary
-            .last()
-            .map(|r| r.served_per_s)
-            .unwrap_or(0.0),
+        aggregate_served_per_s: report.summary.last().map(|r| r.served_per_s).unwrap_or(0.0),
         qos,
     }
 }

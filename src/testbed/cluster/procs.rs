@@ -170,15 +170,15 @@ pub async fn run(
         .sites
         .iter()
         .zip(&spec.split)
-        .flat_map(|(site, &count)| std::iter::repeat(site.as_str()).take(count as usize))
-        .chain(std::iter::repeat(IDLE).take(spec.idle as usize));
+        .flat_map(|(site, &count)| std::iter::repeat_n(site.as_str(), count as usize))
+        .chain(std::iter::repeat_n(IDLE, spec.idle as usize));
     for site in roles {
         let n = nodes.len() + 1;
         nodes.push(NodePlan {
             name: format!("n{n}"),
             site: site.to_string(),
             listen: free_addr()?,
-            push: free_addr()?,
+            push: conf.join(format!("n{n}.push.sock")),
             shm: PathBuf::from(format!("/dev/shm/rdmalb-cluster-{tag}-n{n}")),
             site_file: conf.join(format!("n{n}.site.toml")),
             pid_file: conf.join(format!("n{n}.pid")),
@@ -211,7 +211,7 @@ pub async fn run(
             ("listen", n.listen.to_string()),
             ("site_file", n.site_file.display().to_string()),
             ("pid_file", n.pid_file.display().to_string()),
-            ("push", n.push.to_string()),
+            ("push", n.push.display().to_string()),
         ] {
             t.insert(k.into(), toml::Value::String(v));
         }
@@ -225,9 +225,13 @@ pub async fn run(
         write(&p, &text)?;
         procs.spawn(&exe, &n.name, &["testsrv"], &p, &logs)?;
     }
-    wait_for(&mut procs, &nodes, &mut shutdown, "is not up (listen, pid file)", |n| {
-        n.pid_file.exists() && std::net::TcpStream::connect(n.listen).is_ok()
-    })
+    wait_for(
+        &mut procs,
+        &nodes,
+        &mut shutdown,
+        "is not up (listen, pid file)",
+        |n| n.pid_file.exists() && std::net::TcpStream::connect(n.listen).is_ok(),
+    )
     .await?;
     for (i, n) in nodes.iter().enumerate() {
         let t = gen::sidecar(spec, n, i + 1, &conf);
@@ -247,7 +251,10 @@ pub async fn run(
             &logs,
         )?;
     }
-    wait_for(&mut procs, &nodes, &mut shutdown, "has no window", |n| n.shm.exists()).await?;
+    wait_for(&mut procs, &nodes, &mut shutdown, "has no window", |n| {
+        n.shm.exists()
+    })
+    .await?;
     let mut urls = Vec::new();
     for id in 1..=spec.proxies {
         let (listen, admin) = (free_addr()?, free_addr()?);
