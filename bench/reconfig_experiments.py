@@ -16,7 +16,7 @@ run's duration; default 1.0).
 
 Time is scaled to a 2-core machine (docs/benchmarks.md explains how): nodes
 are capacity-model testsrv nodes (4 slots, 10 ms per 1 KiB request, about
-380 requests/s each), S = 50 ms, T = 200 ms, cool-down 1 s.
+330-360 requests/s each here), S = 50 ms, T = 200 ms, cool-down 1 s.
 """
 
 import csv
