@@ -12,5 +12,6 @@ pub mod balance;
 pub mod config;
 pub mod proxy;
 pub mod sidecar;
+pub mod testbed;
 pub mod util;
 pub mod window;

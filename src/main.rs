@@ -37,6 +37,9 @@ enum Command {
         #[arg(long)]
         sidecar: bool,
     },
+    /// Testbed: capacity-modelled nodes, traces, replay client, emulated cluster (docs/testbed.md).
+    #[command(flatten)]
+    Testbed(Box<rdmalb::testbed::cli::TestbedCommand>),
 }
 
 fn main() -> ExitCode {
@@ -66,6 +69,7 @@ const CONFIG_INVALID: u8 = 2;
 
 fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
+        Command::Testbed(cmd) => Ok(rdmalb::testbed::cli::run(*cmd)?),
         Command::Check { config, sidecar } => {
             let result = if sidecar {
                 rdmalb::sidecar::check(&config)

@@ -1,0 +1,495 @@
+//! `rdmalb cluster`: an emulated cluster on loopback from a small spec.
+//!
+//! The spec (TOML, `deny_unknown_fields`, every problem reported with its
+//! key) names the sites, the initial node split (`"3:3:2"`: 3 nodes for
+//! the first site, 3 for the second, 2 for the third — seed 001 §6), the
+//! number of proxies, the balance mode, the trace and the load. Three
+//! pass-through tables let later experiments set anything the components
+//! accept without touching this code: `[node]` (testsrv keys for every
+//! node), `[sidecar]` (merged into every sidecar config) and `[proxy]`
+//! (deep-merged into every proxy config, e.g. `[proxy.global] balance =
+//! "weighted-least-load"` or a `[proxy.reconfig]` section); the generated
+//! files are validated by the components themselves, so a bad key is
+//! reported by the component that owns it.
+//!
+//! [`run`] ([`procs`]) starts K `rdmalb sidecar` (shm window, push
+//! collector) + K `rdmalb testsrv` + P `rdmalb proxy` processes, replays
+//! the trace through the proxies with [`super::load`], writes the outputs
+//! ([`write_outputs`]) and tears everything down on every exit path.
+
+mod procs;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+pub use procs::run;
+
+use super::load::Mode;
+use super::plot;
+use super::report::Report;
+use super::trace::{Generator, TraceError};
+pub use crate::config::{ConfigErrors, Problem};
+use crate::util::duration;
+
+/// Why a cluster run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    #[error("cluster: {what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cluster: generated {component} config is invalid (check the [{table}] pass-through keys):\n{errors}")]
+    Generated {
+        component: String,
+        table: String,
+        errors: ConfigErrors,
+    },
+    #[error("cluster: {name} exited during start-up ({status}); last log lines:\n{log}")]
+    EarlyExit {
+        name: String,
+        status: String,
+        log: String,
+    },
+    #[error("cluster: {0}")]
+    NotReady(String),
+    #[error("cluster: {0}")]
+    Trace(#[from] TraceError),
+    #[error("cluster: {0}")]
+    Load(#[from] super::load::LoadError),
+    #[error("cluster: {0}")]
+    Plot(#[from] plot::PlotError),
+    #[error("cluster: interrupted during start-up")]
+    Interrupted,
+}
+
+/// A validated cluster spec.
+#[derive(Debug, Clone)]
+pub struct Spec {
+    pub file: PathBuf,
+    pub sites: Vec<String>,
+    /// Nodes per site, in site order.
+    pub split: Vec<u32>,
+    pub proxies: u32,
+    pub balance: String,
+    pub duration: Duration,
+    pub requests: Option<u64>,
+    pub seed: u64,
+    pub trace: TraceSource,
+    pub node: toml::Table,
+    pub sidecar: toml::Table,
+    pub proxy: toml::Table,
+    pub mode: Mode,
+    pub interval: Duration,
+    pub timeout: Duration,
+}
+
+/// Where the requests come from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TraceSource {
+    File(PathBuf),
+    /// Generated with `requests` (default 1,000,000) and `seed`.
+    Generate(Generator),
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSpec {
+    sites: Option<Vec<String>>,
+    split: Option<String>,
+    proxies: Option<i64>,
+    balance: Option<String>,
+    duration: Option<String>,
+    requests: Option<i64>,
+    seed: Option<i64>,
+    trace_file: Option<String>,
+    trace: Option<toml::Value>,
+    node: Option<toml::Table>,
+    sidecar: Option<toml::Table>,
+    proxy: Option<toml::Table>,
+    load: Option<RawLoad>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLoad {
+    connections: Option<i64>,
+    rate: Option<f64>,
+    max_inflight: Option<i64>,
+    interval: Option<String>,
+    timeout: Option<String>,
+}
+
+/// Reads and validates a cluster spec.
+pub fn load_spec(path: &Path) -> Result<Spec, ConfigErrors> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ConfigErrors::single(path, "", format!("cannot read file: {e}")))?;
+    parse_spec(&text, path)
+}
+
+/// Validates spec text; relative paths are anchored at `path`'s directory.
+pub fn parse_spec(text: &str, path: &Path) -> Result<Spec, ConfigErrors> {
+    let raw: RawSpec = toml::from_str(text)
+        .map_err(|e| ConfigErrors::single(path, "", e.message().trim().to_string()))?;
+    let base = path.parent().unwrap_or(Path::new("."));
+    let mut problems = Vec::new();
+    let mut add = |key: &str, message: String| {
+        problems.push(Problem {
+            key: key.into(),
+            message,
+        })
+    };
+    let sites = raw.sites.unwrap_or_default();
+    if sites.is_empty() || sites.len() > 64 {
+        add(
+            "sites",
+            "expected 1 to 64 site names, e.g. sites = [\"shop\", \"blog\", \"news\"]".into(),
+        );
+    }
+    for (i, s) in sites.iter().enumerate() {
+        if s.is_empty()
+            || !s
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"_-".contains(&b))
+            || sites[..i].contains(s)
+        {
+            add(
+                &format!("sites[{i}]"),
+                format!("`{s}` is empty, repeated or has characters other than a-z A-Z 0-9 _ -"),
+            );
+        }
+    }
+    let split_text = raw
+        .split
+        .unwrap_or_else(|| vec!["1"; sites.len().max(1)].join(":"));
+    let split: Vec<u32> = split_text
+        .split(':')
+        .map(|n| n.trim().parse::<u32>().unwrap_or(0))
+        .collect();
+    if split.len() != sites.len() || split.iter().any(|&n| n == 0 || n > 64) {
+        add(
+            "split",
+            format!(
+                "`{split_text}` must give 1 to 64 nodes for each of the {} sites, e.g. \"3:3:2\"",
+                sites.len()
+            ),
+        );
+    }
+    let proxies = match raw.proxies {
+        None => 1,
+        Some(n) if (1..=16).contains(&n) => n as u32,
+        Some(n) => {
+            add(
+                "proxies",
+                format!("{n} is out of range (accepted: 1 to 16)"),
+            );
+            1
+        }
+    };
+    let mut dur =
+        |key: &str, t: Option<String>, default: Duration, min: Duration, max: Duration| match t {
+            None => default,
+            Some(t) => match duration::parse(&t) {
+                Ok(d) if d >= min && d <= max => d,
+                Ok(_) => {
+                    add(
+                        key,
+                        format!(
+                            "`{t}` is out of range (accepted: {} to {})",
+                            duration::format(min),
+                            duration::format(max)
+                        ),
+                    );
+                    default
+                }
+                Err(e) => {
+                    add(key, e);
+                    default
+                }
+            },
+        };
+    let s = Duration::from_secs;
+    let ms = Duration::from_millis;
+    let load = raw.load.unwrap_or_default();
+    let run_for = dur("duration", raw.duration, s(10), ms(100), s(86_400));
+    let interval = dur("load.interval", load.interval, s(1), ms(10), s(3600));
+    let timeout = dur("load.timeout", load.timeout, s(10), ms(1), s(600));
+    let requests = match raw.requests {
+        None => None,
+        Some(n) if (1..=100_000_000).contains(&n) => Some(n as u64),
+        Some(n) => {
+            add(
+                "requests",
+                format!("{n} is out of range (accepted: 1 to 100000000)"),
+            );
+            None
+        }
+    };
+    let seed = match raw.seed {
+        None => 1,
+        Some(n) if n >= 0 => n as u64,
+        Some(n) => {
+            add("seed", format!("{n} is negative"));
+            1
+        }
+    };
+    let trace = match (raw.trace_file, raw.trace) {
+        (Some(_), Some(_)) => {
+            add(
+                "trace_file",
+                "give either trace_file or a [trace] generator, not both".into(),
+            );
+            TraceSource::Generate(Generator::SingleFile { size: "1k".into() })
+        }
+        (Some(f), None) => TraceSource::File(base.join(f)),
+        (None, None) => TraceSource::Generate(Generator::SingleFile { size: "1k".into() }),
+        (None, Some(v)) => match v.try_into::<Generator>() {
+            Ok(g) => TraceSource::Generate(g),
+            Err(e) => {
+                add("trace", format!("{} (kinds: single-file, zipf, bursty, world-cup; keys as the `rdmalb trace` options)", e.message().trim()));
+                TraceSource::Generate(Generator::SingleFile { size: "1k".into() })
+            }
+        },
+    };
+    let max_inflight = match load.max_inflight {
+        None => 1000,
+        Some(n) if (1..=1_000_000).contains(&n) => n as u32,
+        Some(n) => {
+            add(
+                "load.max_inflight",
+                format!("{n} is out of range (accepted: 1 to 1000000)"),
+            );
+            1000
+        }
+    };
+    let mode = match (load.connections, load.rate) {
+        (Some(_), Some(_)) => {
+            add(
+                "load.rate",
+                "give either load.connections (closed loop) or load.rate (open loop), not both"
+                    .into(),
+            );
+            Mode::Closed { connections: 16 }
+        }
+        (None, Some(r)) if r > 0.0 && r <= 1e6 => Mode::Open {
+            rate: r,
+            max_inflight,
+        },
+        (None, Some(r)) => {
+            add(
+                "load.rate",
+                format!("{r} is out of range (accepted: above 0, at most 1000000)"),
+            );
+            Mode::Closed { connections: 16 }
+        }
+        (Some(c), None) if (1..=10_000).contains(&c) => Mode::Closed {
+            connections: c as u32,
+        },
+        (Some(c), None) => {
+            add(
+                "load.connections",
+                format!("{c} is out of range (accepted: 1 to 10000)"),
+            );
+            Mode::Closed { connections: 16 }
+        }
+        (None, None) => Mode::Closed { connections: 16 },
+    };
+    if !problems.is_empty() {
+        return Err(ConfigErrors {
+            file: path.to_path_buf(),
+            problems,
+        });
+    }
+    Ok(Spec {
+        file: path.to_path_buf(),
+        sites,
+        split,
+        proxies,
+        balance: raw.balance.unwrap_or_else(|| "roundrobin".into()),
+        duration: run_for,
+        requests,
+        seed,
+        trace,
+        node: raw.node.unwrap_or_default(),
+        sidecar: raw.sidecar.unwrap_or_default(),
+        proxy: raw.proxy.unwrap_or_default(),
+        mode,
+        interval,
+        timeout,
+    })
+}
+
+/// Deep-merges `extra` into `base` (tables recursively; other values and
+/// arrays of tables replace).
+pub fn merge(base: &mut toml::Table, extra: &toml::Table) {
+    for (k, v) in extra {
+        match (base.get_mut(k), v) {
+            (Some(toml::Value::Table(b)), toml::Value::Table(e)) => merge(b, e),
+            _ => {
+                base.insert(k.clone(), v.clone());
+            }
+        }
+    }
+}
+
+/// Writes a report's CSV, JSON and PNG (with the wide `<png>.csv` it is
+/// drawn from) where asked.
+pub fn write_outputs(
+    report: &Report,
+    csv: Option<&Path>,
+    json: Option<&Path>,
+    png: Option<&Path>,
+    title: &str,
+) -> Result<(), ClusterError> {
+    let write = |p: &Path, text: String| {
+        std::fs::write(p, text).map_err(|e| ClusterError::Io {
+            what: format!("cannot write {}", p.display()),
+            source: e,
+        })
+    };
+    if let Some(p) = csv {
+        write(p, report.csv())?;
+    }
+    if let Some(p) = json {
+        write(p, report.json())?;
+    }
+    if let Some(p) = png {
+        let wide = p.with_extension("csv");
+        write(&wide, report.throughput_csv())?;
+        plot::throughput_png(&wide, report.sites.len(), p, title)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Spec, ConfigErrors> {
+        parse_spec(text, Path::new("/tmp/spec.toml"))
+    }
+
+    fn keys(text: &str) -> Vec<String> {
+        parse(text)
+            .unwrap_err()
+            .problems
+            .into_iter()
+            .map(|p| p.key)
+            .collect()
+    }
+
+    #[test]
+    fn minimal_spec_takes_defaults() {
+        let s = parse("sites = [\"a\", \"b\"]").unwrap();
+        assert_eq!(s.split, vec![1, 1]);
+        assert_eq!(
+            (s.proxies, s.balance.as_str(), s.seed),
+            (1, "roundrobin", 1)
+        );
+        assert_eq!(s.mode, Mode::Closed { connections: 16 });
+        assert_eq!(
+            s.trace,
+            TraceSource::Generate(Generator::SingleFile { size: "1k".into() })
+        );
+    }
+
+    #[test]
+    fn full_spec_parses() {
+        let s = parse(
+            "sites = [\"shop\", \"blog\", \"news\"]\nsplit = \"3:3:2\"\nproxies = 2\nduration = \"3s\"\nrequests = 5000\nseed = 7\n\
+             [trace]\nkind = \"bursty\"\nburst = 512\nmode = \"content\"\n\
+             [node]\nslots = 2\n[proxy.global]\nbalance = \"leastconn\"\n[load]\nrate = 500.0\ninterval = \"500ms\"\n",
+        )
+        .unwrap();
+        assert_eq!(s.split, vec![3, 3, 2]);
+        assert_eq!(
+            s.mode,
+            Mode::Open {
+                rate: 500.0,
+                max_inflight: 1000
+            }
+        );
+        assert!(matches!(
+            s.trace,
+            TraceSource::Generate(Generator::Bursty { burst: 512, .. })
+        ));
+        assert_eq!(s.proxy["global"]["balance"].as_str(), Some("leastconn"));
+        assert_eq!(s.node["slots"].as_integer(), Some(2));
+    }
+
+    #[test]
+    fn each_bad_value_is_reported() {
+        assert_eq!(keys("sites = []"), ["sites", "split"]);
+        assert_eq!(keys("sites = [\"a\", \"a\"]"), ["sites[1]"]);
+        assert_eq!(keys("sites = [\"a b\"]"), ["sites[0]"]);
+        assert_eq!(keys("sites = [\"a\"]\nsplit = \"1:1\""), ["split"]);
+        assert_eq!(keys("sites = [\"a\"]\nsplit = \"0\""), ["split"]);
+        assert_eq!(keys("sites = [\"a\"]\nproxies = 0"), ["proxies"]);
+        assert_eq!(keys("sites = [\"a\"]\nduration = \"1\""), ["duration"]);
+        assert_eq!(keys("sites = [\"a\"]\nduration = \"1ms\""), ["duration"]);
+        assert_eq!(keys("sites = [\"a\"]\nrequests = 0"), ["requests"]);
+        assert_eq!(keys("sites = [\"a\"]\nseed = -1"), ["seed"]);
+        assert_eq!(
+            keys("sites = [\"a\"]\ntrace_file = \"t\"\n[trace]\nkind = \"single-file\""),
+            ["trace_file"]
+        );
+        assert_eq!(keys("sites = [\"a\"]\n[trace]\nkind = \"nope\""), ["trace"]);
+        assert_eq!(
+            keys("sites = [\"a\"]\n[trace]\nkind = \"bursty\""),
+            ["trace"]
+        );
+        assert_eq!(
+            keys("sites = [\"a\"]\n[load]\nconnections = 0"),
+            ["load.connections"]
+        );
+        assert_eq!(keys("sites = [\"a\"]\n[load]\nrate = -1.0"), ["load.rate"]);
+        assert_eq!(
+            keys("sites = [\"a\"]\n[load]\nrate = 1.0\nconnections = 2"),
+            ["load.rate"]
+        );
+        assert_eq!(
+            keys("sites = [\"a\"]\n[load]\nmax_inflight = 0"),
+            ["load.max_inflight"]
+        );
+        assert_eq!(
+            keys("sites = [\"a\"]\n[load]\ninterval = \"1ms\""),
+            ["load.interval"]
+        );
+        assert_eq!(
+            keys("sites = [\"a\"]\n[load]\ntimeout = \"x\""),
+            ["load.timeout"]
+        );
+        assert!(parse("sites = [\"a\"]\nbogus = 1")
+            .unwrap_err()
+            .to_string()
+            .contains("bogus"));
+        // Every problem at once.
+        assert_eq!(
+            keys("sites = [\"a\"]\nproxies = 0\nseed = -1"),
+            ["proxies", "seed"]
+        );
+    }
+
+    #[test]
+    fn merge_is_deep() {
+        let mut base: toml::Table = toml::from_str(
+            "[global]\nbalance = \"roundrobin\"\nproxy_id = 1\n[health]\npath = \"/\"",
+        )
+        .unwrap();
+        let extra: toml::Table = toml::from_str(
+            "[global]\nbalance = \"weighted-least-load\"\n[reconfig]\nmode = \"reconfigure\"",
+        )
+        .unwrap();
+        merge(&mut base, &extra);
+        assert_eq!(
+            base["global"]["balance"].as_str(),
+            Some("weighted-least-load")
+        );
+        assert_eq!(base["global"]["proxy_id"].as_integer(), Some(1));
+        assert_eq!(base["reconfig"]["mode"].as_str(), Some("reconfigure"));
+        assert_eq!(base["health"]["path"].as_str(), Some("/"));
+    }
+}
