@@ -6,10 +6,14 @@
 //! - `serve`: a sidecar equivalent — a [`WindowMemory`] whose load block a
 //!   publisher thread rewrites continuously, served by a [`VerbsServer`].
 //! - `client`: one proxy — header checks, refusals, live seqlock-valid READs,
-//!   a compare-and-swap race (several client processes run at once) and
-//!   fetch-and-adds; writes what it won and the FAA results to `--out`.
+//!   a compare-and-swap race (several client processes run at once),
+//!   fetch-and-adds, and a claim race through the reconfiguration agent's
+//!   own protocol (`rdmalb::reconfig::protocol`: site lock by CAS with a
+//!   lease, fresh re-read under the lock, role-word CAS, update-counter FAA,
+//!   unlock); writes what it won and the FAA results to `--out`.
 //! - `verify`: checks the clients' outputs against the window: exactly one
-//!   winner per CAS round, FAA total and distinct old values.
+//!   winner per CAS round, FAA total and distinct old values, exactly one
+//!   claim per hot event (role epoch), counters and site locks consistent.
 //! - `solo`: all of the above in one process (server + several clients).
 //! - `nodevice`: asserts the clean `NoDevice` error (for hosts without RDMA).
 //!
@@ -27,11 +31,12 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use futures_util::future::join_all;
-use rdmalb::window::layout::{site_table_hash, word};
+use rdmalb::reconfig::protocol::{self, LockAttempt};
+use rdmalb::window::layout::{site_lock_word, site_table_hash, update_counter_word, word};
 use rdmalb::window::verbs::{self, VerbsServer, VerbsWindow};
 use rdmalb::window::{
-    publish, read_load, Expect, LoadRead, LoadSample, Psk, ReadPolicy, RemoteWindow, WindowError,
-    WindowMemory,
+    publish, read_load, Expect, LoadRead, LoadSample, Psk, ReadPolicy, RemoteWindow, RoleState,
+    RoleWord, SiteLock, SiteSlot, WindowError, WindowMemory,
 };
 
 #[derive(Parser)]
@@ -97,6 +102,9 @@ struct ClientArgs {
     /// FAA operations by this client.
     #[arg(long, default_value_t = 400)]
     faa_ops: u64,
+    /// Hot events of the claim race (role epochs to claim, shared by all clients).
+    #[arg(long, default_value_t = 60)]
+    claims: u64,
     /// Result file (won rounds and FAA old values).
     #[arg(long)]
     out: PathBuf,
@@ -113,6 +121,9 @@ struct VerifyArgs {
     /// Sum of all clients' FAA operations.
     #[arg(long)]
     faa_total: u64,
+    /// Hot events of the claim race (as given to the clients).
+    #[arg(long, default_value_t = 60)]
+    claims: u64,
     /// Client result files.
     #[arg(long, num_args = 1.., required = true)]
     outs: Vec<PathBuf>,
@@ -128,6 +139,8 @@ struct SoloArgs {
     rounds: u64,
     #[arg(long, default_value_t = 300)]
     faa_ops: u64,
+    #[arg(long, default_value_t = 60)]
+    claims: u64,
 }
 
 /// Word of the CAS race (a site lock) and of the FAA counter (an update counter).
@@ -264,20 +277,26 @@ async fn client(a: ClientArgs) -> Result<()> {
     nic_protection_check(&a).await?;
     let won = cas_race(&w, a.rounds).await?;
     let olds = faa(&w, a.faa_ops).await?;
+    let claimed = claim_race(&w, a.id, a.claims, sites(&a.common).len()).await?;
     let mut text = String::new();
     for r in &won {
         text.push_str(&format!("won {r}\n"));
+    }
+    for e in &claimed {
+        text.push_str(&format!("claim {e}\n"));
     }
     for o in &olds {
         text.push_str(&format!("faa {o}\n"));
     }
     std::fs::write(&a.out, text)?;
     println!(
-        "client {}: won {} of {} rounds, {} FAA done",
+        "client {}: won {} of {} rounds, {} FAA done, {} of {} claims",
         a.id,
         won.len(),
         a.rounds,
-        olds.len()
+        olds.len(),
+        claimed.len(),
+        a.claims
     );
     Ok(())
 }
@@ -468,6 +487,62 @@ async fn cas_race(w: &VerbsWindow, rounds: u64) -> Result<Vec<u64>> {
     Ok(won)
 }
 
+/// Lease and skew allowance of the claim race's site locks.
+const CLAIM_LEASE: Duration = Duration::from_secs(5);
+const CLAIM_SKEW: Duration = Duration::from_millis(500);
+
+/// The site hot at role epoch `e`: the claim race rotates through the sites
+/// so consecutive claims move the node between sites like the agent does.
+fn hot_site(epoch: u64, sites: usize) -> usize {
+    (epoch as usize + 1) % sites
+}
+
+/// Claim race through the reconfiguration agent's protocol over verbs: every
+/// client treats role epoch `e` as one hot event of site `hot_site(e)` and
+/// tries to act on it exactly as the agent does (DESIGN.md
+/// "Reconfiguration" steps 3-6; seed 001 section 3.3): take the site lock on
+/// the lock home (this window) with remote CAS, re-read the role word under
+/// the lock, CAS it from the observed value to (site, SWITCHING, e+1), FAA
+/// the site's update counter, release the lock. A client that loses the
+/// lock or the CAS re-reads; none retries a CAS blindly. Returns the epochs
+/// this client claimed.
+async fn claim_race(w: &VerbsWindow, me: u16, claims: u64, sites: usize) -> Result<Vec<u64>> {
+    let mut won = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        let role = RoleWord::decode(w.read_word(word::ROLE).await?)?;
+        if role.epoch >= claims {
+            return Ok(won);
+        }
+        let site = hot_site(role.epoch, sites);
+        let held = match protocol::try_lock(w, site, me, CLAIM_LEASE, CLAIM_SKEW).await? {
+            LockAttempt::Acquired(held) | LockAttempt::Stolen { held, .. } => Some(held),
+            LockAttempt::Busy { .. } => None,
+        };
+        if let Some(held) = held {
+            let raw = w.read_word(word::ROLE).await?;
+            let fresh = RoleWord::decode(raw)?;
+            if fresh.epoch == role.epoch {
+                let new = fresh.next(SiteSlot::Site(site as u16), RoleState::Switching);
+                if protocol::claim(w, raw, new).await? {
+                    won.push(fresh.epoch);
+                    protocol::bump_counter(w, site).await?;
+                }
+            }
+            if !protocol::unlock(w, held).await? {
+                bail!("site lock {site} was taken from client {me} while it held it");
+            }
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "claim race did not finish in time (at epoch {})",
+                role.epoch
+            );
+        }
+        tokio::task::yield_now().await;
+    }
+}
+
 /// `ops` FAAs of [`FAA_DELTA`], 16 in flight at a time; returns the old values.
 async fn faa(w: &VerbsWindow, ops: u64) -> Result<Vec<u64>> {
     let mut olds = Vec::new();
@@ -489,19 +564,24 @@ async fn verify(a: VerifyArgs) -> Result<()> {
         id: 999,
         rounds: a.rounds,
         faa_ops: 0,
+        claims: a.claims,
         out: PathBuf::new(),
     };
     let w = connect(&args).await?;
-    verify_results(&w, a.rounds, a.faa_total, &a.outs).await
+    let sites = sites(&a.common).len();
+    verify_results(&w, a.rounds, a.faa_total, a.claims, sites, &a.outs).await
 }
 
 async fn verify_results(
     w: &VerbsWindow,
     rounds: u64,
     faa_total: u64,
+    claims: u64,
+    sites: usize,
     outs: &[PathBuf],
 ) -> Result<()> {
     let mut winners: Vec<usize> = vec![0; rounds as usize];
+    let mut claimers: Vec<usize> = vec![0; claims as usize];
     let mut olds = Vec::new();
     for f in outs {
         let text =
@@ -517,6 +597,13 @@ async fn verify_results(
                     }
                 }
                 Some(("faa", o)) => olds.push(o.parse::<u64>()?),
+                Some(("claim", e)) => {
+                    let e: usize = e.parse()?;
+                    match claimers.get_mut(e) {
+                        Some(c) => *c += 1,
+                        None => bail!("claimed epoch {e} out of range in {}", f.display()),
+                    }
+                }
                 _ => bail!("bad line {line:?} in {}", f.display()),
             }
         }
@@ -556,6 +643,48 @@ async fn verify_results(
         distinct.len() == olds.len() && in_range,
         format!("{} distinct of {}", distinct.len(), olds.len()),
     );
+    verify_claims(w, claims, sites, &claimers).await
+}
+
+/// Exactly one claim per hot event, the role word at the last epoch, each
+/// site's update counter equal to its claims, and every site lock released.
+async fn verify_claims(
+    w: &VerbsWindow,
+    claims: u64,
+    sites: usize,
+    claimers: &[usize],
+) -> Result<()> {
+    let multiple = claimers.iter().filter(|&&c| c > 1).count();
+    let none = claimers.iter().filter(|&&c| c == 0).count();
+    check(
+        "claim-exactly-one-per-hot-event",
+        multiple == 0 && none == 0,
+        format!("{claims} hot events, {multiple} claimed twice or more, {none} never"),
+    );
+    let role = RoleWord::decode(w.read_word(word::ROLE).await?)?;
+    check(
+        "claim-final-role",
+        role.epoch == claims && role.state == RoleState::Switching,
+        format!("role word {role:?}"),
+    );
+    let mut counters_ok = true;
+    let mut locks_free = true;
+    let mut detail = String::new();
+    for site in 0..sites {
+        let expected = (0..claims).filter(|&e| hot_site(e, sites) == site).count() as u64;
+        let counter = w
+            .read_word(update_counter_word(site).context("site out of range")?)
+            .await?;
+        let lock_word = site_lock_word(site).context("site out of range")?;
+        let lock = SiteLock::decode(w.read_word(lock_word).await?)?;
+        counters_ok &= counter == expected;
+        locks_free &= lock == SiteLock::Free;
+        detail.push_str(&format!(
+            "site {site}: counter {counter}/{expected}, lock {lock:?}; "
+        ));
+    }
+    check("claim-counters", counters_ok, &detail);
+    check("claim-locks-released", locks_free, &detail);
     Ok(())
 }
 
@@ -584,6 +713,7 @@ async fn solo(a: SoloArgs) -> Result<()> {
             id,
             rounds: a.rounds,
             faa_ops: a.faa_ops,
+            claims: a.claims,
             out,
         };
         tasks.push(tokio::spawn(client(args)));
@@ -597,10 +727,20 @@ async fn solo(a: SoloArgs) -> Result<()> {
         id: 999,
         rounds: a.rounds,
         faa_ops: 0,
+        claims: a.claims,
         out: PathBuf::new(),
     };
     let w = connect(&args).await?;
-    verify_results(&w, a.rounds, a.faa_ops * u64::from(a.clients), &outs).await?;
+    let sites = sites(&a.common).len();
+    verify_results(
+        &w,
+        a.rounds,
+        a.faa_ops * u64::from(a.clients),
+        a.claims,
+        sites,
+        &outs,
+    )
+    .await?;
     // Closed clients are released asynchronously; only the verifier remains.
     let t0 = Instant::now();
     while server.peers().len() != 1 && t0.elapsed() < Duration::from_secs(10) {
