@@ -684,7 +684,7 @@ impl Agent {
         };
         if node.is_some() {
             let name = self.settings.nodes[chosen].0.clone();
-            movable(&v, to).map_err(|reason| ProtocolError::Window {
+            manual::movable(&v, to).map_err(|reason| ProtocolError::Window {
                 step: "checking the node",
                 peer: name.clone(),
                 source: crate::window::WindowError::Refused {
@@ -763,26 +763,6 @@ impl Agent {
             epoch: new.epoch,
         })
     }
-}
-
-/// Whether node view `v` may be moved to `to` now: live, ACTIVE, and not
-/// already there.
-fn movable(v: &NodeView, to: SiteSlot) -> Result<(), String> {
-    if !v.is_live() {
-        return Err(format!(
-            "its load block is {:?}: the sidecar is gone or stalled",
-            v.freshness
-        )
-        .to_lowercase());
-    }
-    match v.effective() {
-        Effective::Active => {}
-        e => return Err(format!("it is {} (only an active node moves)", e.as_str())),
-    }
-    if v.role.site == to {
-        return Err("it already serves that site".into());
-    }
-    Ok(())
 }
 
 /// This proxy's shared update counter for `site` (its own window word).

@@ -110,7 +110,8 @@ impl DonorQuery<'_> {
             return false;
         };
         let members = self.members(site);
-        members > limits.min_nodes && members - 1 >= self.needed(site)
+        // After giving one: members - 1 >= min_nodes and >= needed.
+        members > limits.min_nodes && members > self.needed(site)
     }
 }
 

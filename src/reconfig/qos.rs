@@ -246,8 +246,8 @@ impl QosAccount {
                 q.offered_rps = o1.saturating_sub(o0) as f64 / secs;
                 q.served_rps = s1.saturating_sub(s0) as f64 / secs;
                 let g = self.guarantees.get(s).copied().unwrap_or(0.0);
-                q.kept =
-                    (g > 0.0 && q.offered_rps >= g).then(|| q.served_rps >= g * (1.0 - TOLERANCE));
+                q.kept = (g > 0.0 && q.offered_rps >= g)
+                    .then_some(q.served_rps >= g * (1.0 - TOLERANCE));
                 if let Some(k) = q.kept {
                     q.counted += 1;
                     q.kept_intervals += u64::from(k);
