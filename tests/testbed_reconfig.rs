@@ -47,6 +47,8 @@ fn sustained_burst_claims_a_node_and_nothing_is_misrouted() {
     assert!(sidecar.contains("kill -HUP $(cat "), "{sidecar}");
     let proxy = std::fs::read_to_string(out.join("conf/proxy1.toml")).unwrap();
     assert!(proxy.contains("mode = \"reconfigure\""), "{proxy}");
+    // The spec's guarantee reaches the proxy's [[site]] (QoS policy).
+    assert!(proxy.contains("guarantee = 100.0"), "{proxy}");
 
     let outcome: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("cluster.json")).unwrap()).unwrap();

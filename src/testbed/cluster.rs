@@ -20,7 +20,8 @@
 //! rigid worst-case baseline: every site gets as many nodes as it could
 //! hold under reconfiguration (all nodes but one per other site).
 //! `[guarantee]` names per-site throughput guarantees for the QoS-meeting
-//! percentages in the outputs ([`super::qos`]).
+//! percentages in the outputs ([`super::qos`]); they and `[priority]` are
+//! also written into the proxies' `[[site]]` tables for the QoS policy.
 //!
 //! [`run`] ([`procs`]) starts K `rdmalb sidecar` (shm window, push
 //! collector) + K `rdmalb testsrv` + P `rdmalb proxy` processes, replays
@@ -113,8 +114,11 @@ pub struct Spec {
     pub reconfig: ReconfigMode,
     /// Whether `split` is the over-provisioned worst case.
     pub overprovision: bool,
-    /// Per site (site order): its throughput guarantee in requests/s.
+    /// Per site (site order): its throughput guarantee in requests/s
+    /// (also the proxies' `[[site]] guarantee`).
     pub guarantees: Vec<Option<f64>>,
+    /// Per site (site order): the proxies' `[[site]] priority` (0..1000).
+    pub priorities: Vec<Option<u32>>,
     pub proxies: u32,
     pub balance: String,
     pub duration: Duration,
@@ -146,6 +150,7 @@ struct RawSpec {
     mode: Option<String>,
     overprovision: Option<bool>,
     guarantee: Option<toml::Table>,
+    priority: Option<toml::Table>,
     proxies: Option<i64>,
     balance: Option<String>,
     duration: Option<String>,
@@ -290,6 +295,27 @@ pub fn parse_spec(text: &str, path: &Path) -> Result<Spec, ConfigErrors> {
             ),
         }
     }
+    let mut priorities = vec![None; sites.len()];
+    for (site, v) in raw.priority.unwrap_or_default() {
+        let key = format!("priority.{site}");
+        let Some(i) = sites.iter().position(|s| *s == site) else {
+            add(
+                &key,
+                format!(
+                    "no site named `{site}` (expected one of: {})",
+                    sites.join(", ")
+                ),
+            );
+            continue;
+        };
+        match v.as_integer() {
+            Some(p) if (0..=1000).contains(&p) => priorities[i] = Some(p as u32),
+            _ => add(
+                &key,
+                format!("`{v}` is not a priority (accepted: an integer 0 to 1000)"),
+            ),
+        }
+    }
     let proxies = match raw.proxies {
         None => 1,
         Some(n) if (1..=16).contains(&n) => n as u32,
@@ -423,6 +449,7 @@ pub fn parse_spec(text: &str, path: &Path) -> Result<Spec, ConfigErrors> {
         reconfig,
         overprovision,
         guarantees,
+        priorities,
         proxies,
         balance: raw.balance.unwrap_or_else(|| "roundrobin".into()),
         duration: run_for,
@@ -668,6 +695,27 @@ mod tests {
             keys("sites = [\"a\"]\n[guarantee]\na = \"fast\""),
             ["guarantee.a"]
         );
+    }
+
+    #[test]
+    fn priorities_parse() {
+        let s = parse("sites = [\"a\", \"b\"]\n[priority]\na = 10\n").unwrap();
+        assert_eq!(s.priorities, vec![Some(10), None]);
+    }
+
+    #[test]
+    fn priority_for_an_unknown_site_is_rejected() {
+        assert_eq!(keys("sites = [\"a\"]\n[priority]\nzz = 1"), ["priority.zz"]);
+    }
+
+    #[test]
+    fn priority_out_of_range_is_rejected() {
+        assert_eq!(
+            keys("sites = [\"a\"]\n[priority]\na = 1001"),
+            ["priority.a"]
+        );
+        assert_eq!(keys("sites = [\"a\"]\n[priority]\na = -1"), ["priority.a"]);
+        assert_eq!(keys("sites = [\"a\"]\n[priority]\na = 1.5"), ["priority.a"]);
     }
 
     #[test]

@@ -137,11 +137,19 @@ pub fn proxy(
         spec.balance.replace('"', "")
     ))
     .unwrap_or_default();
-    let site_tables = spec.sites.iter().map(|site| {
-        toml::Value::Table(table(&[
+    let site_tables = spec.sites.iter().enumerate().map(|(i, site)| {
+        let mut st = table(&[
             ("name", s(site)),
             ("hosts", strings(&[format!("{site}.localhost")])),
-        ]))
+        ]);
+        // The QoS policy's inputs (docs/reconfiguration.md, QoS).
+        if let Some(g) = spec.guarantees.get(i).copied().flatten() {
+            st.insert("guarantee".into(), toml::Value::Float(g));
+        }
+        if let Some(p) = spec.priorities.get(i).copied().flatten() {
+            st.insert("priority".into(), toml::Value::Integer(i64::from(p)));
+        }
+        toml::Value::Table(st)
     });
     t.insert("site".into(), toml::Value::Array(site_tables.collect()));
     let node_tables = nodes.iter().map(|n| {
