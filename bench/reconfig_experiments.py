@@ -194,7 +194,7 @@ def exp2():
                         f"duration = \"{secs * SCALE:.1f}s\"\nrequests = 2000000\nseed = {r + 1}\n"
                         f"[trace]\nkind = \"bursty\"\nburst = {burst}\nmode = \"sites\"\nsize = \"1k\"\n"
                         f"{NODE}[load]\nrate = {EXP2_RATE}\ninterval = \"250ms\"\ntimeout = \"10s\"\n"
-                        f"[guarantee]\ngold = {EXP2_GUARANTEES[-1]}\n{RECONFIG}")
+                        f"[guarantee]\ngold = {EXP2_GUARANTEES[-1]}\n[priority]\ngold = 10\n{RECONFIG}")
                 outcome, rows = run_cluster(spec, f"{label} {mode} run {r + 1}")
                 moves.append(outcome["moves"])
                 for g in EXP2_GUARANTEES:
