@@ -28,8 +28,8 @@ PACKAGES=(
     rdma-core ibverbs-providers libibverbs1 librdmacm1
     # the Soft-RoCE guest test (QEMU + busybox initramfs + kernel modules)
     qemu-system-x86 busybox-static cpio kmod
-    # plots of benchmark results
-    gnuplot-nox
+    # plots of benchmark results; the reconfiguration experiments' driver
+    gnuplot-nox python3
 )
 
 if [ ! -r /etc/debian_version ] || ! command -v apt-get >/dev/null 2>&1; then
