@@ -330,24 +330,10 @@ pub fn parse_spec(text: &str, path: &Path) -> Result<Spec, ConfigErrors> {
     let mut dur =
         |key: &str, t: Option<String>, default: Duration, min: Duration, max: Duration| match t {
             None => default,
-            Some(t) => match duration::parse(&t) {
-                Ok(d) if d >= min && d <= max => d,
-                Ok(_) => {
-                    add(
-                        key,
-                        format!(
-                            "`{t}` is out of range (accepted: {} to {})",
-                            duration::format(min),
-                            duration::format(max)
-                        ),
-                    );
-                    default
-                }
-                Err(e) => {
-                    add(key, e);
-                    default
-                }
-            },
+            Some(t) => duration::parse_within(&t, min, max).unwrap_or_else(|e| {
+                add(key, e);
+                default
+            }),
         };
     let s = Duration::from_secs;
     let ms = Duration::from_millis;

@@ -40,6 +40,21 @@ pub fn parse(text: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(secs))
 }
 
+/// Parses a duration that must lie within `min..=max`; the message of an
+/// out-of-range value names the accepted range. Shared by every config
+/// validator (proxy, sidecar, testbed).
+pub fn parse_within(text: &str, min: Duration, max: Duration) -> Result<Duration, String> {
+    let d = parse(text)?;
+    if d < min || d > max {
+        return Err(format!(
+            "`{text}` is out of range (accepted: {} to {})",
+            format(min),
+            format(max)
+        ));
+    }
+    Ok(d)
+}
+
 /// Formats a duration the way configs write it (for messages and /status).
 pub fn format(d: Duration) -> String {
     let ns = d.as_nanos();

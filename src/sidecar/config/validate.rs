@@ -67,24 +67,10 @@ impl Report {
         max: Duration,
     ) -> Duration {
         let Some(text) = text else { return default };
-        match duration::parse(text) {
-            Ok(d) if d < min || d > max => {
-                self.add(
-                    key,
-                    format!(
-                        "`{text}` is out of range (accepted: {} to {})",
-                        duration::format(min),
-                        duration::format(max)
-                    ),
-                );
-                default
-            }
-            Ok(d) => d,
-            Err(e) => {
-                self.add(key, e);
-                default
-            }
-        }
+        duration::parse_within(text, min, max).unwrap_or_else(|e| {
+            self.add(key, e);
+            default
+        })
     }
 
     fn socket_addr(&mut self, key: &str, text: Option<&str>) -> Option<SocketAddr> {
