@@ -6,10 +6,14 @@
 //! - `serve`: a sidecar equivalent — a [`WindowMemory`] whose load block a
 //!   publisher thread rewrites continuously, served by a [`VerbsServer`].
 //! - `client`: one proxy — header checks, refusals, live seqlock-valid READs,
-//!   a compare-and-swap race (several client processes run at once) and
-//!   fetch-and-adds; writes what it won and the FAA results to `--out`.
+//!   a compare-and-swap race (several client processes run at once),
+//!   fetch-and-adds, and a claim race through the reconfiguration agent's
+//!   own protocol (`rdmalb::reconfig::protocol`: site lock by CAS with a
+//!   lease, fresh re-read under the lock, role-word CAS, update-counter FAA,
+//!   unlock); writes what it won and the FAA results to `--out`.
 //! - `verify`: checks the clients' outputs against the window: exactly one
-//!   winner per CAS round, FAA total and distinct old values.
+//!   winner per CAS round, FAA total and distinct old values, exactly one
+//!   claim per hot event (role epoch), counters and site locks consistent.
 //! - `solo`: all of the above in one process (server + several clients).
 //! - `nodevice`: asserts the clean `NoDevice` error (for hosts without RDMA).
 //!
@@ -33,6 +37,10 @@ use rdmalb::window::{
     publish, read_load, Expect, LoadRead, LoadSample, Psk, ReadPolicy, RemoteWindow, WindowError,
     WindowMemory,
 };
+
+#[path = "verbs_guest/claim.rs"]
+mod claim;
+use claim::{claim_race, verify_claims};
 
 #[derive(Parser)]
 #[command(about = "rdmalb verbs transport test driver (Soft-RoCE guest)")]
@@ -97,6 +105,9 @@ struct ClientArgs {
     /// FAA operations by this client.
     #[arg(long, default_value_t = 400)]
     faa_ops: u64,
+    /// Hot events of the claim race (role epochs to claim, shared by all clients).
+    #[arg(long, default_value_t = 60)]
+    claims: u64,
     /// Result file (won rounds and FAA old values).
     #[arg(long)]
     out: PathBuf,
@@ -113,6 +124,9 @@ struct VerifyArgs {
     /// Sum of all clients' FAA operations.
     #[arg(long)]
     faa_total: u64,
+    /// Hot events of the claim race (as given to the clients).
+    #[arg(long, default_value_t = 60)]
+    claims: u64,
     /// Client result files.
     #[arg(long, num_args = 1.., required = true)]
     outs: Vec<PathBuf>,
@@ -128,6 +142,8 @@ struct SoloArgs {
     rounds: u64,
     #[arg(long, default_value_t = 300)]
     faa_ops: u64,
+    #[arg(long, default_value_t = 60)]
+    claims: u64,
 }
 
 /// Word of the CAS race (a site lock) and of the FAA counter (an update counter).
@@ -264,20 +280,26 @@ async fn client(a: ClientArgs) -> Result<()> {
     nic_protection_check(&a).await?;
     let won = cas_race(&w, a.rounds).await?;
     let olds = faa(&w, a.faa_ops).await?;
+    let claimed = claim_race(&w, a.id, a.claims, sites(&a.common).len()).await?;
     let mut text = String::new();
     for r in &won {
         text.push_str(&format!("won {r}\n"));
+    }
+    for e in &claimed {
+        text.push_str(&format!("claim {e}\n"));
     }
     for o in &olds {
         text.push_str(&format!("faa {o}\n"));
     }
     std::fs::write(&a.out, text)?;
     println!(
-        "client {}: won {} of {} rounds, {} FAA done",
+        "client {}: won {} of {} rounds, {} FAA done, {} of {} claims",
         a.id,
         won.len(),
         a.rounds,
-        olds.len()
+        olds.len(),
+        claimed.len(),
+        a.claims
     );
     Ok(())
 }
@@ -489,19 +511,24 @@ async fn verify(a: VerifyArgs) -> Result<()> {
         id: 999,
         rounds: a.rounds,
         faa_ops: 0,
+        claims: a.claims,
         out: PathBuf::new(),
     };
     let w = connect(&args).await?;
-    verify_results(&w, a.rounds, a.faa_total, &a.outs).await
+    let sites = sites(&a.common).len();
+    verify_results(&w, a.rounds, a.faa_total, a.claims, sites, &a.outs).await
 }
 
 async fn verify_results(
     w: &VerbsWindow,
     rounds: u64,
     faa_total: u64,
+    claims: u64,
+    sites: usize,
     outs: &[PathBuf],
 ) -> Result<()> {
     let mut winners: Vec<usize> = vec![0; rounds as usize];
+    let mut claimers: Vec<usize> = vec![0; claims as usize];
     let mut olds = Vec::new();
     for f in outs {
         let text =
@@ -517,6 +544,13 @@ async fn verify_results(
                     }
                 }
                 Some(("faa", o)) => olds.push(o.parse::<u64>()?),
+                Some(("claim", e)) => {
+                    let e: usize = e.parse()?;
+                    match claimers.get_mut(e) {
+                        Some(c) => *c += 1,
+                        None => bail!("claimed epoch {e} out of range in {}", f.display()),
+                    }
+                }
                 _ => bail!("bad line {line:?} in {}", f.display()),
             }
         }
@@ -556,7 +590,7 @@ async fn verify_results(
         distinct.len() == olds.len() && in_range,
         format!("{} distinct of {}", distinct.len(), olds.len()),
     );
-    Ok(())
+    verify_claims(w, claims, sites, &claimers).await
 }
 
 async fn solo(a: SoloArgs) -> Result<()> {
@@ -584,6 +618,7 @@ async fn solo(a: SoloArgs) -> Result<()> {
             id,
             rounds: a.rounds,
             faa_ops: a.faa_ops,
+            claims: a.claims,
             out,
         };
         tasks.push(tokio::spawn(client(args)));
@@ -597,10 +632,20 @@ async fn solo(a: SoloArgs) -> Result<()> {
         id: 999,
         rounds: a.rounds,
         faa_ops: 0,
+        claims: a.claims,
         out: PathBuf::new(),
     };
     let w = connect(&args).await?;
-    verify_results(&w, a.rounds, a.faa_ops * u64::from(a.clients), &outs).await?;
+    let sites = sites(&a.common).len();
+    verify_results(
+        &w,
+        a.rounds,
+        a.faa_ops * u64::from(a.clients),
+        a.claims,
+        sites,
+        &outs,
+    )
+    .await?;
     // Closed clients are released asynchronously; only the verifier remains.
     let t0 = Instant::now();
     while server.peers().len() != 1 && t0.elapsed() < Duration::from_secs(10) {

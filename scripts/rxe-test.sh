@@ -8,8 +8,10 @@
 #   2. the window conformance suite (tests/window_conformance.rs cases, via
 #      tests/verbs_guest.rs) against verbs: freshness, seqlock, CAS, FAA, refusals, headers;
 #   3. a `serve` process plus 3 concurrent `client` processes (header checks,
-#      refusals, live seqlock-valid READs, a CAS race, FAAs) and `verify`
-#      (exactly one CAS winner per round, FAA totals, distinct FAA old values).
+#      refusals, live seqlock-valid READs, a CAS race, FAAs, a claim race through
+#      rdmalb::reconfig::protocol) and `verify` (exactly one CAS winner per
+#      round, FAA totals, distinct FAA old values, exactly one claim per hot
+#      event, update counters and site locks consistent).
 # Exit 0 only if every check passed, or - with a visible "SKIPPED:" line - when
 # QEMU cannot run here (run.sh exit >= 100, e.g. packages cannot be installed).
 # Latency inside the guest is emulated CPU time: this is pass/fail only.

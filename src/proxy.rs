@@ -74,6 +74,7 @@ pub async fn run(config: Config) -> Result<(), ProxyError> {
         Arc::clone(&runtime.config),
         Arc::clone(&windows),
         Arc::clone(&runtime.backends),
+        Arc::clone(&runtime.snapshot.load().stats.demand),
         shutdown_rx.clone(),
     )
     .await?;

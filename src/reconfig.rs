@@ -7,7 +7,9 @@
 //! - [`view`]: one node as read in a round (role word, applied epoch, role
 //!   status, load) and the site load derived from it;
 //! - [`history`]: hot-site detection over the history window T;
-//! - [`donor`]: the one replaceable donor-choice function;
+//! - [`donor`]: the one donor-choice function (priorities, guarantees,
+//!   multi-stage pulls);
+//! - [`qos`]: per-site offered/served accounting against the guarantees;
 //! - [`protocol`]: the remote-atomic steps (site lock, role CAS, claim
 //!   record, update counters);
 //! - [`agent`]: the loop that observes, plans and applies, plus the admin
@@ -25,6 +27,7 @@ pub mod agent;
 pub mod donor;
 pub mod history;
 pub mod protocol;
+pub mod qos;
 pub mod status;
 pub mod view;
 pub mod windows;
@@ -71,7 +74,8 @@ impl std::fmt::Debug for Reconfiguration {
 
 impl Reconfiguration {
     /// Creates and serves this proxy's window, links to the peers and starts
-    /// the agent (routing in `routing` follows the role words it reads).
+    /// the agent (routing in `routing` follows the role words it reads;
+    /// `demand` is what the data path counts per site, for the QoS rules).
     /// `config` is the start-up config (the agent's settings and node
     /// numbering; `[reconfig]` is restart-only), `current` the one in force.
     /// `None` when no node has a window: there are no role words to follow.
@@ -82,6 +86,7 @@ impl Reconfiguration {
         current: Arc<ArcSwap<Config>>,
         nodes: Arc<NodeWindows>,
         routing: Arc<ArcSwap<Backends>>,
+        demand: Arc<qos::Demand>,
         shutdown: watch::Receiver<bool>,
     ) -> Result<Option<Reconfiguration>, WindowError> {
         if !config.nodes.iter().any(|n| n.window.is_some()) {
@@ -110,12 +115,10 @@ impl Reconfiguration {
             names: config.nodes.iter().map(|n| n.name.clone()).collect(),
             config: current,
         });
-        let agent = Arc::new(Agent::new(
-            settings,
-            Arc::clone(own.memory()),
-            source,
-            Some(routing),
-        ));
+        let agent = Arc::new(
+            Agent::new(settings, Arc::clone(own.memory()), source, Some(routing))
+                .with_qos(qos::QosPolicy::from_config(config, demand)),
+        );
         tracing::info!(
             proxy_id = id,
             window_shm = ?config.reconfig.window.shm,

@@ -5,7 +5,8 @@
 //!
 //! When one node's published load rises, its traffic stops; when a sidecar
 //! dies its block goes stale and the node is scored from in-flight only,
-//! counted in `/metrics`. No timing assertions: counts of requests in each
+//! counted in `/metrics`. A verbs node on a host without an RDMA device
+//! stops start-up with a clear error and makes a reload be rejected. No timing assertions: counts of requests in each
 //! phase are compared, and every wait is for an eventual state with a bound.
 
 use std::net::SocketAddr;
@@ -244,4 +245,88 @@ async fn traffic_moves_away_from_a_node_whose_published_load_rises() {
     let after = phase(proxy_addr, &nodes, 30).await;
     assert!(after[2] > 0, "stale node still gets traffic: {after:?}");
     drop(proxy);
+}
+
+fn has_rdma_device() -> bool {
+    std::fs::read_dir("/sys/class/infiniband").is_ok_and(|mut d| d.next().is_some())
+}
+
+fn psk_file(dir: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let p = dir.join("cluster.psk");
+    std::fs::write(&p, "routing-e2e-key-0123456789\n").unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+    p
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verbs_without_rdma_fails_start_up_and_rejects_a_reload() {
+    if has_rdma_device() {
+        eprintln!("skipped: this host has an RDMA device");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let psk = psk_file(dir.path());
+    let backend = Backend::start("v0").await;
+    let (sidecar, _push, window) = start_sidecar(dir.path(), 0);
+    let _sidecar = sidecar;
+    let (listeners, proxy_addr, admin) = listener_toml();
+    let head = format!(
+        "[global]\nbalance = \"weighted-least-load\"\naccess_log = \"off\"\n\
+         [cluster]\npsk_file = \"{}\"\n{listeners}\
+         [[site]]\nname = \"web\"\nhosts = [\"web.test\"]\n\
+         [[node]]\nname = \"n0\"\naddress = \"{}\"\nsite = \"web\"\ntransport = \"shm\"\nsidecar = \"{}\"\nnode_id = 1\n",
+        psk.display(),
+        backend.addr,
+        window.display()
+    );
+    let verbs_node = format!(
+        "[[node]]\nname = \"rdma1\"\naddress = \"{}\"\nsite = \"web\"\ntransport = \"verbs\"\nsidecar = \"127.0.0.1:9\"\n",
+        backend.addr
+    );
+
+    // Start-up with a verbs node: a clear error naming the alternatives, exit
+    // status not 0, no panic.
+    let mut bad = common::Proxy::start(&format!("{head}{verbs_node}"), &[]);
+    let status = bad.wait_exit().expect("the proxy exits");
+    assert!(!status.success());
+    let err = bad.stderr_text();
+    assert!(err.contains("RDMA verbs unavailable"), "{err}");
+    assert!(err.contains("transport = \"shm\""), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+
+    // A running proxy: a reload that adds the verbs node is rejected; the
+    // old configuration (one node, its window connected) keeps serving.
+    let proxy = common::Proxy::start(&head, &[proxy_addr, admin]);
+    let status = || async {
+        serde_json::from_str::<Value>(&get(format!("http://{admin}/status")).await).unwrap()
+    };
+    eventually("n0 window connected", Duration::from_secs(20), || async {
+        let s = status().await;
+        match s["nodes"][0]["load"]["connection"]["state"].as_str() {
+            Some("connected") => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    std::fs::write(&proxy.config, format!("{head}{verbs_node}")).unwrap();
+    common::signal(proxy.pid(), common::SIGHUP);
+    eventually("reload rejected", Duration::from_secs(20), || async {
+        let e = proxy.stderr_text();
+        if e.contains("reload rejected") && e.contains("RDMA verbs unavailable") {
+            Ok(())
+        } else {
+            Err("not yet".to_string())
+        }
+    })
+    .await;
+    let s = status().await;
+    assert_eq!(s["nodes"].as_array().unwrap().len(), 1, "{s}");
+    let r = client()
+        .get(format!("http://{proxy_addr}/"))
+        .header("host", "web.test")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::*;
 use crate::config::parse;
-use crate::window::{seqlock, WindowMemory};
+use crate::window::{seqlock, LoadSample, WindowMemory};
 
 const SITES: [&str; 2] = ["shop", "blog"];
 

@@ -181,6 +181,10 @@ impl Exchange {
         }
         if let Some(s) = self.site.and_then(|s| stats.sites.get(s)) {
             s.duration.record(elapsed.as_secs_f64());
+            // Served for QoS: a complete response below 500.
+            if let Some(d) = &s.demand {
+                d.answered(class < 4);
+            }
         }
         let node_name = self.node.and_then(|n| self.snap.node_names.get(n).cloned());
         if let Some(pick) = self.pick.take() {

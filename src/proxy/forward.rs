@@ -56,6 +56,9 @@ pub async fn handle(
         return Ok(error(ex, ErrorKind::NoSite));
     };
     ex.site = Some(site);
+    if let Some(s) = snap.stats.sites.get(site) {
+        s.arrived();
+    }
 
     let upgrade = headers::is_upgrade_request(req.version(), req.headers());
     let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));

@@ -49,7 +49,7 @@ impl Snapshot {
         Snapshot {
             routes: RouteTable::build(&config),
             pools: Pools::build(&config, previous.map(|p| &p.pools)),
-            stats: Stats::build(&config),
+            stats: Stats::build(&config, previous.map(|p| &p.stats)),
             via_request: [via("1.0"), via("1.1"), via("2")],
             via_response: via("1.1"),
             site_names: config

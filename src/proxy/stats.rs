@@ -5,10 +5,17 @@
 //! `rdmalb_request_duration_seconds{site}`, `rdmalb_inflight{node}`,
 //! `rdmalb_upstream_errors_total{node,kind}`, `rdmalb_retries_total{site}`.
 //! Rare events (client errors, reloads) use the macros directly.
+//!
+//! Per site, two plain atomics ([`SiteDemand`]) count requests that arrived
+//! and responses served below 500; the reconfiguration agent samples them
+//! every S for the QoS accounting (`reconfig::qos`). They outlive reloads.
+
+use std::sync::Arc;
 
 use metrics::{Counter, Gauge, Histogram};
 
 use crate::config::Config;
+use crate::reconfig::qos::{Demand, SiteDemand};
 
 /// `code_class` label values, indexed by [`class_index`].
 pub const CODE_CLASSES: [&str; 6] = ["1xx", "2xx", "3xx", "4xx", "5xx", "err"];
@@ -47,6 +54,18 @@ pub struct SiteStats {
     pub retries: Counter,
     /// Requests answered without a node (all down, connect failures...).
     pub no_node: [Counter; 6],
+    /// Offered / served counts for the QoS accounting (`None`: a site a
+    /// reload added, unknown to the agent until a restart).
+    pub demand: Option<Arc<SiteDemand>>,
+}
+
+impl SiteStats {
+    /// A request for the site arrived.
+    pub fn arrived(&self) {
+        if let Some(d) = &self.demand {
+            d.arrived();
+        }
+    }
 }
 
 /// All handles of a snapshot.
@@ -56,6 +75,9 @@ pub struct Stats {
     pub sites: Vec<SiteStats>,
     /// Requests that matched no site.
     pub no_site: [Counter; 6],
+    /// The per-site QoS counters of the start-up site table, carried from
+    /// snapshot to snapshot.
+    pub demand: Arc<Demand>,
 }
 
 fn classes(mut f: impl FnMut(&'static str) -> Counter) -> [Counter; 6] {
@@ -63,8 +85,13 @@ fn classes(mut f: impl FnMut(&'static str) -> Counter) -> [Counter; 6] {
 }
 
 impl Stats {
-    /// Registers the handles for `config` with the installed recorder.
-    pub fn build(config: &Config) -> Stats {
+    /// Registers the handles for `config` with the installed recorder;
+    /// the QoS counters are `previous`'s (the first snapshot creates them).
+    pub fn build(config: &Config, previous: Option<&Stats>) -> Stats {
+        let demand = previous.map_or_else(
+            || Demand::new(config.sites.iter().map(|s| s.name.clone())),
+            |p| Arc::clone(&p.demand),
+        );
         let nodes = config
             .nodes
             .iter()
@@ -96,6 +123,7 @@ impl Stats {
                     no_node: classes(|c| {
                         metrics::counter!("rdmalb_requests_total", "site" => site.clone(), "node" => "none", "code_class" => c)
                     }),
+                    demand: demand.site(&s.name),
                 }
             })
             .collect();
@@ -105,6 +133,7 @@ impl Stats {
             no_site: classes(
                 |c| metrics::counter!("rdmalb_requests_total", "site" => "none", "node" => "none", "code_class" => c),
             ),
+            demand,
         }
     }
 }
@@ -112,4 +141,37 @@ impl Stats {
 /// Counts a client-side error (`rdmalb_client_errors_total{kind}`).
 pub fn client_error(kind: &'static str) {
     metrics::counter!("rdmalb_client_errors_total", "kind" => kind).increment(1);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn config(sites: &[&str]) -> Config {
+        let mut text = String::from("[[listener]]\nname = \"web\"\nlisten = \"127.0.0.1:0\"\n\n");
+        for s in sites {
+            text.push_str(&format!(
+                "[[site]]\nname = \"{s}\"\nhosts = [\"{s}.test\"]\n\n"
+            ));
+        }
+        crate::config::parse(&text, Path::new("/tmp/t.toml")).expect("valid config")
+    }
+
+    #[test]
+    fn qos_counters_outlive_reloads_and_follow_site_names() {
+        let first = Stats::build(&config(&["a", "b"]), None);
+        first.sites[1].arrived();
+        if let Some(d) = &first.sites[1].demand {
+            d.answered(true);
+            d.answered(false);
+        }
+        // A reload reorders the sites and adds one the agent does not know.
+        let second = Stats::build(&config(&["b", "new", "a"]), Some(&first));
+        assert!(Arc::ptr_eq(&first.demand, &second.demand));
+        second.sites[0].arrived();
+        assert!(second.sites[1].demand.is_none());
+        second.sites[1].arrived(); // counted nowhere, and no panic
+        assert_eq!(second.demand.totals(), [(0, 0), (2, 1)]);
+    }
 }

@@ -19,6 +19,7 @@ use tokio::time::Instant;
 use super::donor::{choose_donor, DonorQuery, SiteLimits};
 use super::history::HotTracker;
 use super::protocol::{self, HeldLock, LockAttempt, ProtocolError};
+use super::qos::{QosAccount, QosPolicy};
 use super::status::{self, Counters, NodeRole, SiteRole};
 use super::view::{read_node, site_load, Effective, NodeView, ViewError};
 use super::windows::{LocalWindow, WindowSource};
@@ -151,6 +152,8 @@ struct Work {
     last_epoch: Vec<Option<u64>>,
     /// When each node was last seen to move (cool-down).
     moved_at: Vec<Option<Instant>>,
+    /// Offered and served rates per interval, against the guarantees.
+    qos: QosAccount,
 }
 
 /// The reconfiguration agent of one proxy.
@@ -159,6 +162,7 @@ pub struct Agent {
     own: LocalWindow,
     source: Arc<dyn WindowSource>,
     routing: Option<Arc<ArcSwap<Backends>>>,
+    qos: QosPolicy,
     work: tokio::sync::Mutex<Work>,
     shown: Mutex<(Vec<SiteRole>, Vec<NodeRole>)>,
     counters: Counters,
@@ -191,13 +195,16 @@ impl Agent {
         let local = (0..sites).map(|s| shared_counter(&own, s)).collect();
         let r = &settings.reconfig;
         let hot = HotTracker::new(sites, r.history, r.high_watermark);
+        let qos = QosPolicy::none(settings.sites.iter().map(|s| s.0.clone()).collect());
         Agent {
             work: tokio::sync::Mutex::new(Work {
                 local,
                 hot,
                 last_epoch: vec![None; nodes],
                 moved_at: vec![None; nodes],
+                qos: QosAccount::new(qos.guarantees.clone()),
             }),
+            qos,
             shown: Mutex::new((Vec::new(), Vec::new())),
             counters: Counters::default(),
             settings,
@@ -306,10 +313,11 @@ impl Agent {
                 }
             }
         }
+        let short = self.sample_qos(&mut work, now);
         let hot: Vec<usize> = loads
             .iter()
             .enumerate()
-            .filter(|(s, l)| work.hot.observe(*s, **l, now))
+            .filter(|(s, l)| work.hot.observe_round(*s, **l, short[*s], now))
             .map(|(s, _)| s)
             .collect();
         let plan = self.plan(&views, &hot, &loads);
@@ -361,13 +369,11 @@ impl Agent {
             .map(|v| Action::Rollback { node: v.index })
             .collect();
         if self.settings.reconfig.mode == ReconfigMode::Reconfigure {
-            // Hottest first: when donors are scarce, the worst site gets one.
-            let mut hot = hot.to_vec();
-            hot.sort_by(|a, b| {
-                let l = |s: &usize| loads[*s].unwrap_or(0.0);
-                l(b).total_cmp(&l(a))
-            });
-            actions.extend(hot.into_iter().map(|site| Action::Claim { site }));
+            actions.extend(
+                self.claim_order(hot, loads)
+                    .into_iter()
+                    .map(|site| Action::Claim { site }),
+            );
         }
         Plan { actions }
     }
@@ -416,6 +422,7 @@ impl Agent {
             let last = &mut work.last_epoch[v.index];
             if last.is_some_and(|e| e != v.role.epoch) {
                 work.moved_at[v.index] = Some(now);
+                self.moved();
             }
             *last = Some(v.role.epoch);
         }
@@ -466,6 +473,7 @@ impl Agent {
                 work.moved_at[v.index] = Some(now);
                 work.last_epoch[v.index] = Some(new.epoch);
                 self.follow(v.index, new.site, false);
+                self.moved();
                 tracing::warn!(
                     node = %name, failed = %v.role, code = %st.code,
                     back_to = %self.settings.site_name(st.serving), epoch = new.epoch,
@@ -659,6 +667,8 @@ impl Agent {
                     hot_site: site,
                     views: &views,
                     sites: &limits,
+                    priorities: &self.qos.priorities,
+                    qos: work.qos.sites(),
                     fixed: &fixed,
                     low_watermark: self.settings.reconfig.low_watermark,
                     cooling: &cooling,
@@ -674,7 +684,7 @@ impl Agent {
         };
         if node.is_some() {
             let name = self.settings.nodes[chosen].0.clone();
-            movable(&v, to).map_err(|reason| ProtocolError::Window {
+            manual::movable(&v, to).map_err(|reason| ProtocolError::Window {
                 step: "checking the node",
                 peer: name.clone(),
                 source: crate::window::WindowError::Refused {
@@ -717,6 +727,7 @@ impl Agent {
         }
         // The claim stands; what follows only informs the other proxies.
         self.follow(chosen, to, false);
+        self.moved();
         work.moved_at[chosen] = Some(now);
         work.last_epoch[chosen] = Some(new.epoch);
         work.hot.reset(site);
@@ -754,26 +765,6 @@ impl Agent {
     }
 }
 
-/// Whether node view `v` may be moved to `to` now: live, ACTIVE, and not
-/// already there.
-fn movable(v: &NodeView, to: SiteSlot) -> Result<(), String> {
-    if !v.is_live() {
-        return Err(format!(
-            "its load block is {:?}: the sidecar is gone or stalled",
-            v.freshness
-        )
-        .to_lowercase());
-    }
-    match v.effective() {
-        Effective::Active => {}
-        e => return Err(format!("it is {} (only an active node moves)", e.as_str())),
-    }
-    if v.role.site == to {
-        return Err("it already serves that site".into());
-    }
-    Ok(())
-}
-
 /// This proxy's shared update counter for `site` (its own window word).
 fn shared_counter(own: &LocalWindow, site: usize) -> u64 {
     update_counter_word(site)
@@ -782,6 +773,7 @@ fn shared_counter(own: &LocalWindow, site: usize) -> u64 {
 }
 
 mod manual;
+mod policy;
 mod report;
 
 #[cfg(test)]

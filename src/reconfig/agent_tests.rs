@@ -155,6 +155,15 @@ fn agent_routing(
     ))
 }
 
+/// The agent [`agent`] builds, with `policy` for its QoS rules.
+fn agent_qos(c: &Cluster, id: u16, policy: super::super::qos::QosPolicy) -> Arc<Agent> {
+    let a = agent(c, id, policy.names.len());
+    let Ok(a) = Arc::try_unwrap(a) else {
+        unreachable!("a new agent has one owner")
+    };
+    Arc::new(a.with_qos(policy))
+}
+
 fn epochs(c: &Cluster) -> u64 {
     c.nodes.iter().map(|m| role(m).epoch - 1).sum()
 }
@@ -411,3 +420,6 @@ async fn routing_follows_a_claim_made_by_another_proxy_within_role_poll() {
     watcher.poll_roles().await;
     assert!(n2.serves(0));
 }
+
+#[path = "agent_qos_tests.rs"]
+mod qos;

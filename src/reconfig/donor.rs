@@ -1,14 +1,35 @@
 //! Donor choice: which node a hot site takes. One function,
-//! [`choose_donor`], so that the QoS issue (priorities, guarantees,
-//! multi-stage pulls; DESIGN.md "Reconfiguration" step 4) can replace it
-//! without touching the locking protocol around it.
+//! [`choose_donor`], with everything it looks at in one [`DonorQuery`], so
+//! the locking protocol around it never changes with the policy.
 //!
-//! This version (seed 001 section 3.2, "selects a lightly loaded server"):
-//! an idle node (load under the low watermark) of another site (or the idle
-//! pool) whose site keeps at least its `min_nodes`, lowest load first; never
-//! a node that is FAILED, SWITCHING, unset, has a stale or unknown load
-//! block (sidecar gone), or is cooling down after a move.
+//! The rules (DESIGN.md "Reconfiguration" step 4 and "QoS"; seed 001
+//! section 3.2, seed 003 sections 4.3-4.4, seed 000 chapter 6):
+//!
+//! - Never a node that is FAILED, SWITCHING, unset, has a stale or unknown
+//!   load block (sidecar gone) or is cooling down after a move; never a node
+//!   of the hot site itself; nothing for a site already at `max_nodes`.
+//! - A donor site never goes below its `min_nodes`, nor below the nodes it
+//!   needs for the part of its own guarantee its demand uses now
+//!   ([`SiteQos::nodes_needed`]: per-node capacity estimated from its served
+//!   rate over its active nodes).
+//! - **Idle** nodes (load under the low watermark) first: the idle pool, then
+//!   the lowest-priority site's, then the lowest load. Idle nodes of any
+//!   priority may go, so when high-priority demand falls its idle nodes flow
+//!   back to a lower-priority site that is hot (seed 000 chapter 6: "when
+//!   the number of high-priority requests is low, the idle nodes can be
+//!   re-allocated to serve lower priority requests").
+//! - **Busy** nodes only for a site that is short of its guarantee while its
+//!   demand exceeds what it is served ([`SiteQos::short`]), and only from
+//!   strictly lower-priority sites, lowest priority first, then the lowest
+//!   load. A site of middle priority that lost a node this way and is then
+//!   short itself pulls from the level below: the multi-stage scheme of seed
+//!   000 chapter 6 ("nodes at priority i + 1 can pull nodes from priority
+//!   i"). Unlike the seed, whose shared state spans only two consecutive
+//!   levels, the agent sees every node each round, so a top site takes
+//!   straight from the lowest level that can give (one move instead of a
+//!   chain of them); the chain remains for when the lowest level cannot.
 
+use super::qos::SiteQos;
 use super::view::{Effective, NodeView};
 use crate::window::SiteSlot;
 
@@ -30,6 +51,12 @@ pub struct DonorQuery<'a> {
     pub views: &'a [Option<NodeView>],
     /// Limits per site index.
     pub sites: &'a [SiteLimits],
+    /// `[[site]] priority` per site index (higher is more important; a
+    /// missing entry is 0).
+    pub priorities: &'a [u32],
+    /// The last interval's QoS per site index (a missing entry: no
+    /// guarantee, nothing measured).
+    pub qos: &'a [SiteQos],
     /// Nodes without a window per site: they count for the limits but
     /// never move.
     pub fixed: &'a [usize],
@@ -51,135 +78,82 @@ impl DonorQuery<'_> {
             .count();
         moving + self.fixed.get(site).copied().unwrap_or(0)
     }
+
+    fn priority(&self, site: usize) -> u32 {
+        self.priorities.get(site).copied().unwrap_or(0)
+    }
+
+    fn qos(&self, site: usize) -> SiteQos {
+        self.qos.get(site).copied().unwrap_or_default()
+    }
+
+    /// Nodes `site` needs for its guarantee: its active nodes (fixed ones
+    /// serve too) and their mean load feed [`SiteQos::nodes_needed`].
+    fn needed(&self, site: usize) -> usize {
+        let loads: Vec<Option<f64>> = self
+            .views
+            .iter()
+            .flatten()
+            .filter(|v| v.serving().and_then(SiteSlot::index) == Some(site))
+            .map(|v| v.load)
+            .collect();
+        let known: Vec<f64> = loads.iter().flatten().copied().collect();
+        let load = (!known.is_empty()).then(|| known.iter().sum::<f64>() / known.len() as f64);
+        let active = loads.len() + self.fixed.get(site).copied().unwrap_or(0);
+        self.qos(site).nodes_needed(active, load)
+    }
+
+    /// Whether `site` can give one node and keep its minimum and its
+    /// guarantee.
+    fn can_give(&self, site: usize) -> bool {
+        let Some(limits) = self.sites.get(site) else {
+            return false;
+        };
+        let members = self.members(site);
+        // After giving one: members - 1 >= min_nodes and >= needed.
+        members > limits.min_nodes && members > self.needed(site)
+    }
 }
 
-/// Picks the node the hot site should claim, or `None`.
+/// Picks the node the hot site should claim, or `None` (see the module doc
+/// for the rules).
 pub fn choose_donor(q: &DonorQuery<'_>) -> Option<usize> {
     let hot = q.sites.get(q.hot_site)?;
     if q.members(q.hot_site) >= hot.max_nodes {
         return None;
     }
+    let hot_priority = q.priority(q.hot_site);
+    let may_pull = q.qos(q.hot_site).short();
     q.views
         .iter()
         .flatten()
         .filter(|v| v.is_live() && v.effective() == Effective::Active && !(q.cooling)(v.index))
         .filter_map(|v| Some((v, v.load?)))
-        .filter(|(_, load)| *load < q.low_watermark)
-        .filter(|(v, _)| match v.role.site {
-            SiteSlot::Idle => true,
-            SiteSlot::Site(_) => match v.role.site.index() {
-                Some(s) if s == q.hot_site => false,
-                Some(s) => q.sites.get(s).is_some_and(|l| q.members(s) > l.min_nodes),
-                None => true,
-            },
+        .filter_map(|(v, load)| {
+            let busy = load >= q.low_watermark;
+            // Rank: idle before busy, the idle pool before any site, then
+            // the lowest priority, the lowest load, the lowest index.
+            let (pool, priority) = match v.role.site {
+                SiteSlot::Idle if busy => return None,
+                SiteSlot::Idle => (false, 0),
+                SiteSlot::Site(_) => {
+                    let s = v.role.site.index()?;
+                    let p = q.priority(s);
+                    if s == q.hot_site || (busy && !(may_pull && p < hot_priority)) {
+                        return None;
+                    }
+                    if !q.can_give(s) {
+                        return None;
+                    }
+                    (true, p)
+                }
+            };
+            Some(((busy, pool, priority), load, v.index))
         })
-        .min_by(|(a, la), (b, lb)| la.total_cmp(lb).then(a.index.cmp(&b.index)))
-        .map(|(v, _)| v.index)
+        .min_by(|(ra, la, ia), (rb, lb, ib)| ra.cmp(rb).then(la.total_cmp(lb)).then(ia.cmp(ib)))
+        .map(|(_, _, index)| index)
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::reconfig::view::{test_view, Freshness};
-    use crate::window::{RoleStatus, RoleStatusCode};
-
-    const LIMITS: [SiteLimits; 3] = [SiteLimits {
-        min_nodes: 1,
-        max_nodes: 10,
-    }; 3];
-
-    fn node(index: usize, site: SiteSlot, load: f64) -> Option<NodeView> {
-        let mut v = test_view(site, 1, 1, load);
-        v.index = index;
-        Some(v)
-    }
-
-    fn pick(
-        views: &[Option<NodeView>],
-        hot: usize,
-        cooling: &dyn Fn(usize) -> bool,
-    ) -> Option<usize> {
-        choose_donor(&DonorQuery {
-            hot_site: hot,
-            views,
-            sites: &LIMITS,
-            fixed: &[0, 0, 0],
-            low_watermark: 0.2,
-            cooling,
-        })
-    }
-
-    #[test]
-    fn lowest_idle_node_of_another_site_that_keeps_its_minimum() {
-        let views = vec![
-            node(0, SiteSlot::Site(0), 0.95),
-            node(1, SiteSlot::Site(1), 0.10),
-            node(2, SiteSlot::Site(1), 0.05),
-            node(3, SiteSlot::Site(2), 0.01), // site 2's only node: min_nodes 1
-            None,
-        ];
-        assert_eq!(pick(&views, 0, &|_| false), Some(2));
-        assert_eq!(
-            pick(&views, 0, &|i| i == 2),
-            Some(1),
-            "cooling node skipped"
-        );
-        assert_eq!(pick(&views, 0, &|i| i == 1 || i == 2), None);
-    }
-
-    #[test]
-    fn idle_pool_nodes_have_no_minimum() {
-        let views = vec![
-            node(0, SiteSlot::Site(0), 0.9),
-            node(1, SiteSlot::Idle, 0.15),
-        ];
-        assert_eq!(pick(&views, 0, &|_| false), Some(1));
-    }
-
-    #[test]
-    fn busy_failed_switching_and_gone_nodes_are_never_donors() {
-        let mut views = vec![
-            node(0, SiteSlot::Site(0), 0.9),
-            node(1, SiteSlot::Idle, 0.5), // busy
-            node(2, SiteSlot::Idle, 0.0),
-            node(3, SiteSlot::Idle, 0.0),
-            node(4, SiteSlot::Idle, 0.0),
-        ];
-        if let Some(v) = views[2].as_mut() {
-            v.applied = 0; // switching
-        }
-        if let Some(v) = views[3].as_mut() {
-            v.applied = 0;
-            v.status = Some(RoleStatus {
-                epoch: 1,
-                serving: SiteSlot::Idle,
-                code: RoleStatusCode::RenderFailed,
-            });
-        }
-        if let Some(v) = views[4].as_mut() {
-            v.freshness = Freshness::Stale;
-        }
-        assert_eq!(pick(&views, 0, &|_| false), None);
-    }
-
-    #[test]
-    fn a_site_at_max_nodes_takes_nothing() {
-        let views = vec![
-            node(0, SiteSlot::Site(0), 0.9),
-            node(1, SiteSlot::Idle, 0.0),
-        ];
-        let limits = [SiteLimits {
-            min_nodes: 0,
-            max_nodes: 1,
-        }];
-        let q = DonorQuery {
-            hot_site: 0,
-            views: &views,
-            sites: &limits,
-            fixed: &[0],
-            low_watermark: 0.2,
-            cooling: &|_| false,
-        };
-        assert_eq!(choose_donor(&q), None);
-    }
-}
+#[path = "donor_tests.rs"]
+mod tests;

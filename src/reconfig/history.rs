@@ -1,6 +1,9 @@
 //! History-aware hot-site detection (seed 001 section 3.1.3): a site is hot
-//! only when its load stayed above the high watermark in every round for the
-//! history window T, so a short burst never moves a node (no thrashing).
+//! only when, in every round for the history window T, its load stayed above
+//! the high watermark or its guarantee was missed while its demand exceeded
+//! what it was served (DESIGN.md "Reconfiguration" step 1; seed 003 section
+//! 4.3: nodes move "based on the system load as well as the QoS
+//! guarantees"). A short burst never moves a node (no thrashing).
 
 use std::time::Duration;
 
@@ -29,10 +32,29 @@ impl HotTracker {
     /// ends a streak) and returns whether the site is hot: above the
     /// watermark in every round since at least `history` ago.
     pub fn observe(&mut self, site: usize, load: Option<f64>, now: Instant) -> bool {
+        self.observe_round(site, load, false, now)
+    }
+
+    /// [`observe`](Self::observe) with the QoS condition: `short` when the
+    /// site's guarantee was missed this round while its demand exceeded
+    /// what it was served ([`SiteQos::short`](super::qos::SiteQos::short)).
+    /// Either condition keeps the streak going; a round with neither ends
+    /// it.
+    pub fn observe_round(
+        &mut self,
+        site: usize,
+        load: Option<f64>,
+        short: bool,
+        now: Instant,
+    ) -> bool {
         let Some(slot) = self.since.get_mut(site) else {
             return false;
         };
         match load {
+            _ if short => {
+                let start = *slot.get_or_insert(now);
+                now.saturating_duration_since(start) >= self.history
+            }
             Some(l) if l > self.high => {
                 let start = *slot.get_or_insert(now);
                 now.saturating_duration_since(start) >= self.history
@@ -97,6 +119,41 @@ mod tests {
             !t.observe(0, Some(0.9), Instant::now()),
             "a reset starts a new window"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_missed_guarantee_is_hot_after_the_history_window_whatever_the_load() {
+        let mut t = HotTracker::new(1, T, 0.8);
+        // Load under the watermark (say the app reports no capacity and CPU
+        // is low) but the guarantee is missed: hot once it lasted T.
+        let mut hot = Vec::new();
+        for _ in 0..7 {
+            hot.push(t.observe_round(0, Some(0.3), true, Instant::now()));
+            tokio::time::sleep(S).await;
+        }
+        assert_eq!(hot, [false, false, false, false, false, true, true]);
+        // One round that keeps the guarantee (and is not loaded) ends it.
+        assert!(!t.observe_round(0, Some(0.3), false, Instant::now()));
+        assert_eq!(t.hot_since(0), None);
+        // Short and loaded rounds alternating keep one streak going.
+        let mut hot = Vec::new();
+        for i in 0..6 {
+            let (load, short) = if i % 2 == 0 {
+                (0.3, true)
+            } else {
+                (0.9, false)
+            };
+            hot.push(t.observe_round(0, Some(load), short, Instant::now()));
+            tokio::time::sleep(S).await;
+        }
+        assert_eq!(hot, [false, false, false, false, false, true]);
+        // A short burst of missed guarantee never is.
+        t.reset(0);
+        for _ in 0..4 {
+            assert!(!t.observe_round(0, None, true, Instant::now()));
+            tokio::time::sleep(S).await;
+        }
+        assert!(!t.observe_round(0, None, false, Instant::now()));
     }
 
     #[tokio::test(start_paused = true)]

@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::Serialize;
 
+use super::qos::SiteQos;
 use super::view::{Effective, Freshness};
 
 /// Counter `rdmalb_reconfig_claims_total{site,by}`: role words this proxy
@@ -28,6 +29,10 @@ pub const ROLLBACKS: &str = "rdmalb_reconfig_rollbacks_total";
 /// Counter `rdmalb_reconfig_errors_total{step}`: window operations that
 /// failed (unreachable lock home, peer or node).
 pub const ERRORS: &str = "rdmalb_reconfig_errors_total";
+/// Counter `rdmalb_reconfig_moves_total`: role changes this proxy saw on
+/// any node (every proxy's claims, admin moves, rollbacks): the number of
+/// moves of an experiment, whichever proxy made them.
+pub const MOVES: &str = "rdmalb_reconfig_moves_total";
 /// Gauge `rdmalb_reconfig_nodes{state}`: nodes by effective state.
 pub const NODES: &str = "rdmalb_reconfig_nodes";
 
@@ -42,6 +47,7 @@ pub struct Counters {
     pub lock_steals: AtomicU64,
     pub rollbacks: AtomicU64,
     pub errors: AtomicU64,
+    pub moves: AtomicU64,
 }
 
 impl Counters {
@@ -61,6 +67,7 @@ impl Counters {
             lock_steals: g(&self.lock_steals),
             rollbacks: g(&self.rollbacks),
             errors: g(&self.errors),
+            moves: g(&self.moves),
         }
     }
 }
@@ -76,6 +83,8 @@ pub struct CountersSnapshot {
     pub lock_steals: u64,
     pub rollbacks: u64,
     pub errors: u64,
+    /// Role changes seen on any node (see [`MOVES`]).
+    pub moves: u64,
 }
 
 /// The agent's part of `/status`.
@@ -103,6 +112,13 @@ pub struct SiteRole {
     pub local_counter: u64,
     /// This proxy's shared counter word for the site.
     pub shared_counter: u64,
+    /// `[[site]] priority`.
+    pub priority: u32,
+    /// The last interval's offered and served rates, this proxy's share of
+    /// the guarantee, whether it was kept, and the counted/kept intervals.
+    pub qos: SiteQos,
+    /// Kept / counted intervals, percent (None: none counted yet).
+    pub qos_meeting_percent: Option<f64>,
 }
 
 /// One node's role as the agent last saw it.

@@ -2,8 +2,8 @@
 //! view and role CAS as the agent's own claims, so it is safe against every
 //! proxy's agent.
 
-use super::{movable, Agent, ClaimOutcome, MoveError};
-use crate::reconfig::view::read_node;
+use super::{Agent, ClaimOutcome, MoveError};
+use crate::reconfig::view::{read_node, Effective, NodeView};
 use crate::window::SiteSlot;
 
 impl Agent {
@@ -57,4 +57,24 @@ impl Agent {
         let mut work = self.work.lock().await;
         Ok(self.claim(&mut work, to, lock_site, Some(index)).await?)
     }
+}
+
+/// Whether node view `v` may be moved to `to` now: live, ACTIVE, and not
+/// already there.
+pub(super) fn movable(v: &NodeView, to: SiteSlot) -> Result<(), String> {
+    if !v.is_live() {
+        return Err(format!(
+            "its load block is {:?}: the sidecar is gone or stalled",
+            v.freshness
+        )
+        .to_lowercase());
+    }
+    match v.effective() {
+        Effective::Active => {}
+        e => return Err(format!("it is {} (only an active node moves)", e.as_str())),
+    }
+    if v.role.site == to {
+        return Err("it already serves that site".into());
+    }
+    Ok(())
 }

@@ -29,6 +29,11 @@ impl Agent {
                     .map(|t| now.saturating_duration_since(t).as_millis() as u64),
                 local_counter: work.local[s],
                 shared_counter: shared_counter(&self.own, s),
+                priority: self.qos.priorities.get(s).copied().unwrap_or(0),
+                qos: Agent::site_qos(work).get(s).copied().unwrap_or_default(),
+                qos_meeting_percent: Agent::site_qos(work)
+                    .get(s)
+                    .and_then(|q| q.meeting_percent()),
             })
             .collect();
         let mut by_state = [0u32; 4];

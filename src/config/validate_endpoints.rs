@@ -1,0 +1,128 @@
+//! Validation of two endpoint settings: a listener's TLS certificates and a
+//! node's window endpoint (shm / tcp / verbs). Kept apart from `validate`,
+//! which walks the sections and their cross-checks.
+
+use std::path::PathBuf;
+
+use super::Check;
+use crate::config::raw::*;
+use crate::config::types::*;
+
+pub(super) fn tls(c: &mut Check<'_>, key: &str, t: RawTls) -> Tls {
+    if t.certificates.is_empty() {
+        c.problem(
+            format!("{key}.tls.certificates"),
+            "empty (expected at least one { cert = \"site.pem\", key = \"site.key\" })",
+        );
+    }
+    let mut certificates = Vec::new();
+    for (i, pair) in t.certificates.into_iter().enumerate() {
+        let k = format!("{key}.tls.certificates[{i}]");
+        let (Some(cert), Some(keyf)) = (pair.cert, pair.key) else {
+            c.problem(
+                k,
+                "needs both `cert` (PEM certificate chain) and `key` (PEM private key)",
+            );
+            continue;
+        };
+        let cert = c.path(&cert);
+        let keyf = c.path(&keyf);
+        match std::fs::read(&cert) {
+            Err(e) => c.problem(
+                format!("{k}.cert"),
+                format!("cannot read {}: {e}", cert.display()),
+            ),
+            Ok(bytes) => {
+                let n = rustls_pemfile::certs(&mut bytes.as_slice())
+                    .filter(|r| r.is_ok())
+                    .count();
+                if n == 0 {
+                    c.problem(
+                        format!("{k}.cert"),
+                        format!(
+                            "{} holds no PEM certificate (expected -----BEGIN CERTIFICATE-----)",
+                            cert.display()
+                        ),
+                    );
+                }
+            }
+        }
+        match std::fs::read(&keyf) {
+            Err(e) => c.problem(
+                format!("{k}.key"),
+                format!("cannot read {}: {e}", keyf.display()),
+            ),
+            Ok(bytes) => {
+                if !matches!(
+                    rustls_pemfile::private_key(&mut bytes.as_slice()),
+                    Ok(Some(_))
+                ) {
+                    c.problem(
+                        format!("{k}.key"),
+                        format!(
+                            "{} holds no PEM private key (expected PKCS#8, PKCS#1 or SEC1)",
+                            keyf.display()
+                        ),
+                    );
+                }
+            }
+        }
+        certificates.push(CertPair { cert, key: keyf });
+    }
+    Tls {
+        certificates,
+        h2: t.h2.unwrap_or(true),
+    }
+}
+
+pub(super) fn node_window(c: &mut Check<'_>, key: &str, n: &RawNode) -> Option<WindowEndpoint> {
+    let transport = n.transport.as_deref();
+    let sidecar = n.sidecar.as_deref();
+    match (transport, sidecar) {
+        (None, None) => None,
+        (None, Some(_)) => {
+            c.problem(
+                format!("{key}.transport"),
+                "missing: `sidecar` is set (expected \"shm\", \"tcp\" or \"verbs\")",
+            );
+            None
+        }
+        (Some(t), None) => {
+            c.problem(
+                format!("{key}.sidecar"),
+                format!("missing: transport = \"{t}\" needs the sidecar's endpoint (shm: a /dev/shm file path; tcp/verbs: host:port)"),
+            );
+            None
+        }
+        (Some("shm"), Some(p)) => {
+            if !p.starts_with('/') {
+                c.problem(
+                    format!("{key}.sidecar"),
+                    format!("`{p}` is not an absolute path (expected the window file, e.g. \"/dev/shm/rdmalb-n1\")"),
+                );
+                return None;
+            }
+            Some(WindowEndpoint::Shm {
+                path: PathBuf::from(p),
+            })
+        }
+        (Some(t @ ("tcp" | "verbs")), Some(_)) => {
+            let addr = c.socket_addr(&format!("{key}.sidecar"), &n.sidecar)?;
+            Some(if t == "tcp" {
+                WindowEndpoint::Tcp { addr }
+            } else {
+                WindowEndpoint::Verbs {
+                    control: addr,
+                    device: n.device.clone(),
+                }
+            })
+        }
+        (Some(t), Some(_)) => {
+            c.problem(
+                format!("{key}.transport"),
+                format!("`{t}` is not a transport (expected \"shm\", \"tcp\" or \"verbs\")"),
+            );
+            None
+        }
+    }
+}

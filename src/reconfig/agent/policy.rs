@@ -1,0 +1,59 @@
+//! The agent's QoS side (DESIGN.md "QoS"; seed 003 sections 4-5): the
+//! per-interval accounting of offered and served rates, the order in which
+//! hot sites claim, and the count of moves seen.
+
+use tokio::time::Instant;
+
+use super::{Agent, Work};
+use crate::reconfig::qos::{QosAccount, QosPolicy, SiteQos};
+use crate::reconfig::status::{self, Counters};
+
+impl Agent {
+    /// Uses `policy` (priorities, guarantee shares, the data path's
+    /// counters) instead of the load-only default; call before the first
+    /// round.
+    pub fn with_qos(mut self, policy: QosPolicy) -> Agent {
+        let work = self.work.get_mut();
+        work.qos = QosAccount::new(policy.guarantees.clone());
+        self.qos = policy;
+        self
+    }
+
+    /// Closes the interval since the last round: rates, kept or not, the
+    /// meeting percentage (exported as metrics). Returns, by site, whether
+    /// the guarantee is missed while the demand exceeds what is served (the
+    /// QoS half of the hot trigger).
+    pub(super) fn sample_qos(&self, work: &mut Work, now: Instant) -> Vec<bool> {
+        let sites = work.qos.sample(&self.qos.demand.totals(), now);
+        let short = sites.iter().map(SiteQos::short).collect();
+        work.qos.export(&self.qos.names);
+        short
+    }
+
+    /// The order in which this round's hot sites claim: the most important
+    /// first (priority), then the hottest, so that when donors are scarce
+    /// the high-priority site gets one.
+    pub(super) fn claim_order(&self, hot: &[usize], loads: &[Option<f64>]) -> Vec<usize> {
+        let mut hot = hot.to_vec();
+        let priority = |s: usize| self.qos.priorities.get(s).copied().unwrap_or(0);
+        let load = |s: usize| loads.get(s).copied().flatten().unwrap_or(0.0);
+        hot.sort_by(|a, b| {
+            priority(*b)
+                .cmp(&priority(*a))
+                .then(load(*b).total_cmp(&load(*a)))
+        });
+        hot
+    }
+
+    /// A node's role changed (any proxy's claim, an admin move or a
+    /// rollback), counted once by each proxy that sees it.
+    pub(super) fn moved(&self) {
+        Counters::bump(&self.counters.moves);
+        metrics::counter!(status::MOVES).increment(1);
+    }
+
+    /// The last interval's QoS by site index.
+    pub(super) fn site_qos(work: &Work) -> &[SiteQos] {
+        work.qos.sites()
+    }
+}

@@ -1,0 +1,177 @@
+//! The agent with priorities and guarantees, on paused time: a missed
+//! guarantee makes a site hot after T and pulls a busy node of a
+//! lower-priority site; the history restart, the switching hold and the
+//! cool-down keep it from thrashing; idle nodes flow back to a hot
+//! best-effort site; `rigid` never moves.
+
+use std::sync::Arc;
+
+use super::*;
+use crate::reconfig::qos::{Demand, QosPolicy};
+
+/// Site 0 "gold" (priority 5, guarantee 100 rps) and site 1 "bronze"
+/// (priority 0, best effort).
+fn policy() -> QosPolicy {
+    QosPolicy {
+        names: vec!["s0".into(), "s1".into()],
+        priorities: vec![5, 0],
+        guarantees: vec![100.0, 0.0],
+        demand: Demand::new(["s0".to_string(), "s1".to_string()]),
+    }
+}
+
+/// One interval S of traffic: `offered` arrivals at `site`, `served` of
+/// them answered below 500.
+fn traffic(d: &Demand, site: &str, offered: u64, served: u64) {
+    let s = d.site(site).expect("site");
+    for i in 0..offered {
+        s.arrived();
+        s.answered(i < served);
+    }
+}
+
+fn claimed(outcomes: &[(usize, Result<ClaimOutcome, ProtocolError>)]) -> Option<usize> {
+    outcomes
+        .iter()
+        .find(|(_, o)| matches!(o, Ok(ClaimOutcome::Claimed { .. })))
+        .map(|(s, _)| *s)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_missed_guarantee_pulls_busy_lower_priority_nodes_without_thrashing() {
+    let c = cluster(&[Some(0), Some(1), Some(1), Some(1)], 1);
+    let p = policy();
+    let demand = Arc::clone(&p.demand);
+    let a = agent_qos(&c, 1, p);
+    // Gold's node is not above the high watermark: only the QoS condition
+    // can make gold hot. Bronze's nodes are busy (none idle).
+    load(&c.nodes[0], 0.5);
+    load(&c.nodes[1], 0.7);
+    load(&c.nodes[2], 0.6);
+    load(&c.nodes[3], 0.75);
+    let round = |short: bool| {
+        let a = Arc::clone(&a);
+        let demand = Arc::clone(&demand);
+        async move {
+            let (_, outcomes) = a.round().await;
+            // 200 rps offered, 50 or 150 served; bronze all served.
+            traffic(&demand, "s0", 40, if short { 10 } else { 30 });
+            traffic(&demand, "s1", 100, 100);
+            tokio::time::sleep(S).await;
+            claimed(&outcomes)
+        }
+    };
+    // A miss of four intervals, then one kept: never hot.
+    for short in [true, true, true, true, true, false, false] {
+        assert_eq!(round(short).await, None);
+    }
+    assert_eq!(epochs(&c), 0);
+    let gold = &a.status().sites[0];
+    assert_eq!((gold.qos.offered_rps, gold.qos.served_rps), (200.0, 150.0));
+    assert_eq!(gold.qos.kept, Some(true));
+    // Sustained: the first short interval closes in the next round; hot
+    // once it lasted T (1 s = 5 rounds later).
+    let mut at = None;
+    for r in 0..8 {
+        if round(true).await.is_some() {
+            at.get_or_insert(r);
+        }
+    }
+    assert_eq!(at, Some(6), "claimed T after the first missed interval");
+    assert_eq!(epochs(&c), 1);
+    assert_eq!(
+        role(&c.nodes[2]).site,
+        SiteSlot::Site(0),
+        "bronze's least loaded"
+    );
+    let gold = &a.status().sites[0];
+    assert_eq!(gold.qos.kept, Some(false));
+    // 14 intervals closed so far (the first round only starts one), the
+    // two with 150 rps served kept the guarantee.
+    assert_eq!((gold.qos.counted, gold.qos.kept_intervals), (14, 2));
+    let percent = gold.qos_meeting_percent.expect("counted");
+    assert!((percent - 200.0 / 14.0).abs() < 1e-9, "{percent}");
+    assert_eq!(gold.priority, 5);
+    // While the node is switching (its sidecar has not applied yet) gold
+    // stays short but its history restarts: no second claim, however long.
+    for _ in 0..12 {
+        assert_eq!(round(true).await, None);
+    }
+    // Applied: gold must stay short a whole T again before another move.
+    apply(&c.nodes[2], 2, SiteSlot::Site(0), RoleStatusCode::Ok);
+    load(&c.nodes[2], 0.5);
+    let mut at = None;
+    for r in 0..8 {
+        if round(true).await.is_some() {
+            at.get_or_insert(r);
+        }
+    }
+    // The streak restarted in the last round that saw the node switching
+    // (the round before this loop): T later is this loop's fifth round.
+    assert_eq!(
+        at,
+        Some(4),
+        "one more node a whole T after the first landed"
+    );
+    assert_eq!(epochs(&c), 2);
+    apply(&c.nodes[1], 2, SiteSlot::Site(0), RoleStatusCode::Ok);
+    load(&c.nodes[1], 0.5);
+    // Bronze is down to its min_nodes: nothing more moves, even though gold
+    // is still short and bronze is overloaded (gold's nodes are busy and
+    // of higher priority, so bronze cannot take them back).
+    load(&c.nodes[3], 1.5);
+    for _ in 0..20 {
+        assert_eq!(round(true).await, None);
+    }
+    assert_eq!(epochs(&c), 2);
+    let counters = a.counters().snapshot();
+    assert_eq!((counters.claims, counters.moves), (2, 2));
+}
+
+#[tokio::test(start_paused = true)]
+async fn idle_nodes_flow_back_to_a_hot_best_effort_site_but_never_in_rigid_mode() {
+    for mode in [ReconfigMode::Rigid, ReconfigMode::Reconfigure] {
+        let c = cluster(&[Some(0), Some(0), Some(0), Some(1)], 1);
+        let p = policy();
+        let demand = Arc::clone(&p.demand);
+        let mut a = agent_qos(&c, 1, p);
+        if mode == ReconfigMode::Rigid {
+            let mut settings = a.settings.clone();
+            settings.reconfig.mode = mode;
+            let source = Arc::clone(&a.source);
+            a = Arc::new(
+                Agent::new(settings, c.proxies[0].clone(), source, None)
+                    .with_qos(policy_with(&demand)),
+            );
+        }
+        // Gold's burst is over: 25 rps on three nearly idle nodes; bronze
+        // is overloaded.
+        for n in &c.nodes[..3] {
+            load(n, 0.05);
+        }
+        load(&c.nodes[3], 1.5);
+        let mut claims = Vec::new();
+        for _ in 0..10 {
+            let (_, outcomes) = a.round().await;
+            claims.extend(claimed(&outcomes));
+            traffic(&demand, "s0", 5, 5);
+            traffic(&demand, "s1", 100, 40);
+            tokio::time::sleep(S).await;
+        }
+        match mode {
+            ReconfigMode::Rigid => assert_eq!((claims.len(), epochs(&c)), (0, 0), "rigid moved"),
+            ReconfigMode::Reconfigure => {
+                assert_eq!(claims, [1], "one gold node flowed to bronze");
+                assert_eq!(epochs(&c), 1);
+            }
+        }
+    }
+}
+
+/// [`policy`] over existing counters.
+fn policy_with(demand: &Arc<Demand>) -> QosPolicy {
+    QosPolicy {
+        demand: Arc::clone(demand),
+        ..policy()
+    }
+}
