@@ -3,7 +3,9 @@
 //! The spec (TOML, `deny_unknown_fields`, every problem reported with its
 //! key) names the sites, the initial node split (`"3:3:2"`: 3 nodes for
 //! the first site, 3 for the second, 2 for the third — seed 001 §6), the
-//! number of proxies, the balance mode, the trace and the load. Three
+//! number of proxies, the balance mode, how the proxies read the node
+//! windows (`transport`: shm, or the sidecars' tcp responders with a
+//! per-run PSK), the trace and the load. Three
 //! pass-through tables let later experiments set anything the components
 //! accept without touching this code: `[node]` (testsrv keys for every
 //! node), `[sidecar]` (merged into every sidecar config) and `[proxy]`
