@@ -91,6 +91,61 @@ fn cluster_332_round_robin_writes_per_site_csv_and_png() {
     }
 }
 
+/// `transport = "tcp"`: every sidecar also serves its window on a loopback
+/// tcp responder with the run's PSK (32 bytes, mode 0600) and the proxy
+/// reads the windows there, per request, while serving real traffic.
+#[test]
+fn cluster_over_tcp_windows_serves_with_a_private_psk() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("spec.toml");
+    std::fs::write(
+        &spec,
+        "sites = [\"shop\"]\nsplit = \"2\"\nbalance = \"weighted-least-load\"\ntransport = \"tcp\"\n\
+         duration = \"2s\"\nrequests = 100000\n[trace]\nkind = \"single-file\"\n[node]\nslots = 2\nqueue = 8\n\
+         [load]\nconnections = 4\ninterval = \"500ms\"\n[proxy.routing]\nload_read = \"per-request\"\n",
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    let o = rdmalb(&[
+        "cluster",
+        "-c",
+        spec.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(
+        o.status.success(),
+        "cluster failed:\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let psk = out.join("conf/cluster.psk");
+    let meta = std::fs::metadata(&psk).unwrap();
+    assert_eq!((meta.len(), meta.permissions().mode() & 0o777), (32, 0o600));
+    let read = |f: &str| -> toml::Table {
+        toml::from_str(&std::fs::read_to_string(out.join("conf").join(f)).unwrap()).unwrap()
+    };
+    let proxy = read("proxy1.toml");
+    assert_eq!(proxy["cluster"]["psk_file"].as_str(), psk.to_str());
+    for (i, node) in proxy["node"].as_array().unwrap().iter().enumerate() {
+        let sidecar = read(&format!("n{}.sidecar.toml", i + 1));
+        let tcp = &sidecar["window"]["tcp"];
+        assert_eq!(node["transport"].as_str(), Some("tcp"));
+        assert_eq!(node["sidecar"].as_str(), tcp["listen"].as_str());
+        assert!(tcp["listen"].as_str().unwrap().starts_with("127.0.0.1:"));
+        assert_eq!(tcp["psk_file"].as_str(), psk.to_str());
+    }
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("load.json")).unwrap()).unwrap();
+    let total = json["summary"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["site"] == "TOTAL")
+        .unwrap();
+    assert!(total["served"].as_u64().unwrap() > 0, "{total}");
+}
+
 #[test]
 fn cluster_spec_errors_exit_2() {
     let dir = tempfile::tempdir().unwrap();

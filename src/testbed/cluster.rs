@@ -3,7 +3,9 @@
 //! The spec (TOML, `deny_unknown_fields`, every problem reported with its
 //! key) names the sites, the initial node split (`"3:3:2"`: 3 nodes for
 //! the first site, 3 for the second, 2 for the third — seed 001 §6), the
-//! number of proxies, the balance mode, the trace and the load. Three
+//! number of proxies, the balance mode, how the proxies read the node
+//! windows (`transport`: shm, or the sidecars' tcp responders with a
+//! per-run PSK), the trace and the load. Three
 //! pass-through tables let later experiments set anything the components
 //! accept without touching this code: `[node]` (testsrv keys for every
 //! node), `[sidecar]` (merged into every sidecar config) and `[proxy]`
@@ -68,6 +70,26 @@ impl ReconfigMode {
     }
 }
 
+/// How the proxies read the nodes' load windows (`transport` in the spec).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WindowTransport {
+    /// One-sided: the proxies map each sidecar's shm window file.
+    Shm,
+    /// Two-sided: each sidecar also serves its window on a loopback tcp
+    /// responder (PSK handshake) and the proxies read it there; the shm
+    /// window stays for the cluster's own end-of-run role check.
+    Tcp,
+}
+
+impl WindowTransport {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WindowTransport::Shm => "shm",
+            WindowTransport::Tcp => "tcp",
+        }
+    }
+}
+
 /// Why a cluster run failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterError {
@@ -121,6 +143,8 @@ pub struct Spec {
     pub priorities: Vec<Option<u32>>,
     pub proxies: u32,
     pub balance: String,
+    /// How the proxies read the nodes' windows (default shm).
+    pub transport: WindowTransport,
     pub duration: Duration,
     pub requests: Option<u64>,
     pub seed: u64,
@@ -153,6 +177,7 @@ struct RawSpec {
     priority: Option<toml::Table>,
     proxies: Option<i64>,
     balance: Option<String>,
+    transport: Option<String>,
     duration: Option<String>,
     requests: Option<i64>,
     seed: Option<i64>,
@@ -246,6 +271,17 @@ pub fn parse_spec(text: &str, path: &Path) -> Result<Spec, ConfigErrors> {
                 format!("`{m}` is not a mode (accepted: \"rigid\", \"reconfigure\")"),
             );
             ReconfigMode::Rigid
+        }
+    };
+    let transport = match raw.transport.as_deref() {
+        None | Some("shm") => WindowTransport::Shm,
+        Some("tcp") => WindowTransport::Tcp,
+        Some(t) => {
+            add(
+                "transport",
+                format!("`{t}` is not a cluster transport (accepted: \"shm\", \"tcp\")"),
+            );
+            WindowTransport::Shm
         }
     };
     let overprovision = raw.overprovision.unwrap_or(false);
@@ -438,6 +474,7 @@ pub fn parse_spec(text: &str, path: &Path) -> Result<Spec, ConfigErrors> {
         priorities,
         proxies,
         balance: raw.balance.unwrap_or_else(|| "roundrobin".into()),
+        transport,
         duration: run_for,
         requests,
         seed,
@@ -632,6 +669,18 @@ mod tests {
         let s = parse("sites = [\"a\", \"b\"]\nsplit = \"2:2\"\nidle = 1\noverprovision = true")
             .unwrap();
         assert_eq!((s.split.clone(), s.idle), (vec![4, 4], 0));
+    }
+
+    #[test]
+    fn transport_takes_shm_or_tcp() {
+        let s = |t: &str| parse(&format!("sites = [\"a\"]{t}")).unwrap().transport;
+        assert_eq!(s(""), WindowTransport::Shm);
+        assert_eq!(s("\ntransport = \"shm\""), WindowTransport::Shm);
+        assert_eq!(s("\ntransport = \"tcp\""), WindowTransport::Tcp);
+        let e = parse("sites = [\"a\"]\ntransport = \"verbs\"").unwrap_err();
+        assert_eq!(e.problems.len(), 1);
+        assert_eq!(e.problems[0].key, "transport");
+        assert!(e.to_string().contains("accepted: \"shm\", \"tcp\""), "{e}");
     }
 
     #[test]

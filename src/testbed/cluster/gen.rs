@@ -47,6 +47,9 @@ pub struct NodePlan {
     /// (no loopback port that an ephemeral connection could take first).
     pub push: PathBuf,
     pub shm: PathBuf,
+    /// The sidecar's tcp window responder, when the spec's transport is
+    /// tcp (the proxies then read the window there, two-sided).
+    pub tcp: Option<SocketAddr>,
     pub site_file: PathBuf,
     pub pid_file: PathBuf,
 }
@@ -66,13 +69,30 @@ fn s(v: impl ToString) -> toml::Value {
     toml::Value::String(v.to_string())
 }
 
-/// The sidecar config of node `n` (id `id`); templates live in `conf`.
-pub fn sidecar(spec: &Spec, n: &NodePlan, id: usize, conf: &Path) -> toml::Table {
+/// The sidecar config of node `n` (id `id`); templates live in `conf`,
+/// `psk` is the cluster's key file (tcp transport).
+pub fn sidecar(
+    spec: &Spec,
+    n: &NodePlan,
+    id: usize,
+    conf: &Path,
+    psk: Option<&Path>,
+) -> toml::Table {
     let mut t: toml::Table = toml::from_str(&format!(
         "node = \"{}\"\nnode_id = {id}\n[window.shm]\npath = \"{}\"\n[[collector]]\nkind = \"system\"\n[[collector]]\nkind = \"push\"\nlisten = \"{}\"\nexpire = \"2s\"\n",
         n.name, n.shm.display(), n.push.display()
     ))
     .unwrap_or_default();
+    if let (Some(addr), Some(psk), Some(toml::Value::Table(w))) = (n.tcp, psk, t.get_mut("window"))
+    {
+        w.insert(
+            "tcp".into(),
+            toml::Value::Table(table(&[
+                ("listen", s(addr)),
+                ("psk_file", s(psk.display())),
+            ])),
+        );
+    }
     t.insert("sites".into(), strings(&spec.sites));
     // The node's initial role: proxies route by the role word the sidecar
     // writes from this ("idle" starts it in the idle pool).
@@ -121,14 +141,15 @@ pub fn proxy_window(tag: u32, id: u32) -> PathBuf {
     PathBuf::from(format!("/dev/shm/rdmalb-cluster-{tag}-proxy{id}"))
 }
 
-/// The config of proxy `id` (1-based) listening on `listen`/`admin`.
+/// The config of proxy `id` (1-based) listening on `listen`/`admin`;
+/// `psk` is the cluster's key file (tcp transport).
 pub fn proxy(
     spec: &Spec,
     id: u32,
     nodes: &[NodePlan],
-    listen: SocketAddr,
-    admin: SocketAddr,
+    (listen, admin): (SocketAddr, SocketAddr),
     tag: u32,
+    psk: Option<&Path>,
 ) -> toml::Table {
     let mut t: toml::Table = toml::from_str(&format!(
         "[global]\nproxy_id = {id}\nbalance = \"{}\"\naccess_log = \"off\"\n\
@@ -153,14 +174,24 @@ pub fn proxy(
     });
     t.insert("site".into(), toml::Value::Array(site_tables.collect()));
     let node_tables = nodes.iter().map(|n| {
+        let (transport, sidecar) = match n.tcp {
+            Some(addr) => ("tcp", addr.to_string()),
+            None => ("shm", n.shm.display().to_string()),
+        };
         toml::Value::Table(table(&[
             ("name", s(&n.name)),
             ("address", s(n.listen)),
             ("site", s(&n.site)),
-            ("transport", s("shm")),
-            ("sidecar", s(n.shm.display())),
+            ("transport", s(transport)),
+            ("sidecar", s(sidecar)),
         ]))
     });
+    if let Some(psk) = psk {
+        t.insert(
+            "cluster".into(),
+            toml::Value::Table(table(&[("psk_file", s(psk.display()))])),
+        );
+    }
     t.insert("node".into(), toml::Value::Array(node_tables.collect()));
     let mut reconfig = table(&[
         ("mode", s(spec.reconfig.as_str())),

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 use super::gen::{self, NodePlan, IDLE};
-use super::{write_outputs, ClusterError, Spec, TraceSource};
+use super::{write_outputs, ClusterError, Spec, TraceSource, WindowTransport};
 use crate::testbed::load::{self, LoadOptions};
 use crate::testbed::report::Report;
 use crate::testbed::trace::{HostMap, Trace};
@@ -125,6 +125,22 @@ fn free_addr() -> Result<SocketAddr, ClusterError> {
         })
 }
 
+/// A fresh 32-byte pre-shared key for this run's tcp windows, created
+/// with mode 0600 (the sidecar and proxy refuse a key "other" can read).
+fn write_psk(p: &Path) -> Result<(), ClusterError> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let key: [u8; 32] = rand::random();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(p)
+        .and_then(|mut f| f.write_all(&key))
+        .map_err(|e| io(p, e))
+}
+
 fn toml_text(t: &toml::Table) -> String {
     toml::to_string(t).unwrap_or_default()
 }
@@ -164,6 +180,14 @@ pub async fn run(
             "the trace has requests for site {s}, which the spec does not list"
         )));
     }
+    let tcp = spec.transport == WindowTransport::Tcp;
+    let psk = if tcp {
+        let p = conf.join("cluster.psk");
+        write_psk(&p)?;
+        Some(p)
+    } else {
+        None
+    };
     let tag = std::process::id();
     let mut nodes = Vec::new();
     let roles = spec
@@ -180,6 +204,7 @@ pub async fn run(
             listen: free_addr()?,
             push: conf.join(format!("n{n}.push.sock")),
             shm: PathBuf::from(format!("/dev/shm/rdmalb-cluster-{tag}-n{n}")),
+            tcp: if tcp { Some(free_addr()?) } else { None },
             site_file: conf.join(format!("n{n}.site.toml")),
             pid_file: conf.join(format!("n{n}.pid")),
         });
@@ -234,7 +259,7 @@ pub async fn run(
     )
     .await?;
     for (i, n) in nodes.iter().enumerate() {
-        let t = gen::sidecar(spec, n, i + 1, &conf);
+        let t = gen::sidecar(spec, n, i + 1, &conf, psk.as_deref());
         let p = conf.join(format!("{}.sidecar.toml", n.name));
         let text = toml_text(&t);
         crate::sidecar::config::parse(&text, &p).map_err(|e| ClusterError::Generated {
@@ -251,14 +276,18 @@ pub async fn run(
             &logs,
         )?;
     }
+    // With tcp, also until its responder accepts (a bare connect: the
+    // sidecar drops it at the handshake).
     wait_for(&mut procs, &nodes, &mut shutdown, "has no window", |n| {
         n.shm.exists()
+            && n.tcp
+                .is_none_or(|a| std::net::TcpStream::connect(a).is_ok())
     })
     .await?;
     let mut urls = Vec::new();
     for id in 1..=spec.proxies {
         let (listen, admin) = (free_addr()?, free_addr()?);
-        let t = gen::proxy(spec, id, &nodes, listen, admin, tag);
+        let t = gen::proxy(spec, id, &nodes, (listen, admin), tag, psk.as_deref());
         let p = conf.join(format!("proxy{id}.toml"));
         let text = toml_text(&t);
         crate::config::parse(&text, &p).map_err(|e| ClusterError::Generated {
