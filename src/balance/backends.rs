@@ -55,6 +55,22 @@ const QUEUE_RECHECK: Duration = Duration::from_millis(50);
 /// reports "full" and waits.
 const RACE_RETRIES: usize = 4;
 
+/// A pick's candidates: the site's cached up-list, or a filtered copy when
+/// the request excluded some of its nodes.
+enum Candidates {
+    Cached(arc_swap::Guard<Arc<UpList>>),
+    Filtered(Vec<Arc<NodeState>>),
+}
+
+impl Candidates {
+    fn nodes(&self) -> &[Arc<NodeState>] {
+        match self {
+            Candidates::Cached(up) => &up.nodes,
+            Candidates::Filtered(v) => v,
+        }
+    }
+}
+
 /// Outcome of one non-waiting attempt under the in-flight limit.
 enum Limited {
     Got(Pick),
@@ -269,6 +285,21 @@ impl Backends {
     /// this request already tried) and takes an in-flight slot on it,
     /// ignoring `limits.max_inflight_per_node` (see [`pick_queued`](Self::pick_queued)).
     pub fn pick(&self, site: usize, exclude: &[usize]) -> Result<Pick, NoNode> {
+        let candidates = self.candidates(site, exclude)?;
+        // A selector returns None only for no candidates; treat a misbehaving
+        // custom policy as "nothing available" rather than panicking.
+        let node = self
+            .selector
+            .select(site, candidates.nodes())
+            .ok_or(NoNode::AllDown)?;
+        node.inflight_inc();
+        Ok(Pick::taken(node))
+    }
+
+    /// The up nodes of `site` serving it now, less `exclude`. Common case:
+    /// nothing excluded (or only nodes already down), so the cached list is
+    /// handed out as it is: no scan, no allocation.
+    fn candidates(&self, site: usize, exclude: &[usize]) -> Result<Candidates, NoNode> {
         let Some(sb) = self.sites.get(site).filter(|s| !s.nodes.is_empty()) else {
             return Err(NoNode::Empty);
         };
@@ -276,27 +307,19 @@ impl Backends {
         if up.nodes.is_empty() {
             return Err(NoNode::AllDown);
         }
-        // Common case: nothing excluded (or only nodes already down), so the
-        // cached list goes to the selector as it is: no scan, no allocation.
-        let chosen = if exclude.is_empty() || !up.nodes.iter().any(|n| exclude.contains(&n.index)) {
-            self.selector.select(site, &up.nodes)
-        } else {
-            let candidates: Vec<Arc<NodeState>> = up
-                .nodes
-                .iter()
-                .filter(|n| !exclude.contains(&n.index))
-                .cloned()
-                .collect();
-            if candidates.is_empty() {
-                return Err(NoNode::Exhausted);
-            }
-            self.selector.select(site, &candidates)
-        };
-        // A selector returns None only for no candidates; treat a misbehaving
-        // custom policy as "nothing available" rather than panicking.
-        let node = chosen.ok_or(NoNode::AllDown)?;
-        node.inflight_inc();
-        Ok(Pick::taken(node))
+        if exclude.is_empty() || !up.nodes.iter().any(|n| exclude.contains(&n.index)) {
+            return Ok(Candidates::Cached(up));
+        }
+        let left: Vec<Arc<NodeState>> = up
+            .nodes
+            .iter()
+            .filter(|n| !exclude.contains(&n.index))
+            .cloned()
+            .collect();
+        if left.is_empty() {
+            return Err(NoNode::Exhausted);
+        }
+        Ok(Candidates::Filtered(left))
     }
 
     /// Like [`pick`](Self::pick) but honours `limits.max_inflight_per_node`:
@@ -350,28 +373,11 @@ impl Backends {
         site: usize,
         exclude: &[usize],
     ) -> Result<Pick, NoNode> {
-        let Some(sb) = self.sites.get(site).filter(|s| !s.nodes.is_empty()) else {
-            return Err(NoNode::Empty);
-        };
-        let up = sb.up_list();
-        if up.nodes.is_empty() {
-            return Err(NoNode::AllDown);
-        }
-        let chosen = if exclude.is_empty() || !up.nodes.iter().any(|n| exclude.contains(&n.index)) {
-            policy.select_loaded(site, &up.nodes).await
-        } else {
-            let candidates: Vec<Arc<NodeState>> = up
-                .nodes
-                .iter()
-                .filter(|n| !exclude.contains(&n.index))
-                .cloned()
-                .collect();
-            if candidates.is_empty() {
-                return Err(NoNode::Exhausted);
-            }
-            policy.select_loaded(site, &candidates).await
-        };
-        let node = chosen.ok_or(NoNode::AllDown)?;
+        let candidates = self.candidates(site, exclude)?;
+        let node = policy
+            .select_loaded(site, candidates.nodes())
+            .await
+            .ok_or(NoNode::AllDown)?;
         node.inflight_inc();
         Ok(Pick::taken(node))
     }
