@@ -14,37 +14,14 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{client, eventually, free_addr, ChildGuard};
+use common::{client, eventually, free_addr, ChildGuard, GroupNginx, NGINX};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
-const NGINX: &str = "/usr/sbin/nginx";
 const SITES: [&str; 2] = ["shop", "blog"];
-
-/// Stops an nginx master and its workers (its own process group) on drop.
-struct NginxGuard(std::process::Child);
-
-impl Drop for NginxGuard {
-    fn drop(&mut self) {
-        let pid = self.0.id().to_string();
-        let _ = Command::new("kill").args(["-TERM", &pid]).status();
-        for _ in 0..200 {
-            if matches!(self.0.try_wait(), Ok(Some(_))) {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let _ = Command::new("kill")
-            .args(["-KILL", "--", &format!("-{pid}")])
-            .stderr(Stdio::null())
-            .status();
-        let _ = self.0.wait();
-    }
-}
 
 /// One backend node: nginx plus its sidecar.
 struct Node {
@@ -52,7 +29,7 @@ struct Node {
     app: SocketAddr,
     push: SocketAddr,
     sidecar: ChildGuard,
-    _nginx: NginxGuard,
+    _nginx: GroupNginx,
 }
 
 impl Node {
@@ -65,38 +42,8 @@ impl Node {
             std::fs::create_dir_all(&root).unwrap();
             std::fs::write(root.join("index.html"), format!("{s} on {name}\n")).unwrap();
         }
-        std::fs::write(
-            dir.path().join("nginx.conf"),
-            format!(
-                "user root;\nworker_processes 1;\npid {p}/nginx.pid;\nerror_log {p}/error.log;\n\
-                 events {{ worker_connections 128; }}\nhttp {{\n    access_log off;\n\
-                 client_body_temp_path {p}/cb;\n    proxy_temp_path {p}/px;\n    fastcgi_temp_path {p}/fc;\n\
-                 uwsgi_temp_path {p}/uw;\n    scgi_temp_path {p}/sc;\n    include {p}/site.conf;\n}}\n"
-            ),
-        )
-        .unwrap();
-        std::fs::write(
-            dir.path().join("site.conf"),
-            format!("server {{ listen {app}; return 404; }}\n"),
-        )
-        .unwrap();
-        let nginx = Command::new(NGINX)
-            .args(["-p", &p, "-e", &format!("{p}/error.log"), "-c"])
-            .arg(dir.path().join("nginx.conf"))
-            .args(["-g", "daemon off;"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0)
-            .spawn()
-            .expect("start nginx");
-        let nginx = NginxGuard(nginx);
         // The sidecar reloads nginx at start-up: nginx must be up first.
-        for _ in 0..400 {
-            if dir.path().join("nginx.pid").exists() && std::net::TcpStream::connect(app).is_ok() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(25));
-        }
+        let nginx = GroupNginx::start(dir.path(), app).expect("nginx is installed");
         let role = Path::new(env!("CARGO_MANIFEST_DIR")).join("conf/role");
         let (admin, push) = (free_addr(), free_addr());
         let mut config = format!(

@@ -11,12 +11,10 @@ mod common;
 mod sidecar_role_support;
 
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{client, eventually, free_addr};
+use common::{client, eventually, free_addr, GroupNginx, NGINX};
 use rdmalb::window::layout::word;
 use rdmalb::window::{
     site_table_hash, Expect, Psk, RemoteWindow, RoleState, RoleStatusCode, RoleWord, ShmWindow,
@@ -24,7 +22,6 @@ use rdmalb::window::{
 };
 use sidecar_role_support::{claim, get_json, outcome, served, SidecarProc};
 
-const NGINX: &str = "/usr/sbin/nginx";
 const SITES: [&str; 3] = ["shop", "blog", "news"];
 const SHOP: SiteSlot = SiteSlot::Site(0);
 const BLOG: SiteSlot = SiteSlot::Site(1);
@@ -37,33 +34,7 @@ struct Node {
     admin: std::net::SocketAddr,
     tcp: std::net::SocketAddr,
     sidecar: SidecarProc,
-    _nginx: GroupGuard,
-}
-
-/// Stops nginx on drop, even when a test panics: SIGTERM to the master
-/// (which stops and reaps its workers), then, if it is still there after a
-/// bounded wait, SIGKILL to the whole process group.
-struct GroupGuard {
-    child: std::process::Child,
-}
-
-impl Drop for GroupGuard {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        for _ in 0..200 {
-            if matches!(self.child.try_wait(), Ok(Some(_))) {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let _ = Command::new("kill")
-            .args(["-KILL", "--", &format!("-{}", self.child.id())])
-            .stderr(Stdio::null())
-            .status();
-        let _ = self.child.wait();
-    }
+    _nginx: GroupNginx,
 }
 
 fn d(dir: &Path) -> String {
@@ -73,10 +44,6 @@ fn d(dir: &Path) -> String {
 impl Node {
     /// `news_template` is the news site's template text (the failing cases).
     fn start(news_template: &str, verify_timeout: &str) -> Option<Node> {
-        if !Path::new(NGINX).exists() {
-            eprintln!("SKIPPED: {NGINX} is not installed (apt-get install nginx)");
-            return None;
-        }
         let dir = tempfile::tempdir().unwrap();
         let p = d(dir.path());
         let app = free_addr();
@@ -88,50 +55,9 @@ impl Node {
             )
             .unwrap();
         }
-        std::fs::write(
-            dir.path().join("nginx.conf"),
-            format!(
-                r#"user root;
-worker_processes 1;
-pid {p}/nginx.pid;
-error_log {p}/error.log;
-events {{ worker_connections 128; }}
-http {{
-    access_log off;
-    client_body_temp_path {p}/client_body;
-    proxy_temp_path {p}/proxy;
-    fastcgi_temp_path {p}/fastcgi;
-    uwsgi_temp_path {p}/uwsgi;
-    scgi_temp_path {p}/scgi;
-    include {p}/site.conf;
-}}
-"#
-            ),
-        )
-        .unwrap();
-        // Before the sidecar runs, nginx serves a hand-written placeholder:
-        // the sidecar must apply the initial site at start-up.
-        std::fs::write(
-            dir.path().join("site.conf"),
-            format!("server {{ listen {app}; return 404; }}\n"),
-        )
-        .unwrap();
-        let nginx = Command::new(NGINX)
-            .args(["-p", &p, "-e", &format!("{p}/error.log"), "-c"])
-            .arg(dir.path().join("nginx.conf"))
-            .args(["-g", "daemon off;"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0)
-            .spawn()
-            .expect("start nginx");
-        let nginx = GroupGuard { child: nginx };
-        for _ in 0..400 {
-            if std::net::TcpStream::connect(app).is_ok() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(25));
-        }
+        // Before the sidecar runs, nginx serves a placeholder: the sidecar
+        // must apply the initial site at start-up.
+        let nginx = GroupNginx::start(dir.path(), app)?;
         let tpl = Path::new(env!("CARGO_MANIFEST_DIR")).join("conf/role/nginx-site.conf.tpl");
         std::fs::write(dir.path().join("news.tpl"), news_template).unwrap();
         let psk = dir.path().join("cluster.psk");

@@ -566,3 +566,87 @@ pub async fn read_some(s: &mut tokio::net::TcpStream, want: usize) -> Vec<u8> {
     }
     out
 }
+
+/// Debian's nginx as an unmodified backend app for role-application tests:
+/// its own prefix `dir`, pid file and temp dirs, and an `include` of
+/// `dir/site.conf` (the file a sidecar owns; it starts as a placeholder
+/// answering 404 on `app`). It runs with a master process (a single-process
+/// nginx does not listen on a reloaded config), in its own process group so
+/// that dropping the guard stops master and workers together: SIGTERM to
+/// the master, a bounded wait, then SIGKILL to the group.
+pub struct GroupNginx {
+    child: std::process::Child,
+}
+
+/// Where Debian installs nginx.
+pub const NGINX: &str = "/usr/sbin/nginx";
+
+impl GroupNginx {
+    /// Starts nginx in `dir` listening on `app`, and returns once its pid
+    /// file exists and `app` accepts connections (bounded wait). `None` when
+    /// nginx is not installed (the caller skips, printing why).
+    pub fn start(dir: &Path, app: SocketAddr) -> Option<GroupNginx> {
+        use std::os::unix::process::CommandExt;
+        if !Path::new(NGINX).exists() {
+            eprintln!("SKIPPED: {NGINX} is not installed (apt-get install nginx)");
+            return None;
+        }
+        let p = dir.display();
+        std::fs::write(
+            dir.join("nginx.conf"),
+            format!(
+                "user root;\nworker_processes 1;\npid {p}/nginx.pid;\nerror_log {p}/error.log;\n\
+                 events {{ worker_connections 128; }}\nhttp {{\n    access_log off;\n\
+                 client_body_temp_path {p}/cb;\n    proxy_temp_path {p}/px;\n    fastcgi_temp_path {p}/fc;\n\
+                 uwsgi_temp_path {p}/uw;\n    scgi_temp_path {p}/sc;\n    include {p}/site.conf;\n}}\n"
+            ),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("site.conf"),
+            format!("server {{ listen {app}; return 404; }}\n"),
+        )
+        .unwrap();
+        let child = Command::new(NGINX)
+            .arg("-p")
+            .arg(dir)
+            .arg("-e")
+            .arg(dir.join("error.log"))
+            .arg("-c")
+            .arg(dir.join("nginx.conf"))
+            .args(["-g", "daemon off;"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .expect("start nginx");
+        let nginx = GroupNginx { child };
+        for _ in 0..400 {
+            if dir.join("nginx.pid").exists() && std::net::TcpStream::connect(app).is_ok() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        Some(nginx)
+    }
+}
+
+impl Drop for GroupNginx {
+    fn drop(&mut self) {
+        let pid = self.child.id();
+        let _ = Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status();
+        for _ in 0..200 {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{pid}")])
+            .stderr(Stdio::null())
+            .status();
+        let _ = self.child.wait();
+    }
+}
