@@ -310,48 +310,22 @@ pub fn parse_spec(text: &str, path: &Path) -> Result<Spec, ConfigErrors> {
             ),
         );
     }
-    let mut guarantees = vec![None; sites.len()];
-    for (site, v) in raw.guarantee.unwrap_or_default() {
-        let key = format!("guarantee.{site}");
-        let Some(i) = sites.iter().position(|s| *s == site) else {
-            add(
-                &key,
-                format!(
-                    "no site named `{site}` (expected one of: {})",
-                    sites.join(", ")
-                ),
-            );
-            continue;
-        };
+    let guarantees = per_site(&sites, raw.guarantee, "guarantee", &mut add, |v| {
         match v.as_float().or_else(|| v.as_integer().map(|n| n as f64)) {
-            Some(g) if g > 0.0 && g <= 1e7 => guarantees[i] = Some(g),
-            _ => add(
-                &key,
-                format!("`{v}` is not a rate (accepted: requests/s above 0, at most 10000000)"),
-            ),
+            Some(g) if g > 0.0 && g <= 1e7 => Ok(g),
+            _ => Err(format!(
+                "`{v}` is not a rate (accepted: requests/s above 0, at most 10000000)"
+            )),
         }
-    }
-    let mut priorities = vec![None; sites.len()];
-    for (site, v) in raw.priority.unwrap_or_default() {
-        let key = format!("priority.{site}");
-        let Some(i) = sites.iter().position(|s| *s == site) else {
-            add(
-                &key,
-                format!(
-                    "no site named `{site}` (expected one of: {})",
-                    sites.join(", ")
-                ),
-            );
-            continue;
-        };
+    });
+    let priorities = per_site(&sites, raw.priority, "priority", &mut add, |v| {
         match v.as_integer() {
-            Some(p) if (0..=1000).contains(&p) => priorities[i] = Some(p as u32),
-            _ => add(
-                &key,
-                format!("`{v}` is not a priority (accepted: an integer 0 to 1000)"),
-            ),
+            Some(p) if (0..=1000).contains(&p) => Ok(p as u32),
+            _ => Err(format!(
+                "`{v}` is not a priority (accepted: an integer 0 to 1000)"
+            )),
         }
-    }
+    });
     let proxies = match raw.proxies {
         None => 1,
         Some(n) if (1..=16).contains(&n) => n as u32,
@@ -528,6 +502,37 @@ pub fn write_outputs(
         plot::throughput_png(&wide, report.sites.len(), p, title)?;
     }
     Ok(())
+}
+
+/// A per-site table of the spec (`[guarantee]`, `[priority]`): each key must
+/// name a site, each value must pass `parse`; every problem goes to `add`
+/// under `<table>.<site>`. Returns one entry per site, in site order.
+fn per_site<T: Clone>(
+    sites: &[String],
+    table: Option<toml::Table>,
+    name: &str,
+    add: &mut impl FnMut(&str, String),
+    parse: impl Fn(&toml::Value) -> Result<T, String>,
+) -> Vec<Option<T>> {
+    let mut out = vec![None; sites.len()];
+    for (site, v) in table.unwrap_or_default() {
+        let key = format!("{name}.{site}");
+        let Some(i) = sites.iter().position(|s| *s == site) else {
+            add(
+                &key,
+                format!(
+                    "no site named `{site}` (expected one of: {})",
+                    sites.join(", ")
+                ),
+            );
+            continue;
+        };
+        match parse(&v) {
+            Ok(x) => out[i] = Some(x),
+            Err(e) => add(&key, e),
+        }
+    }
+    out
 }
 
 #[cfg(test)]
