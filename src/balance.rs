@@ -16,6 +16,7 @@
 //! Depends on `config` only; the data path (`proxy`) depends on this, never
 //! the other way round.
 
+pub mod admission;
 mod backends;
 pub mod health;
 mod least_load;

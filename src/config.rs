@@ -11,6 +11,7 @@
 //! over the global section (`[weights]`, `[health]`) over the built-in
 //! default documented on each field in `conf/rdmalb.toml`.
 
+mod qos;
 pub mod raw;
 mod reconfig;
 pub mod types;

@@ -9,7 +9,7 @@ use serde::Deserialize;
 /// that problems in several sections are all reported.
 pub const TOP_LEVEL_KEYS: &[&str] = &[
     "global", "timeouts", "limits", "health", "admin", "cluster", "weights", "routing", "listener",
-    "site", "node", "reconfig",
+    "site", "node", "reconfig", "qos",
 ];
 
 #[derive(Debug, Default, Deserialize)]
@@ -191,4 +191,15 @@ pub struct RawPeerProxy {
     pub transport: Option<String>,
     /// Shm: window file path. Tcp: responder address.
     pub window: Option<String>,
+}
+
+/// `[qos]`: the proxy-wide admission queue.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawQos {
+    pub max_inflight: Option<i64>,
+    /// "virtualclock" or "fifo".
+    pub dispatch: Option<String>,
+    pub best_effort_floor: Option<f64>,
+    pub max_queue: Option<i64>,
 }

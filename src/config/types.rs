@@ -25,6 +25,8 @@ pub struct Config {
     pub nodes: Vec<Node>,
     /// `[reconfig]`: the reconfiguration agent.
     pub reconfig: Reconfig,
+    /// `[qos]`: the proxy-wide admission queue.
+    pub qos: Qos,
 }
 
 impl Config {
@@ -471,4 +473,63 @@ pub struct PeerProxy {
     pub id: u16,
     /// Its window (shm or tcp; never verbs for proxy windows).
     pub window: WindowEndpoint,
+}
+
+/// `[qos]`: a proxy-wide limit on requests forwarded at once, with a queue
+/// per site dispatched in VirtualClock order when the limit is reached
+/// (`balance::admission`, DESIGN.md "QoS", seed 004 section 3).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Qos {
+    /// Requests in flight to nodes, all sites together (0 = no limit and
+    /// no queue). Requests beyond wait up to `timeouts.queue`.
+    pub max_inflight: usize,
+    pub dispatch: Dispatch,
+    /// Rate (requests/s) a site without a guarantee is scheduled at, so
+    /// best-effort sites keep a share under overload.
+    pub best_effort_floor: f64,
+    /// Requests one site may have waiting; beyond, 503 at once.
+    pub max_queue: usize,
+}
+
+impl Default for Qos {
+    fn default() -> Self {
+        Qos {
+            max_inflight: 0,
+            dispatch: Dispatch::VirtualClock,
+            best_effort_floor: 10.0,
+            max_queue: 1024,
+        }
+    }
+}
+
+impl Qos {
+    /// A site's scheduled rate in requests/s: its guarantee, or the floor.
+    pub fn rate_of(&self, site: &Site) -> f64 {
+        if site.guarantee > 0.0 {
+            site.guarantee
+        } else {
+            self.best_effort_floor
+        }
+    }
+}
+
+/// Order in which queued requests get a freed slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dispatch {
+    /// Smallest virtual finish tag first: each site gets slots in
+    /// proportion to its rate (guarantee or best-effort floor).
+    VirtualClock,
+    /// Arrival order across all sites (what a single shared queue does).
+    Fifo,
+}
+
+impl Dispatch {
+    pub const ACCEPTED: &'static str = "\"virtualclock\" or \"fifo\"";
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Dispatch::VirtualClock => "virtualclock",
+            Dispatch::Fifo => "fifo",
+        }
+    }
 }

@@ -202,6 +202,7 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
     let raw_sites: Vec<Option<RawSite>> = c.entries(&table, "site");
     let raw_nodes: Vec<Option<RawNode>> = c.entries(&table, "node");
     let raw_reconfig: RawReconfig = c.section(&table, "reconfig");
+    let raw_qos: RawQos = c.section(&table, "qos");
 
     let timeouts = Timeouts {
         connect: c.duration(
@@ -586,6 +587,7 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
         via_name: raw_global.via_name.unwrap_or_else(|| "rdmalb".to_string()),
     };
     let reconfig = super::reconfig::validate(&mut c, raw_reconfig, &global, &cluster, &nodes);
+    let qos = super::qos::validate(&mut c, raw_qos);
 
     if !c.problems.is_empty() {
         return Err(ConfigErrors {
@@ -606,6 +608,7 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
         sites,
         nodes,
         reconfig,
+        qos,
     })
 }
 

@@ -519,3 +519,64 @@ fn every_problem_is_reported_not_just_the_first() {
     let err = parse(&text, Path::new("test.toml")).unwrap_err();
     assert!(err.problems.len() >= 3, "{err}");
 }
+
+#[test]
+fn qos_defaults_to_no_limit_and_parses_every_key() {
+    let d = ok(BASE).qos;
+    assert_eq!(d, Qos::default());
+    assert_eq!((d.max_inflight, d.dispatch), (0, Dispatch::VirtualClock));
+    let c = ok(&with(
+        "[qos]\nmax_inflight = 64\ndispatch = \"fifo\"\nbest_effort_floor = 2.5\nmax_queue = 16",
+    ))
+    .qos;
+    assert_eq!(
+        c,
+        Qos {
+            max_inflight: 64,
+            dispatch: Dispatch::Fifo,
+            best_effort_floor: 2.5,
+            max_queue: 16
+        }
+    );
+}
+
+#[test]
+fn qos_unknown_dispatch() {
+    rejects(
+        &with("[qos]\ndispatch = \"wfq\""),
+        "qos.dispatch",
+        "\"virtualclock\" or \"fifo\"",
+    );
+}
+
+#[test]
+fn qos_zero_best_effort_floor() {
+    rejects(
+        &with("[qos]\nbest_effort_floor = 0.0"),
+        "qos.best_effort_floor",
+        "above 0",
+    );
+}
+
+#[test]
+fn qos_negative_max_inflight() {
+    rejects(
+        &with("[qos]\nmax_inflight = -1"),
+        "qos.max_inflight",
+        "from 0 to 1000000",
+    );
+}
+
+#[test]
+fn qos_zero_max_queue() {
+    rejects(
+        &with("[qos]\nmax_queue = 0"),
+        "qos.max_queue",
+        "from 1 to 1000000",
+    );
+}
+
+#[test]
+fn qos_unknown_key() {
+    rejects(&with("[qos]\nmaxinflight = 4"), "qos", "maxinflight");
+}

@@ -101,6 +101,12 @@ pub enum ErrorKind {
     NoNodes,
     /// No free slot on the node within `timeouts.queue`.
     QueueTimeout,
+    /// The proxy was at `qos.max_inflight` and the site already had
+    /// `qos.max_queue` requests waiting.
+    QosQueueFull,
+    /// The proxy was at `qos.max_inflight` and no slot was freed for the
+    /// request within `timeouts.queue`.
+    QosTimeout,
     /// The TCP connection to the node was refused or failed.
     ConnectFailed,
     /// The TCP connection to the node did not complete within `timeouts.connect`.
@@ -121,9 +127,11 @@ impl ErrorKind {
             // Nobody reads it, but the access log wants a code (nginx uses 499).
             ErrorKind::ClientAborted => StatusCode::BAD_REQUEST,
             ErrorKind::NoSite => StatusCode::NOT_FOUND,
-            ErrorKind::AllDown | ErrorKind::NoNodes | ErrorKind::QueueTimeout => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            ErrorKind::AllDown
+            | ErrorKind::NoNodes
+            | ErrorKind::QueueTimeout
+            | ErrorKind::QosQueueFull
+            | ErrorKind::QosTimeout => StatusCode::SERVICE_UNAVAILABLE,
             ErrorKind::ConnectFailed | ErrorKind::UpstreamProtocol => StatusCode::BAD_GATEWAY,
             ErrorKind::ConnectTimeout | ErrorKind::UpstreamTimeout => StatusCode::GATEWAY_TIMEOUT,
         }
@@ -140,7 +148,9 @@ impl ErrorKind {
             ErrorKind::NoSite
             | ErrorKind::AllDown
             | ErrorKind::NoNodes
-            | ErrorKind::QueueTimeout => ErrorSource::Internal,
+            | ErrorKind::QueueTimeout
+            | ErrorKind::QosQueueFull
+            | ErrorKind::QosTimeout => ErrorSource::Internal,
             ErrorKind::ConnectFailed
             | ErrorKind::ConnectTimeout
             | ErrorKind::UpstreamTimeout
@@ -168,7 +178,8 @@ impl ErrorKind {
             ErrorKind::ClientAborted => "CD",
             ErrorKind::NoSite => "PR",
             ErrorKind::AllDown | ErrorKind::NoNodes => "SC",
-            ErrorKind::QueueTimeout => "sQ",
+            ErrorKind::QueueTimeout | ErrorKind::QosTimeout => "sQ",
+            ErrorKind::QosQueueFull => "PQ",
             ErrorKind::ConnectFailed => "SC",
             ErrorKind::ConnectTimeout => "sC",
             ErrorKind::UpstreamTimeout => "sH",
@@ -185,11 +196,21 @@ impl ErrorKind {
             ErrorKind::RequestTimeout | ErrorKind::ClientTimeout => "408",
             ErrorKind::ClientAborted => "aborted",
             ErrorKind::NoSite => "404",
-            ErrorKind::AllDown | ErrorKind::NoNodes | ErrorKind::QueueTimeout => "503",
+            ErrorKind::AllDown
+            | ErrorKind::NoNodes
+            | ErrorKind::QueueTimeout
+            | ErrorKind::QosQueueFull
+            | ErrorKind::QosTimeout => "503",
             ErrorKind::ConnectFailed | ErrorKind::ConnectTimeout => "connect",
             ErrorKind::UpstreamTimeout => "timeout",
             ErrorKind::UpstreamProtocol => "protocol",
         }
+    }
+
+    /// Whether the client should be told to come back (`Retry-After`):
+    /// the proxy shed the request because it is overloaded.
+    pub fn overload(self) -> bool {
+        matches!(self, ErrorKind::QosQueueFull | ErrorKind::QosTimeout)
     }
 
     /// Short text body for the error response.
@@ -203,6 +224,12 @@ impl ErrorKind {
             ErrorKind::AllDown => "no node of this site is up\n",
             ErrorKind::NoNodes => "this site has no nodes\n",
             ErrorKind::QueueTimeout => "all nodes of this site are busy\n",
+            ErrorKind::QosQueueFull => {
+                "service unavailable: the proxy is at its request limit and this site's queue is full\n"
+            }
+            ErrorKind::QosTimeout => {
+                "service unavailable: the proxy is at its request limit and no slot came free in time\n"
+            }
             ErrorKind::ConnectFailed => "bad gateway: cannot connect to the backend\n",
             ErrorKind::ConnectTimeout => "gateway timeout: connecting to the backend timed out\n",
             ErrorKind::UpstreamTimeout => "gateway timeout: the backend did not answer in time\n",
@@ -229,6 +256,8 @@ mod tests {
             ErrorKind::AllDown,
             ErrorKind::NoNodes,
             ErrorKind::QueueTimeout,
+            ErrorKind::QosQueueFull,
+            ErrorKind::QosTimeout,
             ErrorKind::ConnectFailed,
             ErrorKind::ConnectTimeout,
             ErrorKind::UpstreamTimeout,

@@ -15,6 +15,7 @@ use super::error::ErrorKind;
 use super::state::{ConnCtx, Snapshot};
 use super::stats::class_index;
 use super::upstream::NodePool;
+use crate::balance::admission::Permit;
 use crate::balance::{Outcome, Pick};
 
 /// How an exchange ended.
@@ -47,6 +48,8 @@ pub struct Exchange {
     pub site: Option<usize>,
     pub node: Option<usize>,
     pub pick: Option<Pick>,
+    /// The `[qos]` admission slot, released when the exchange settles.
+    pub admission: Option<Permit>,
     /// The node connection, returned to its pool on a complete response.
     pub conn: Option<(Arc<NodePool>, SendRequest<RequestBody>)>,
     /// Tq, Tw, Tc, Tr (ms; -1 = not reached).
@@ -89,6 +92,7 @@ impl Exchange {
             site: None,
             node: None,
             pick: None,
+            admission: None,
             conn: None,
             timers: [-1; 4],
             status: 0,
@@ -192,6 +196,9 @@ impl Exchange {
             drop(pick);
             self.update_inflight(node);
         }
+        // Released here, not when the struct is dropped: the slot is free
+        // as soon as the response has ended.
+        self.admission = None;
         if self.ctx.proxy.access.enabled() {
             let [tq, tw, tc, tr] = self.timers;
             self.ctx.proxy.access.log(AccessRecord {

@@ -20,6 +20,7 @@ use super::headers;
 use super::state::ConnCtx;
 use super::stats;
 use super::upstream::ConnectError;
+use crate::balance::admission::Refused;
 use crate::balance::{NoNode, Outcome, PickError};
 
 /// How many times a request may be re-sent because a pooled connection
@@ -59,6 +60,33 @@ pub async fn handle(
     if let Some(s) = snap.stats.sites.get(site) {
         s.arrived();
     }
+
+    // The proxy-wide admission queue (`[qos]`): waits only when the proxy
+    // is at qos.max_inflight.
+    let t_admit = Instant::now();
+    let slot = snap.qos_slots.get(site).copied().unwrap_or(usize::MAX);
+    match snap.admission.admit(slot).await {
+        Ok(permit) => {
+            if permit.holds_slot() {
+                if let Some(s) = snap.stats.sites.get(site) {
+                    s.admitted[usize::from(permit.was_queued())].increment(1);
+                }
+            }
+            ex.admission = Some(permit);
+        }
+        Err(refused) => {
+            let (kind, reason) = match refused {
+                Refused::QueueFull(_) => (ErrorKind::QosQueueFull, 0),
+                Refused::Timeout(_) => (ErrorKind::QosTimeout, 1),
+            };
+            if let Some(s) = snap.stats.sites.get(site) {
+                s.rejected[reason].increment(1);
+            }
+            tracing::debug!(site = %name_of(&snap.site_names, site), error = %refused, "request shed by the admission queue");
+            return Ok(error(ex, kind));
+        }
+    }
+    let admit_wait = t_admit.elapsed();
 
     let upgrade = headers::is_upgrade_request(req.version(), req.headers());
     let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
@@ -117,7 +145,7 @@ pub async fn handle(
                 return Ok(error(ex, kind));
             }
         };
-        ex.timers[1] = ms(t_pick.elapsed());
+        ex.timers[1] = ms(t_pick.elapsed() + admit_wait);
         let node = pick.node.index;
         tried.insert(node);
         ex.node = Some(node);
@@ -363,13 +391,29 @@ pub fn error(mut ex: Exchange, kind: ErrorKind) -> Response<ResponseBody> {
         stats::client_error(kind.metric_kind());
     }
     let text = match (kind, ex.site) {
-        (ErrorKind::AllDown | ErrorKind::NoNodes | ErrorKind::QueueTimeout, Some(site)) => {
+        (
+            ErrorKind::AllDown
+            | ErrorKind::NoNodes
+            | ErrorKind::QueueTimeout
+            | ErrorKind::QosQueueFull
+            | ErrorKind::QosTimeout,
+            Some(site),
+        ) => {
             let name = ex.snap.site_names.get(site).map_or("?", |n| n);
+            let qos = &ex.snap.config.qos;
             Bytes::from(match kind {
                 ErrorKind::NoNodes => format!("service unavailable: site `{name}` has no nodes\n"),
                 ErrorKind::QueueTimeout => {
                     format!("service unavailable: every node of site `{name}` is busy\n")
                 }
+                ErrorKind::QosQueueFull => format!(
+                    "service unavailable: the proxy is at its request limit (qos.max_inflight = {}) and site `{name}` already has {} requests waiting (qos.max_queue)\n",
+                    qos.max_inflight, qos.max_queue
+                ),
+                ErrorKind::QosTimeout => format!(
+                    "service unavailable: the proxy is at its request limit (qos.max_inflight = {}) and no slot came free for site `{name}` within timeouts.queue\n",
+                    qos.max_inflight
+                ),
                 _ => format!("service unavailable: no node of site `{name}` is up\n"),
             })
         }
@@ -388,6 +432,9 @@ pub fn error(mut ex: Exchange, kind: ErrorKind) -> Response<ResponseBody> {
     h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     h.insert(header::VIA, via);
+    if kind.overload() {
+        h.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    }
     if close {
         h.insert(header::CONNECTION, HeaderValue::from_static("close"));
     }

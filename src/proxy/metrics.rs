@@ -46,6 +46,15 @@ pub const LOAD_READS: &str = crate::balance::windows::LOAD_READS;
 /// the node from local information only (stale, torn, timeout, unreadable,
 /// disconnected, unpublished).
 pub const LOAD_UNKNOWN: &str = crate::balance::windows::LOAD_UNKNOWN;
+/// `rdmalb_qos_inflight` gauge: requests holding a `[qos]` admission slot.
+pub const QOS_INFLIGHT: &str = crate::balance::admission::INFLIGHT;
+/// `rdmalb_qos_queued{site}` gauge: requests waiting for an admission slot.
+pub const QOS_QUEUED: &str = crate::balance::admission::QUEUED;
+/// `rdmalb_qos_admitted_total{site,path}` counter; path = direct, queued.
+pub const QOS_ADMITTED: &str = crate::balance::admission::ADMITTED;
+/// `rdmalb_qos_rejected_total{site,reason}` counter; reason = queue_full,
+/// queue_timeout (both answered 503 with `Retry-After`).
+pub const QOS_REJECTED: &str = crate::balance::admission::REJECTED;
 
 /// Buckets of [`REQUEST_DURATION`] in seconds: 0.5 ms to 30 s, dense where
 /// a proxied request usually lands (1-250 ms).
@@ -147,5 +156,21 @@ fn describe() {
     describe_counter!(
         LOAD_UNKNOWN,
         "Decisions that scored the node from in-flight only, by node and reason (stale, torn, timeout, unreadable, disconnected, unpublished)"
+    );
+    describe_gauge!(
+        QOS_INFLIGHT,
+        "Requests holding a [qos] admission slot (at most qos.max_inflight)"
+    );
+    describe_gauge!(
+        QOS_QUEUED,
+        "Requests waiting for a [qos] admission slot, by site"
+    );
+    describe_counter!(
+        QOS_ADMITTED,
+        "Requests given a [qos] admission slot, by site and path (direct: a slot was free; queued: waited, VirtualClock order)"
+    );
+    describe_counter!(
+        QOS_REJECTED,
+        "Requests shed with 503 by the [qos] admission queue, by site and reason (queue_full, queue_timeout)"
     );
 }

@@ -15,6 +15,7 @@ use super::io::ConnShared;
 use super::route::RouteTable;
 use super::stats::Stats;
 use super::upstream::Pools;
+use crate::balance::admission::{Admission, SiteSlots};
 use crate::balance::{Backends, NodeWindows};
 use crate::config::Config;
 
@@ -33,6 +34,10 @@ pub struct Snapshot {
     pub via_response: HeaderValue,
     pub site_names: Vec<Arc<str>>,
     pub node_names: Vec<Arc<str>>,
+    /// The `[qos]` admission queue, carried from snapshot to snapshot.
+    pub admission: Arc<Admission>,
+    /// Each site's queue in [`admission`](Self::admission), by site index.
+    pub qos_slots: SiteSlots,
 }
 
 impl Snapshot {
@@ -46,7 +51,13 @@ impl Snapshot {
             HeaderValue::from_str(&format!("{v} {}", config.global.via_name))
                 .unwrap_or_else(|_| HeaderValue::from_static("1.1 rdmalb"))
         };
+        let (admission, qos_slots) = match previous {
+            Some(p) => (Arc::clone(&p.admission), p.admission.configure(&config)),
+            None => Admission::new(&config),
+        };
         Snapshot {
+            admission,
+            qos_slots,
             routes: RouteTable::build(&config),
             pools: Pools::build(&config, previous.map(|p| &p.pools)),
             stats: Stats::build(&config, previous.map(|p| &p.stats)),

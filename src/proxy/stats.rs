@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use metrics::{Counter, Gauge, Histogram};
 
+use crate::balance::admission;
 use crate::config::Config;
 use crate::reconfig::qos::{Demand, SiteDemand};
 
@@ -57,6 +58,10 @@ pub struct SiteStats {
     /// Offered / served counts for the QoS accounting (`None`: a site a
     /// reload added, unknown to the agent until a restart).
     pub demand: Option<Arc<SiteDemand>>,
+    /// `rdmalb_qos_admitted_total{site,path}`: direct, queued.
+    pub admitted: [Counter; 2],
+    /// `rdmalb_qos_rejected_total{site,reason}`: queue_full, queue_timeout.
+    pub rejected: [Counter; 2],
 }
 
 impl SiteStats {
@@ -124,6 +129,12 @@ impl Stats {
                         metrics::counter!("rdmalb_requests_total", "site" => site.clone(), "node" => "none", "code_class" => c)
                     }),
                     demand: demand.site(&s.name),
+                    admitted: ["direct", "queued"].map(|p| {
+                        metrics::counter!(admission::ADMITTED, "site" => site.clone(), "path" => p)
+                    }),
+                    rejected: ["queue_full", "queue_timeout"].map(|r| {
+                        metrics::counter!(admission::REJECTED, "site" => site.clone(), "reason" => r)
+                    }),
                 }
             })
             .collect();
