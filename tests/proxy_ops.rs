@@ -26,14 +26,6 @@ async fn backend_of(c: &reqwest::Client, addr: std::net::SocketAddr) -> String {
     resp.headers()["x-backend"].to_str().unwrap().to_string()
 }
 
-fn metric(text: &str, prefix: &str) -> f64 {
-    text.lines()
-        .find(|l| l.starts_with(prefix))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sighup_reloads_and_rejects_a_broken_config() {
     let a = Backend::start("a").await;

@@ -36,14 +36,6 @@ async fn metrics(admin: SocketAddr) -> String {
         .expect("metrics text")
 }
 
-fn metric(text: &str, prefix: &str) -> f64 {
-    text.lines()
-        .find(|l| l.starts_with(prefix))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0)
-}
-
 /// Waits until the proxy reports `want` for the metric line `prefix`.
 async fn wait_metric(admin: SocketAddr, prefix: &str, want: f64) {
     eventually(prefix, Duration::from_secs(20), || async {

@@ -549,6 +549,16 @@ pub fn listener_toml() -> (String, SocketAddr, SocketAddr) {
     )
 }
 
+/// The value on the first line of Prometheus text `text` that starts with
+/// `prefix` (metric name and labels, then a space), or 0 when there is none.
+pub fn metric(text: &str, prefix: &str) -> f64 {
+    text.lines()
+        .find(|l| l.starts_with(prefix))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
+}
+
 /// A `[[node]]` section.
 pub fn node_toml(name: &str, addr: SocketAddr, site: &str) -> String {
     format!("[[node]]\nname = \"{name}\"\naddress = \"{addr}\"\nsite = \"{site}\"\n\n")
