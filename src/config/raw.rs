@@ -160,6 +160,7 @@ pub struct RawReconfig {
     pub sensitivity: Option<String>,
     pub role_poll: Option<String>,
     pub history: Option<String>,
+    pub history_max: Option<String>,
     pub high_watermark: Option<f64>,
     pub low_watermark: Option<f64>,
     pub lock_lease: Option<String>,

@@ -67,6 +67,20 @@ pub(super) fn validate(
             ),
         );
     }
+    let history_max = match raw.history_max {
+        None => history * 4,
+        Some(_) => c.duration("reconfig.history_max", &raw.history_max, history * 4),
+    };
+    if history_max < history {
+        c.problem(
+            "reconfig.history_max",
+            format!(
+                "{} is shorter than reconfig.history = {} (expected history_max >= history; equal fixes T)",
+                duration::format(history_max),
+                duration::format(history)
+            ),
+        );
+    }
     let high = watermark(
         c,
         "reconfig.high_watermark",
@@ -178,6 +192,7 @@ pub(super) fn validate(
         sensitivity,
         role_poll,
         history,
+        history_max,
         high_watermark: high,
         low_watermark: low,
         lock_lease,

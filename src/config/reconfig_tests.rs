@@ -60,6 +60,7 @@ fn defaults_when_the_section_is_absent() {
     assert_eq!(r.sensitivity, Duration::from_millis(200));
     assert_eq!(r.role_poll, Duration::from_millis(10));
     assert_eq!(r.history, Duration::from_secs(1));
+    assert_eq!(r.history_max, Duration::from_secs(4));
     assert_eq!(r.high_watermark, 0.8);
     assert_eq!(r.low_watermark, 0.2);
     assert_eq!(r.lock_lease, Duration::from_secs(2));
@@ -78,6 +79,7 @@ fn full_section_is_accepted() {
 mode = "reconfigure"
 sensitivity = "100ms"
 history = "2s"
+history_max = "2s"
 high_watermark = 0.9
 low_watermark = 0.1
 lock_lease = "3s"
@@ -100,6 +102,7 @@ window = "127.0.0.1:7103"
     assert_eq!(r.mode, ReconfigMode::Reconfigure);
     assert_eq!(r.sensitivity, Duration::from_millis(100));
     assert_eq!(r.history, Duration::from_secs(2));
+    assert_eq!(r.history_max, Duration::from_secs(2), "T fixed");
     assert_eq!(r.lock_skew, Duration::ZERO);
     assert_eq!(r.cooldown, Duration::ZERO);
     assert_eq!(r.lock_home, 1, "default lock home: the lowest proxy id");
@@ -194,6 +197,21 @@ fn role_poll_longer_than_sensitivity() {
 #[test]
 fn bad_history() {
     rejects(&with("[reconfig]\nhistory = \"5\""), "reconfig.history", "");
+}
+
+#[test]
+fn history_max_defaults_to_four_times_history() {
+    let r = ok(&with("[reconfig]\nhistory = \"300ms\"")).reconfig;
+    assert_eq!(r.history_max, Duration::from_millis(1200));
+}
+
+#[test]
+fn history_max_shorter_than_history() {
+    rejects(
+        &with("[reconfig]\nhistory = \"2s\"\nhistory_max = \"1s\""),
+        "reconfig.history_max",
+        "expected history_max >= history",
+    );
 }
 
 #[test]

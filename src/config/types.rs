@@ -410,6 +410,10 @@ pub struct Reconfig {
     /// T: how long a site must stay above `high_watermark` to be hot (seed
     /// 001 section 3.1.3, history-aware reconfiguration).
     pub history: Duration,
+    /// Longest T a site's history adapts to after claims whose burst ended
+    /// as the node arrived (`reconfig::history`); equal to `history`: T is
+    /// fixed. Default 4 × `history`.
+    pub history_max: Duration,
     /// Site load (mean utilisation of its active nodes, 1.0 = full) above
     /// which a site is hot.
     pub high_watermark: f64,
@@ -438,6 +442,7 @@ impl Default for Reconfig {
             sensitivity: Duration::from_millis(200),
             role_poll: Duration::from_millis(10),
             history: Duration::from_secs(1),
+            history_max: Duration::from_secs(4),
             high_watermark: 0.8,
             low_watermark: 0.2,
             lock_lease: Duration::from_secs(2),

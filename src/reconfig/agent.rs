@@ -194,7 +194,7 @@ impl Agent {
         // started is not news.
         let local = (0..sites).map(|s| shared_counter(&own, s)).collect();
         let r = &settings.reconfig;
-        let hot = HotTracker::new(sites, r.history, r.high_watermark);
+        let hot = HotTracker::adaptive(sites, r.history, r.history_max, r.high_watermark);
         let qos = QosPolicy::none(settings.sites.iter().map(|s| s.0.clone()).collect());
         Agent {
             work: tokio::sync::Mutex::new(Work {
@@ -314,6 +314,7 @@ impl Agent {
             }
         }
         let short = self.sample_qos(&mut work, now);
+        self.judge_claims(&mut work, now);
         let hot: Vec<usize> = loads
             .iter()
             .enumerate()
@@ -731,6 +732,14 @@ impl Agent {
         work.moved_at[chosen] = Some(now);
         work.last_epoch[chosen] = Some(new.epoch);
         work.hot.reset(site);
+        if !admin {
+            // The agent's own decisions are judged (adaptive T); an
+            // operator's move is not evidence about bursts.
+            let offered = Agent::site_qos(work)
+                .get(site)
+                .map_or(0.0, |q| q.offered_rps);
+            work.hot.claimed(site, offered, now);
+        }
         if let Err(e) =
             protocol::write_claim_record(w.as_ref(), self.settings.proxy_id, new.epoch).await
         {

@@ -175,3 +175,69 @@ fn policy_with(demand: &Arc<Demand>) -> QosPolicy {
         ..policy()
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn bursts_that_end_as_the_node_arrives_stop_moving_nodes_when_t_adapts() {
+    // Site 0 has one node and bursts of 8 rounds (1.6 s) separated by quiet
+    // spells; site 1's four nodes are idle donors. T = 1 s.
+    for adaptive in [false, true] {
+        let c = cluster(&[Some(0), Some(1), Some(1), Some(1), Some(1)], 1);
+        let p = policy();
+        let demand = Arc::clone(&p.demand);
+        let a = {
+            let built = agent_qos(&c, 1, p);
+            let mut settings = built.settings.clone();
+            if !adaptive {
+                settings.reconfig.history_max = settings.reconfig.history;
+            }
+            let source = Arc::clone(&built.source);
+            Arc::new(
+                Agent::new(settings, c.proxies[0].clone(), source, None)
+                    .with_qos(policy_with(&demand)),
+            )
+        };
+        for n in &c.nodes[1..] {
+            load(n, 0.05);
+        }
+        let mut claims_per_burst = Vec::new();
+        // Nodes serving site 0: every one is busy in a burst.
+        let mut site0 = vec![0usize];
+        for _burst in 0..3 {
+            let mut claims = 0;
+            for hot in [[true; 8].as_slice(), [false; 6].as_slice()].concat() {
+                for &i in &site0 {
+                    load(&c.nodes[i], if hot { 0.95 } else { 0.05 });
+                }
+                let (_, outcomes) = a.round().await;
+                for (_, o) in &outcomes {
+                    if let Ok(ClaimOutcome::Claimed { node, epoch, .. }) = o {
+                        claims += 1;
+                        // The node lands at once and takes its share of the
+                        // burst, which ends two rounds later.
+                        let i: usize = node.trim_start_matches('n').parse().unwrap();
+                        apply(&c.nodes[i], *epoch, SiteSlot::Site(0), RoleStatusCode::Ok);
+                        site0.push(i);
+                    }
+                }
+                traffic(
+                    &demand,
+                    "s0",
+                    if hot { 100 } else { 0 },
+                    if hot { 60 } else { 0 },
+                );
+                tokio::time::sleep(S).await;
+            }
+            claims_per_burst.push(claims);
+        }
+        let t = a.status().sites[0].history_ms;
+        if adaptive {
+            // The first claim is judged wasted (demand gone 2 rounds after
+            // it): T = 2 s, longer than a burst, so no more moves.
+            assert_eq!(claims_per_burst, [1, 0, 0], "adaptive");
+            assert_eq!(t, 2000);
+        } else {
+            assert_eq!(claims_per_burst, [1, 1, 1], "fixed T");
+            assert_eq!(t, 1000);
+        }
+    }
+}

@@ -4,27 +4,72 @@
 //! what it was served (DESIGN.md "Reconfiguration" step 1; seed 003 section
 //! 4.3: nodes move "based on the system load as well as the QoS
 //! guarantees"). A short burst never moves a node (no thrashing).
+//!
+//! **Adaptive T.** Which bursts are "short" depends on how long a move
+//! takes to pay off, and the seeds fixed T for bursts far shorter than any
+//! T. Here each site's T adapts between `history` and `history_max`: after
+//! a claim for the site, if the site's offered rate falls below half of
+//! what it was at the claim within two of its T, the burst ended as the
+//! node arrived (a *wasted* move) and the site's T doubles; if the demand
+//! holds for two T, the move was worth it and T halves back towards
+//! `history`. Bursts that keep ending just after a move stop moving nodes;
+//! long bursts keep the short reaction time.
 
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-/// Per-site streaks of rounds above the high watermark.
+/// Offered rate below this fraction of the rate at the claim: the burst the
+/// claim answered has ended.
+const BURST_ENDED: f64 = 0.5;
+
+/// How a claim for a site turned out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// The site's demand fell away within two T of the claim: T doubled.
+    Wasted,
+    /// The demand held for two T: T halved (not below `history`).
+    Useful,
+}
+
+/// A claim waiting for its verdict.
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    at: Instant,
+    offered: f64,
+    judge_for: Duration,
+}
+
+/// Per-site streaks of rounds above the high watermark, and each site's
+/// current history window.
 #[derive(Debug, Clone)]
 pub struct HotTracker {
-    history: Duration,
+    base: Duration,
+    max: Duration,
     high: f64,
+    /// Each site's current T, in [base, max].
+    history: Vec<Duration>,
     /// Start of each site's current streak above the watermark.
     since: Vec<Option<Instant>>,
+    pending: Vec<Option<Pending>>,
 }
 
 impl HotTracker {
-    /// A tracker for `sites` sites.
+    /// A tracker for `sites` sites with T fixed at `history`.
     pub fn new(sites: usize, history: Duration, high_watermark: f64) -> Self {
+        Self::adaptive(sites, history, history, high_watermark)
+    }
+
+    /// A tracker whose per-site T adapts between `history` and `max`
+    /// (see the module doc); `max == history` fixes it.
+    pub fn adaptive(sites: usize, history: Duration, max: Duration, high_watermark: f64) -> Self {
         HotTracker {
-            history,
+            base: history,
+            max: max.max(history),
             high: high_watermark,
+            history: vec![history; sites],
             since: vec![None; sites],
+            pending: vec![None; sites],
         }
     }
 
@@ -47,17 +92,18 @@ impl HotTracker {
         short: bool,
         now: Instant,
     ) -> bool {
+        let history = self.history_of(site);
         let Some(slot) = self.since.get_mut(site) else {
             return false;
         };
         match load {
             _ if short => {
                 let start = *slot.get_or_insert(now);
-                now.saturating_duration_since(start) >= self.history
+                now.saturating_duration_since(start) >= history
             }
             Some(l) if l > self.high => {
                 let start = *slot.get_or_insert(now);
-                now.saturating_duration_since(start) >= self.history
+                now.saturating_duration_since(start) >= history
             }
             _ => {
                 *slot = None;
@@ -78,6 +124,47 @@ impl HotTracker {
     /// Start of `site`'s current streak above the watermark.
     pub fn hot_since(&self, site: usize) -> Option<Instant> {
         self.since.get(site).copied().flatten()
+    }
+
+    /// `site`'s current history window T.
+    pub fn history_of(&self, site: usize) -> Duration {
+        self.history.get(site).copied().unwrap_or(self.base)
+    }
+
+    /// This proxy claimed a node for `site` while the site was offered
+    /// `offered` requests/s: the claim is judged by
+    /// [`judge`](Self::judge) in the rounds that follow. Without a measured
+    /// demand there is nothing to judge by.
+    pub fn claimed(&mut self, site: usize, offered: f64, now: Instant) {
+        let judge_for = self.history_of(site) * 2;
+        if let Some(p) = self.pending.get_mut(site) {
+            *p = (offered > 0.0 && self.max > self.base).then_some(Pending {
+                at: now,
+                offered,
+                judge_for,
+            });
+        }
+    }
+
+    /// Judges the pending claim of `site` (if any) against this round's
+    /// offered rate, adapting the site's T; returns the verdict once there
+    /// is one.
+    pub fn judge(&mut self, site: usize, offered: f64, now: Instant) -> Option<Verdict> {
+        let p = self.pending.get(site).copied().flatten()?;
+        let verdict = if offered < p.offered * BURST_ENDED {
+            Verdict::Wasted
+        } else if now.saturating_duration_since(p.at) >= p.judge_for {
+            Verdict::Useful
+        } else {
+            return None;
+        };
+        self.pending[site] = None;
+        let t = self.history[site];
+        self.history[site] = match verdict {
+            Verdict::Wasted => (t * 2).min(self.max),
+            Verdict::Useful => (t / 2).max(self.base),
+        };
+        Some(verdict)
     }
 }
 
@@ -171,5 +258,60 @@ mod tests {
             !t.observe(0, Some(0.8), Instant::now()),
             "at the watermark is not above"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_burst_that_ends_as_the_node_arrives_doubles_t_up_to_the_maximum() {
+        let mut t = HotTracker::adaptive(2, T, 4 * T, 0.8);
+        for expect in [2 * T, 4 * T, 4 * T] {
+            t.claimed(0, 1000.0, Instant::now());
+            tokio::time::sleep(S).await;
+            assert_eq!(t.judge(0, 900.0, Instant::now()), None, "demand holds");
+            tokio::time::sleep(S).await;
+            // The burst ended 0.4 s after the claim, well within 2 T.
+            assert_eq!(t.judge(0, 100.0, Instant::now()), Some(Verdict::Wasted));
+            assert_eq!(t.history_of(0), expect);
+            assert_eq!(t.judge(0, 100.0, Instant::now()), None, "judged once");
+        }
+        assert_eq!(t.history_of(1), T, "per site");
+        // With T = 4 s a 3 s burst is not hot any more.
+        let hot = run(&mut t, &[0.95; 15]).await;
+        assert!(hot.iter().all(|h| !h), "{hot:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_move_whose_demand_holds_halves_t_back_to_the_base() {
+        let mut t = HotTracker::adaptive(1, T, 8 * T, 0.8);
+        for _ in 0..3 {
+            t.claimed(0, 1000.0, Instant::now());
+            tokio::time::sleep(S).await;
+            t.judge(0, 10.0, Instant::now());
+        }
+        assert_eq!(t.history_of(0), 8 * T);
+        let mut seen = Vec::new();
+        for _ in 0..5 {
+            t.claimed(0, 1000.0, Instant::now());
+            let mut verdict = None;
+            while verdict.is_none() {
+                tokio::time::sleep(S).await;
+                verdict = t.judge(0, 800.0, Instant::now());
+            }
+            assert_eq!(verdict, Some(Verdict::Useful));
+            seen.push(t.history_of(0));
+        }
+        assert_eq!(seen, [4 * T, 2 * T, T, T, T]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn fixed_t_and_unmeasured_demand_are_never_judged() {
+        let mut fixed = HotTracker::new(1, T, 0.8);
+        fixed.claimed(0, 1000.0, Instant::now());
+        assert_eq!(fixed.judge(0, 0.0, Instant::now()), None);
+        assert_eq!(fixed.history_of(0), T);
+        let mut t = HotTracker::adaptive(1, T, 4 * T, 0.8);
+        t.claimed(0, 0.0, Instant::now());
+        assert_eq!(t.judge(0, 0.0, Instant::now()), None);
+        assert_eq!(t.judge(7, 0.0, Instant::now()), None, "unknown site");
+        t.claimed(7, 5.0, Instant::now());
     }
 }

@@ -33,6 +33,12 @@ pub const ERRORS: &str = "rdmalb_reconfig_errors_total";
 /// any node (every proxy's claims, admin moves, rollbacks): the number of
 /// moves of an experiment, whichever proxy made them.
 pub const MOVES: &str = "rdmalb_reconfig_moves_total";
+/// Counter `rdmalb_reconfig_claim_verdicts_total{site,verdict}`: this
+/// proxy's claims judged `wasted` (the site's demand fell away within two
+/// T, so its T doubled) or `useful` (T halved back); see `reconfig::history`.
+pub const VERDICTS: &str = "rdmalb_reconfig_claim_verdicts_total";
+/// Gauge `rdmalb_reconfig_history_seconds{site}`: the site's current T.
+pub const HISTORY: &str = "rdmalb_reconfig_history_seconds";
 /// Gauge `rdmalb_reconfig_nodes{state}`: nodes by effective state.
 pub const NODES: &str = "rdmalb_reconfig_nodes";
 
@@ -108,6 +114,9 @@ pub struct SiteRole {
     pub load: Option<f64>,
     /// Milliseconds the site has been above the high watermark (None: not).
     pub above_high_ms: Option<u64>,
+    /// The site's current history window T (adapts between
+    /// `reconfig.history` and `history_max`).
+    pub history_ms: u64,
     /// This proxy's local copy of the site's update counter.
     pub local_counter: u64,
     /// This proxy's shared counter word for the site.

@@ -5,6 +5,7 @@
 use tokio::time::Instant;
 
 use super::{Agent, Work};
+use crate::reconfig::history::Verdict;
 use crate::reconfig::qos::{QosAccount, QosPolicy, SiteQos};
 use crate::reconfig::status::{self, Counters};
 
@@ -50,6 +51,27 @@ impl Agent {
     pub(super) fn moved(&self) {
         Counters::bump(&self.counters.moves);
         metrics::counter!(status::MOVES).increment(1);
+    }
+
+    /// Judges this proxy's earlier claims by what each site is offered now
+    /// (adaptive T, `reconfig::history`).
+    pub(super) fn judge_claims(&self, work: &mut Work, now: Instant) {
+        for s in 0..self.settings.sites.len() {
+            let offered = Agent::site_qos(work).get(s).map_or(0.0, |q| q.offered_rps);
+            let Some(verdict) = work.hot.judge(s, offered, now) else {
+                continue;
+            };
+            let site = self.settings.sites[s].0.clone();
+            let history = work.hot.history_of(s);
+            let label = match verdict {
+                Verdict::Wasted => "wasted",
+                Verdict::Useful => "useful",
+            };
+            tracing::info!(site = %site, verdict = label, history_ms = history.as_millis() as u64, "claim judged; history window adapted");
+            metrics::counter!(status::VERDICTS, "site" => site.clone(), "verdict" => label)
+                .increment(1);
+            metrics::gauge!(status::HISTORY, "site" => site).set(history.as_secs_f64());
+        }
     }
 
     /// The last interval's QoS by site index.

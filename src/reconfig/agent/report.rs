@@ -27,6 +27,7 @@ impl Agent {
                     .hot
                     .hot_since(s)
                     .map(|t| now.saturating_duration_since(t).as_millis() as u64),
+                history_ms: work.hot.history_of(s).as_millis() as u64,
                 local_counter: work.local[s],
                 shared_counter: shared_counter(&self.own, s),
                 priority: self.qos.priorities.get(s).copied().unwrap_or(0),
