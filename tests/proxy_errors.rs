@@ -357,3 +357,41 @@ async fn busy_node_queue_timeout_gets_503() {
     }
     assert!(served, "the slot was never released");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_shedding_load_with_503_stays_up_while_500s_eject_it() {
+    let node = Backend::start("shedding").await;
+    let (listen, addr, admin) = listener_toml();
+    // Active checks pass (the health path answers 200) and come rarely.
+    let config = format!(
+        "{listen}[global]\naccess_log = \"off\"\n\n[health]\ninterval = \"60s\"\npassive_failures = 3\n\n\
+         [[site]]\nname = \"www\"\nhosts = [\"www.example.com\"]\n\n{}",
+        node_toml("n1", node.addr, "www")
+    );
+    let _proxy = Proxy::start(&config, &[addr, admin]);
+    let c = client();
+    let get = |path: &'static str| {
+        let c = c.clone();
+        async move {
+            let resp = c
+                .get(format!("http://{addr}{path}"))
+                .header("host", "www.example.com")
+                .send()
+                .await
+                .unwrap();
+            let from_node = resp.headers().contains_key("x-backend");
+            (resp.status().as_u16(), from_node)
+        }
+    };
+    // Ten 503s from the node itself: passed through, node still up.
+    for _ in 0..10 {
+        assert_eq!(get("/status/503").await, (503, true));
+    }
+    assert_eq!(get("/").await, (200, true), "the node was ejected for 503s");
+    // Three 500s in a row eject it: the proxy answers for it then.
+    for _ in 0..3 {
+        assert_eq!(get("/status/500").await, (500, true));
+    }
+    let (status, from_node) = get("/").await;
+    assert_eq!((status, from_node), (503, false), "500s must eject the node");
+}

@@ -33,8 +33,16 @@ pub enum Outcome {
     ConnectFailed,
     /// Connect, response-header or body timeout.
     Timeout,
-    /// The node answered 5xx.
+    /// The node answered 5xx other than 503.
     ServerError,
+    /// The node answered 503: it is alive and says it is overloaded (a
+    /// full queue) or briefly unavailable. Neither a success nor a failure
+    /// for passive health: ejecting a node for shedding load takes its
+    /// capacity away exactly when it is needed, and its load reads then
+    /// fall to zero, which hides the site's overload from the
+    /// reconfiguration agent. Active checks still take down a node whose
+    /// health path answers 503.
+    Busy,
     /// The node broke the HTTP protocol (malformed response, reset mid-response).
     ProtocolError,
 }
@@ -42,7 +50,7 @@ pub enum Outcome {
 impl Outcome {
     /// Whether this outcome counts towards passive ejection.
     pub fn is_failure(self) -> bool {
-        !matches!(self, Outcome::Success)
+        !matches!(self, Outcome::Success | Outcome::Busy)
     }
 
     /// The `kind` label of `rdmalb_upstream_errors_total` (None for success).
@@ -51,7 +59,7 @@ impl Outcome {
             Outcome::Success => None,
             Outcome::ConnectFailed => Some("connect"),
             Outcome::Timeout => Some("timeout"),
-            Outcome::ServerError => Some("5xx"),
+            Outcome::ServerError | Outcome::Busy => Some("5xx"),
             Outcome::ProtocolError => Some("protocol"),
         }
     }
@@ -399,6 +407,10 @@ impl NodeState {
     /// this method already does).
     pub fn report(&self, outcome: Outcome) -> Option<Transition> {
         let s = &*self.shared;
+        if outcome == Outcome::Busy {
+            // Leaves a streak of real failures as it is.
+            return None;
+        }
         if !outcome.is_failure() {
             // Avoid dirtying the cache line on every success.
             if s.passive_streak.load(Ordering::Relaxed) != 0 {

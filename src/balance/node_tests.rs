@@ -112,6 +112,26 @@ fn a_successful_request_resets_the_passive_streak() {
 }
 
 #[test]
+fn a_node_shedding_load_with_503_is_never_ejected_and_keeps_a_failure_streak() {
+    let n = node(2, 3, 3);
+    for _ in 0..100 {
+        assert_eq!(n.report(Outcome::Busy), None);
+    }
+    assert!(n.is_up());
+    assert_eq!(n.health().passive_streak, 0);
+    // Busy neither resets nor extends a streak of real failures.
+    n.report(Outcome::ServerError);
+    n.report(Outcome::Busy);
+    n.report(Outcome::Timeout);
+    assert_eq!(n.health().passive_streak, 2);
+    assert_eq!(
+        n.report(Outcome::ConnectFailed),
+        Some(Transition::Down(DownReason::Passive))
+    );
+    assert_eq!(Outcome::Busy.error_kind(), Some("5xx"));
+}
+
+#[test]
 fn ejected_node_needs_rise_passes_counted_from_the_ejection() {
     let n = node(2, 3, 1);
     // Passes before the ejection do not count towards recovery.

@@ -153,6 +153,7 @@ impl Exchange {
         };
         if self.outcome_pending {
             let outcome = match end {
+                End::Complete | End::ClientAborted if self.status == 503 => Outcome::Busy,
                 End::Complete | End::ClientAborted if self.status >= 500 => Outcome::ServerError,
                 End::Complete | End::ClientAborted => Outcome::Success,
                 End::UpstreamAborted => Outcome::ProtocolError,
