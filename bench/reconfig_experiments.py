@@ -8,7 +8,10 @@ with the seed's numbers beside ours, and writes a CSV and a PNG (gnuplot).
 
     python3 bench/reconfig_experiments.py exp1   # seed 001 Fig. 7
     python3 bench/reconfig_experiments.py exp2   # seed 003 Fig. 17/19
+    python3 bench/reconfig_experiments.py exp3   # seed 003 Fig. 20/21 (priority + best effort)
     python3 bench/reconfig_experiments.py exp4   # seed 003 Fig. 16
+    python3 bench/reconfig_experiments.py exp5   # seed 003 Fig. 14/15 (Zipf, world-cup-like)
+    python3 bench/reconfig_experiments.py all    # exp1 .. exp5 in sequence
 
 Environment: BIN (default target/release/rdmalb), RUNS (repetitions, median
 reported; default 3), OUT (default bench/results), SCALE (multiplies every
@@ -41,9 +44,13 @@ MODES = [("rigid", "mode = \"rigid\"\n"),
          ("reconfigure", "mode = \"reconfigure\"\n")]
 
 
-def run_cluster(spec_text, label):
-    """Runs one cluster; returns (cluster.json, rows of load.csv)."""
+def run_cluster(spec_text, label, files=None):
+    """Runs one cluster; returns (cluster.json, rows of load.csv). `files`
+    maps names to contents written beside the spec (e.g. a trace_file)."""
     with tempfile.TemporaryDirectory(prefix="rdmalb-exp-") as d:
+        for name, text in (files or {}).items():
+            with open(os.path.join(d, name), "w") as f:
+                f.write(text)
         spec = os.path.join(d, "spec.toml")
         with open(spec, "w") as f:
             f.write(spec_text)
@@ -304,7 +311,282 @@ def exp4():
     print(f"wrote {base}.csv {base}.txt {base}.png")
 
 
+
+def busy_rate(rows, site):
+    """Mean served/s of `site` over the intervals in which it had demand
+    (offered > 0; the last, partial interval left out): its throughput
+    during its own bursts."""
+    mine = [r for r in rows if r["site"] == site][:-1]
+    rates = [float(r["served_per_s"]) for r in mine if int(r["offered"]) > 0]
+    return statistics.mean(rates) if rates else None
+
+
+def histogram_panel(title, dat, ylabel, yrange, columns=3):
+    """One clustered-histogram panel of `columns` series (data columns 2..)."""
+    series = ", ".join(["'' using %d title col" % c for c in range(3, columns + 2)])
+    return (f"set title '{title}'\nset ylabel '{ylabel}'\nset yrange {yrange}\n"
+            f"plot '{dat}' using 2:xtic(1) title col, {series}\n")
+
+
+HISTOGRAMS = ("set termoption noenhanced\nset style data histograms\nset style histogram clustered gap 1\n"
+              "set style fill solid 0.8 border -1\nset key outside bottom center horizontal\nset grid ytics\n")
+
+
+# ---------------------------------------------------------------- exp 3
+
+# Seed 003 section 5.4 / seed 000 chapter 6: "gold" (priority 10, the
+# guarantee) and "bronze" (priority 0, best effort), bursts alternating
+# between them, open loop at EXP3_RATE. The seed's rigid scheme
+# over-provisions the high-priority site (5 of 7 nodes) and leaves the rest
+# to the low-priority one: here 3:2 (3 gold nodes hold 900/s). Reconfigure
+# starts from the same 3:2; over-provisioning is every site's worst case
+# (4:4, 8 nodes). The proxies get the top guarantee; the lower ones are
+# evaluated on the same runs (as in exp 2).
+#
+# Passive ejection is off (`passive_failures = 0`) except in the last
+# column: an overloaded testsrv node answers 503 (slots + queue full), the
+# proxy's passive health counts three in a row as a failure and ejects the
+# node until the next active check; while ejected the node drains, its load
+# reads 0 and the site's hot streak (every round above the watermark for T)
+# breaks. A guaranteed site stays hot through the QoS trigger (short of its
+# guarantee); a best-effort site has only the load trigger, so it seldom
+# gets hot and cannot win idle nodes back. The last column keeps the
+# default (3) to show it.
+EXP3_RATE = 1500.0
+EXP3_GUARANTEES = [600, 900, 1200]
+EXP3_BURSTS = [(512, 8), (4096, 14), (16384, 26)]
+NO_PASSIVE = "[proxy.health]\npassive_failures = 0\n"
+# (key, column title, top-level spec keys, extra tables)
+EXP3_MODES = [("rigid", "rigid 3:2", MODES[0][1], NO_PASSIVE),
+              ("reconfigure", "reconf 3:2", MODES[2][1], NO_PASSIVE),
+              ("overprov", "overprov 4:4", MODES[1][1], NO_PASSIVE),
+              ("reconf-passive", "reconf+passive", MODES[2][1], "")]
+
+
+def exp3():
+    results = []  # (L, mode, {G: median %}, gold/s, bronze/s, moves)
+    for burst, secs in EXP3_BURSTS:
+        for mode, _, mode_keys, tables in EXP3_MODES:
+            pct = {g: [] for g in EXP3_GUARANTEES}
+            gold, bronze, moves = [], [], []
+            for r in range(RUNS):
+                spec = (f"sites = [\"gold\", \"bronze\"]\nsplit = \"3:2\"\n{mode_keys}"
+                        f"duration = \"{secs * SCALE:.1f}s\"\nrequests = 2000000\nseed = {r + 1}\n"
+                        f"[trace]\nkind = \"bursty\"\nburst = {burst}\nmode = \"sites\"\nsize = \"1k\"\n"
+                        f"{NODE}[load]\nrate = {EXP3_RATE}\ninterval = \"250ms\"\ntimeout = \"10s\"\n"
+                        f"[guarantee]\ngold = {EXP3_GUARANTEES[-1]}\n[priority]\ngold = 10\nbronze = 0\n"
+                        f"{RECONFIG}{tables}")
+                outcome, rows = run_cluster(spec, f"L={burst} {mode} run {r + 1}")
+                moves.append(outcome["moves"])
+                gold.append(busy_rate(rows, "gold"))
+                bronze.append(busy_rate(rows, "bronze"))
+                for g in EXP3_GUARANTEES:
+                    pct[g].append(qos_percent(rows, "gold", g))
+            results.append((burst, mode, {g: med(pct[g]) for g in EXP3_GUARANTEES},
+                            med(gold), med(bronze), med(moves)))
+    os.makedirs(OUT, exist_ok=True)
+    base = os.path.join(OUT, f"exp3-{stamp()}")
+    with open(base + ".csv", "w") as f:
+        f.write("burst,mode," + ",".join(f"gold_qos_percent_{g}" for g in EXP3_GUARANTEES)
+                + ",gold_served_per_s_in_bursts,bronze_served_per_s_in_bursts,moves\n")
+        for (b, m, p, gs, bs, mv) in results:
+            f.write(f"{b},{m}," + ",".join("" if p[g] is None else f"{p[g]:.1f}" for g in EXP3_GUARANTEES)
+                    + f",{gs:.1f},{bs:.1f},{mv}\n")
+    fmt = lambda p: "   n/a" if p is None else f"{p:5.1f}%"
+    cell = lambda b, m: [x for x in results if x[0] == b and x[1] == m][0]
+    titles = [(m, t) for m, t, _, _ in EXP3_MODES]
+    lines = [f"\n(a) QoS-meeting % of gold (priority 10; open loop {EXP3_RATE:.0f}/s, bursts alternating "
+             f"with bronze; emulated nodes, shm windows; median of {RUNS} runs)",
+             f"{'burst L':>8} {'guarantee/s':>11} " + " ".join(f"{t:>14}" for _, t in titles)]
+    for burst, _ in EXP3_BURSTS:
+        for g in EXP3_GUARANTEES:
+            lines.append(f"{burst:>8} {g:>11} " + " ".join(
+                f"{fmt(cell(burst, m)[2][g]):>14}" for m, _ in titles))
+    lines.append("\n(b) served requests/s of each site during its own bursts (bronze: best effort, "
+                 "priority 0) and node moves")
+    lines.append(f"{'burst L':>8} {'site':>6} " + " ".join(f"{t:>14}" for _, t in titles)
+                 + f" {'moves reconf':>12} {'moves +passive':>14}")
+    for burst, _ in EXP3_BURSTS:
+        for name, i in (("bronze", 4), ("gold", 3)):
+            lines.append(f"{burst:>8} {name:>6} " + " ".join(f"{cell(burst, m)[i]:>14.0f}" for m, _ in titles)
+                         + f" {cell(burst, 'reconfigure')[5]:>12.0f} {cell(burst, 'reconf-passive')[5]:>14.0f}")
+    lines.append("(reconf+passive: reconfigure with the proxies' default passive health, "
+                 "passive_failures = 3; every other column has it off)")
+    lines.append("seed 003 Fig. 20a (64K bursts): at 9,000 TPS rigid (gold over-provisioned, 5:2) and "
+                 "reconfiguration both 100%; at 12,000 TPS rigid ~40%, reconfiguration 100%. "
+                 "Fig. 20b (512): both 100%.\n"
+                 "seed 003 Fig. 21a: reconfiguration keeps the guarantee at least as often as "
+                 "over-provisioning at every burst length. Fig. 21b: best-effort throughput "
+                 "significantly higher with reconfiguration, especially for long bursts.\n"
+                 "seed 000 Fig. 6.2: rigid ~46% at 14,000 TPS (65536), ~35% at 16,000; "
+                 "reconfiguration ~100%.")
+    table = "\n".join(lines)
+    print(table)
+    with open(base + ".txt", "w") as f:
+        f.write(table + "\n")
+    gp = (f"set terminal pngcairo size 1500,450 font ',10'\nset output '{base}.png'\n"
+          "set multiplot layout 1,3 title 'Exp 3 (seed 003 Fig. 20/21): gold (priority, guarantee) and "
+          "best-effort bronze, emulated cluster, shm transport (not RDMA)'\n"
+          f"{HISTOGRAMS}set xlabel 'burst length (requests)'\n")
+    header = " ".join(["L"] + [t.replace(" ", "_") for _, t in titles]) + "\n"
+    for i, g in enumerate(EXP3_GUARANTEES[1:]):
+        dat = base + f"-{i}.dat"
+        with open(dat, "w") as f:
+            f.write(header)
+            for burst, _ in EXP3_BURSTS:
+                f.write(f"{burst} " + " ".join(
+                    "0" if cell(burst, m)[2][g] is None else f"{cell(burst, m)[2][g]:.1f}"
+                    for m, _ in titles) + "\n")
+        gp += histogram_panel(f"(a) gold QoS met, guarantee {g}/s", dat, "QoS met (% of intervals)",
+                              "[0:105]", len(titles))
+    dat = base + "-bronze.dat"
+    with open(dat, "w") as f:
+        f.write(header)
+        for burst, _ in EXP3_BURSTS:
+            f.write(f"{burst} " + " ".join(f"{cell(burst, m)[4]:.1f}" for m, _ in titles) + "\n")
+    gp += histogram_panel("(b) best-effort bronze in its bursts", dat, "served requests/s", "[0:*]",
+                          len(titles))
+    gp += "unset multiplot\n"
+    gnuplot(gp)
+    print(f"wrote {base}.csv {base}.txt {base}.png")
+
+
+# ---------------------------------------------------------------- exp 5
+
+# Seed 003 Fig. 14/15 (seed 000 Fig. 5.10/5.11): Zipf and world-cup
+# traces. The seed reconfigures between the proxy tier (static content) and
+# the application tier (dynamic content); our unit of reconfiguration is the
+# site, so the driver generates each trace with `rdmalb trace` and sends
+# static requests to site "web" and dynamic ones to site "app" (the
+# generators draw every request's site uniformly, which would give each site
+# the same mix and nothing to move). Closed loop, 32 connections; the x axis
+# is the dynamic requests' computation (the seed's "assumed requirements of
+# computation"); static requests cost 10 ms + size / 100 MiB/s. Splits are
+# web:app: 2:2 is the seed's rigid "equal mix" (rigid-1), 3:1 its rigid-2
+# (seed 000: two thirds of the nodes for static content), over-provisioned
+# 3:3.
+EXP5_COSTS = ["10ms", "40ms"]
+EXP5_EQUAL = [("rigid 2:2", "2:2", MODES[0][1]), ("reconf 2:2", "2:2", MODES[2][1]),
+              ("overprov 3:3", "2:2", MODES[1][1])]
+EXP5_SKEWED = [("rigid 3:1", "3:1", MODES[0][1]), ("reconf 3:1", "3:1", MODES[2][1])]
+# Each run is bounded by time (Zipf: a stationary mix, any stretch of the
+# trace is alike) or by a request count per dynamic cost (world-cup: long
+# runs of one class, so every configuration replays the same prefix and
+# throughput = requests / time to serve them, as the seed's "one million
+# requests in about 100 seconds").
+EXP5_TRACES = [
+    ("zipf", "Zipf a=0.75, 1000 files, half of them dynamic", ("duration", 12),
+     ["zipf", "--alpha", "0.75", "--files", "1000", "--dynamic-share", "0.5"], EXP5_EQUAL),
+    ("world-cup", "world-cup-like, 2/3 dynamic in runs of mean 512", ("requests", {"10ms": 8000, "40ms": 2500}),
+     ["world-cup", "--mean-burst", "512"], EXP5_EQUAL + EXP5_SKEWED),
+]
+EXP5_REQUESTS = 100000
+
+
+def tier_trace(args, cost, seed):
+    """Generates a trace with `rdmalb trace`, then maps content classes to
+    sites: /dynamic/ -> app, the rest -> web."""
+    with tempfile.TemporaryDirectory(prefix="rdmalb-trace-") as d:
+        path = os.path.join(d, "t.txt")
+        subprocess.run([BIN, "trace"] + args + ["--cost", cost, "--sites", "web", "-n", str(EXP5_REQUESTS),
+                                                "--seed", str(seed), "-o", path], check=True)
+        with open(path) as f:
+            lines = f.read().splitlines()
+    out = ["# sites by content class: /dynamic/ -> app, static -> web (reconfig_experiments.py exp5)"]
+    for line in lines:
+        if not line.startswith("#") and "\t/dynamic/" in line:
+            line = "app" + line[line.index("\t"):]
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def app_share(rows):
+    """Share of the requests sent to site app (the dynamic ones)."""
+    sent = {s: sum(int(r["offered"]) for r in rows if r["site"] == s) for s in ("web", "app")}
+    total = sum(sent.values())
+    return sent["app"] / total if total else None
+
+
+def exp5():
+    results = []  # (trace, cost, config, median served/s, median moves, median dynamic share)
+    for kind, _, (bound, value), args, configs in EXP5_TRACES:
+        for cost in EXP5_COSTS:
+            if bound == "duration":
+                limits = f"duration = \"{value * SCALE:.1f}s\"\nrequests = 2000000\n"
+            else:
+                limits = f"duration = \"300s\"\nrequests = {int(value[cost] * SCALE)}\n"
+            for title, split, mode_keys in configs:
+                runs, shares = [], []
+                for r in range(RUNS):
+                    spec = (f"sites = [\"web\", \"app\"]\nsplit = \"{split}\"\n{mode_keys}{limits}"
+                            f"trace_file = \"trace.txt\"\n"
+                            f"{NODE}[load]\nconnections = 32\ninterval = \"500ms\"\ntimeout = \"10s\"\n"
+                            f"{RECONFIG}")
+                    outcome, rows = run_cluster(spec, f"{kind} cost={cost} {title} run {r + 1}",
+                                                {"trace.txt": tier_trace(args, cost, r + 1)})
+                    runs.append(outcome)
+                    shares.append(app_share(rows))
+                results.append((kind, cost, title, med([o["aggregate_served_per_s"] for o in runs]),
+                                med([o["moves"] for o in runs]), med(shares)))
+    os.makedirs(OUT, exist_ok=True)
+    base = os.path.join(OUT, f"exp5-{stamp()}")
+    with open(base + ".csv", "w") as f:
+        f.write("trace,dynamic_cost,config,served_per_s,moves,dynamic_share_sent\n")
+        for row in results:
+            f.write("%s,%s,%s,%.1f,%s,%.3f\n" % row)
+    cell = lambda k, c, t: [x for x in results if x[0] == k and x[1] == c and x[2] == t][0]
+    lines = []
+    for kind, title, _, _, configs in EXP5_TRACES:
+        names = [t for t, _, _ in configs]
+        lines.append(f"\n{title}: static -> site web, dynamic -> site app, splits web:app (emulated nodes, "
+                     f"shm windows; median of {RUNS} runs; served requests/s, all sites)")
+        lines.append(f"{'dyn. cost':>9} {'dyn. share':>10} " + " ".join(f"{t:>12}" for t in names)
+                     + " " + " ".join(f"{'moves ' + t.split()[1]:>10}" for t in names if t.startswith("reconf"))
+                     + f" {'reconf/rigid':>12}")
+        for cost in EXP5_COSTS:
+            v = {t: cell(kind, cost, t) for t in names}
+            ratios = "/".join(f"{v['reconf ' + t.split()[1]][3] / v[t][3]:.2f}x"
+                              for t in names if t.startswith("rigid"))
+            lines.append(f"{cost:>9} {v[names[0]][5]:>10.2f} " + " ".join(f"{v[t][3]:>12.0f}" for t in names)
+                         + " " + " ".join(f"{v[t][4]:>10.0f}" for t in names if t.startswith("reconf"))
+                         + f" {ratios:>12}")
+    lines.append("(dyn. share: share of the requests sent that were dynamic; reconf/rigid per split)")
+    lines.append("seed 003 Fig. 14: with Zipf traces reconfiguration performs as with the single-file trace "
+                 "(no numbers in the text).\n"
+                 "seed 003 Fig. 15 / seed 000 Fig. 5.11: world-cup trace, several dynamic costs: a rigid equal "
+                 "split (rigid-1) does as well as reconfiguration; a rigid split expecting static content "
+                 "(rigid-2: 1/3 application, 2/3 proxy nodes) is up to 3x below it.")
+    table = "\n".join(lines)
+    print(table)
+    with open(base + ".txt", "w") as f:
+        f.write(table + "\n")
+    gp = (f"set terminal pngcairo size 1300,450 font ',10'\nset output '{base}.png'\n"
+          "set multiplot layout 1,2 title 'Exp 5 (seed 003 Fig. 14/15): Zipf and world-cup-like traces, "
+          "static -> web, dynamic -> app; emulated cluster, shm transport (not RDMA)'\n"
+          f"{HISTOGRAMS}set xlabel 'dynamic request cost'\n")
+    for i, (kind, title, _, _, configs) in enumerate(EXP5_TRACES):
+        names = [t for t, _, _ in configs]
+        dat = base + f"-{i}.dat"
+        with open(dat, "w") as f:
+            f.write("cost " + " ".join(t.replace(" ", "_") for t in names) + "\n")
+            for cost in EXP5_COSTS:
+                f.write(f"{cost} " + " ".join(f"{cell(kind, cost, t)[3]:.1f}" for t in names) + "\n")
+        gp += histogram_panel(title, dat, "served requests/s", "[0:*]", len(names))
+    gp += "unset multiplot\n"
+    gnuplot(gp)
+    print(f"wrote {base}.csv {base}.txt {base}.png")
+
+
+def run_all():
+    for name, fn in EXPERIMENTS.items():
+        if name != "all":
+            print(f"== {name}", flush=True)
+            fn()
+
+
+EXPERIMENTS = {"exp1": exp1, "exp2": exp2, "exp3": exp3, "exp4": exp4, "exp5": exp5, "all": run_all}
+
 if __name__ == "__main__":
     what = sys.argv[1] if len(sys.argv) > 1 else ""
-    {"exp1": exp1, "exp2": exp2, "exp4": exp4}.get(what, lambda: sys.exit(
-        "usage: reconfig_experiments.py exp1|exp2|exp4"))()
+    EXPERIMENTS.get(what, lambda: sys.exit(
+        "usage: reconfig_experiments.py exp1|exp2|exp3|exp4|exp5|all"))()
