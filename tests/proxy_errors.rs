@@ -393,5 +393,9 @@ async fn a_node_shedding_load_with_503_stays_up_while_500s_eject_it() {
         assert_eq!(get("/status/500").await, (500, true));
     }
     let (status, from_node) = get("/").await;
-    assert_eq!((status, from_node), (503, false), "500s must eject the node");
+    assert_eq!(
+        (status, from_node),
+        (503, false),
+        "500s must eject the node"
+    );
 }
