@@ -16,6 +16,7 @@ VirtualClock dispatch (slots in proportion to guarantee : floor, a site
 below its share served first).
 
     python3 bench/qos_dispatch.py
+    python3 bench/qos_dispatch.py --plot bench/results/qos-dispatch-STAMP   # redraw a PNG
 
 Environment as bench/reconfig_experiments.py: BIN, RUNS (default 3,
 medians reported), OUT (default bench/results), SCALE (run length factor).
@@ -117,26 +118,32 @@ def main():
     print(table)
     with open(base + ".txt", "w") as f:
         f.write(table + "\n")
-    gp = (f"set terminal pngcairo size 1100,450 font ',10'\nset output '{base}.png'\n"
-          f"set multiplot layout 1,2 title 'Admission queue (qos.max_inflight = {CAP}): served/s per site, "
-          "emulated cluster, shm transport (not RDMA)'\n"
-          "set style data histograms\nset style histogram clustered gap 1\n"
-          "set style fill solid 0.8 border -1\nset key outside bottom center horizontal\nset grid ytics\n"
-          f"set ylabel 'served requests/s'\nset yrange [0:*]\n")
     for i, (label, _) in enumerate(SCENARIOS):
-        dat = base + f"-{i}.dat"
-        with open(dat, "w") as f:
-            f.write("cell gold bronze\n")
+        with open(base + f"-{i}.dat", "w") as f:
+            f.write(f"# {label}\ncell gold bronze\n")
             for (s, c, g, b, _, _) in results:
                 if s == label:
                     f.write(f"\"{c}\" {g:.1f} {b:.1f}\n")
-        gp += (f"set title '{label}; gold guarantee {GUARANTEE}/s'\n"
-               f"plot '{dat}' using 2:xtic(1) title col, '' using 3 title col, "
-               f"{GUARANTEE} with lines dt 2 lc rgb 'black' title 'gold guarantee'\n")
-    gp += "unset multiplot\n"
-    rx.gnuplot(gp)
+    plot(base)
     print(f"wrote {base}.csv {base}.txt {base}.png")
 
 
+def plot(base):
+    """The PNG of a run from its .dat files (also: --plot BASE)."""
+    gp = (f"set terminal pngcairo size 1100,450 font ',10'\nset output '{base}.png'\n{rx.HISTOGRAMS}"
+          f"set multiplot layout 1,2 title 'Admission queue (qos.max_inflight = {CAP}): served/s per site, "
+          "emulated cluster, shm transport (not RDMA)'\n"
+          "set ylabel 'served requests/s'\nset yrange [0:*]\n")
+    for i, (label, _) in enumerate(SCENARIOS):
+        gp += (f"set title '{label}; gold guarantee {GUARANTEE}/s'\n"
+               f"plot '{base}-{i}.dat' using 2:xtic(1) title col, '' using 3 title col, "
+               f"{GUARANTEE} with lines dt 2 lc rgb 'black' title 'gold guarantee'\n")
+    gp += "unset multiplot\n"
+    rx.gnuplot(gp)
+
+
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) == 3 and sys.argv[1] == "--plot":
+        plot(sys.argv[2])
+    else:
+        main()

@@ -36,10 +36,14 @@
 # rdmalb targets get RDMALB_NODES nodes (default 2 when rdmalb-wll is a
 # target, else 1), all the same backend, so the two differ only in the
 # policy; the ratio line "rdmalb-wll / rdmalb" is the policy's cost.
+# `rdmalb-qos` is the `rdmalb` config plus `[qos] max_inflight = 4096`: every
+# request takes and releases an admission slot (the lock-free fast path;
+# wrk's connections never reach the cap, so nothing queues); the ratio line
+# "rdmalb-qos / rdmalb" is the admission queue's cost when it is not full.
 #
 # Environment:
 #   ROUNDS=5 DURATION=10 (seconds per run) CONNS=50 WRK_THREADS=1 WARMUP=3
-#   TARGETS="direct haproxy nginx rdmalb"   (also: rdmalb-wll)   PIN=1|0
+#   TARGETS="direct haproxy nginx rdmalb"   (also: rdmalb-wll rdmalb-qos)   PIN=1|0
 #   RDMALB_NODES=1|2|...
 #   RDMALB_BIN=path (else: cargo build --release)   UPDATE_DOCS=1|0
 #   RESULTS_DIR=bench/results
@@ -71,7 +75,7 @@ for v in ROUNDS DURATION CONNS WRK_THREADS WARMUP; do
 done
 if [ "$ROUNDS" -lt 1 ] || [ "$DURATION" -lt 1 ]; then die "ROUNDS and DURATION must be at least 1"; fi
 for t in $TARGETS; do
-    case $t in direct | haproxy | nginx | rdmalb | rdmalb-wll) ;; *) die "unknown target $t (accepted: direct haproxy nginx rdmalb rdmalb-wll)" ;; esac
+    case $t in direct | haproxy | nginx | rdmalb | rdmalb-wll | rdmalb-qos) ;; *) die "unknown target $t (accepted: direct haproxy nginx rdmalb rdmalb-wll rdmalb-qos)" ;; esac
 done
 for t in $PROFILE; do
     [[ " $TARGETS " == *" $t "* && $t != direct ]] || die "PROFILE target $t is not a proxy in TARGETS ($TARGETS)"
@@ -133,6 +137,7 @@ free_port 'PORT[haproxy]' 28001
 free_port 'PORT[nginx]' 28002
 free_port 'PORT[rdmalb]' 28003
 free_port 'PORT[rdmalb-wll]' 28004
+free_port 'PORT[rdmalb-qos]' 28005
 PORT[direct]=$BACKEND_PORT
 
 render "$HERE/backend.nginx.conf.in" "$WORK/backend.conf"
@@ -154,6 +159,8 @@ rdmalb_config() {
 }
 rdmalb_config "$WORK/rdmalb.toml" "${PORT[rdmalb]}" roundrobin 0
 rdmalb_config "$WORK/rdmalb-wll.toml" "${PORT[rdmalb-wll]}" weighted-least-load 1
+rdmalb_config "$WORK/rdmalb-qos.toml" "${PORT[rdmalb-qos]}" roundrobin 0
+printf '\n[qos]\nmax_inflight = 4096\n' >>"$WORK/rdmalb-qos.toml"
 
 # ----------------------------------------------------------------- start
 # Every process logs to a file: no colour escapes in those logs.
@@ -175,7 +182,7 @@ for t in $TARGETS; do
             spawn nginx-proxy "$WORK/nginx-proxy.out" "${ON_PROXY_CPU[@]}" \
                 nginx -p "$WORK" -e "$WORK/nginx-proxy-error.log" -c "$WORK/nginx-proxy.conf" -g 'daemon off;'
             ;;
-        rdmalb | rdmalb-wll)
+        rdmalb | rdmalb-wll | rdmalb-qos)
             [ -x "$BIN" ] || die "rdmalb binary not found: $BIN"
             if [ "$t" = rdmalb-wll ]; then
                 # The nodes' sidecars first, so the windows exist when the
@@ -352,6 +359,7 @@ LABEL[haproxy]="HAProxy $(haproxy -v 2>/dev/null | awk 'NR==1{sub(/-.*/, "", $3)
 LABEL[nginx]="nginx $(nginx -v 2>&1 | sed 's|.*nginx/||')"
 LABEL[rdmalb]="rdmalb $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$ROOT" diff --quiet HEAD -- src 2>/dev/null || echo '+changes')"
 LABEL[rdmalb-wll]="${LABEL[rdmalb]} weighted-least-load (shm, per-request, d = 2)"
+LABEL[rdmalb-qos]="${LABEL[rdmalb]} roundrobin, [qos] max_inflight = 4096 (never full)"
 [[ " $TARGETS " == *" rdmalb-wll "* ]] && LABEL[rdmalb]+=" roundrobin"
 
 CPU_MODEL=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
@@ -389,6 +397,10 @@ BLOCK=$WORK/block.md
         echo
         echo "- weighted-least-load / roundrobin (rdmalb-wll / rdmalb, $RDMALB_NODES nodes): throughput **$(ratio "${RPS[rdmalb-wll]}" "${RPS[rdmalb]}")x**, CPU per request **$(ratio "${CPU[rdmalb-wll]}" "${CPU[rdmalb]}")x**, p99 latency $(ratio "${P99[rdmalb-wll]}" "${P99[rdmalb]}")x (transport shm, not RDMA)"
     fi
+    if [ -n "${RPS[rdmalb]:-}" ] && [ -n "${RPS[rdmalb-qos]:-}" ]; then
+        echo
+        echo "- admission queue on, never full / off (rdmalb-qos / rdmalb): throughput **$(ratio "${RPS[rdmalb-qos]}" "${RPS[rdmalb]}")x**, CPU per request **$(ratio "${CPU[rdmalb-qos]}" "${CPU[rdmalb]}")x**, p99 latency $(ratio "${P99[rdmalb-qos]}" "${P99[rdmalb]}")x"
+    fi
 } >"$BLOCK"
 
 mkdir -p "$RESULTS_DIR"
@@ -405,7 +417,7 @@ cp "$CSV" "$RESULTS_DIR/proxy-$STAMP.csv"
     awk -F, 'NR > 1 { printf "| %s | %s | %s | %s | %.0f | %s | %s | %d | %s | %s | %s |\n", $1, $2, $3, $4, $6, $7, $8, $9 + $10, ($11 == "" ? "–" : $11), ($12 == "" ? "–" : $12), $13 }' "$CSV"
     echo
     echo "## Configurations"
-    for f in backend.conf haproxy.cfg nginx-proxy.conf rdmalb.toml rdmalb-wll.toml sidecar-b1.toml; do
+    for f in backend.conf haproxy.cfg nginx-proxy.conf rdmalb.toml rdmalb-wll.toml rdmalb-qos.toml sidecar-b1.toml; do
         [ -f "$WORK/$f" ] || continue
         echo
         echo "\`$f\` (rendered from bench/proxy/; the body is 1024 bytes):"
