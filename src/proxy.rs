@@ -104,7 +104,8 @@ pub async fn run(config: Config) -> Result<(), ProxyError> {
             Arc::clone(&runtime.backends),
             prometheus,
         )
-        .with_windows(Arc::clone(&windows));
+        .with_windows(Arc::clone(&windows))
+        .with_admission(Arc::clone(&runtime.snapshot.load().admission));
         let state = match &reconfig {
             Some(r) => state.with_reconfig(Arc::clone(&r.agent)),
             None => state,

@@ -146,6 +146,23 @@ async fn overload_is_answered_503_with_retry_after_and_the_proxy_keeps_serving()
     let waiting = send(addr, "bronze.test", "/");
     wait_metric(admin, "rdmalb_qos_queued{site=\"bronze\"} ", 1.0).await;
 
+    // `/status` shows the slot in use and the waiting request.
+    let text = client()
+        .get(format!("http://{admin}/status"))
+        .send()
+        .await
+        .expect("status")
+        .text()
+        .await
+        .expect("status body");
+    let status: serde_json::Value = serde_json::from_str(&text).expect("status json");
+    let qos = &status["qos"];
+    assert_eq!(qos["max_inflight"], 1, "{status}");
+    assert_eq!(qos["dispatch"], "virtualclock");
+    assert_eq!(qos["inflight"], 1);
+    assert_eq!(qos["queued"]["bronze"], 1);
+    assert_eq!(qos["queued"]["gold"], 0);
+
     // bronze's queue (1) is full: refused at once.
     let (status, retry, body, _) = send(addr, "bronze.test", "/").await.unwrap();
     assert_eq!(status, 503, "{body}");

@@ -62,6 +62,20 @@ pub const INFLIGHT: &str = "rdmalb_qos_inflight";
 /// Virtual-time units per second of a site's reserved rate (nanoseconds).
 const UNITS_PER_SECOND: f64 = 1e9;
 
+/// The admission queue in `/status`.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct AdmissionStatus {
+    /// `qos.max_inflight` (0 = no limit, no queue).
+    pub max_inflight: usize,
+    /// `qos.dispatch`.
+    pub dispatch: &'static str,
+    /// Slots taken now.
+    pub inflight: usize,
+    /// Requests waiting now, by site name (every site configured since
+    /// start-up).
+    pub queued: std::collections::BTreeMap<String, usize>,
+}
+
 /// Why a request was not admitted. Both are answered 503.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum Refused {
@@ -285,6 +299,21 @@ impl Admission {
     /// `qos.max_inflight` in force (0 = no limit).
     pub fn limit(&self) -> usize {
         self.limit.load(Ordering::SeqCst)
+    }
+
+    /// The `/status` view: limit, order, slots in use, waiting per site.
+    pub fn status(&self) -> AdmissionStatus {
+        let q = self.lock();
+        AdmissionStatus {
+            max_inflight: self.limit(),
+            dispatch: q.dispatch.as_str(),
+            inflight: self.inflight(),
+            queued: q
+                .sites
+                .iter()
+                .map(|s| (s.name.clone(), s.waiting.len()))
+                .collect(),
+        }
     }
 
     fn permit(self: &Arc<Self>, queued: bool) -> Permit {

@@ -92,6 +92,12 @@ async fn the_limit_queues_and_a_release_hands_the_slot_on() {
     assert_eq!(a.inflight(), 2);
     let (mut rx, _tasks) = enqueue(&a, &[slots[0]]).await;
     assert_eq!(a.queued(), 1);
+    let status = a.status();
+    assert_eq!(
+        (status.max_inflight, status.inflight, status.dispatch),
+        (2, 2, "virtualclock")
+    );
+    assert_eq!(status.queued.get("a"), Some(&1));
     assert!(rx.try_recv().is_err());
     drop(second);
     let (_, p) = rx.recv().await.unwrap();

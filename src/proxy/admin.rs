@@ -26,6 +26,7 @@ use serde::Serialize;
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 
+use crate::balance::admission::{Admission, AdmissionStatus};
 use crate::balance::{Backends, HealthSnapshot, NodeWindows};
 
 pub use crate::balance::windows::LoadStatus;
@@ -51,6 +52,9 @@ pub struct AdminState {
     pub reconfig: Option<Arc<Agent>>,
     /// The nodes' window connections (last load read and index per node).
     pub windows: Option<Arc<NodeWindows>>,
+    /// The `[qos]` admission queue (one per process, carried across
+    /// reloads).
+    pub admission: Option<Arc<Admission>>,
 }
 
 impl AdminState {
@@ -66,7 +70,15 @@ impl AdminState {
             started_at: SystemTime::now(),
             reconfig: None,
             windows: None,
+            admission: None,
         }
+    }
+
+    /// Shows the admission queue (slots in use, requests waiting per site)
+    /// in /status.
+    pub fn with_admission(mut self, admission: Arc<Admission>) -> Self {
+        self.admission = Some(admission);
+        self
     }
 
     /// Adds the reconfiguration agent (roles in `/status`, admin moves).
@@ -107,6 +119,9 @@ pub struct Status {
     /// the proxy runs no agent).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reconfig: Option<AgentStatus>,
+    /// The `[qos]` admission queue.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub qos: Option<AdmissionStatus>,
 }
 
 #[derive(Debug, Serialize)]
@@ -216,6 +231,7 @@ pub fn status(state: &AdminState) -> Status {
         sites,
         nodes,
         reconfig: state.reconfig.as_ref().map(|a| a.status()),
+        qos: state.admission.as_ref().map(|a| a.status()),
     }
 }
 
