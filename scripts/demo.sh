@@ -333,6 +333,12 @@ mode = "reconfigure"
 [reconfig.window]
 shm = "${SHM_PREFIX}proxy"
 
+# The admission queue: at most 512 requests forwarded at once; beyond that
+# each site queues and freed slots go in VirtualClock order by guarantee
+# (docs/operations.md, "The admission queue").
+[qos]
+max_inflight = 512
+
 [[listener]]
 name = "http"
 listen = "127.0.0.1:$PORT"
@@ -455,7 +461,8 @@ if [ "$SMOKE" = 1 ]; then
     for node in "${NODES[@]}" "${SITES[@]}"; do
         [[ $status_json == *"\"$node\""* ]] || missing+=" $node"
     done
-    if [ -z "$missing" ]; then pass "admin /status lists every site and node"; else fail "admin /status lacks:$missing (${status_json:0:200})"; fi
+    [[ $status_json == *'"max_inflight": 512'* ]] || missing+=" qos.max_inflight"
+    if [ -z "$missing" ]; then pass "admin /status lists every site and node and the admission queue"; else fail "admin /status lacks:$missing (${status_json:0:200})"; fi
 
     code=$(curl -sS --max-time 5 -o "$DIR/logs/metrics.txt" -w '%{http_code}' "http://127.0.0.1:$ADMIN_PORT/metrics" 2>&1) || true
     if [ "$code" = 200 ] && grep -q '^# TYPE' "$DIR/logs/metrics.txt"; then
