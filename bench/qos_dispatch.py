@@ -114,10 +114,7 @@ def main():
     lines.append("seed 004 Fig. 5: at high load VirtualClock (QoS VIA) keeps the QoS channels' jitter fraction "
                  "below FCFS's (PVIA), at a small latency cost to the best-effort channel; DESIGN.md: "
                  "Vtick = 1/guarantee, best-effort sites keep a floor share.")
-    table = "\n".join(lines)
-    print(table)
-    with open(base + ".txt", "w") as f:
-        f.write(table + "\n")
+    rx.write_table(base, lines)
     for i, (label, _) in enumerate(SCENARIOS):
         with open(base + f"-{i}.dat", "w") as f:
             f.write(f"# {label}\ncell gold bronze\n")

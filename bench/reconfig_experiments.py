@@ -99,6 +99,14 @@ def med(xs):
     return statistics.median(xs) if xs else None
 
 
+def write_table(base, lines):
+    """Prints an experiment's table and writes it to BASE.txt."""
+    table = "\n".join(lines)
+    print(table)
+    with open(base + ".txt", "w") as f:
+        f.write(table + "\n")
+
+
 def gnuplot(script):
     subprocess.run(["gnuplot"], input=script, text=True, check=True)
 
@@ -154,10 +162,7 @@ def exp1():
             lines.append(f"{burst:>8} {rg:>9.0f} {op:>9.0f} {rc:>9.0f} {v['reconfigure'][1]:>6.0f} "
                          f"{rc / rg:>11.2f}x {op / rg:>13.2f}x")
         lines.append(seed[name])
-    table = "\n".join(lines)
-    print(table)
-    with open(base + ".txt", "w") as f:
-        f.write(table + "\n")
+    write_table(base, lines)
     plots = []
     for i, (name, _, _) in enumerate(EXP1_SCENARIOS):
         dat = base + f"-{i}.dat"
@@ -229,10 +234,7 @@ def exp2():
                  "reconfiguration stays near 100%; low burstiness (512): both ~100%.\n"
                  "seed 003 Fig. 19a: over-provisioning ~100%; reconfiguration ~75% at low burstiness, "
                  "~100% at high, with 25% fewer nodes.")
-    table = "\n".join(lines)
-    print(table)
-    with open(base + ".txt", "w") as f:
-        f.write(table + "\n")
+    write_table(base, lines)
     gp = (f"set terminal pngcairo size 1100,450 font ',10'\nset output '{base}.png'\n"
           "set multiplot layout 1,2 title 'Exp 2 (seed 003 Fig. 17/19): QoS-meeting % of the guaranteed "
           "site, emulated cluster, shm transport (not RDMA)'\n"
@@ -295,10 +297,7 @@ def exp4():
         lines.append(f"{sens:>6} " + " ".join(cells))
     lines.append("seed 003 Fig. 16: short bursts lose throughput at S = 1.8 s; long bursts lose a "
                  "little at S = 0.2 s (probing overhead)")
-    table = "\n".join(lines)
-    print(table)
-    with open(base + ".txt", "w") as f:
-        f.write(table + "\n")
+    write_table(base, lines)
     dat = base + ".dat"
     with open(dat, "w") as f:
         f.write("S " + " ".join(f"L={b}" for b, _ in EXP4_BURSTS) + "\n")
@@ -417,10 +416,7 @@ def exp3():
                  "significantly higher with reconfiguration, especially for long bursts.\n"
                  "seed 000 Fig. 6.2: rigid ~46% at 14,000 TPS (65536), ~35% at 16,000; "
                  "reconfiguration ~100%.")
-    table = "\n".join(lines)
-    print(table)
-    with open(base + ".txt", "w") as f:
-        f.write(table + "\n")
+    write_table(base, lines)
     gp = (f"set terminal pngcairo size 1500,450 font ',10'\nset output '{base}.png'\n"
           "set multiplot layout 1,3 title 'Exp 3 (seed 003 Fig. 20/21): gold (priority, guarantee) and "
           "best-effort bronze, emulated cluster, shm transport (not RDMA)'\n"
@@ -553,10 +549,7 @@ def exp5():
                  "seed 003 Fig. 15 / seed 000 Fig. 5.11: world-cup trace, several dynamic costs: a rigid equal "
                  "split (rigid-1) does as well as reconfiguration; a rigid split expecting static content "
                  "(rigid-2: 1/3 application, 2/3 proxy nodes) is up to 3x below it.")
-    table = "\n".join(lines)
-    print(table)
-    with open(base + ".txt", "w") as f:
-        f.write(table + "\n")
+    write_table(base, lines)
     gp = (f"set terminal pngcairo size 1300,450 font ',10'\nset output '{base}.png'\n"
           "set multiplot layout 1,2 title 'Exp 5 (seed 003 Fig. 14/15): Zipf and world-cup-like traces, "
           "static -> web, dynamic -> app; emulated cluster, shm transport (not RDMA)'\n"
