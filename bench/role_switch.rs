@@ -15,9 +15,8 @@
 //! sites. Prints a markdown table and writes it to
 //! `bench/results/role_switch-<app>.md`.
 
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use rdmalb::sidecar::{config, Sidecar};
@@ -27,32 +26,15 @@ use rdmalb::window::{
     ShmWindow, SiteSlot,
 };
 
-const NGINX: &str = "/usr/sbin/nginx";
+// The process-group guard and the nginx start of the integration tests.
+#[path = "../tests/common/group.rs"]
+mod group;
+use group::{GroupChild, GroupNginx, NGINX};
+
+/// The app (nginx or testsrv), stopped with its process group on drop.
+type App = GroupChild;
+
 const SITES: [&str; 2] = ["shop", "blog"];
-
-/// Stops the app on drop: SIGTERM, bounded wait, then SIGKILL to its group.
-struct App {
-    child: Child,
-}
-
-impl Drop for App {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        for _ in 0..200 {
-            if matches!(self.child.try_wait(), Ok(Some(_))) {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let _ = Command::new("kill")
-            .args(["-KILL", "--", &format!("-{}", self.child.id())])
-            .stderr(Stdio::null())
-            .status();
-        let _ = self.child.wait();
-    }
-}
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -83,33 +65,10 @@ fn nginx(dir: &Path, port: u16, plain: bool) -> (App, String) {
     for site in SITES {
         std::fs::create_dir_all(dir.join("www").join(site)).unwrap();
     }
-    std::fs::write(
-        dir.join("nginx.conf"),
-        format!(
-            "user root;\nworker_processes 1;\npid {p}/nginx.pid;\nerror_log {p}/error.log;\n\
-             events {{ worker_connections 128; }}\n\
-             http {{ access_log off; client_body_temp_path {p}/cb; proxy_temp_path {p}/px;\n\
-             fastcgi_temp_path {p}/fc; uwsgi_temp_path {p}/uw; scgi_temp_path {p}/sc;\n\
-             include {p}/site.conf; }}\n"
-        ),
-    )
-    .unwrap();
-    std::fs::write(
-        dir.join("site.conf"),
-        format!("server {{ listen 127.0.0.1:{port}; return 404; }}\n"),
-    )
-    .unwrap();
-    let child = Command::new(NGINX)
-        .args(["-p", &p.to_string(), "-e", &format!("{p}/error.log"), "-c"])
-        .arg(dir.join("nginx.conf"))
-        .args(["-g", "daemon off;"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .process_group(0)
-        .spawn()
-        .expect("start nginx");
-    let app = App { child };
-    wait_listening(port);
+    let Some(nginx) = GroupNginx::start(dir, format!("127.0.0.1:{port}").parse().unwrap()) else {
+        std::process::exit(0);
+    };
+    let app = nginx.into_child();
     let tpl = repo().join("conf/role/nginx-site.conf.tpl");
     let wrapper = format!(
         "\"sh\", \"{}\", \"{p}/nginx.pid\", ",
@@ -148,15 +107,13 @@ fn testsrv(dir: &Path, port: u16) -> (App, String) {
     let bin = std::env::var("RDMALB_BIN")
         .map(PathBuf::from)
         .unwrap_or_else(|_| repo().join("target/debug/rdmalb"));
-    let child = Command::new(bin)
-        .args(["testsrv", "-c"])
-        .arg(dir.join("testsrv.toml"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .process_group(0)
-        .spawn()
-        .expect("start rdmalb testsrv");
-    let app = App { child };
+    let child = GroupChild::spawn(
+        Command::new(bin)
+            .args(["testsrv", "-c"])
+            .arg(dir.join("testsrv.toml")),
+    )
+    .expect("start rdmalb testsrv");
+    let app = child;
     wait_listening(port);
     let tpl = repo().join("conf/role/testsrv-site.toml.tpl");
     let mut role = format!(

@@ -57,30 +57,19 @@ pub(super) fn validate(
             ),
         );
     }
-    if history < sensitivity {
-        c.problem(
-            "reconfig.history",
-            format!(
-                "{} is shorter than reconfig.sensitivity = {} (expected history >= sensitivity: a site must be seen hot in at least one round)",
-                duration::format(history),
-                duration::format(sensitivity)
-            ),
-        );
-    }
-    let history_max = match raw.history_max {
-        None => history * 4,
-        Some(_) => c.duration("reconfig.history_max", &raw.history_max, history * 4),
-    };
-    if history_max < history {
-        c.problem(
-            "reconfig.history_max",
-            format!(
-                "{} is shorter than reconfig.history = {} (expected history_max >= history; equal fixes T)",
-                duration::format(history_max),
-                duration::format(history)
-            ),
-        );
-    }
+    not_shorter(
+        c,
+        ("reconfig.history", history),
+        ("reconfig.sensitivity", sensitivity),
+        "a site must be seen hot in at least one round",
+    );
+    let history_max = c.duration("reconfig.history_max", &raw.history_max, history * 4);
+    not_shorter(
+        c,
+        ("reconfig.history_max", history_max),
+        ("reconfig.history", history),
+        "equal fixes T",
+    );
     let high = watermark(
         c,
         "reconfig.high_watermark",
@@ -201,6 +190,29 @@ pub(super) fn validate(
         lock_home,
         window,
         peers,
+    }
+}
+
+/// Reports `key` when its value is shorter than `other`'s, with `why` the
+/// bound exists.
+fn not_shorter(
+    c: &mut Check<'_>,
+    (key, v): (&str, Duration),
+    (other, o): (&str, Duration),
+    why: &str,
+) {
+    if v < o {
+        let name = |k: &str| k.rsplit('.').next().unwrap_or(k).to_string();
+        c.problem(
+            key,
+            format!(
+                "{} is shorter than {other} = {} (expected {} >= {}: {why})",
+                duration::format(v),
+                duration::format(o),
+                name(key),
+                name(other)
+            ),
+        );
     }
 }
 

@@ -1,0 +1,119 @@
+//! A child process in its own process group, stopped with its whole group
+//! on drop, and Debian's nginx started that way. Shared by the integration
+//! tests (`tests/common`) and `bench/role_switch.rs` (included there by
+//! path: a bench cannot use the tests' crate), so it depends on std only.
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// Where Debian installs nginx.
+pub const NGINX: &str = "/usr/sbin/nginx";
+
+/// A child started in its own process group (output discarded). Dropping
+/// it stops the child and everything it started: SIGTERM to the child, a
+/// bounded wait, then SIGKILL to the group.
+pub struct GroupChild {
+    child: Child,
+}
+
+impl GroupChild {
+    /// Spawns `cmd` as the leader of a new process group.
+    pub fn spawn(cmd: &mut Command) -> std::io::Result<GroupChild> {
+        let child = cmd
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()?;
+        Ok(GroupChild { child })
+    }
+
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for GroupChild {
+    fn drop(&mut self) {
+        let pid = self.child.id();
+        let _ = Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status();
+        for _ in 0..200 {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{pid}")])
+            .stderr(Stdio::null())
+            .status();
+        let _ = self.child.wait();
+    }
+}
+
+/// Debian's nginx as an unmodified backend app for role-application tests
+/// and benches: its own prefix `dir`, pid file and temp dirs, and an
+/// `include` of `dir/site.conf` (the file a sidecar owns; it starts as a
+/// placeholder answering 404 on `app`). It runs with a master process (a
+/// single-process nginx does not listen on a reloaded config), in its own
+/// process group so that dropping the guard stops master and workers
+/// together.
+pub struct GroupNginx {
+    child: GroupChild,
+}
+
+impl GroupNginx {
+    /// The process guard alone (nginx keeps running until it drops).
+    pub fn into_child(self) -> GroupChild {
+        self.child
+    }
+
+    /// Starts nginx in `dir` listening on `app`, and returns once its pid
+    /// file exists and `app` accepts connections (bounded wait). `None` when
+    /// nginx is not installed (the caller skips, printing why).
+    pub fn start(dir: &Path, app: SocketAddr) -> Option<GroupNginx> {
+        if !Path::new(NGINX).exists() {
+            eprintln!("SKIPPED: {NGINX} is not installed (apt-get install nginx)");
+            return None;
+        }
+        let p = dir.display();
+        std::fs::write(
+            dir.join("nginx.conf"),
+            format!(
+                "user root;\nworker_processes 1;\npid {p}/nginx.pid;\nerror_log {p}/error.log;\n\
+                 events {{ worker_connections 128; }}\nhttp {{\n    access_log off;\n\
+                 client_body_temp_path {p}/cb;\n    proxy_temp_path {p}/px;\n    fastcgi_temp_path {p}/fc;\n\
+                 uwsgi_temp_path {p}/uw;\n    scgi_temp_path {p}/sc;\n    include {p}/site.conf;\n}}\n"
+            ),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("site.conf"),
+            format!("server {{ listen {app}; return 404; }}\n"),
+        )
+        .unwrap();
+        let child = GroupChild::spawn(
+            Command::new(NGINX)
+                .arg("-p")
+                .arg(dir)
+                .arg("-e")
+                .arg(dir.join("error.log"))
+                .arg("-c")
+                .arg(dir.join("nginx.conf"))
+                .args(["-g", "daemon off;"]),
+        )
+        .expect("start nginx");
+        for _ in 0..400 {
+            if dir.join("nginx.pid").exists() && std::net::TcpStream::connect(app).is_ok() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        Some(GroupNginx { child })
+    }
+}
