@@ -117,7 +117,7 @@ def main():
     rx.write_table(base, lines)
     for i, (label, _) in enumerate(SCENARIOS):
         with open(base + f"-{i}.dat", "w") as f:
-            f.write(f"# {label}\ncell gold bronze\n")
+            f.write("cell gold bronze\n")
             for (s, c, g, b, _, _) in results:
                 if s == label:
                     f.write(f"\"{c}\" {g:.1f} {b:.1f}\n")

@@ -7,8 +7,6 @@ use std::process::{Command, Stdio};
 
 use common::*;
 
-const NGINX: &str = "/usr/sbin/nginx";
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn proxies_to_real_nginx() {
     if !std::path::Path::new(NGINX).exists() {

@@ -63,7 +63,8 @@ pub async fn handle(
 
     // The proxy-wide admission queue (`[qos]`): waits only when the proxy
     // is at qos.max_inflight.
-    let t_admit = Instant::now();
+    // No clock read when there is no queue to wait in.
+    let t_admit = (snap.config.qos.max_inflight > 0).then(Instant::now);
     let slot = snap.qos_slots.get(site).copied().unwrap_or(usize::MAX);
     match snap.admission.admit(slot).await {
         Ok(permit) => {
@@ -86,7 +87,7 @@ pub async fn handle(
             return Ok(error(ex, kind));
         }
     }
-    let admit_wait = t_admit.elapsed();
+    let admit_wait = t_admit.map_or(Duration::ZERO, |t| t.elapsed());
 
     let upgrade = headers::is_upgrade_request(req.version(), req.headers());
     let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
