@@ -22,12 +22,12 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use rdmalb::balance::{Backends, Outcome};
+use rdmalb_proxy::balance::{Backends, Outcome};
 
 const SIZES: [usize; 3] = [4, 16, 64];
 const POLICIES: [&str; 3] = ["roundrobin", "leastconn", "random"];
 
-fn config(balance: &str, nodes: usize) -> rdmalb::config::Config {
+fn config(balance: &str, nodes: usize) -> rdmalb_proxy::config::Config {
     windowed_config(balance, nodes, "", None)
 }
 
@@ -38,7 +38,7 @@ fn windowed_config(
     nodes: usize,
     routing: &str,
     shm_dir: Option<&Path>,
-) -> rdmalb::config::Config {
+) -> rdmalb_proxy::config::Config {
     let mut text = format!(
         "[global]\nbalance = \"{balance}\"\n[health]\npassive_failures = 1\n[routing]\n{routing}\n\
          [[listener]]\nlisten = \"127.0.0.1:8080\"\n\
@@ -56,7 +56,7 @@ fn windowed_config(
             ));
         }
     }
-    rdmalb::config::parse(&text, Path::new("bench.toml")).expect("bench config")
+    rdmalb_proxy::config::parse(&text, Path::new("bench.toml")).expect("bench config")
 }
 
 /// ns per pick+release over `iters` picks, best of `rounds`.
@@ -138,7 +138,7 @@ fn main() {
 
 /// The request-path table (module docs).
 fn request_path(iters: u64, rounds: usize) -> String {
-    use rdmalb::window::{seqlock, site_table_hash, LoadSample, WindowMemory};
+    use rdmalb_window::{seqlock, site_table_hash, LoadSample, WindowMemory};
     let mut out = String::from(
         "\n| request-path pick (`pick_queued`) | nodes | ns/pick |\n|---|---:|---:|\n",
     );
@@ -200,7 +200,7 @@ fn request_path(iters: u64, rounds: usize) -> String {
             let cfg = windowed_config(balance, n, routing, Some(dir.path()));
             let ns = rt.block_on(async {
                 let (_tx, rx) = tokio::sync::watch::channel(false);
-                let windows = rdmalb::balance::NodeWindows::start(&cfg, rx)
+                let windows = rdmalb_proxy::balance::NodeWindows::start(&cfg, rx)
                     .await
                     .expect("windows");
                 let b = Backends::build_with_windows(&cfg, None, &windows);

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """VirtualClock vs FIFO dispatch in the proxy's admission queue ([qos]).
 
-Two sites on the emulated cluster (`rdmalb cluster`: real testsrv nodes,
+Two sites on the emulated cluster (`rdmalb-testbed cluster`: real testsrv nodes,
 sidecars and proxy; shm windows, NOT RDMA), 2 nodes each, nodes never move
 (rigid). The proxy forwards at most `qos.max_inflight` requests at once:
 that cap is the shared bottleneck (it stands for the proxy's own capacity,

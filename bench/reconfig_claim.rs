@@ -17,13 +17,13 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rdmalb::config::{PeerProxy, Reconfig, ReconfigMode, WindowEndpoint};
-use rdmalb::reconfig::donor::SiteLimits;
-use rdmalb::reconfig::{Agent, AgentSettings, ClaimOutcome, PeerLinks, WindowSource};
-use rdmalb::window::layout::word;
-use rdmalb::window::memory::DEFAULT_MODE;
-use rdmalb::window::tcp::{self, Psk, TcpServerHandle};
-use rdmalb::window::{
+use rdmalb_proxy::config::{PeerProxy, Reconfig, ReconfigMode, WindowEndpoint};
+use rdmalb_proxy::reconfig::donor::SiteLimits;
+use rdmalb_proxy::reconfig::{Agent, AgentSettings, ClaimOutcome, PeerLinks, WindowSource};
+use rdmalb_window::layout::word;
+use rdmalb_window::memory::DEFAULT_MODE;
+use rdmalb_window::tcp::{self, Psk, TcpServerHandle};
+use rdmalb_window::{
     publish, Expect, LoadSample, ReadPolicy, RemoteWindow, RoleState, RoleWord, ShmWindow,
     SiteSlot, TcpWindow, WindowMemory,
 };
@@ -57,7 +57,7 @@ struct Cluster {
 }
 
 async fn cluster(tcp: bool) -> Cluster {
-    let hash = rdmalb::window::site_table_hash(&SITES);
+    let hash = rdmalb_window::site_table_hash(&SITES);
     let psk = Psk::new(PSK).expect("psk");
     let (stop, stop_rx) = watch::channel(false);
     let dir = format!("/dev/shm/rdmalb-bench-claim-{}", std::process::id());
@@ -132,7 +132,7 @@ async fn cluster(tcp: bool) -> Cluster {
 
 async fn measure(tcp: bool, iterations: usize, max_time: Duration) -> Vec<f64> {
     let c = cluster(tcp).await;
-    let hash = rdmalb::window::site_table_hash(&SITES);
+    let hash = rdmalb_window::site_table_hash(&SITES);
     let links = Arc::new(PeerLinks::new(
         1,
         hash,

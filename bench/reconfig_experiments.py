@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Reconfiguration experiments of issue 7 on the emulated cluster.
 
-One command per experiment; each runs `rdmalb cluster` (real testsrv nodes,
+One command per experiment; each runs `rdmalb-testbed cluster` (real testsrv nodes,
 real sidecars applying roles, real proxies; shm windows, NOT RDMA) once per
 configuration and repetition, prints a table shaped like the seed's figure
 with the seed's numbers beside ours, and writes a CSV and a PNG (gnuplot).
@@ -13,7 +13,8 @@ with the seed's numbers beside ours, and writes a CSV and a PNG (gnuplot).
     python3 bench/reconfig_experiments.py exp5   # seed 003 Fig. 14/15 (Zipf, world-cup-like)
     python3 bench/reconfig_experiments.py all    # exp1 .. exp5 in sequence
 
-Environment: BIN (default target/release/rdmalb), RUNS (repetitions, median
+Environment: BIN (the testbed binary; default target/release/rdmalb-testbed,
+which finds the appliance `rdmalb` beside it or through RDMALB_BIN), RUNS (repetitions, median
 reported; default 3), OUT (default bench/results), SCALE (multiplies every
 run's duration; default 1.0).
 
@@ -31,7 +32,7 @@ import sys
 import tempfile
 import time
 
-BIN = os.environ.get("BIN", "target/release/rdmalb")
+BIN = os.environ.get("BIN", "target/release/rdmalb-testbed")
 RUNS = int(os.environ.get("RUNS", "3"))
 OUT = os.environ.get("OUT", "bench/results")
 SCALE = float(os.environ.get("SCALE", "1.0"))
@@ -66,7 +67,7 @@ def run_cluster(spec_text, label, files=None):
             sys.stderr.write(f"{label}: attempt {attempt + 1} failed:\n{p.stderr[-1500:]}\n")
         if p.returncode != 0:
             sys.stderr.write(p.stderr[-3000:])
-            raise SystemExit(f"{label}: rdmalb cluster failed ({p.returncode})")
+            raise SystemExit(f"{label}: rdmalb-testbed cluster failed ({p.returncode})")
         with open(os.path.join(out, "cluster.json")) as f:
             outcome = json.load(f)
         with open(os.path.join(out, "load.csv")) as f:
@@ -449,7 +450,7 @@ def exp3():
 # Seed 003 Fig. 14/15 (seed 000 Fig. 5.10/5.11): Zipf and world-cup
 # traces. The seed reconfigures between the proxy tier (static content) and
 # the application tier (dynamic content); our unit of reconfiguration is the
-# site, so the driver generates each trace with `rdmalb trace` and sends
+# site, so the driver generates each trace with `rdmalb-testbed trace` and sends
 # static requests to site "web" and dynamic ones to site "app" (the
 # generators draw every request's site uniformly, which would give each site
 # the same mix and nothing to move). Closed loop, 32 connections; the x axis
@@ -477,7 +478,7 @@ EXP5_REQUESTS = 100000
 
 
 def tier_trace(args, cost, seed):
-    """Generates a trace with `rdmalb trace`, then maps content classes to
+    """Generates a trace with `rdmalb-testbed trace`, then maps content classes to
     sites: /dynamic/ -> app, the rest -> web."""
     with tempfile.TemporaryDirectory(prefix="rdmalb-trace-") as d:
         path = os.path.join(d, "t.txt")

@@ -19,15 +19,15 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use rdmalb::sidecar::{config, Sidecar};
-use rdmalb::window::layout::word;
-use rdmalb::window::{
+use rdmalb_sidecar::{config, Sidecar};
+use rdmalb_window::layout::word;
+use rdmalb_window::{
     site_table_hash, Expect, RemoteWindow, RoleState, RoleStatus, RoleStatusCode, RoleWord,
     ShmWindow, SiteSlot,
 };
 
 // The process-group guard and the nginx start of the integration tests.
-#[path = "../tests/common/group.rs"]
+#[path = "../tests/support/group.rs"]
 mod group;
 use group::{GroupChild, GroupNginx, NGINX};
 

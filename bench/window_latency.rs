@@ -20,9 +20,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rdmalb::window::seqlock::publish;
-use rdmalb::window::tcp::{self, Psk};
-use rdmalb::window::{
+use rdmalb_window::seqlock::publish;
+use rdmalb_window::tcp::{self, Psk};
+use rdmalb_window::{
     read_load, Expect, LoadRead, LoadSample, ReadPolicy, RemoteWindow, ShmWindow, TcpWindow,
     WindowMemory,
 };

@@ -8,7 +8,7 @@
 //! - `client`: one proxy — header checks, refusals, live seqlock-valid READs,
 //!   a compare-and-swap race (several client processes run at once),
 //!   fetch-and-adds, and a claim race through the reconfiguration agent's
-//!   own protocol (`rdmalb::reconfig::protocol`: site lock by CAS with a
+//!   own protocol (`rdmalb_proxy::reconfig::protocol`: site lock by CAS with a
 //!   lease, fresh re-read under the lock, role-word CAS, update-counter FAA,
 //!   unlock); writes what it won and the FAA results to `--out`.
 //! - `verify`: checks the clients' outputs against the window: exactly one
@@ -31,9 +31,9 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use futures_util::future::join_all;
-use rdmalb::window::layout::{site_table_hash, word};
-use rdmalb::window::verbs::{self, VerbsServer, VerbsWindow};
-use rdmalb::window::{
+use rdmalb_window::layout::{site_table_hash, word};
+use rdmalb_window::verbs::{self, VerbsServer, VerbsWindow};
+use rdmalb_window::{
     publish, read_load, Expect, LoadRead, LoadSample, Psk, ReadPolicy, RemoteWindow, WindowError,
     WindowMemory,
 };
@@ -433,7 +433,7 @@ async fn read_checks(w: &VerbsWindow, node_id: u64) {
     let valid = raws
         .iter()
         .filter_map(|r| r.as_ref().ok())
-        .filter_map(|raw| rdmalb::window::decode_block(raw).ok())
+        .filter_map(|raw| rdmalb_window::decode_block(raw).ok())
         .filter(|b| consistent(&b.sample))
         .count();
     check(

@@ -3,9 +3,12 @@
 #   bash scripts/test.sh
 # 1. installs what the tests need (scripts/setup.sh: nginx, haproxy, wrk, cmake, libclang, QEMU…)
 # 2. checks formatting and lints (when rustfmt/clippy are installed)
-# 3. runs every unit and integration test (real sockets, real nginx, the real binary)
-# 4. runs the demo cluster's smoke check (scripts/demo.sh --smoke)
-# 5. runs the verbs transport for real inside a Soft-RoCE QEMU guest (scripts/rxe-test.sh)
+# 3. builds the appliance without the verbs feature and checks that it refuses a
+#    verbs config with a clear message
+# 4. runs every unit test and the end-to-end tests (real sockets, real nginx,
+#    the real rdmalb and rdmalb-testbed binaries)
+# 5. runs the demo cluster's smoke check (scripts/demo.sh --smoke)
+# 6. runs the verbs transport for real inside a Soft-RoCE QEMU guest (scripts/rxe-test.sh)
 # and ends with one summary line: "summary: N passed, N failed, N skipped".
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -45,14 +48,18 @@ else
     echo "SKIPPED: rustfmt is not installed (rustup component add rustfmt)"
 fi
 if cargo clippy --version >/dev/null 2>&1; then
-    cargo clippy --all-targets --locked -- -D warnings
+    cargo clippy --workspace --all-targets --locked -- -D warnings
 else
     echo "SKIPPED: clippy is not installed (rustup component add clippy)"
 fi
 
-stage "unit and integration tests (cargo test)"
+stage "the appliance without verbs (cargo build -p rdmalb --no-default-features)"
+bash scripts/no-verbs-check.sh
+passed=$((passed + 1))
+
+stage "unit and end-to-end tests (cargo test --workspace)"
 set +e
-cargo test --locked --no-fail-fast 2>&1 | tee "$log_dir/cargo-test.log"
+cargo test --workspace --locked --no-fail-fast 2>&1 | tee "$log_dir/cargo-test.log"
 rc=${PIPESTATUS[0]}
 set -e
 count_cargo "$log_dir/cargo-test.log"

@@ -37,9 +37,6 @@ enum Command {
         #[arg(long)]
         sidecar: bool,
     },
-    /// Testbed: capacity-modelled nodes, traces, replay client, emulated cluster (docs/testbed.md).
-    #[command(flatten)]
-    Testbed(Box<rdmalb::testbed::cli::TestbedCommand>),
 }
 
 fn main() -> ExitCode {
@@ -48,7 +45,7 @@ fn main() -> ExitCode {
     match run(cli.command) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("rdmalb: {e:#}");
+            eprintln!("rdmalb: {}", rdmalb_base::error::chain(e.as_ref()));
             ExitCode::FAILURE
         }
     }
@@ -69,14 +66,13 @@ const CONFIG_INVALID: u8 = 2;
 
 fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
-        Command::Testbed(cmd) => Ok(rdmalb::testbed::cli::run(*cmd)?),
         Command::Check { config, sidecar } => {
             let result = if sidecar {
-                rdmalb::sidecar::check(&config)
+                rdmalb_sidecar::check(&config)
                     .map(|_| ())
                     .map_err(|e| e.to_string())
             } else {
-                rdmalb::config::load(&config)
+                rdmalb_proxy::config::load(&config)
                     .map(|_| ())
                     .map_err(|e| e.to_string())
             };
@@ -92,7 +88,7 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             }
         }
         Command::Proxy { config } => {
-            let config = match rdmalb::config::load(&config) {
+            let config = match rdmalb_proxy::config::load(&config) {
                 Ok(c) => c,
                 Err(problems) => {
                     eprintln!("{problems}");
@@ -108,11 +104,11 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
                 .enable_all()
                 .build()
                 .context("cannot start the async runtime")?;
-            runtime.block_on(rdmalb::proxy::run(config))?;
+            runtime.block_on(rdmalb_proxy::front::run(config))?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Sidecar { config } => {
-            if let Err(problems) = rdmalb::sidecar::check(&config) {
+            if let Err(problems) = rdmalb_sidecar::check(&config) {
                 eprintln!("{problems}");
                 return Ok(ExitCode::from(CONFIG_INVALID));
             }
@@ -125,32 +121,13 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             runtime.block_on(async {
                 let (tx, rx) = tokio::sync::watch::channel(false);
                 tokio::spawn(async move {
-                    wait_for_termination().await;
+                    rdmalb_base::shutdown::termination().await;
                     tracing::info!("sidecar: shutting down");
                     let _ = tx.send(true);
                 });
-                rdmalb::sidecar::run(config, rx).await
+                rdmalb_sidecar::run(config, rx).await
             })?;
             Ok(ExitCode::SUCCESS)
-        }
-    }
-}
-
-/// Resolves on SIGTERM or SIGINT.
-async fn wait_for_termination() {
-    use tokio::signal::unix::{signal, SignalKind};
-    match (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) {
-        (Ok(mut term), Ok(mut int)) => {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = int.recv() => {}
-            }
-        }
-        _ => {
-            let _ = tokio::signal::ctrl_c().await;
         }
     }
 }

@@ -9,14 +9,14 @@
 //! grows a `conformance!(verbs, …)` line with an ignore attribute this file
 //! can go.
 
-#[path = "window_conformance.rs"]
+#[path = "window/conformance.rs"]
 mod conformance;
 
 use std::sync::Arc;
 
 use conformance::Target;
-use rdmalb::window::verbs::{VerbsServer, VerbsWindow};
-use rdmalb::window::{Psk, RemoteWindow};
+use rdmalb_window::verbs::{VerbsServer, VerbsWindow};
+use rdmalb_window::{Psk, RemoteWindow};
 
 /// verbs: a [`VerbsServer`] on the first RDMA device serving the suite's
 /// window; clients are [`VerbsWindow`]s on the same device.

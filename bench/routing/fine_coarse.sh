@@ -56,7 +56,9 @@ POLICIES=${POLICIES:-"per-request interval:64ms interval:256ms interval:1s inter
 HOGS=${HOGS:-0}
 NAME=${NAME:-routing-fine-coarse}
 RESULTS_DIR=${RESULTS_DIR:-$ROOT/bench/results}
-BIN=${RDMALB_BIN:-}
+# The testbed binary (trace, cluster); it runs the appliance `rdmalb` found
+# beside it (or RDMALB_BIN).
+BIN=${RDMALB_TESTBED_BIN:-}
 for v in ROUNDS DURATION NODES PROXIES CONNS; do
     [[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "$v=${!v} is not a positive integer" >&2; exit 2; }
 done
@@ -69,8 +71,8 @@ if [ "$PIN" = 1 ] && [ "$(nproc)" -lt 2 ]; then
     echo "HOGS needs 2 CPUs (front end on CPU 0, backend and hogs on CPU 1)" >&2; exit 2
 fi
 if [ -z "$BIN" ]; then
-    (cd "$ROOT" && cargo build --release --quiet)
-    BIN=$ROOT/target/release/rdmalb
+    (cd "$ROOT" && cargo build --release --quiet --bin rdmalb --bin rdmalb-testbed)
+    BIN=$ROOT/target/release/rdmalb-testbed
 fi
 WORK=$(mktemp -d /tmp/rdmalb-fine-coarse.XXXXXX)
 HOG_PIDS=()

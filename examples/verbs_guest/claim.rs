@@ -1,14 +1,14 @@
 //! The claim race of the verbs guest driver: the reconfiguration agent's
-//! lock, claim and counter steps (`rdmalb::reconfig::protocol`) over real
+//! lock, claim and counter steps (`rdmalb_proxy::reconfig::protocol`) over real
 //! RDMA atomics, and the check that every hot event was claimed exactly once.
 
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use rdmalb::reconfig::protocol::{self, LockAttempt};
-use rdmalb::window::layout::{site_lock_word, update_counter_word, word};
-use rdmalb::window::verbs::VerbsWindow;
-use rdmalb::window::{RemoteWindow, RoleState, RoleWord, SiteLock, SiteSlot};
+use rdmalb_proxy::reconfig::protocol::{self, LockAttempt};
+use rdmalb_window::layout::{site_lock_word, update_counter_word, word};
+use rdmalb_window::verbs::VerbsWindow;
+use rdmalb_window::{RemoteWindow, RoleState, RoleWord, SiteLock, SiteSlot};
 
 use super::check;
 

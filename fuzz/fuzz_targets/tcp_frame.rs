@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use rdmalb::window::tcp::frame;
+use rdmalb_window::tcp::frame;
 
 fuzz_target!(|data: &[u8]| {
     let mut rest = data;

@@ -1,0 +1,14 @@
+//! What every rdmalb crate builds on, and nothing else: the config-problem
+//! collector all three config files report through ([`problems`]),
+//! human-readable durations ([`duration`]), wall-clock integers
+//! ([`time`]), the one shutdown signal background loops wait on
+//! ([`shutdown`]), the process's Prometheus recorder ([`metrics`]) and
+//! one-line error chains ([`error`]).
+#![deny(unsafe_code)]
+
+pub mod duration;
+pub mod error;
+pub mod metrics;
+pub mod problems;
+pub mod shutdown;
+pub mod time;

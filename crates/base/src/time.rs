@@ -1,0 +1,38 @@
+//! Wall-clock time as the window and the protocols carry it: integers since
+//! the Unix epoch. A clock set before 1970 reads as 0 rather than failing;
+//! every reader treats 0 as "unknown".
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Time since the Unix epoch of `t` (zero before it).
+pub fn since_epoch(t: SystemTime) -> Duration {
+    t.duration_since(UNIX_EPOCH).unwrap_or_default()
+}
+
+/// Now, in nanoseconds since the Unix epoch (the load block's `updated_at`).
+pub fn unix_now_ns() -> u64 {
+    since_epoch(SystemTime::now()).as_nanos() as u64
+}
+
+/// Now, in milliseconds since the Unix epoch (leases, claim records).
+pub fn unix_now_ms() -> u64 {
+    since_epoch(SystemTime::now()).as_millis() as u64
+}
+
+/// Now, in whole seconds since the Unix epoch.
+pub fn unix_now_secs() -> u64 {
+    since_epoch(SystemTime::now()).as_secs()
+}
+
+/// `t` in milliseconds since the Unix epoch.
+pub fn unix_ms(t: SystemTime) -> u64 {
+    since_epoch(t).as_millis() as u64
+}
+
+/// `t` in whole seconds since the Unix epoch.
+pub fn unix_secs(t: SystemTime) -> u64 {
+    since_epoch(t).as_secs()
+}
+
+#[cfg(test)]
+mod tests;

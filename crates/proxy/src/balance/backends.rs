@@ -1,0 +1,486 @@
+//! The immutable per-snapshot view of the backend set: which nodes serve
+//! which site, the selection policy, and what the health checker needs
+//! (thresholds, per-site check path and Host).
+//!
+//! Built from a [`Config`] on start and on every reload, then swapped in with
+//! `ArcSwap` (pingora-load-balancing builds its selector the same way).
+//! Node runtime state ([`NodeState`]: health, in-flight) is carried over for
+//! nodes whose name and address did not change, so a reload neither resets a
+//! down node to up nor loses the in-flight counts of running requests.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use arc_swap::ArcSwap;
+
+use super::node::{Slots, Thresholds, HEALTH_EPOCH};
+use super::selector::{self, Selector};
+use super::{NodeState, NodeWindows, Pick, WeightedLeastLoad};
+use crate::config::{Config, HealthCheck, HostPattern};
+
+/// Why no node could be picked for a site.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum NoNode {
+    /// The site has no nodes at all (or the site index is unknown).
+    #[error("site has no nodes")]
+    Empty,
+    /// The site has nodes but none is up.
+    #[error("no node of the site is up")]
+    AllDown,
+    /// Some nodes are up but every one of them was already tried by this
+    /// request.
+    #[error("every up node of the site was already tried")]
+    Exhausted,
+}
+
+/// Why [`Backends::pick_queued`] found no node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum PickError {
+    #[error(transparent)]
+    NoNode(#[from] NoNode),
+    /// Every usable node stayed at `limits.max_inflight_per_node` for
+    /// `timeouts.queue`.
+    #[error("every node of the site stayed busy for {}", rdmalb_base::duration::format(*.0))]
+    QueueTimeout(Duration),
+}
+
+/// Waiters re-check at least this often even without a release notice, so a
+/// node coming back up (which releases nothing) is noticed.
+const QUEUE_RECHECK: Duration = Duration::from_millis(50);
+
+/// Tries before a pick that keeps losing the race for a node's last slot
+/// reports "full" and waits.
+const RACE_RETRIES: usize = 4;
+
+/// A pick's candidates: the site's cached up-list, or a filtered copy when
+/// the request excluded some of its nodes.
+enum Candidates {
+    Cached(arc_swap::Guard<Arc<UpList>>),
+    Filtered(Vec<Arc<NodeState>>),
+}
+
+impl Candidates {
+    fn nodes(&self) -> &[Arc<NodeState>] {
+        match self {
+            Candidates::Cached(up) => &up.nodes,
+            Candidates::Filtered(v) => v,
+        }
+    }
+}
+
+/// Outcome of one non-waiting attempt under the in-flight limit.
+enum Limited {
+    Got(Pick),
+    Full,
+    None(NoNode),
+}
+
+/// One site as the balancer sees it.
+#[derive(Debug)]
+pub struct SiteBackends {
+    pub index: usize,
+    pub name: String,
+    /// Path the active checks GET on this site's nodes.
+    pub health_path: String,
+    /// `Host` header of the checks: the site's first exact host name, or
+    /// `None` to use the node's address.
+    pub check_host: Option<String>,
+    nodes: Vec<Arc<NodeState>>,
+    /// Requests waiting for a slot; carried across reloads by site name so
+    /// releases of picks made on an older snapshot still wake them.
+    slots: Arc<Slots>,
+    /// The site's up nodes as of a health epoch, rebuilt on the first pick
+    /// after any up/down change, so a pick neither scans every node's health
+    /// nor allocates while some node is down.
+    up: ArcSwap<UpList>,
+}
+
+/// Up nodes of one site (config order) and the health epoch they reflect.
+#[derive(Debug)]
+struct UpList {
+    epoch: u64,
+    nodes: Vec<Arc<NodeState>>,
+}
+
+impl SiteBackends {
+    /// The nodes that may serve this site, in config order (up or down):
+    /// its configured nodes plus every node with a sidecar window (those
+    /// follow their role word, see [`NodeState::serves`]).
+    pub fn nodes(&self) -> &[Arc<NodeState>] {
+        &self.nodes
+    }
+
+    /// The site's up nodes, rebuilt when a node changed state since the
+    /// cached list was made. A change racing with a pick may be seen one
+    /// pick late, exactly as if the pick had read that node's state a moment
+    /// earlier.
+    fn up_list(&self) -> arc_swap::Guard<Arc<UpList>> {
+        // Read the epoch before the states: a change after this read bumps
+        // the epoch again, so a list built now is never mistaken for newer.
+        let epoch = HEALTH_EPOCH.load(Ordering::Acquire);
+        let cached = self.up.load();
+        if cached.epoch == epoch {
+            return cached;
+        }
+        let fresh = Arc::new(UpList {
+            epoch,
+            nodes: self
+                .nodes
+                .iter()
+                .filter(|n| n.is_up() && n.serves(self.index))
+                .cloned()
+                .collect(),
+        });
+        self.up.store(Arc::clone(&fresh));
+        arc_swap::Guard::from_inner(fresh)
+    }
+}
+
+/// Immutable snapshot: nodes per site plus the selector. Selecting is cheap
+/// and takes no locks.
+#[derive(Debug)]
+pub struct Backends {
+    nodes: Vec<Arc<NodeState>>,
+    sites: Vec<SiteBackends>,
+    selector: Arc<dyn Selector>,
+    health: HealthCheck,
+    /// `limits.max_inflight_per_node` (0 = unlimited).
+    max_inflight: usize,
+    /// `timeouts.queue`.
+    queue: Duration,
+    built_at: SystemTime,
+}
+
+impl Backends {
+    /// Builds the snapshot for `config` with the selector its `balance`
+    /// setting names, reusing the runtime state of `previous` for nodes
+    /// whose (name, address) are unchanged.
+    pub fn build(config: &Config, previous: Option<&Backends>) -> Backends {
+        Self::build_with_windows(config, previous, &NodeWindows::none())
+    }
+
+    /// Like [`build`](Self::build); the `weighted-least-load` policy reads
+    /// node loads through `windows` (with [`build`](Self::build) it has no
+    /// windows and scores every node from its in-flight count).
+    pub fn build_with_windows(
+        config: &Config,
+        previous: Option<&Backends>,
+        windows: &Arc<NodeWindows>,
+    ) -> Backends {
+        let selector = selector::from_config(config, windows);
+        Self::with_selector(config, previous, selector)
+    }
+
+    /// Like [`build`](Self::build) with an explicit selection policy (the
+    /// load-aware policy, tests).
+    pub fn with_selector(
+        config: &Config,
+        previous: Option<&Backends>,
+        selector: Arc<dyn Selector>,
+    ) -> Backends {
+        let thresholds = Thresholds::from_config(&config.health);
+        let old: HashMap<(&str, SocketAddr), &Arc<NodeState>> = previous
+            .map(|p| {
+                p.nodes
+                    .iter()
+                    .map(|n| ((n.name.as_str(), n.address), n))
+                    .collect()
+            })
+            .unwrap_or_default();
+
+        let old_slots: HashMap<&str, &Arc<Slots>> = previous
+            .map(|p| {
+                p.sites
+                    .iter()
+                    .map(|s| (s.name.as_str(), &s.slots))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let slots: Vec<Arc<Slots>> = config
+            .sites
+            .iter()
+            .map(|site| {
+                old_slots
+                    .get(site.name.as_str())
+                    .map(|s| Arc::clone(s))
+                    .unwrap_or_default()
+            })
+            .collect();
+
+        let nodes: Vec<Arc<NodeState>> = config
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                let site = n
+                    .site
+                    .and_then(|s| config.sites.get(s).map(|site| (s, site.name.clone())));
+                let site_slots = site.as_ref().map(|(s, _)| Arc::clone(&slots[*s]));
+                let node = match old.get(&(n.name.as_str(), n.address)) {
+                    // Same place, same site (by index and name): the very
+                    // same state object.
+                    Some(prev)
+                        if prev.index == i
+                            && prev.site == site.as_ref().map(|s| s.0)
+                            && prev.site_name.as_deref() == site.as_ref().map(|s| s.1.as_str()) =>
+                    {
+                        Arc::clone(prev)
+                    }
+                    Some(prev) => Arc::new(prev.relocated(i, site, site_slots)),
+                    None => Arc::new(
+                        NodeState::new(i, n.name.clone(), n.address, site, thresholds)
+                            .with_slots(site_slots),
+                    ),
+                };
+                node.set_thresholds(thresholds);
+                node
+            })
+            .collect();
+
+        let sites = config
+            .sites
+            .iter()
+            .enumerate()
+            .map(|(s, site)| SiteBackends {
+                slots: Arc::clone(&slots[s]),
+                up: ArcSwap::from_pointee(UpList {
+                    // Never a current epoch: the first pick builds the list.
+                    epoch: u64::MAX,
+                    nodes: Vec::new(),
+                }),
+                index: s,
+                name: site.name.clone(),
+                health_path: site.health_path.clone(),
+                check_host: site.hosts.iter().find_map(|h| match h {
+                    HostPattern::Exact(name) => Some(name.clone()),
+                    HostPattern::Wildcard(_) => None,
+                }),
+                // Candidates: the site's configured nodes plus every node
+                // with a sidecar window, which may follow a role word here;
+                // `up_list` keeps those that serve the site now.
+                nodes: nodes
+                    .iter()
+                    .zip(&config.nodes)
+                    .filter(|(n, c)| n.site == Some(s) || c.window.is_some())
+                    .map(|(n, _)| Arc::clone(n))
+                    .collect(),
+            })
+            .collect();
+
+        Backends {
+            nodes,
+            sites,
+            selector,
+            health: config.health.clone(),
+            max_inflight: config.limits.max_inflight_per_node,
+            queue: config.timeouts.queue,
+            built_at: SystemTime::now(),
+        }
+    }
+
+    /// Picks an up node of `site` that is not in `exclude` (indices of nodes
+    /// this request already tried) and takes an in-flight slot on it,
+    /// ignoring `limits.max_inflight_per_node` (see [`pick_queued`](Self::pick_queued)).
+    pub fn pick(&self, site: usize, exclude: &[usize]) -> Result<Pick, NoNode> {
+        let candidates = self.candidates(site, exclude)?;
+        // A selector returns None only for no candidates; treat a misbehaving
+        // custom policy as "nothing available" rather than panicking.
+        let node = self
+            .selector
+            .select(site, candidates.nodes())
+            .ok_or(NoNode::AllDown)?;
+        node.inflight_inc();
+        Ok(Pick::taken(node))
+    }
+
+    /// The up nodes of `site` serving it now, less `exclude`. Common case:
+    /// nothing excluded (or only nodes already down), so the cached list is
+    /// handed out as it is: no scan, no allocation.
+    fn candidates(&self, site: usize, exclude: &[usize]) -> Result<Candidates, NoNode> {
+        let Some(sb) = self.sites.get(site).filter(|s| !s.nodes.is_empty()) else {
+            return Err(NoNode::Empty);
+        };
+        let up = sb.up_list();
+        if up.nodes.is_empty() {
+            return Err(NoNode::AllDown);
+        }
+        if exclude.is_empty() || !up.nodes.iter().any(|n| exclude.contains(&n.index)) {
+            return Ok(Candidates::Cached(up));
+        }
+        let left: Vec<Arc<NodeState>> = up
+            .nodes
+            .iter()
+            .filter(|n| !exclude.contains(&n.index))
+            .cloned()
+            .collect();
+        if left.is_empty() {
+            return Err(NoNode::Exhausted);
+        }
+        Ok(Candidates::Filtered(left))
+    }
+
+    /// Like [`pick`](Self::pick) but honours `limits.max_inflight_per_node`:
+    /// a node with that many requests in flight is not a candidate, and when
+    /// every usable node is at the limit the request waits (FIFO-ish, woken
+    /// by released slots) up to `timeouts.queue`, then gets
+    /// [`PickError::QueueTimeout`]. With no limit configured this is `pick`.
+    ///
+    /// This is the request path's pick: with the `weighted-least-load`
+    /// policy it reads the candidates' windows (asynchronously, bounded by
+    /// `routing.read_deadline`); the other policies decide synchronously
+    /// exactly as [`pick`](Self::pick).
+    pub async fn pick_queued(&self, site: usize, exclude: &[usize]) -> Result<Pick, PickError> {
+        if self.max_inflight == 0 {
+            return match self.selector.load_aware() {
+                None => Ok(self.pick(site, exclude)?),
+                Some(policy) => Ok(self.pick_loaded(policy, site, exclude).await?),
+            };
+        }
+        let Some(slots) = self.sites.get(site).map(|s| &s.slots) else {
+            return Err(NoNode::Empty.into());
+        };
+        let deadline = tokio::time::Instant::now() + self.queue;
+        loop {
+            // Register before looking, so a release between the look and the
+            // wait is not missed (the release reads `waiting` after freeing).
+            slots.waiting.fetch_add(1, Ordering::SeqCst);
+            let _registered = Registered(slots);
+            let notified = slots.freed.notified();
+            let mut notified = std::pin::pin!(notified);
+            notified.as_mut().enable();
+            match self.try_limited(site, exclude).await {
+                Limited::Got(p) => return Ok(p),
+                Limited::None(no) => return Err(no.into()),
+                Limited::Full => {}
+            }
+            let now = tokio::time::Instant::now();
+            if now >= deadline {
+                return Err(PickError::QueueTimeout(self.queue));
+            }
+            let wait = (deadline - now).min(QUEUE_RECHECK);
+            let _ = tokio::time::timeout(wait, notified).await;
+        }
+    }
+
+    /// [`pick`](Self::pick) for the load-aware policy: same candidates,
+    /// asynchronous choice.
+    async fn pick_loaded(
+        &self,
+        policy: &WeightedLeastLoad,
+        site: usize,
+        exclude: &[usize],
+    ) -> Result<Pick, NoNode> {
+        let candidates = self.candidates(site, exclude)?;
+        let node = policy
+            .select_loaded(site, candidates.nodes())
+            .await
+            .ok_or(NoNode::AllDown)?;
+        node.inflight_inc();
+        Ok(Pick::taken(node))
+    }
+
+    /// One attempt under the in-flight limit, never queueing (the
+    /// load-aware policy may await its window reads).
+    async fn try_limited(&self, site: usize, exclude: &[usize]) -> Limited {
+        let Some(sb) = self.sites.get(site).filter(|s| !s.nodes.is_empty()) else {
+            return Limited::None(NoNode::Empty);
+        };
+        let limit = self.max_inflight;
+        for _ in 0..RACE_RETRIES {
+            let up = sb.up_list();
+            let usable = || up.nodes.iter().filter(|n| !exclude.contains(&n.index));
+            let candidates: Vec<Arc<NodeState>> =
+                usable().filter(|n| n.inflight() < limit).cloned().collect();
+            if candidates.is_empty() {
+                return if up.nodes.is_empty() {
+                    Limited::None(NoNode::AllDown)
+                } else if usable().next().is_none() {
+                    Limited::None(NoNode::Exhausted)
+                } else {
+                    Limited::Full
+                };
+            }
+            let chosen = match self.selector.load_aware() {
+                None => self.selector.select(site, &candidates),
+                Some(policy) => policy.select_loaded(site, &candidates).await,
+            };
+            let Some(node) = chosen else {
+                return Limited::None(NoNode::AllDown);
+            };
+            // Another request may have taken the last slot since the filter.
+            if node.try_inflight_inc(limit) {
+                return Limited::Got(Pick::taken(node));
+            }
+        }
+        Limited::Full
+    }
+
+    /// `limits.max_inflight_per_node` of this snapshot (0 = unlimited).
+    pub fn max_inflight(&self) -> usize {
+        self.max_inflight
+    }
+
+    /// Every node of the snapshot in config order (including idle-pool ones).
+    pub fn nodes(&self) -> &[Arc<NodeState>] {
+        &self.nodes
+    }
+
+    /// The nodes that may serve `site` in config order (empty for an unknown
+    /// site); see [`SiteBackends::nodes`].
+    pub fn nodes_of(&self, site: usize) -> &[Arc<NodeState>] {
+        self.sites.get(site).map(|s| &s.nodes[..]).unwrap_or(&[])
+    }
+
+    /// The sites in config order.
+    pub fn sites(&self) -> &[SiteBackends] {
+        &self.sites
+    }
+
+    /// The site a node is assigned to now (its role word's site, else its
+    /// configured site), if any.
+    pub fn site_of(&self, node: &NodeState) -> Option<&SiteBackends> {
+        node.assigned_site().and_then(|s| self.sites.get(s))
+    }
+
+    /// Selection policy name (`roundrobin`, `leastconn`, `random`, …).
+    pub fn balance(&self) -> &'static str {
+        self.selector.name()
+    }
+
+    /// The selection policy in force.
+    pub fn selector(&self) -> &Arc<dyn Selector> {
+        &self.selector
+    }
+
+    /// `[health]` settings of this snapshot.
+    pub fn health(&self) -> &HealthCheck {
+        &self.health
+    }
+
+    /// When this snapshot was built (config load time).
+    pub fn built_at(&self) -> SystemTime {
+        self.built_at
+    }
+
+    /// The node of this snapshot that is the same node as `node` (shares its
+    /// runtime state), if it is still configured.
+    pub fn find_same(&self, node: &NodeState) -> Option<&Arc<NodeState>> {
+        self.nodes.iter().find(|n| n.same_node(node))
+    }
+}
+
+/// Deregisters a queued waiter however the wait ends (success, error,
+/// timeout, or the request being dropped).
+struct Registered<'a>(&'a Slots);
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        self.0.waiting.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+#[cfg(test)]
+mod tests;

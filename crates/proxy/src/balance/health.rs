@@ -1,0 +1,304 @@
+//! Active health checks: one background loop per node, HTTP GET of the
+//! site's `health_path` every `health.interval`, feeding the node's rise/fall
+//! state machine ([`NodeState::record_check`]).
+//!
+//! A check opens a fresh TCP connection (as HAProxy's `option httpchk` does,
+//! so a node that stops accepting connections is noticed even while pooled
+//! connections still work), sends `GET <path>` with `Host` set to the site's
+//! first exact host name (or the node's address) and `Connection: close`,
+//! and passes on a 2xx or 3xx status received within `health.timeout`
+//! (connect + response head). Nodes in the idle pool are checked with the
+//! global `[health] path`, so the reconfiguration agent knows which idle
+//! nodes are usable.
+//!
+//! Loops follow reloads: a supervisor watches the `ArcSwap<Backends>` (and a
+//! [`HealthChecks::resync`] nudge), starts loops for new nodes and stops the
+//! loops of removed ones; a node kept across the reload keeps its loop and
+//! its state, and picks up the new path, Host, interval and thresholds on its
+//! next round. Every loop takes the shutdown watch and stops cleanly
+//! (mini-redis `shutdown.rs` style).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use bytes::Bytes;
+use http::{header, Method, Request, StatusCode};
+use http_body_util::Empty;
+use hyper_util::rt::TokioIo;
+use rand::Rng;
+use tokio::net::TcpStream;
+use tokio::sync::{watch, Notify};
+use tokio::task::JoinHandle;
+
+use super::{Backends, NodeState, Transition};
+
+/// Gauge `rdmalb_node_up{node,site}`: 1 up, 0 down (or removed).
+pub const NODE_UP: &str = "rdmalb_node_up";
+
+/// Counter `rdmalb_health_checks_total{node,result}` (pass, fail).
+pub const HEALTH_CHECKS: &str = "rdmalb_health_checks_total";
+
+/// How often the supervisor looks for a new `Backends` snapshot when nobody
+/// calls [`HealthChecks::resync`]. A pointer comparison, so cheap.
+const RESCAN: Duration = Duration::from_millis(250);
+
+/// Why one check failed. The `Display` text is what `/status` shows as the
+/// node's last check error.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckError {
+    #[error("connect failed: {0}")]
+    Connect(#[source] std::io::Error),
+    #[error("no response within {}", rdmalb_base::duration::format(*.0))]
+    Timeout(Duration),
+    #[error("HTTP error: {0}")]
+    Http(#[source] hyper::Error),
+    #[error("bad check request: {0}")]
+    Request(#[source] http::Error),
+    #[error("status {}", .0.as_u16())]
+    Status(StatusCode),
+}
+
+/// One HTTP check of `addr`: `GET path` with `Host: host`, passing on 2xx/3xx
+/// within `timeout`. Returns the status on a pass.
+pub async fn check_once(
+    addr: SocketAddr,
+    host: &str,
+    path: &str,
+    timeout: Duration,
+) -> Result<StatusCode, CheckError> {
+    match tokio::time::timeout(timeout, check_inner(addr, host, path)).await {
+        Ok(r) => r,
+        Err(_) => Err(CheckError::Timeout(timeout)),
+    }
+}
+
+async fn check_inner(addr: SocketAddr, host: &str, path: &str) -> Result<StatusCode, CheckError> {
+    let stream = TcpStream::connect(addr)
+        .await
+        .map_err(CheckError::Connect)?;
+    // Best effort: a check is one small request, Nagle only delays it.
+    let _ = stream.set_nodelay(true);
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(CheckError::Http)?;
+    let req = Request::builder()
+        .method(Method::GET)
+        .uri(path)
+        .header(header::HOST, host)
+        .header(header::CONNECTION, "close")
+        .header(header::USER_AGENT, "rdmalb-health")
+        .body(Empty::<Bytes>::new())
+        .map_err(CheckError::Request)?;
+    let mut conn = std::pin::pin!(conn);
+    let mut response = std::pin::pin!(sender.send_request(req));
+    // Drive the connection here rather than spawning it, so everything the
+    // check owns ends with it (timeout included). If the connection future
+    // finishes first, the response (or its error) is already decided.
+    let resp = tokio::select! {
+        biased;
+        r = &mut response => r,
+        _ = &mut conn => response.await,
+    }
+    .map_err(CheckError::Http)?;
+    let status = resp.status();
+    if status.is_success() || status.is_redirection() {
+        Ok(status)
+    } else {
+        Err(CheckError::Status(status))
+    }
+}
+
+/// Handle on the running checker.
+#[derive(Debug)]
+pub struct HealthChecks {
+    supervisor: JoinHandle<()>,
+    resync: Arc<Notify>,
+}
+
+impl HealthChecks {
+    /// Makes the supervisor look at the current `Backends` now (call after
+    /// storing a new snapshot; otherwise it notices within a quarter second).
+    pub fn resync(&self) {
+        self.resync.notify_one();
+    }
+
+    /// Waits until the supervisor and every node loop have stopped (after the
+    /// shutdown watch turned true or its sender was dropped).
+    pub async fn join(self) {
+        let _ = self.supervisor.await;
+    }
+}
+
+/// Starts the active checker: one loop per node of the current snapshot and
+/// of every later one stored in `backends`. Stops when `shutdown` becomes
+/// `true` (or its sender is dropped). Must be called inside a Tokio runtime.
+pub fn spawn_checks(
+    backends: Arc<ArcSwap<Backends>>,
+    shutdown: watch::Receiver<bool>,
+) -> HealthChecks {
+    let resync = Arc::new(Notify::new());
+    let supervisor = tokio::spawn(supervise(backends, shutdown, Arc::clone(&resync)));
+    HealthChecks { supervisor, resync }
+}
+
+async fn supervise(
+    backends: Arc<ArcSwap<Backends>>,
+    mut shutdown: watch::Receiver<bool>,
+    resync: Arc<Notify>,
+) {
+    let mut loops: Vec<(Arc<NodeState>, JoinHandle<()>)> = Vec::new();
+    let mut seen: Option<Arc<Backends>> = None;
+    loop {
+        // Before shutdown a loop ends only by panicking: restart it.
+        let finished = loops.iter().any(|(_, h)| h.is_finished());
+        let current = backends.load_full();
+        let moved = !seen.as_ref().is_some_and(|s| Arc::ptr_eq(s, &current));
+        if moved || finished {
+            loops.retain(|(node, handle)| {
+                if current.find_same(node).is_none() {
+                    // Zero the gauge so a removed node does not keep
+                    // reporting "up".
+                    handle.abort();
+                    set_up_gauge(node, false);
+                    tracing::info!(
+                        node = %node.name,
+                        address = %node.address,
+                        "node removed; its health checks stop"
+                    );
+                    return false;
+                }
+                if handle.is_finished() {
+                    tracing::error!(node = %node.name, "health check loop ended unexpectedly; restarting it");
+                    return false;
+                }
+                true
+            });
+            for node in current.nodes() {
+                if !loops.iter().any(|(n, _)| n.same_node(node)) {
+                    let handle = tokio::spawn(node_loop(
+                        Arc::clone(node),
+                        Arc::clone(&backends),
+                        shutdown.clone(),
+                    ));
+                    loops.push((Arc::clone(node), handle));
+                }
+            }
+            seen = Some(current);
+        }
+        tokio::select! {
+            _ = rdmalb_base::shutdown::requested(&mut shutdown) => break,
+            _ = resync.notified() => {}
+            _ = tokio::time::sleep(RESCAN) => {}
+        }
+    }
+    for (_, handle) in loops {
+        let _ = handle.await;
+    }
+}
+
+fn site_label(node: &NodeState) -> String {
+    node.site_name.clone().unwrap_or_else(|| "idle".to_string())
+}
+
+fn set_up_gauge(node: &NodeState, up: bool) {
+    node.publish_up_as(up);
+}
+
+async fn node_loop(
+    mut node: Arc<NodeState>,
+    backends: Arc<ArcSwap<Backends>>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    set_up_gauge(&node, node.is_up());
+    // Stagger the first check over one interval so a proxy starting with many
+    // nodes does not probe them all at the same instant.
+    let interval = backends.load().health().interval;
+    let first = Duration::from_secs_f64(interval.as_secs_f64() * rand::thread_rng().gen::<f64>());
+    tokio::select! {
+        _ = rdmalb_base::shutdown::requested(&mut shutdown) => return,
+        _ = tokio::time::sleep(first) => {}
+    }
+    loop {
+        let snap = backends.load();
+        let Some(current) = snap.find_same(&node) else {
+            // Removed by a reload: no more checks. The supervisor stops this
+            // loop (and zeroes the gauge) once it sees the new snapshot;
+            // until then idle rather than exit, so a loop that ended on its
+            // own always means a panic.
+            let interval = snap.health().interval;
+            drop(snap);
+            tokio::select! {
+                _ = rdmalb_base::shutdown::requested(&mut shutdown) => return,
+                _ = tokio::time::sleep(interval) => continue,
+            }
+        };
+        if current.site != node.site {
+            // Moved to another site: retire the old label.
+            set_up_gauge(&node, false);
+            set_up_gauge(current, current.is_up());
+        }
+        node = Arc::clone(current);
+        if !node.role_applied() {
+            // A moved node is checked for its new site only once the sidecar
+            // has applied the role; a pass before that proves nothing.
+            let interval = snap.health().interval;
+            drop(snap);
+            tokio::select! {
+                _ = rdmalb_base::shutdown::requested(&mut shutdown) => return,
+                _ = tokio::time::sleep(interval) => continue,
+            }
+        }
+        let site = snap.site_of(&node);
+        let path = site.map_or_else(|| snap.health().path.clone(), |s| s.health_path.clone());
+        let host = site
+            .and_then(|s| s.check_host.clone())
+            .unwrap_or_else(|| node.address.to_string());
+        let timeout = snap.health().timeout;
+        let interval = snap.health().interval;
+        drop(snap);
+
+        let result = tokio::select! {
+            _ = rdmalb_base::shutdown::requested(&mut shutdown) => return,
+            r = check_once(node.address, &host, &path, timeout) => r,
+        };
+        if let Err(e) = &result {
+            tracing::debug!(node = %node.name, site = %site_label(&node), error = %e, "health check failed");
+        }
+        let error = result.as_ref().err().map(|e| e.to_string());
+        metrics::counter!(
+            HEALTH_CHECKS,
+            "node" => node.name.clone(),
+            "result" => if result.is_ok() { "pass" } else { "fail" }
+        )
+        .increment(1);
+        match node.record_check(result.map(|_| ()).map_err(|e| e.to_string())) {
+            Some(Transition::Up) => {
+                tracing::info!(
+                    node = %node.name, address = %node.address, site = %site_label(&node),
+                    rise = node.thresholds().rise,
+                    "node up: health checks passed"
+                );
+                set_up_gauge(&node, true);
+            }
+            Some(Transition::Down(_)) => {
+                tracing::warn!(
+                    node = %node.name, address = %node.address, site = %site_label(&node),
+                    fall = node.thresholds().fall,
+                    error = error.as_deref().unwrap_or(""),
+                    "node down: health checks failed"
+                );
+                set_up_gauge(&node, false);
+            }
+            None => {}
+        }
+        tokio::select! {
+            _ = rdmalb_base::shutdown::requested(&mut shutdown) => return,
+            _ = tokio::time::sleep(interval) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

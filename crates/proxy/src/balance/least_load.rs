@@ -1,0 +1,250 @@
+//! The `weighted-least-load` policy: per decision, take `routing.candidates`
+//! of the site's usable nodes ("power of d choices", or all of them), get
+//! each one's load — read from its window now (`per-request`) or from the
+//! background snapshot (`interval:<d>`) — score them with the site's weights
+//! ([`super::load::rank`]) and take the lowest.
+//!
+//! Per-request reads of the candidates are issued together and awaited
+//! together under one `routing.read_deadline`: shm windows are read inline
+//! (plain loads from the mapping: no future, no timer, no task switch);
+//! every other read is polled once at once, and only reads still pending
+//! (tcp, verbs) wait, jointly, until the deadline. A read that
+//! misses it, or a torn, stale or unreadable block, leaves that node scored
+//! from local information (its in-flight count), counted in
+//! `rdmalb_load_unknown_total{node,reason}`. Down nodes never get here:
+//! [`super::Backends`] passes only up, not-excluded, not-full nodes.
+//!
+//! The policy also implements the synchronous [`Selector`] (for callers of
+//! `Backends::pick` outside the request path): it then scores from the
+//! interval snapshots and from the last per-request reads (for /status and
+//! benchmarks; the data path always uses [`WeightedLeastLoad::select_loaded`]).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use futures_util::FutureExt;
+use rand::Rng;
+
+use super::load::{rank, Candidate, NodeLoad, Unknown};
+use super::selector::Cursors;
+use super::windows::{read_now, NodeWindow, NodeWindows, Observation};
+use super::{NodeState, Selector};
+use crate::config::{Candidates, Config, LoadWeights, ReadMode};
+
+/// The policy, built per config snapshot.
+#[derive(Debug)]
+pub struct WeightedLeastLoad {
+    windows: Arc<NodeWindows>,
+    /// Per site, plus the global default at the end for unknown indices.
+    weights: Vec<LoadWeights>,
+    candidates: Candidates,
+    /// Rotating tie-break start per site.
+    cursors: Cursors,
+}
+
+type Read = Pin<Box<dyn Future<Output = (usize, NodeLoad)> + Send>>;
+
+/// One sampled candidate during a decision.
+struct Slot {
+    node: Arc<NodeState>,
+    window: Option<Arc<NodeWindow>>,
+    load: NodeLoad,
+    /// A read was issued and has not landed yet.
+    reading: bool,
+}
+
+impl WeightedLeastLoad {
+    /// Builds the policy for `config`, reading through `windows`.
+    pub fn new(config: &Config, windows: Arc<NodeWindows>) -> WeightedLeastLoad {
+        let mut weights: Vec<LoadWeights> = config.sites.iter().map(|s| s.weights).collect();
+        weights.push(LoadWeights::default());
+        WeightedLeastLoad {
+            windows,
+            weights,
+            candidates: config.routing.candidates,
+            cursors: Cursors::new(config.sites.len()),
+        }
+    }
+
+    /// The windows this policy reads.
+    pub fn windows(&self) -> &Arc<NodeWindows> {
+        &self.windows
+    }
+
+    fn weights(&self, site: usize) -> &LoadWeights {
+        let last = self.weights.len() - 1;
+        &self.weights[site.min(last)]
+    }
+
+    /// The nodes compared in this decision: all of them when `d` covers
+    /// the site, else `d` distinct ones drawn uniformly.
+    fn sample(&self, candidates: &[Arc<NodeState>]) -> Vec<Slot> {
+        let n = candidates.len();
+        let d = match self.candidates {
+            Candidates::All => n,
+            Candidates::Count(d) => d.min(n),
+        };
+        let slot = |node: &Arc<NodeState>| Slot {
+            // By name too: between a reload's window update and its
+            // backends swap, an index may name another node.
+            window: self
+                .windows
+                .node(node.index)
+                .filter(|w| w.node == node.name),
+            node: Arc::clone(node),
+            load: NodeLoad::Unknown(Unknown::Disconnected),
+            reading: false,
+        };
+        if d == n {
+            return candidates.iter().map(slot).collect();
+        }
+        let mut rng = rand::thread_rng();
+        if d == 2 {
+            let a = rng.gen_range(0..n);
+            let b = (a + 1 + rng.gen_range(0..n - 1)) % n;
+            return vec![slot(&candidates[a]), slot(&candidates[b])];
+        }
+        rand::seq::index::sample(&mut rng, n, d)
+            .into_iter()
+            .map(|i| slot(&candidates[i]))
+            .collect()
+    }
+
+    /// Chooses among `candidates` (up, not excluded) after reading the loads
+    /// of the sampled ones; `None` only when `candidates` is empty.
+    pub async fn select_loaded(
+        &self,
+        site: usize,
+        candidates: &[Arc<NodeState>],
+    ) -> Option<Arc<NodeState>> {
+        if candidates.len() <= 1 {
+            return candidates.first().cloned();
+        }
+        let mut slots = self.sample(candidates);
+        let now = SystemTime::now();
+        let mut pending: Vec<Read> = Vec::new();
+        let mut deadline = None;
+        for (i, s) in slots.iter_mut().enumerate() {
+            let Some(w) = &s.window else {
+                continue;
+            };
+            let settings = w.settings();
+            match settings.mode {
+                ReadMode::Interval(_) => s.load = w.snapshot(now),
+                ReadMode::PerRequest => {
+                    if let Some(read) = w.read_inline() {
+                        s.load = match read {
+                            Ok(block) => NodeLoad::classify(block, now, settings.staleness),
+                            Err(u) => NodeLoad::Unknown(u),
+                        };
+                        continue;
+                    }
+                    let Some(window) = w.window() else {
+                        continue;
+                    };
+                    let w = Arc::clone(w);
+                    let mut read: Read = Box::pin(async move {
+                        (i, read_now(&w, window.as_ref(), settings.staleness).await)
+                    });
+                    // shm completes on the first poll: no timer needed.
+                    match (&mut read).now_or_never() {
+                        Some((_, load)) => s.load = load,
+                        None => {
+                            deadline.get_or_insert(settings.deadline);
+                            s.reading = true;
+                            pending.push(read);
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(deadline) = deadline {
+            // Slots whose read is still out count as timed out unless their
+            // read lands before the deadline.
+            let mut waiting: FuturesUnordered<Read> = pending.into_iter().collect();
+            let sleep = tokio::time::sleep(deadline);
+            tokio::pin!(sleep);
+            loop {
+                tokio::select! {
+                    next = waiting.next() => match next {
+                        Some((i, load)) => {
+                            slots[i].load = load;
+                            slots[i].reading = false;
+                        }
+                        None => break,
+                    },
+                    _ = &mut sleep => break,
+                }
+            }
+            for s in slots.iter_mut().filter(|s| s.reading) {
+                s.load = NodeLoad::Unknown(Unknown::Timeout);
+            }
+        }
+        Some(self.choose(site, &slots, now, true))
+    }
+
+    /// Scores the sampled nodes, records what was seen (and, for `fresh`
+    /// loads of this decision, counts them in the metrics) and returns the
+    /// winner.
+    fn choose(&self, site: usize, slots: &[Slot], now: SystemTime, count: bool) -> Arc<NodeState> {
+        let view: Vec<Candidate<'_>> = slots
+            .iter()
+            .map(|s| Candidate {
+                load: &s.load,
+                inflight: s.node.inflight(),
+            })
+            .collect();
+        let mut scores = Vec::with_capacity(slots.len());
+        let start = self.cursors.next(site);
+        let best = rank(self.weights(site), &view, start, &mut scores).unwrap_or(0);
+        for (s, score) in slots.iter().zip(&scores) {
+            if let Some(w) = &s.window {
+                if count {
+                    w.count(&s.load);
+                }
+                w.record(Observation {
+                    at: now,
+                    load: s.load,
+                    index: Some(*score),
+                });
+            }
+        }
+        Arc::clone(&slots[best].node)
+    }
+}
+
+impl Selector for WeightedLeastLoad {
+    fn name(&self) -> &'static str {
+        "weighted-least-load"
+    }
+
+    /// Without reading: interval snapshots, else the last read seen.
+    fn select(&self, site: usize, candidates: &[Arc<NodeState>]) -> Option<Arc<NodeState>> {
+        if candidates.len() <= 1 {
+            return candidates.first().cloned();
+        }
+        let now = SystemTime::now();
+        let mut slots = self.sample(candidates);
+        for s in &mut slots {
+            if let Some(w) = &s.window {
+                s.load = match w.settings().mode {
+                    ReadMode::Interval(_) => w.snapshot(now),
+                    ReadMode::PerRequest => w
+                        .last()
+                        .map_or(NodeLoad::Unknown(Unknown::Disconnected), |o| o.load),
+                };
+            }
+        }
+        Some(self.choose(site, &slots, now, false))
+    }
+
+    fn load_aware(&self) -> Option<&WeightedLeastLoad> {
+        Some(self)
+    }
+}
+
+#[cfg(test)]
+mod tests;

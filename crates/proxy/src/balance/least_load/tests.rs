@@ -1,0 +1,354 @@
+//! Unit tests of the weighted-least-load policy over real windows (shm files
+//! in a temp dir; the tcp responder on loopback behind a relay that can
+//! stall), through `Backends::pick_queued` as the data path calls it.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+
+use super::*;
+use crate::balance::{Backends, Pick};
+use crate::config::parse;
+use rdmalb_window::{seqlock, LoadSample, WindowMemory};
+
+fn site_hash() -> u64 {
+    rdmalb_window::site_table_hash(&["web"])
+}
+
+fn cpu(ppm: u64) -> LoadSample {
+    LoadSample {
+        cpu_util_ppm: ppm,
+        ..Default::default()
+    }
+}
+
+/// `n` shm nodes (with files in `dir`) plus `extra_nodes` TOML; returns the
+/// config and each shm node's window memory.
+fn setup(dir: &Path, n: usize, routing: &str, extra_nodes: &str) -> (Config, Vec<WindowMemory>) {
+    let mut text = format!(
+        "[global]\nbalance = \"weighted-least-load\"\n[routing]\n{routing}\n\
+         [weights]\ncpu = 1.0\nrun_queue = 0.0\nmemory = 0.0\nnetwork = 0.0\nconnections = 0.0\nirq = 0.0\napp = 0.0\ninflight = 0.1\n\
+         [[listener]]\nlisten = \"127.0.0.1:1\"\n[[site]]\nname = \"web\"\nhosts = [\"web.test\"]\n"
+    );
+    let mut mems = Vec::new();
+    for i in 0..n {
+        let path = dir.join(format!("w{i}"));
+        let m = WindowMemory::create_shm(&path, 0o600, i as u64 + 1, site_hash()).unwrap();
+        seqlock::publish(&m, &cpu(0));
+        mems.push(m);
+        text.push_str(&format!(
+            "[[node]]\nname = \"n{i}\"\naddress = \"127.0.0.1:{}\"\nsite = \"web\"\ntransport = \"shm\"\nsidecar = \"{}\"\nnode_id = {}\n",
+            9000 + i,
+            path.display(),
+            i + 1
+        ));
+    }
+    text.push_str(extra_nodes);
+    let cfg = parse(&text, &dir.join("rdmalb.toml")).unwrap_or_else(|e| panic!("{e}"));
+    (cfg, mems)
+}
+
+async fn pick(b: &Backends) -> Pick {
+    b.pick_queued(0, &[]).await.expect("a node")
+}
+
+/// Picks `rounds` times (each released at once) and counts per node index.
+async fn spread(b: &Backends, rounds: usize) -> Vec<usize> {
+    let mut hits = vec![0; b.nodes().len()];
+    for _ in 0..rounds {
+        hits[pick(b).await.node.index] += 1;
+    }
+    hits
+}
+
+#[tokio::test]
+async fn per_request_reads_follow_the_published_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cfg, mems) = setup(dir.path(), 3, "candidates = \"all\"", "");
+    let (tx, rx) = watch::channel(false);
+    let windows = NodeWindows::start(&cfg, rx).await.unwrap();
+    let b = Backends::build_with_windows(&cfg, None, &windows);
+    assert_eq!(b.balance(), "weighted-least-load");
+    seqlock::publish(&mems[0], &cpu(800_000));
+    seqlock::publish(&mems[1], &cpu(100_000));
+    seqlock::publish(&mems[2], &cpu(500_000));
+    assert_eq!(spread(&b, 50).await, vec![0, 50, 0]);
+    // The load moves: so does the traffic, on the very next request.
+    seqlock::publish(&mems[1], &cpu(900_000));
+    assert_eq!(spread(&b, 50).await, vec![0, 0, 50]);
+    // /status data: the last read and index per node.
+    let last = windows.node(2).unwrap().last().unwrap();
+    assert_eq!(last.load.fresh().unwrap().sample.cpu_util_ppm, 500_000);
+    assert!((last.index.unwrap() - 0.5).abs() < 1e-9);
+    tx.send(true).unwrap();
+}
+
+#[tokio::test]
+async fn in_flight_requests_spread_equal_nodes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cfg, _mems) = setup(dir.path(), 2, "", "");
+    let (tx, rx) = watch::channel(false);
+    let windows = NodeWindows::start(&cfg, rx).await.unwrap();
+    let b = Backends::build_with_windows(&cfg, None, &windows);
+    // Held picks raise the in-flight term: equal nodes alternate.
+    let mut held = Vec::new();
+    for _ in 0..10 {
+        held.push(pick(&b).await);
+    }
+    let on0 = held.iter().filter(|p| p.node.index == 0).count();
+    assert_eq!(on0, 5);
+    tx.send(true).unwrap();
+}
+
+#[tokio::test]
+async fn a_down_node_is_never_a_candidate() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cfg, mems) = setup(dir.path(), 3, "candidates = 2", "");
+    let (tx, rx) = watch::channel(false);
+    let windows = NodeWindows::start(&cfg, rx).await.unwrap();
+    let b = Backends::build_with_windows(&cfg, None, &windows);
+    // Node 0 is by far the least loaded, but down.
+    seqlock::publish(&mems[0], &cpu(0));
+    seqlock::publish(&mems[1], &cpu(600_000));
+    seqlock::publish(&mems[2], &cpu(700_000));
+    let fall = cfg.health.fall;
+    for _ in 0..fall {
+        b.nodes()[0].record_check(Err("test: down".into()));
+    }
+    assert!(!b.nodes()[0].is_up());
+    let hits = spread(&b, 100).await;
+    assert_eq!(hits[0], 0, "{hits:?}");
+    assert_eq!(hits[1] + hits[2], 100);
+    // Excluded (already tried) nodes are not candidates either.
+    let p = b.pick_queued(0, &[1]).await.unwrap();
+    assert_eq!(p.node.index, 2);
+    tx.send(true).unwrap();
+}
+
+#[tokio::test]
+async fn stale_and_torn_blocks_are_scored_locally() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cfg, mems) = setup(
+        dir.path(),
+        3,
+        "candidates = \"all\"\nstaleness = \"100ms\"",
+        "",
+    );
+    let (tx, rx) = watch::channel(false);
+    let windows = NodeWindows::start(&cfg, rx).await.unwrap();
+    let b = Backends::build_with_windows(&cfg, None, &windows);
+    // n0 claims idle but its block is a minute old; n1 is torn for good (a
+    // writer died mid-write); n2 is fresh and busy.
+    let minute_ago = rdmalb_base::time::unix_now_ns() - 60_000_000_000;
+    seqlock::publish_at(&mems[0], &cpu(0), minute_ago);
+    mems[1].words()[rdmalb_window::layout::word::SEQ_BEGIN].store(7, Ordering::SeqCst);
+    seqlock::publish(&mems[2], &cpu(900_000));
+    let p = pick(&b).await;
+    let last = |i| windows.node(i).unwrap().last().unwrap();
+    assert_eq!(last(0).load.unknown(), Some(Unknown::Stale));
+    assert_eq!(last(1).load.unknown(), Some(Unknown::Torn));
+    assert!(last(2).load.fresh().is_some());
+    // Unknown nodes count as the fresh mean (0.9), not as idle: the pick is
+    // decided by in-flight and rotation, never by the stale "0".
+    assert!((last(0).index.unwrap() - last(2).index.unwrap()).abs() < 1e-9);
+    assert!((last(1).index.unwrap() - 0.9).abs() < 1e-9);
+    drop(p);
+    // With held picks the in-flight term spreads the three evenly.
+    let mut held = Vec::new();
+    for _ in 0..9 {
+        held.push(pick(&b).await);
+    }
+    let mut hits = [0; 3];
+    for h in &held {
+        hits[h.node.index] += 1;
+    }
+    assert_eq!(hits, [3, 3, 3]);
+    tx.send(true).unwrap();
+}
+
+#[tokio::test]
+async fn unconnected_nodes_are_scored_from_in_flight() {
+    let dir = tempfile::tempdir().unwrap();
+    // n1 has a window file nobody created: never connected.
+    let extra = format!(
+        "[[node]]\nname = \"n1\"\naddress = \"127.0.0.1:9101\"\nsite = \"web\"\ntransport = \"shm\"\nsidecar = \"{}\"\n",
+        dir.path().join("absent").display()
+    );
+    let (cfg, mems) = setup(dir.path(), 1, "candidates = \"all\"", &extra);
+    let (tx, rx) = watch::channel(false);
+    let windows = NodeWindows::start(&cfg, rx).await.unwrap();
+    let b = Backends::build_with_windows(&cfg, None, &windows);
+    seqlock::publish(&mems[0], &cpu(500_000));
+    let _held = pick(&b).await;
+    let last = windows.node(1).unwrap().last().unwrap();
+    assert_eq!(last.load.unknown(), Some(Unknown::Disconnected));
+    tx.send(true).unwrap();
+}
+
+/// A loopback TCP relay whose forwarding can be stalled: a real slow peer.
+struct Relay {
+    addr: std::net::SocketAddr,
+    stalled: Arc<AtomicBool>,
+}
+
+async fn relay(to: std::net::SocketAddr) -> Relay {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let stalled = Arc::new(AtomicBool::new(false));
+    let st = Arc::clone(&stalled);
+    tokio::spawn(async move {
+        while let Ok((a, _)) = l.accept().await {
+            let Ok(b) = TcpStream::connect(to).await else {
+                continue;
+            };
+            let (mut ar, mut aw) = a.into_split();
+            let (mut br, mut bw) = b.into_split();
+            let st2 = Arc::clone(&st);
+            let st3 = Arc::clone(&st);
+            tokio::spawn(async move { pump(&mut ar, &mut bw, &st2).await });
+            tokio::spawn(async move { pump(&mut br, &mut aw, &st3).await });
+        }
+    });
+    Relay { addr, stalled }
+}
+
+async fn pump(
+    from: &mut tokio::net::tcp::OwnedReadHalf,
+    to: &mut tokio::net::tcp::OwnedWriteHalf,
+    stalled: &AtomicBool,
+) {
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        // While stalled, hold what came in (a peer that does not answer).
+        while stalled.load(Ordering::SeqCst) {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        if to.write_all(&buf[..n]).await.is_err() {
+            return;
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_slow_peer_costs_at_most_the_deadline_and_is_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let psk_path = dir.path().join("psk");
+    std::fs::write(&psk_path, "0123456789abcdef0123").unwrap();
+    std::fs::set_permissions(
+        &psk_path,
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .unwrap();
+    let psk = rdmalb_window::Psk::from_file(&psk_path).unwrap();
+    let mem = Arc::new(WindowMemory::anonymous(9, site_hash()).unwrap());
+    seqlock::publish(&mem, &cpu(100_000));
+    let (_stop_tx, stop_rx) = watch::channel(false);
+    let server = rdmalb_window::tcp::serve(
+        Arc::clone(&mem),
+        "127.0.0.1:0".parse().unwrap(),
+        psk,
+        stop_rx,
+    )
+    .unwrap();
+    let relay = relay(server.local_addr()).await;
+    let extra = format!(
+        "[cluster]\npsk_file = \"{}\"\n[[node]]\nname = \"t\"\naddress = \"127.0.0.1:9200\"\nsite = \"web\"\ntransport = \"tcp\"\nsidecar = \"{}\"\nnode_id = 9\n",
+        psk_path.display(),
+        relay.addr
+    );
+    // Per-request reads over tcp too, with a short deadline.
+    let (cfg, mems) = setup(
+        dir.path(),
+        1,
+        "candidates = \"all\"\nload_read = \"per-request\"\nread_deadline = \"30ms\"",
+        &extra,
+    );
+    let (tx, rx) = watch::channel(false);
+    let windows = NodeWindows::start(&cfg, rx).await.unwrap();
+    assert!(windows.get(1).is_some(), "tcp window connected");
+    let b = Backends::build_with_windows(&cfg, None, &windows);
+    seqlock::publish(&mems[0], &cpu(700_000));
+    // Both read fine: the tcp node (0.1) wins.
+    assert_eq!(pick(&b).await.node.index, 1);
+    assert!(windows
+        .node(1)
+        .unwrap()
+        .last()
+        .unwrap()
+        .load
+        .fresh()
+        .is_some());
+    // The tcp peer stops answering: the decision still completes (bounded by
+    // the deadline), the tcp node is scored locally as a timeout, and the shm
+    // node's read, issued alongside, still counts.
+    relay.stalled.store(true, Ordering::SeqCst);
+    let p = tokio::time::timeout(Duration::from_secs(10), pick(&b))
+        .await
+        .expect("the pick must not wait for a stalled peer");
+    assert_eq!(
+        windows.node(1).unwrap().last().unwrap().load.unknown(),
+        Some(Unknown::Timeout)
+    );
+    assert!(windows
+        .node(0)
+        .unwrap()
+        .last()
+        .unwrap()
+        .load
+        .fresh()
+        .is_some());
+    drop(p);
+    relay.stalled.store(false, Ordering::SeqCst);
+    tx.send(true).unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn interval_mode_decides_from_the_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cfg, mems) = setup(
+        dir.path(),
+        2,
+        "candidates = \"all\"\nload_read = \"interval:1s\"\nstaleness = \"1h\"",
+        "",
+    );
+    seqlock::publish(&mems[0], &cpu(100_000));
+    seqlock::publish(&mems[1], &cpu(500_000));
+    let (tx, rx) = watch::channel(false);
+    let windows = NodeWindows::start(&cfg, rx).await.unwrap();
+    let b = Backends::build_with_windows(&cfg, None, &windows);
+    let node0 = windows.node(0).unwrap();
+    for _ in 0..100 {
+        if node0.snapshot(SystemTime::now()).fresh().is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    assert_eq!(spread(&b, 10).await, vec![10, 0]);
+    // The load flips, but until the next interval read the snapshot rules:
+    // this is the coarse-grained monitoring seed 002 compares against.
+    seqlock::publish(&mems[0], &cpu(900_000));
+    assert_eq!(spread(&b, 10).await, vec![10, 0]);
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert_eq!(spread(&b, 10).await, vec![0, 10]);
+    tx.send(true).unwrap();
+}
+
+#[test]
+fn sync_select_uses_the_last_reads() {
+    // Without a runtime-driven read the sync path has nothing fresh: it
+    // falls back to in-flight (never panics, never blocks).
+    let dir = tempfile::tempdir().unwrap();
+    let (cfg, _mems) = setup(dir.path(), 2, "", "");
+    let b = Backends::build(&cfg, None);
+    let p = b.pick(0, &[]).unwrap();
+    let q = b.pick(0, &[]).unwrap();
+    assert_ne!(p.node.index, q.node.index);
+}

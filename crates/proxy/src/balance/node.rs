@@ -1,0 +1,563 @@
+//! Runtime state of one backend node: the in-flight count and the health
+//! state machine (active checks with rise/fall, backed by passive ejection).
+//!
+//! The hot path only reads atomics: [`NodeState::is_up`] is one load and
+//! [`NodeState::report`] of a success is one load (plus a store when a failure
+//! streak has to be reset). State transitions (up ↔ down) take a short
+//! `std::sync::Mutex` that is never held across an `.await`; they happen at
+//! most once per check interval or once per ejection.
+//!
+//! Semantics (documented for operators in `docs/operations.md`):
+//! - a node starts **up** (HAProxy's default without `init-state`); `fall`
+//!   consecutive failed active checks take it down;
+//! - a down node comes back after `rise` consecutive passed active checks;
+//! - `passive_failures` consecutive failed requests (connect failure, timeout,
+//!   5xx, protocol error) eject an up node; it then needs `rise` consecutive
+//!   passed active checks *counted from the ejection* to come back. A
+//!   successful request resets the passive streak. `0` disables ejection.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use serde::Serialize;
+
+/// Result of one upstream attempt, reported by the data path for passive
+/// health.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// The node answered with a non-5xx status.
+    Success,
+    /// TCP connect (or the upstream handshake) failed.
+    ConnectFailed,
+    /// Connect, response-header or body timeout.
+    Timeout,
+    /// The node answered 5xx other than 503.
+    ServerError,
+    /// The node answered 503: it is alive and says it is overloaded (a
+    /// full queue) or briefly unavailable. Neither a success nor a failure
+    /// for passive health: ejecting a node for shedding load takes its
+    /// capacity away exactly when it is needed, and its load reads then
+    /// fall to zero, which hides the site's overload from the
+    /// reconfiguration agent. Active checks still take down a node whose
+    /// health path answers 503.
+    Busy,
+    /// The node broke the HTTP protocol (malformed response, reset mid-response).
+    ProtocolError,
+}
+
+impl Outcome {
+    /// Whether this outcome counts towards passive ejection.
+    pub fn is_failure(self) -> bool {
+        !matches!(self, Outcome::Success | Outcome::Busy)
+    }
+
+    /// The `kind` label of `rdmalb_upstream_errors_total` (None for success).
+    pub fn error_kind(self) -> Option<&'static str> {
+        match self {
+            Outcome::Success => None,
+            Outcome::ConnectFailed => Some("connect"),
+            Outcome::Timeout => Some("timeout"),
+            Outcome::ServerError | Outcome::Busy => Some("5xx"),
+            Outcome::ProtocolError => Some("protocol"),
+        }
+    }
+}
+
+/// Why a node is down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DownReason {
+    /// `fall` consecutive active checks failed.
+    Checks,
+    /// `passive_failures` consecutive requests failed.
+    Passive,
+    /// The node's role word moved it to another site; it needs `rise`
+    /// passed checks of the new site (after the role is applied) first.
+    Role,
+}
+
+/// The thresholds the state machine applies (from `[health]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Thresholds {
+    pub rise: u32,
+    pub fall: u32,
+    /// 0 disables passive ejection.
+    pub passive_failures: u32,
+}
+
+impl Thresholds {
+    pub fn from_config(h: &crate::config::HealthCheck) -> Self {
+        Thresholds {
+            rise: h.rise.max(1),
+            fall: h.fall.max(1),
+            passive_failures: h.passive_failures,
+        }
+    }
+}
+
+/// An up/down change made by the state machine, for logging and metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transition {
+    /// Came back up after `rise` passed checks.
+    Up,
+    /// Went down.
+    Down(DownReason),
+}
+
+/// Point-in-time view of a node's health, for `/status`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HealthSnapshot {
+    pub up: bool,
+    /// Set while down.
+    pub down_reason: Option<DownReason>,
+    /// Current streak of passed active checks.
+    pub consecutive_ok: u32,
+    /// Current streak of failed active checks.
+    pub consecutive_fail: u32,
+    /// Current streak of failed requests (passive health).
+    pub passive_streak: u32,
+    pub checks_total: u64,
+    pub checks_failed_total: u64,
+    /// How many times passive health ejected the node.
+    pub ejections_total: u64,
+    /// Error of the most recent failed check (kept after later passes).
+    pub last_check_error: Option<String>,
+    /// Whether the most recent check passed (None before the first check).
+    pub last_check_ok: Option<bool>,
+    /// Seconds since the Unix epoch of the last up/down change (None: never changed).
+    pub last_change_unix: Option<u64>,
+}
+
+/// Mutable part of the state machine, guarded by a mutex (transitions only).
+#[derive(Debug, Default)]
+struct Machine {
+    down_reason: Option<DownReason>,
+    consecutive_ok: u32,
+    consecutive_fail: u32,
+    last_check_error: Option<String>,
+    last_check_ok: Option<bool>,
+    last_change_unix: Option<u64>,
+}
+
+/// State shared by every `NodeState` that stands for the same node across
+/// reloads (same name and address): in-flight count and health.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    inflight: AtomicUsize,
+    up: AtomicBool,
+    passive_streak: AtomicU32,
+    checks_total: AtomicU64,
+    checks_failed_total: AtomicU64,
+    ejections_total: AtomicU64,
+    /// Thresholds of the snapshot in force (updated on reload).
+    rise: AtomicU32,
+    fall: AtomicU32,
+    passive_failures: AtomicU32,
+    machine: Mutex<Machine>,
+    /// Site the node's role word assigns it ([`ROLE_STATIC`]: no role word
+    /// seen, the configured site applies; [`ROLE_IDLE`]: idle pool). Written
+    /// by the reconfiguration agent through [`NodeState::follow_role`].
+    role_site: AtomicU32,
+    /// Whether the sidecar has applied that role (`ROLE_APPLIED == epoch`).
+    role_applied: AtomicBool,
+}
+
+/// `role_site` value of a node whose role word was never seen.
+const ROLE_STATIC: u32 = u32::MAX;
+/// `role_site` value of a node whose role word puts it in the idle pool.
+const ROLE_IDLE: u32 = u32::MAX - 1;
+
+impl Shared {
+    fn new(t: Thresholds) -> Self {
+        Shared {
+            inflight: AtomicUsize::new(0),
+            up: AtomicBool::new(true),
+            passive_streak: AtomicU32::new(0),
+            checks_total: AtomicU64::new(0),
+            checks_failed_total: AtomicU64::new(0),
+            ejections_total: AtomicU64::new(0),
+            rise: AtomicU32::new(t.rise),
+            fall: AtomicU32::new(t.fall),
+            passive_failures: AtomicU32::new(t.passive_failures),
+            machine: Mutex::new(Machine::default()),
+            role_site: AtomicU32::new(ROLE_STATIC),
+            role_applied: AtomicBool::new(true),
+        }
+    }
+
+    fn thresholds(&self) -> Thresholds {
+        Thresholds {
+            rise: self.rise.load(Ordering::Relaxed),
+            fall: self.fall.load(Ordering::Relaxed),
+            passive_failures: self.passive_failures.load(Ordering::Relaxed),
+        }
+    }
+
+    fn set_thresholds(&self, t: Thresholds) {
+        self.rise.store(t.rise, Ordering::Relaxed);
+        self.fall.store(t.fall, Ordering::Relaxed);
+        self.passive_failures
+            .store(t.passive_failures, Ordering::Relaxed);
+    }
+
+    /// A poisoned lock only means another thread panicked mid-update of plain
+    /// counters; the data is still usable, so recover instead of cascading.
+    fn machine(&self) -> MutexGuard<'_, Machine> {
+        self.machine.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Bumped after every up/down change of any node, so per-site lists of up
+/// nodes cached by `Backends` know when to rebuild (transitions are rare, a
+/// pick only compares this word).
+pub(crate) static HEALTH_EPOCH: AtomicU64 = AtomicU64::new(0);
+
+fn bump_epoch() {
+    HEALTH_EPOCH.fetch_add(1, Ordering::Release);
+}
+
+/// Runtime state of one node, shared by every request. Lives across config
+/// reloads for nodes whose name and address stay the same (the health and
+/// in-flight state is carried over even when the node's position or site
+/// changes).
+#[derive(Debug)]
+pub struct NodeState {
+    /// Position in `config.nodes` of the snapshot this belongs to; unique
+    /// within one [`Backends`](super::Backends), used to exclude nodes
+    /// already tried.
+    pub index: usize,
+    pub name: String,
+    /// The backend application's HTTP address.
+    pub address: SocketAddr,
+    /// Site this node serves in this snapshot (`None` = idle pool).
+    pub site: Option<usize>,
+    /// Name of `site`, for logs and metric labels.
+    pub site_name: Option<String>,
+    pub(crate) shared: Arc<Shared>,
+    /// Queue of the site's requests waiting for a slot, woken on release.
+    pub(crate) slots: Option<Arc<Slots>>,
+}
+
+impl NodeState {
+    /// A fresh node: up, nothing in flight.
+    pub fn new(
+        index: usize,
+        name: impl Into<String>,
+        address: SocketAddr,
+        site: Option<(usize, String)>,
+        thresholds: Thresholds,
+    ) -> Self {
+        let (site, site_name) = site.unzip();
+        NodeState {
+            index,
+            name: name.into(),
+            address,
+            site,
+            site_name,
+            shared: Arc::new(Shared::new(thresholds)),
+            slots: None,
+        }
+    }
+
+    /// Attaches the site's waiting queue (set by `Backends::build`).
+    pub(crate) fn with_slots(mut self, slots: Option<Arc<Slots>>) -> Self {
+        self.slots = slots;
+        self
+    }
+
+    /// Same node (health and in-flight shared with `self`) at a new position
+    /// or site; used by `Backends::build` on reload.
+    pub(crate) fn relocated(
+        &self,
+        index: usize,
+        site: Option<(usize, String)>,
+        slots: Option<Arc<Slots>>,
+    ) -> Self {
+        let (site, site_name) = site.unzip();
+        NodeState {
+            index,
+            name: self.name.clone(),
+            address: self.address,
+            site,
+            site_name,
+            shared: Arc::clone(&self.shared),
+            slots,
+        }
+    }
+
+    /// Whether `self` and `other` share runtime state (same node across reloads).
+    pub fn same_node(&self, other: &NodeState) -> bool {
+        Arc::ptr_eq(&self.shared, &other.shared)
+    }
+
+    /// Requests currently in flight to this node from this proxy.
+    pub fn inflight(&self) -> usize {
+        self.shared.inflight.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn inflight_inc(&self) {
+        self.shared.inflight.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Takes a slot only while fewer than `limit` requests are in flight
+    /// (`limit` 0 = unlimited). Returns whether it did.
+    pub(crate) fn try_inflight_inc(&self, limit: usize) -> bool {
+        if limit == 0 {
+            self.inflight_inc();
+            return true;
+        }
+        self.shared
+            .inflight
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
+                (v < limit).then_some(v + 1)
+            })
+            .is_ok()
+    }
+
+    pub(crate) fn inflight_dec(&self) {
+        // SeqCst pairs with the queue's waiter registration (see `Slots`):
+        // either the releaser sees the waiter or the waiter sees the slot.
+        self.shared.inflight.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// Whether the node may receive traffic.
+    pub fn is_up(&self) -> bool {
+        self.shared.up.load(Ordering::Relaxed)
+    }
+
+    /// The site this node is assigned to now: the site of its role word once
+    /// the reconfiguration agent has read one, else its configured site.
+    /// Health checks use this site's path and Host.
+    pub fn assigned_site(&self) -> Option<usize> {
+        match self.shared.role_site.load(Ordering::Acquire) {
+            ROLE_STATIC => self.site,
+            ROLE_IDLE => None,
+            s => Some(s as usize),
+        }
+    }
+
+    /// Whether the sidecar has applied the node's role (always true for a
+    /// node without a role word).
+    pub fn role_applied(&self) -> bool {
+        self.shared.role_applied.load(Ordering::Acquire)
+    }
+
+    /// Whether the node may take new requests of `site` (health aside): it
+    /// is assigned to `site` and its role is applied (role contract: role.site
+    /// == S and ROLE_APPLIED == epoch).
+    pub fn serves(&self, site: usize) -> bool {
+        self.assigned_site() == Some(site) && self.role_applied()
+    }
+
+    /// Follows the node's role word, as read by the reconfiguration agent:
+    /// assigned to `site` (`None` = idle pool), `applied` when
+    /// `ROLE_APPLIED == epoch`. A change of site takes the node down at once
+    /// (the old site gets no new requests; in-flight ones finish) and it
+    /// comes back only after `rise` passed checks of the new site made once
+    /// the role is applied. Returns whether routing changed.
+    pub fn follow_role(&self, site: Option<usize>, applied: bool) -> bool {
+        let s = &*self.shared;
+        let before = (self.assigned_site(), self.role_applied());
+        let raw = site.map_or(ROLE_IDLE, |i| u32::try_from(i).unwrap_or(ROLE_IDLE));
+        let mut m = s.machine();
+        s.role_site.store(raw, Ordering::Release);
+        s.role_applied.store(applied, Ordering::Release);
+        let after = (self.assigned_site(), applied);
+        if before == after {
+            return false;
+        }
+        if before.0 != after.0 {
+            s.up.store(false, Ordering::Relaxed);
+            m.down_reason = Some(DownReason::Role);
+            m.consecutive_ok = 0;
+            m.last_change_unix = Some(rdmalb_base::time::unix_now_secs());
+        }
+        bump_epoch();
+        drop(m);
+        self.publish_up();
+        tracing::info!(
+            node = %self.name,
+            site = ?after.0,
+            applied,
+            "node follows its role word"
+        );
+        true
+    }
+
+    /// Thresholds in force.
+    pub fn thresholds(&self) -> Thresholds {
+        self.shared.thresholds()
+    }
+
+    pub(crate) fn set_thresholds(&self, t: Thresholds) {
+        self.shared.set_thresholds(t)
+    }
+
+    /// Passive health: called by the data path after every upstream attempt.
+    /// Returns the transition it caused, if any (the caller need not log it:
+    /// this method already does).
+    pub fn report(&self, outcome: Outcome) -> Option<Transition> {
+        let s = &*self.shared;
+        if outcome == Outcome::Busy {
+            // Leaves a streak of real failures as it is.
+            return None;
+        }
+        if !outcome.is_failure() {
+            // Avoid dirtying the cache line on every success.
+            if s.passive_streak.load(Ordering::Relaxed) != 0 {
+                s.passive_streak.store(0, Ordering::Relaxed);
+            }
+            return None;
+        }
+        let streak = s.passive_streak.fetch_add(1, Ordering::Relaxed) + 1;
+        let limit = s.passive_failures.load(Ordering::Relaxed);
+        if limit == 0 || streak < limit || !self.is_up() {
+            return None;
+        }
+        let mut m = s.machine();
+        // Re-check under the lock: another request may have ejected it already.
+        if !s.up.load(Ordering::Relaxed) {
+            return None;
+        }
+        s.up.store(false, Ordering::Relaxed);
+        bump_epoch();
+        s.ejections_total.fetch_add(1, Ordering::Relaxed);
+        s.passive_streak.store(0, Ordering::Relaxed);
+        m.down_reason = Some(DownReason::Passive);
+        // Recovery needs `rise` passes counted from now.
+        m.consecutive_ok = 0;
+        m.last_change_unix = Some(rdmalb_base::time::unix_now_secs());
+        drop(m);
+        self.publish_up();
+        tracing::warn!(
+            node = %self.name,
+            address = %self.address,
+            site = self.site_name.as_deref().unwrap_or("idle"),
+            failures = streak,
+            last = ?outcome,
+            "node ejected by passive health: consecutive failed requests"
+        );
+        Some(Transition::Down(DownReason::Passive))
+    }
+
+    /// Records the result of one active check and applies rise/fall.
+    /// `Err(message)` is a failed check. Returns the transition, if any.
+    pub fn record_check(&self, result: Result<(), String>) -> Option<Transition> {
+        let s = &*self.shared;
+        let t = s.thresholds();
+        let mut m = s.machine();
+        s.checks_total.fetch_add(1, Ordering::Relaxed);
+        let up = s.up.load(Ordering::Relaxed);
+        match result {
+            Ok(()) => {
+                m.last_check_ok = Some(true);
+                m.consecutive_fail = 0;
+                m.consecutive_ok = m.consecutive_ok.saturating_add(1);
+                if !up && m.consecutive_ok >= t.rise {
+                    s.up.store(true, Ordering::Relaxed);
+                    bump_epoch();
+                    s.passive_streak.store(0, Ordering::Relaxed);
+                    m.down_reason = None;
+                    m.last_change_unix = Some(rdmalb_base::time::unix_now_secs());
+                    return Some(Transition::Up);
+                }
+            }
+            Err(e) => {
+                s.checks_failed_total.fetch_add(1, Ordering::Relaxed);
+                m.last_check_ok = Some(false);
+                m.last_check_error = Some(e);
+                m.consecutive_ok = 0;
+                m.consecutive_fail = m.consecutive_fail.saturating_add(1);
+                if up && m.consecutive_fail >= t.fall {
+                    s.up.store(false, Ordering::Relaxed);
+                    bump_epoch();
+                    m.down_reason = Some(DownReason::Checks);
+                    m.last_change_unix = Some(rdmalb_base::time::unix_now_secs());
+                    return Some(Transition::Down(DownReason::Checks));
+                }
+            }
+        }
+        None
+    }
+
+    /// Sets the `rdmalb_node_up{node,site}` gauge from the current state.
+    pub fn publish_up(&self) {
+        self.publish_up_as(self.is_up());
+    }
+
+    /// Sets this node's `rdmalb_node_up` gauge to `up` (0 for a node that
+    /// left its site or the config).
+    pub(crate) fn publish_up_as(&self, up: bool) {
+        let site = self.site_name.clone().unwrap_or_else(|| "idle".to_string());
+        metrics::gauge!(super::health::NODE_UP, "node" => self.name.clone(), "site" => site)
+            .set(if up { 1.0 } else { 0.0 });
+    }
+
+    /// Point-in-time health view for `/status`.
+    pub fn health(&self) -> HealthSnapshot {
+        let s = &*self.shared;
+        let m = s.machine();
+        HealthSnapshot {
+            up: s.up.load(Ordering::Relaxed),
+            down_reason: m.down_reason,
+            consecutive_ok: m.consecutive_ok,
+            consecutive_fail: m.consecutive_fail,
+            passive_streak: s.passive_streak.load(Ordering::Relaxed),
+            checks_total: s.checks_total.load(Ordering::Relaxed),
+            checks_failed_total: s.checks_failed_total.load(Ordering::Relaxed),
+            ejections_total: s.ejections_total.load(Ordering::Relaxed),
+            last_check_error: m.last_check_error.clone(),
+            last_check_ok: m.last_check_ok,
+            last_change_unix: m.last_change_unix,
+        }
+    }
+}
+
+/// Requests of one site waiting for a free in-flight slot
+/// (`limits.max_inflight_per_node`); see `Backends::pick_queued`.
+#[derive(Debug, Default)]
+pub(crate) struct Slots {
+    /// Number of registered waiters; read by every release (one load).
+    pub(crate) waiting: AtomicUsize,
+    pub(crate) freed: tokio::sync::Notify,
+}
+
+/// RAII in-flight slot: counts one request against `node` from creation until
+/// drop (the data path drops it when the response body ends or is dropped).
+///
+/// Non-exhaustive so code outside this crate can only get one through
+/// [`Pick::acquire`] or `Backends::pick*`, which pair the increment with the
+/// decrement in `Drop`.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Pick {
+    pub node: Arc<NodeState>,
+}
+
+impl Pick {
+    /// Takes an in-flight slot on `node` (no limit).
+    pub fn acquire(node: Arc<NodeState>) -> Pick {
+        node.inflight_inc();
+        Pick { node }
+    }
+
+    /// Wraps a slot already taken on `node`.
+    pub(crate) fn taken(node: Arc<NodeState>) -> Pick {
+        Pick { node }
+    }
+}
+
+impl Drop for Pick {
+    fn drop(&mut self) {
+        self.node.inflight_dec();
+        if let Some(slots) = &self.node.slots {
+            if slots.waiting.load(Ordering::SeqCst) > 0 {
+                slots.freed.notify_one();
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,190 @@
+//! Selection policies: which of a site's candidate nodes gets the next
+//! request.
+//!
+//! A [`Selector`] sees only nodes that are up and not excluded (already tried
+//! by this request); [`Backends::pick`](super::Backends::pick) does the
+//! filtering. Policies are built per [`Backends`](super::Backends) snapshot,
+//! so per-site state (cursors) is sized once and read without locks.
+//!
+//! The baselines kept for HAProxy users and for comparison (DESIGN.md
+//! "Routing"): [`RoundRobin`], [`LeastConn`], [`RandomTwo`] (power of two
+//! choices on in-flight counts, as in linkerd2-proxy `pool/p2c`). The
+//! load-aware policy implements the same trait and reads node windows through
+//! the candidates it is given.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use rand::Rng;
+
+use super::least_load::WeightedLeastLoad;
+use super::{NodeState, NodeWindows};
+use crate::config::{Balance, Config};
+
+/// A selection policy. Implementations must be cheap and lock-free: `select`
+/// runs once per request attempt.
+pub trait Selector: Send + Sync + std::fmt::Debug + 'static {
+    /// Name shown in `/status` (`roundrobin`, `leastconn`, `random`, …).
+    fn name(&self) -> &'static str;
+
+    /// Chooses among `candidates` (all up, none excluded; the order is the
+    /// config order of the site's nodes, with the unavailable ones removed),
+    /// or returns `None` when `candidates` is empty. `site` is the site index
+    /// (for per-site state such as cursors or load weights); it may be out of
+    /// the range the selector was built for, which must not panic.
+    fn select(&self, site: usize, candidates: &[Arc<NodeState>]) -> Option<Arc<NodeState>>;
+
+    /// The load-aware policy, whose request-path selection reads node
+    /// windows asynchronously ([`WeightedLeastLoad::select_loaded`]);
+    /// `None` (the default) for policies that decide synchronously.
+    fn load_aware(&self) -> Option<&WeightedLeastLoad> {
+        None
+    }
+}
+
+/// Builds the selector named by `config.global.balance`; the load-aware
+/// policy reads node loads through `windows`.
+pub fn from_config(config: &Config, windows: &Arc<NodeWindows>) -> Arc<dyn Selector> {
+    let sites = config.sites.len();
+    match config.global.balance {
+        Balance::RoundRobin => Arc::new(RoundRobin::new(sites)),
+        Balance::LeastConn => Arc::new(LeastConn::new(sites)),
+        Balance::Random => Arc::new(RandomTwo),
+        Balance::WeightedLeastLoad => Arc::new(WeightedLeastLoad::new(config, Arc::clone(windows))),
+    }
+}
+
+/// One atomic per cache line so sites do not contend with each other.
+#[derive(Debug, Default)]
+#[repr(align(64))]
+struct Cursor(AtomicUsize);
+
+/// Per-site rotating cursors; an out-of-range site uses a shared spare one.
+#[derive(Debug)]
+pub(super) struct Cursors(Box<[Cursor]>);
+
+impl Cursors {
+    pub(super) fn new(sites: usize) -> Self {
+        // One spare at the end for out-of-range site indices.
+        Cursors((0..=sites).map(|_| Cursor::default()).collect())
+    }
+
+    /// Returns the next value of the site's cursor.
+    pub(super) fn next(&self, site: usize) -> usize {
+        let last = self.0.len() - 1;
+        self.0[site.min(last)].0.fetch_add(1, Ordering::Relaxed)
+    }
+}
+
+/// Round robin over the site's candidates with one atomic cursor per site.
+/// When the candidate set shrinks (a node down, a retry excluding one) the
+/// rotation continues over the remaining nodes.
+#[derive(Debug)]
+pub struct RoundRobin {
+    cursors: Cursors,
+}
+
+impl RoundRobin {
+    pub fn new(sites: usize) -> Self {
+        RoundRobin {
+            cursors: Cursors::new(sites),
+        }
+    }
+}
+
+impl Selector for RoundRobin {
+    fn name(&self) -> &'static str {
+        "roundrobin"
+    }
+
+    fn select(&self, site: usize, candidates: &[Arc<NodeState>]) -> Option<Arc<NodeState>> {
+        if candidates.is_empty() {
+            return None;
+        }
+        let i = self.cursors.next(site) % candidates.len();
+        Some(Arc::clone(&candidates[i]))
+    }
+}
+
+/// Least in-flight requests (from this proxy); ties are broken by rotating
+/// the scan start per site, so equally loaded nodes share the traffic
+/// instead of the first one taking it all.
+#[derive(Debug)]
+pub struct LeastConn {
+    cursors: Cursors,
+}
+
+impl LeastConn {
+    pub fn new(sites: usize) -> Self {
+        LeastConn {
+            cursors: Cursors::new(sites),
+        }
+    }
+}
+
+impl Selector for LeastConn {
+    fn name(&self) -> &'static str {
+        "leastconn"
+    }
+
+    fn select(&self, site: usize, candidates: &[Arc<NodeState>]) -> Option<Arc<NodeState>> {
+        let n = candidates.len();
+        if n == 0 {
+            return None;
+        }
+        let start = self.cursors.next(site) % n;
+        let mut best = start;
+        let mut best_load = candidates[start].inflight();
+        for k in 1..n {
+            if best_load == 0 {
+                break;
+            }
+            let i = (start + k) % n;
+            let load = candidates[i].inflight();
+            if load < best_load {
+                best = i;
+                best_load = load;
+            }
+        }
+        Some(Arc::clone(&candidates[best]))
+    }
+}
+
+/// Power of two random choices on in-flight counts: draw two distinct
+/// candidates uniformly and take the one with fewer requests in flight (a
+/// random one of the two on a tie, since the draw order is random). Avoids
+/// the herd behaviour of a global least-connections scan across proxies.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RandomTwo;
+
+impl Selector for RandomTwo {
+    fn name(&self) -> &'static str {
+        "random"
+    }
+
+    fn select(&self, _site: usize, candidates: &[Arc<NodeState>]) -> Option<Arc<NodeState>> {
+        let n = candidates.len();
+        match n {
+            0 => None,
+            1 => Some(Arc::clone(&candidates[0])),
+            _ => {
+                // thread_rng is a thread-local, reseeding CSPRNG: no locks,
+                // a few ns per draw.
+                let mut rng = rand::thread_rng();
+                let a = rng.gen_range(0..n);
+                // Second index uniform over the others: distinct from `a`.
+                let b = (a + 1 + rng.gen_range(0..n - 1)) % n;
+                let (na, nb) = (&candidates[a], &candidates[b]);
+                let pick = if nb.inflight() < na.inflight() {
+                    nb
+                } else {
+                    na
+                };
+                Some(Arc::clone(pick))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

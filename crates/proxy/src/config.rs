@@ -1,0 +1,36 @@
+//! Proxy configuration: TOML file → raw serde structs → validated, immutable
+//! [`Config`].
+//!
+//! Three stages, as in sozu and pingora: [`raw`] mirrors the file with
+//! `deny_unknown_fields` everywhere; [`validate`] turns it into the typed
+//! structs of [`types`], collecting *every* problem (file, key path, what
+//! would be accepted) rather than stopping at the first; the proxy runtime
+//! holds the result behind an `ArcSwap` and swaps a new snapshot on SIGHUP.
+//!
+//! Which setting wins: a site's own value (`site.weights`, `site.health_path`)
+//! over the global section (`[weights]`, `[health]`) over the built-in
+//! default documented on each field in `conf/rdmalb.toml`.
+
+mod qos;
+pub mod raw;
+mod reconfig;
+pub mod types;
+pub mod validate;
+
+use std::path::Path;
+
+pub use rdmalb_base::problems::{ConfigErrors, Problem};
+pub use types::*;
+
+/// Reads and validates a proxy config file.
+pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ConfigErrors::single(path, "", format!("cannot read file: {e}")))?;
+    parse(&text, path)
+}
+
+/// Validates config text; `path` names the file in messages and anchors
+/// relative paths (certificates, keys) at its directory.
+pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigErrors> {
+    validate::validate(text, path)
+}

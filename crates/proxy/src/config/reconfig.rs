@@ -1,0 +1,322 @@
+//! Validation of `[reconfig]` (raw → typed [`Reconfig`]): the agent's mode,
+//! timing (S and T, seed 001 section 3.1.3-3.1.4), watermarks, the site-lock
+//! lease, this proxy's own window and its peers.
+//!
+//! Every problem is reported with its key path, like the rest of the file.
+//! Defaults are those of [`Reconfig::default`] and are documented in
+//! `conf/rdmalb.toml`.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::raw::{RawPeerProxy, RawReconfig};
+use super::types::*;
+use super::validate::Check;
+use rdmalb_base::duration;
+
+/// Largest watermark accepted: site load counts queued work too, so it can
+/// exceed 1.0, but not by orders of magnitude.
+const MAX_WATERMARK: f64 = 100.0;
+
+/// Validates `[reconfig]` against the rest of the file (`global.proxy_id`,
+/// `cluster.psk_file`, the nodes' windows).
+pub(super) fn validate(
+    c: &mut Check<'_>,
+    raw: RawReconfig,
+    global: &Global,
+    cluster: &Cluster,
+    nodes: &[Node],
+) -> Reconfig {
+    let d = Reconfig::default();
+    let mode = match raw.mode.as_deref() {
+        None | Some("rigid") => ReconfigMode::Rigid,
+        Some("reconfigure") => ReconfigMode::Reconfigure,
+        Some(m) => {
+            c.problem(
+                "reconfig.mode",
+                format!("`{m}` is not a mode (expected {})", ReconfigMode::ACCEPTED),
+            );
+            ReconfigMode::Rigid
+        }
+    };
+    let sensitivity = c.duration("reconfig.sensitivity", &raw.sensitivity, d.sensitivity);
+    let history = c.duration("reconfig.history", &raw.history, d.history);
+    // Unset, it is 10 ms or S if that is shorter; set, it must not exceed S.
+    let role_poll = match raw.role_poll {
+        None => d.role_poll.min(sensitivity),
+        Some(_) => c.duration("reconfig.role_poll", &raw.role_poll, d.role_poll),
+    };
+    if raw.role_poll.is_some() && role_poll > sensitivity {
+        c.problem(
+            "reconfig.role_poll",
+            format!(
+                "{} is longer than reconfig.sensitivity = {} (expected role_poll <= sensitivity: routing must notice a moved node at least as soon as the agent)",
+                duration::format(role_poll),
+                duration::format(sensitivity)
+            ),
+        );
+    }
+    not_shorter(
+        c,
+        ("reconfig.history", history),
+        ("reconfig.sensitivity", sensitivity),
+        "a site must be seen hot in at least one round",
+    );
+    let history_max = c.duration("reconfig.history_max", &raw.history_max, history * 4);
+    not_shorter(
+        c,
+        ("reconfig.history_max", history_max),
+        ("reconfig.history", history),
+        "equal fixes T",
+    );
+    let high = watermark(
+        c,
+        "reconfig.high_watermark",
+        raw.high_watermark,
+        d.high_watermark,
+    );
+    let low = watermark(
+        c,
+        "reconfig.low_watermark",
+        raw.low_watermark,
+        d.low_watermark,
+    );
+    if low >= high {
+        c.problem(
+            "reconfig.low_watermark",
+            format!("{low} is not below high_watermark = {high} (expected low_watermark < high_watermark)"),
+        );
+    }
+    let lock_lease = c.duration("reconfig.lock_lease", &raw.lock_lease, d.lock_lease);
+    let lock_skew = duration_or_zero(c, "reconfig.lock_skew", &raw.lock_skew, d.lock_skew);
+    let cooldown = duration_or_zero(c, "reconfig.cooldown", &raw.cooldown, d.cooldown);
+
+    let window = match raw.window {
+        None => ProxyWindow::default(),
+        Some(w) => {
+            let shm = w.shm.as_deref().and_then(|p| {
+                if p.starts_with('/') {
+                    Some(PathBuf::from(p))
+                } else {
+                    c.problem(
+                        "reconfig.window.shm",
+                        format!("`{p}` is not an absolute path (expected the window file, e.g. \"/dev/shm/rdmalb-proxy-1\")"),
+                    );
+                    None
+                }
+            });
+            let tcp = w
+                .tcp
+                .is_some()
+                .then(|| c.socket_addr("reconfig.window.tcp", &w.tcp))
+                .flatten();
+            if w.shm.is_none() && w.tcp.is_none() {
+                c.problem(
+                    "reconfig.window",
+                    "empty (expected `shm = \"/dev/shm/rdmalb-proxy-1\"` and/or `tcp = \"127.0.0.1:7101\"`)",
+                );
+            }
+            ProxyWindow { shm, tcp }
+        }
+    };
+
+    let own = global.proxy_id;
+    let mut ids = HashSet::from([own]);
+    let mut peers = Vec::new();
+    for (i, p) in raw.peer.into_iter().enumerate() {
+        if let Some(peer) = peer(c, &format!("reconfig.peer[{i}]"), p, &mut ids) {
+            peers.push(peer);
+        }
+    }
+
+    let lock_home = match raw.lock_home {
+        // The lowest id of the cluster, so every proxy agrees without
+        // configuring it.
+        None => ids.iter().copied().min().unwrap_or(own),
+        Some(h) => match u16::try_from(h) {
+            Ok(h) if ids.contains(&h) => h,
+            _ => {
+                let mut known: Vec<u16> = ids.iter().copied().collect();
+                known.sort_unstable();
+                c.problem(
+                    "reconfig.lock_home",
+                    format!(
+                        "{h} is not a proxy of this cluster (expected global.proxy_id or a reconfig.peer id: {})",
+                        known.iter().map(u16::to_string).collect::<Vec<_>>().join(", ")
+                    ),
+                );
+                own
+            }
+        },
+    };
+
+    let tcp_used = window.tcp.is_some()
+        || peers
+            .iter()
+            .any(|p| matches!(p.window, WindowEndpoint::Tcp { .. }));
+    if tcp_used && cluster.psk_file.is_none() {
+        c.problem(
+            "cluster.psk_file",
+            "missing: proxy windows use the tcp transport, which requires authentication (expected a path to a pre-shared key file of at least 16 bytes)",
+        );
+    }
+    if mode == ReconfigMode::Reconfigure {
+        if !peers.is_empty() && !window.is_served() {
+            c.problem(
+                "reconfig.window",
+                "missing: with peers, this proxy must serve a window (they take site locks on it and bump its update counters); set `shm` and/or `tcp`",
+            );
+        }
+        if !nodes.iter().any(|n| n.window.is_some()) {
+            c.problem(
+                "reconfig.mode",
+                "\"reconfigure\" needs nodes with a sidecar window (set `transport` and `sidecar` on the [[node]]s it may move), or use \"rigid\"",
+            );
+        }
+    }
+
+    Reconfig {
+        mode,
+        sensitivity,
+        role_poll,
+        history,
+        history_max,
+        high_watermark: high,
+        low_watermark: low,
+        lock_lease,
+        lock_skew,
+        cooldown,
+        lock_home,
+        window,
+        peers,
+    }
+}
+
+/// Reports `key` when its value is shorter than `other`'s, with `why` the
+/// bound exists.
+fn not_shorter(
+    c: &mut Check<'_>,
+    (key, v): (&str, Duration),
+    (other, o): (&str, Duration),
+    why: &str,
+) {
+    if v < o {
+        let name = |k: &str| k.rsplit('.').next().unwrap_or(k).to_string();
+        c.problem(
+            key,
+            format!(
+                "{} is shorter than {other} = {} (expected {} >= {}: {why})",
+                duration::format(v),
+                duration::format(o),
+                name(key),
+                name(other)
+            ),
+        );
+    }
+}
+
+fn watermark(c: &mut Check<'_>, key: &str, v: Option<f64>, default: f64) -> f64 {
+    match v {
+        None => default,
+        Some(x) if x.is_finite() && x > 0.0 && x <= MAX_WATERMARK => x,
+        Some(x) => {
+            c.problem(
+                key,
+                format!("{x} is not a load level (expected a number above 0 and at most {MAX_WATERMARK}; 1.0 = fully used)"),
+            );
+            default
+        }
+    }
+}
+
+/// Like `Check::duration` but accepting zero (no skew allowance, no
+/// cool-down).
+fn duration_or_zero(
+    c: &mut Check<'_>,
+    key: &str,
+    v: &Option<String>,
+    default: Duration,
+) -> Duration {
+    match v.as_deref() {
+        None => default,
+        Some(text) => duration::parse(text).unwrap_or_else(|e| {
+            c.problem(key, e);
+            default
+        }),
+    }
+}
+
+fn peer(
+    c: &mut Check<'_>,
+    key: &str,
+    p: RawPeerProxy,
+    ids: &mut HashSet<u16>,
+) -> Option<PeerProxy> {
+    let id = match p.id {
+        None => {
+            c.problem(
+                format!("{key}.id"),
+                "missing (expected the peer's global.proxy_id, 1 to 65535)",
+            );
+            return None;
+        }
+        Some(id) => {
+            match u16::try_from(id) {
+                Ok(id) if id != 0 => id,
+                _ => {
+                    c.problem(
+                    format!("{key}.id"),
+                    format!("{id} is out of range (expected the peer's global.proxy_id, 1 to 65535)"),
+                );
+                    return None;
+                }
+            }
+        }
+    };
+    if !ids.insert(id) {
+        c.problem(
+            format!("{key}.id"),
+            format!("proxy id {id} is used twice (this proxy's global.proxy_id or another peer); every proxy needs its own id"),
+        );
+        return None;
+    }
+    let window = match (p.transport.as_deref(), p.window.as_deref()) {
+        (_, None) => {
+            c.problem(
+                format!("{key}.window"),
+                "missing (expected the peer's window: a /dev/shm file path for shm, host:port for tcp)",
+            );
+            return None;
+        }
+        (Some("shm"), Some(path)) if path.starts_with('/') => WindowEndpoint::Shm {
+            path: PathBuf::from(path),
+        },
+        (Some("shm"), Some(path)) => {
+            c.problem(
+                format!("{key}.window"),
+                format!("`{path}` is not an absolute path (expected the peer's window file, e.g. \"/dev/shm/rdmalb-proxy-2\")"),
+            );
+            return None;
+        }
+        (Some("tcp"), Some(_)) => WindowEndpoint::Tcp {
+            addr: c.socket_addr(&format!("{key}.window"), &p.window)?,
+        },
+        (t, Some(_)) => {
+            c.problem(
+                format!("{key}.transport"),
+                format!(
+                    "{} (expected \"shm\" or \"tcp\"; proxy windows are not served over verbs)",
+                    t.map_or("missing".to_string(), |t| format!(
+                        "`{t}` is not a proxy window transport"
+                    ))
+                ),
+            );
+            return None;
+        }
+    };
+    Some(PeerProxy { id, window })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,540 @@
+//! The validated, immutable proxy configuration the runtime uses.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// A validated proxy configuration snapshot.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The file this was read from.
+    pub source: PathBuf,
+    pub global: Global,
+    pub timeouts: Timeouts,
+    pub limits: Limits,
+    pub health: HealthCheck,
+    pub admin: Option<Admin>,
+    pub cluster: Cluster,
+    /// `[routing]`: options of the `weighted-least-load` policy.
+    pub routing: Routing,
+    pub listeners: Vec<Listener>,
+    /// Sites in config order: the position is the site index used in role
+    /// words, site locks and update counters, so it is the cluster's site table.
+    pub sites: Vec<Site>,
+    /// Nodes in config order; the position is the node index.
+    pub nodes: Vec<Node>,
+    /// `[reconfig]`: the reconfiguration agent.
+    pub reconfig: Reconfig,
+    /// `[qos]`: the proxy-wide admission queue.
+    pub qos: Qos,
+}
+
+impl Config {
+    /// Site names in config order (the shared site table).
+    pub fn site_names(&self) -> Vec<&str> {
+        self.sites.iter().map(|s| s.name.as_str()).collect()
+    }
+
+    pub fn site_by_name(&self, name: &str) -> Option<&Site> {
+        self.sites.iter().find(|s| s.name == name)
+    }
+
+    /// Nodes that serve `site` at start-up.
+    pub fn nodes_of(&self, site: usize) -> impl Iterator<Item = &Node> {
+        self.nodes.iter().filter(move |n| n.site == Some(site))
+    }
+}
+
+/// `[global]`
+#[derive(Debug, Clone)]
+pub struct Global {
+    /// This proxy's id in the cluster (non-zero, 16 bits): owner field of
+    /// site locks and claim records.
+    pub proxy_id: u16,
+    pub balance: Balance,
+    /// Index of the site that serves requests whose Host matches no site;
+    /// `None` answers 404.
+    pub default_site: Option<usize>,
+    /// Worker threads of the async runtime (default: number of CPUs).
+    pub workers: usize,
+    /// How long SIGTERM/SIGINT waits for in-flight requests before closing.
+    pub shutdown_grace: Duration,
+    /// Access log destination.
+    pub access_log: AccessLog,
+    /// Value of the `Via` header the proxy adds (`1.1 <via_name>`).
+    pub via_name: String,
+}
+
+/// Balancing algorithm for picking a node within a site.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Balance {
+    RoundRobin,
+    LeastConn,
+    /// Power of two random choices on in-flight counts.
+    Random,
+    /// Lowest load index over `routing.candidates` nodes, from their
+    /// windows' load blocks plus this proxy's in-flight counts.
+    WeightedLeastLoad,
+}
+
+impl Balance {
+    pub const ACCEPTED: &'static str =
+        "\"roundrobin\", \"leastconn\", \"random\" or \"weighted-least-load\"";
+
+    pub fn parse(s: &str) -> Option<Balance> {
+        match s {
+            "roundrobin" => Some(Balance::RoundRobin),
+            "leastconn" => Some(Balance::LeastConn),
+            "random" => Some(Balance::Random),
+            "weighted-least-load" => Some(Balance::WeightedLeastLoad),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Balance::RoundRobin => "roundrobin",
+            Balance::LeastConn => "leastconn",
+            Balance::Random => "random",
+            Balance::WeightedLeastLoad => "weighted-least-load",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AccessLog {
+    Off,
+    Stdout,
+    File(PathBuf),
+}
+
+/// `[timeouts]` (HAProxy names in brackets).
+#[derive(Debug, Clone)]
+pub struct Timeouts {
+    /// TCP connect to a node (`timeout connect`).
+    pub connect: Duration,
+    /// Client inactivity while sending the body or reading the response
+    /// (`timeout client`).
+    pub client: Duration,
+    /// Wait for the node's response headers and between body chunks
+    /// (`timeout server`).
+    pub server: Duration,
+    /// Time to receive complete request headers; slowloris guard
+    /// (`timeout http-request`); answered with 408.
+    pub http_request: Duration,
+    /// Idle time allowed between requests on a kept-alive client connection
+    /// (`timeout http-keep-alive`).
+    pub keep_alive: Duration,
+    /// Time a request may wait for a free upstream slot (`timeout queue`).
+    pub queue: Duration,
+}
+
+/// `[limits]`
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Largest request head (request line + headers) accepted; larger → 431.
+    pub max_header_bytes: usize,
+    /// Most header fields in one request; more → 431.
+    pub max_headers: usize,
+    /// Most concurrent client connections per listener.
+    pub max_connections: usize,
+    /// Most requests in flight to one node (0 = unlimited); requests beyond
+    /// wait up to `timeouts.queue`.
+    pub max_inflight_per_node: usize,
+    /// Idle pooled connections kept per node.
+    pub pool_idle_per_node: usize,
+}
+
+/// `[health]`: active checks and passive ejection.
+#[derive(Debug, Clone)]
+pub struct HealthCheck {
+    /// Default HTTP path probed (sites may override with `health_path`).
+    pub path: String,
+    pub interval: Duration,
+    pub timeout: Duration,
+    /// Consecutive successful checks to bring a node up.
+    pub rise: u32,
+    /// Consecutive failed checks to take a node down.
+    pub fall: u32,
+    /// Consecutive failed requests (connect failure or 5xx) that eject a node
+    /// passively (0 disables passive ejection).
+    pub passive_failures: u32,
+}
+
+/// `[admin]`: metrics and status listener.
+#[derive(Debug, Clone)]
+pub struct Admin {
+    pub listen: SocketAddr,
+}
+
+/// `[[listener]]`
+#[derive(Debug, Clone)]
+pub struct Listener {
+    pub name: String,
+    pub listen: SocketAddr,
+    pub tls: Option<Tls>,
+}
+
+/// TLS on a listener: one or more certificates, chosen by SNI.
+#[derive(Debug, Clone)]
+pub struct Tls {
+    /// The first pair is the default for clients that send no (or an
+    /// unknown) server name.
+    pub certificates: Vec<CertPair>,
+    /// Offer HTTP/2 by ALPN (default true).
+    pub h2: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct CertPair {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+/// A host-name pattern of a site: exact, or `*.example.com` which matches
+/// any name ending in `.example.com` (not `example.com` itself).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum HostPattern {
+    Exact(String),
+    /// Holds the suffix including the leading dot: `.example.com`.
+    Wildcard(String),
+}
+
+impl HostPattern {
+    /// `host` must already be lower-case and without a port.
+    pub fn matches(&self, host: &str) -> bool {
+        match self {
+            HostPattern::Exact(h) => h == host,
+            HostPattern::Wildcard(suffix) => host.len() > suffix.len() && host.ends_with(suffix),
+        }
+    }
+}
+
+/// Per-site load-index weights (DESIGN.md "Routing"); each multiplies one
+/// normalised index (see `balance::load` and docs/routing.md). Relative:
+/// they need not sum to 1, only their ratios matter.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LoadWeights {
+    pub cpu: f64,
+    pub run_queue: f64,
+    pub memory: f64,
+    pub network: f64,
+    pub connections: f64,
+    pub irq: f64,
+    pub app: f64,
+    /// This proxy's own requests in flight to the node.
+    pub inflight: f64,
+}
+
+impl Default for LoadWeights {
+    fn default() -> Self {
+        LoadWeights {
+            cpu: 0.35,
+            run_queue: 0.15,
+            memory: 0.05,
+            network: 0.1,
+            connections: 0.1,
+            irq: 0.05,
+            app: 0.2,
+            inflight: 0.2,
+        }
+    }
+}
+
+/// `[[site]]`
+#[derive(Debug, Clone)]
+pub struct Site {
+    pub index: usize,
+    pub name: String,
+    pub hosts: Vec<HostPattern>,
+    /// Path prefixes this site serves on its hosts (empty = all paths).
+    pub path_prefixes: Vec<String>,
+    /// Higher is more important.
+    pub priority: u32,
+    /// Guaranteed throughput in requests/s (0 = best effort).
+    pub guarantee: f64,
+    pub min_nodes: usize,
+    pub max_nodes: usize,
+    pub weights: LoadWeights,
+    pub health_path: String,
+}
+
+/// Where a node's window is read from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WindowEndpoint {
+    /// File under /dev/shm mapped by the proxy (same host).
+    Shm { path: PathBuf },
+    /// The sidecar's tcp responder (two-sided).
+    Tcp { addr: SocketAddr },
+    /// The sidecar's verbs control port; reads go over RDMA.
+    Verbs {
+        control: SocketAddr,
+        device: Option<String>,
+    },
+}
+
+impl WindowEndpoint {
+    pub fn transport_name(&self) -> &'static str {
+        match self {
+            WindowEndpoint::Shm { .. } => "shm",
+            WindowEndpoint::Tcp { .. } => "tcp",
+            WindowEndpoint::Verbs { .. } => "verbs",
+        }
+    }
+}
+
+/// `[[node]]`
+#[derive(Debug, Clone)]
+pub struct Node {
+    pub index: usize,
+    pub name: String,
+    /// The backend application's HTTP address.
+    pub address: SocketAddr,
+    /// Site served at start-up; `None` = idle pool.
+    pub site: Option<usize>,
+    /// The node sidecar's window, if it runs one.
+    pub window: Option<WindowEndpoint>,
+    /// The sidecar's `node_id`: when set, a window whose header names
+    /// another node is refused.
+    pub node_id: Option<u16>,
+}
+
+/// Cluster-wide settings shared by proxies and sidecars.
+#[derive(Debug, Clone)]
+pub struct Cluster {
+    /// Pre-shared key file for the tcp and verbs control transports.
+    pub psk_file: Option<PathBuf>,
+}
+
+/// `[routing]`: how the `weighted-least-load` policy reads node windows.
+/// Ignored by the other policies.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Routing {
+    /// Nodes compared per decision ("power of d choices").
+    pub candidates: Candidates,
+    /// Read mode for every node; `None` = by transport (shm and verbs
+    /// per request, tcp every [`Routing::DEFAULT_TCP_INTERVAL`]).
+    pub load_read: Option<ReadMode>,
+    /// Bound on one load read (all torn-read retries included). A node
+    /// whose read misses it is scored from local information only.
+    pub read_deadline: Duration,
+    /// A block published longer ago than this when it was read is stale
+    /// (its owner stopped publishing, or clocks disagree).
+    pub staleness: Duration,
+}
+
+impl Routing {
+    /// Read interval of tcp nodes when `load_read` is not set.
+    pub const DEFAULT_TCP_INTERVAL: Duration = Duration::from_millis(50);
+
+    /// The read mode used for a node reached over `endpoint`.
+    pub fn mode_for(&self, endpoint: &WindowEndpoint) -> ReadMode {
+        match (self.load_read, endpoint) {
+            (Some(mode), _) => mode,
+            (None, WindowEndpoint::Tcp { .. }) => ReadMode::Interval(Self::DEFAULT_TCP_INTERVAL),
+            (None, _) => ReadMode::PerRequest,
+        }
+    }
+}
+
+impl Default for Routing {
+    fn default() -> Self {
+        Routing {
+            candidates: Candidates::Count(2),
+            load_read: None,
+            read_deadline: Duration::from_millis(5),
+            staleness: Duration::from_millis(250),
+        }
+    }
+}
+
+/// `routing.candidates`: `2` (default) .. `64`, or `"all"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Candidates {
+    Count(usize),
+    All,
+}
+
+/// `routing.load_read`: when node load blocks are read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadMode {
+    /// Read the candidates' windows for every decision (seed 002's
+    /// RDMA-Sync granularity).
+    PerRequest,
+    /// A background reader refreshes a snapshot this often; decisions use
+    /// the snapshot (seed 002's coarse-grained monitoring).
+    Interval(Duration),
+}
+
+impl std::fmt::Display for ReadMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReadMode::PerRequest => f.write_str("per-request"),
+            ReadMode::Interval(d) => write!(f, "interval:{}", rdmalb_base::duration::format(*d)),
+        }
+    }
+}
+
+/// Whether the proxy moves nodes between sites (DESIGN.md "Reconfiguration").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReconfigMode {
+    /// The agent never moves a node: every node keeps the site its role word
+    /// (or the config) gives it; only an admin move changes it. The default.
+    Rigid,
+    /// Run the agent: claim idle nodes of other sites for hot sites.
+    Reconfigure,
+}
+
+impl ReconfigMode {
+    pub const ACCEPTED: &'static str = "\"rigid\" or \"reconfigure\"";
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReconfigMode::Rigid => "rigid",
+            ReconfigMode::Reconfigure => "reconfigure",
+        }
+    }
+}
+
+/// `[reconfig]`: the agent's timing, thresholds, lock and peers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reconfig {
+    pub mode: ReconfigMode,
+    /// S: how often the agent reads every node's load and role (seed 001
+    /// section 3.1.4).
+    pub sensitivity: Duration,
+    /// How often routing re-reads every node's role word and applied epoch
+    /// (cheaper than a round: two words per node), so that a node another
+    /// proxy claimed stops getting the old site's requests within this time.
+    pub role_poll: Duration,
+    /// T: how long a site must stay above `high_watermark` to be hot (seed
+    /// 001 section 3.1.3, history-aware reconfiguration).
+    pub history: Duration,
+    /// Longest T a site's history adapts to after claims whose burst ended
+    /// as the node arrived (`reconfig::history`); equal to `history`: T is
+    /// fixed. Default 4 × `history`.
+    pub history_max: Duration,
+    /// Site load (mean utilisation of its active nodes, 1.0 = full) above
+    /// which a site is hot.
+    pub high_watermark: f64,
+    /// Node load under which a node is idle enough to be a donor.
+    pub low_watermark: f64,
+    /// How long a site lock is held at most (its lease).
+    pub lock_lease: Duration,
+    /// Clock-skew allowance: an expired lease is stolen only this long after
+    /// its deadline.
+    pub lock_skew: Duration,
+    /// A node moved by any proxy is not moved again for this long.
+    pub cooldown: Duration,
+    /// Proxy id whose window holds the site locks.
+    pub lock_home: u16,
+    /// This proxy's own window (site locks if it is the lock home, and its
+    /// shared update counters).
+    pub window: ProxyWindow,
+    /// The other proxies of the cluster.
+    pub peers: Vec<PeerProxy>,
+}
+
+impl Default for Reconfig {
+    fn default() -> Self {
+        Reconfig {
+            mode: ReconfigMode::Rigid,
+            sensitivity: Duration::from_millis(200),
+            role_poll: Duration::from_millis(10),
+            history: Duration::from_secs(1),
+            history_max: Duration::from_secs(4),
+            high_watermark: 0.8,
+            low_watermark: 0.2,
+            lock_lease: Duration::from_secs(2),
+            lock_skew: Duration::from_millis(500),
+            cooldown: Duration::from_secs(5),
+            lock_home: 1,
+            window: ProxyWindow::default(),
+            peers: Vec::new(),
+        }
+    }
+}
+
+/// `[reconfig.window]`: how peers reach this proxy's window.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProxyWindow {
+    /// Window file under /dev/shm (same-host peers map it).
+    pub shm: Option<PathBuf>,
+    /// Tcp responder address (authenticated with `cluster.psk_file`).
+    pub tcp: Option<SocketAddr>,
+}
+
+impl ProxyWindow {
+    /// Whether this proxy serves a window at all.
+    pub fn is_served(&self) -> bool {
+        self.shm.is_some() || self.tcp.is_some()
+    }
+}
+
+/// `[[reconfig.peer]]`: another proxy and where its window is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerProxy {
+    /// The peer's `global.proxy_id`.
+    pub id: u16,
+    /// Its window (shm or tcp; never verbs for proxy windows).
+    pub window: WindowEndpoint,
+}
+
+/// `[qos]`: a proxy-wide limit on requests forwarded at once, with a queue
+/// per site dispatched in VirtualClock order when the limit is reached
+/// (`balance::admission`, DESIGN.md "QoS", seed 004 section 3).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Qos {
+    /// Requests in flight to nodes, all sites together (0 = no limit and
+    /// no queue). Requests beyond wait up to `timeouts.queue`.
+    pub max_inflight: usize,
+    pub dispatch: Dispatch,
+    /// Rate (requests/s) a site without a guarantee is scheduled at, so
+    /// best-effort sites keep a share under overload.
+    pub best_effort_floor: f64,
+    /// Requests one site may have waiting; beyond, 503 at once.
+    pub max_queue: usize,
+}
+
+impl Default for Qos {
+    fn default() -> Self {
+        Qos {
+            max_inflight: 0,
+            dispatch: Dispatch::VirtualClock,
+            best_effort_floor: 10.0,
+            max_queue: 1024,
+        }
+    }
+}
+
+impl Qos {
+    /// A site's scheduled rate in requests/s: its guarantee, or the floor.
+    pub fn rate_of(&self, site: &Site) -> f64 {
+        if site.guarantee > 0.0 {
+            site.guarantee
+        } else {
+            self.best_effort_floor
+        }
+    }
+}
+
+/// Order in which queued requests get a freed slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dispatch {
+    /// Smallest virtual finish tag first: each site gets slots in
+    /// proportion to its rate (guarantee or best-effort floor).
+    VirtualClock,
+    /// Arrival order across all sites (what a single shared queue does).
+    Fifo,
+}
+
+impl Dispatch {
+    pub const ACCEPTED: &'static str = "\"virtualclock\" or \"fifo\"";
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Dispatch::VirtualClock => "virtualclock",
+            Dispatch::Fifo => "fifo",
+        }
+    }
+}

@@ -1,0 +1,703 @@
+//! Raw → typed validation. Every problem is collected with its key path and
+//! what would be accepted; nothing stops at the first error.
+
+use std::collections::{HashMap, HashSet};
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+
+use super::raw::*;
+use super::types::*;
+use super::{ConfigErrors, Problem};
+use rdmalb_base::duration;
+
+/// Collects problems while validating one file.
+pub(super) struct Check<'a> {
+    file: &'a Path,
+    problems: Vec<Problem>,
+}
+
+impl Check<'_> {
+    pub(super) fn problem(&mut self, key: impl Into<String>, message: impl Into<String>) {
+        self.problems.push(Problem {
+            key: key.into(),
+            message: message.into(),
+        });
+    }
+
+    /// Resolves a path from the config relative to the config file's folder.
+    pub(super) fn path(&self, p: &str) -> PathBuf {
+        let p = Path::new(p);
+        if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            self.file.parent().unwrap_or_else(|| Path::new(".")).join(p)
+        }
+    }
+
+    pub(super) fn duration(
+        &mut self,
+        key: &str,
+        v: &Option<String>,
+        default: Duration,
+    ) -> Duration {
+        match v {
+            None => default,
+            Some(text) => match duration::parse(text) {
+                Ok(d) if d.is_zero() => {
+                    self.problem(key, format!("`{text}` must be greater than zero"));
+                    default
+                }
+                Ok(d) => d,
+                Err(e) => {
+                    self.problem(key, e);
+                    default
+                }
+            },
+        }
+    }
+
+    pub(super) fn int(
+        &mut self,
+        key: &str,
+        v: Option<i64>,
+        default: u64,
+        min: u64,
+        max: u64,
+    ) -> u64 {
+        match v {
+            None => default,
+            Some(n) if n >= min as i64 && (n as u64) <= max => n as u64,
+            Some(n) => {
+                self.problem(
+                    key,
+                    format!("{n} is out of range (expected an integer from {min} to {max})"),
+                );
+                default
+            }
+        }
+    }
+
+    pub(super) fn socket_addr(&mut self, key: &str, v: &Option<String>) -> Option<SocketAddr> {
+        let Some(text) = v else {
+            self.problem(
+                key,
+                "missing (expected an address such as \"127.0.0.1:8080\")",
+            );
+            return None;
+        };
+        if let Ok(a) = text.parse::<SocketAddr>() {
+            return Some(a);
+        }
+        match text.to_socket_addrs().map(|mut it| it.next()) {
+            Ok(Some(a)) if text.contains(':') => Some(a),
+            _ => {
+                self.problem(
+                    key,
+                    format!(
+                        "`{text}` is not an address (expected host:port such as \"127.0.0.1:8080\" or \"[::1]:8080\")"
+                    ),
+                );
+                None
+            }
+        }
+    }
+
+    /// Deserializes one table-valued section, reporting its errors under `key`.
+    pub(super) fn section<T: DeserializeOwned + Default>(
+        &mut self,
+        table: &toml::Table,
+        key: &str,
+    ) -> T {
+        match table.get(key) {
+            None => T::default(),
+            Some(v) => match T::deserialize(v.clone()) {
+                Ok(t) => t,
+                Err(e) => {
+                    self.problem(key, clean(e.message()));
+                    T::default()
+                }
+            },
+        }
+    }
+
+    /// Deserializes each entry of an array-of-tables section on its own, so a
+    /// bad entry does not hide problems in the others.
+    fn entries<T: DeserializeOwned>(&mut self, table: &toml::Table, key: &str) -> Vec<Option<T>> {
+        match table.get(key) {
+            None => Vec::new(),
+            Some(toml::Value::Array(items)) => items
+                .iter()
+                .enumerate()
+                .map(|(i, v)| match T::deserialize(v.clone()) {
+                    Ok(t) => Some(t),
+                    Err(e) => {
+                        self.problem(format!("{key}[{i}]"), clean(e.message()));
+                        None
+                    }
+                })
+                .collect(),
+            Some(_) => {
+                self.problem(
+                    key,
+                    format!("must be an array of tables (write each entry as [[{key}]])"),
+                );
+                Vec::new()
+            }
+        }
+    }
+}
+
+fn clean(msg: &str) -> String {
+    msg.trim().replace('\n', " ")
+}
+
+/// Validates config text. `file` is used in messages and to resolve relative paths.
+pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
+    let table: toml::Table = match text.parse() {
+        Ok(t) => t,
+        Err(e) => {
+            let at = e
+                .span()
+                .map(|s| {
+                    let line = text[..s.start.min(text.len())].matches('\n').count() + 1;
+                    format!("line {line}")
+                })
+                .unwrap_or_default();
+            return Err(ConfigErrors::single(
+                file,
+                &at,
+                format!("TOML syntax error: {}", clean(e.message())),
+            ));
+        }
+    };
+    let mut c = Check {
+        file,
+        problems: Vec::new(),
+    };
+    for key in table.keys() {
+        if !TOP_LEVEL_KEYS.contains(&key.as_str()) {
+            c.problem(
+                key.clone(),
+                format!(
+                    "unknown section (expected one of: {})",
+                    TOP_LEVEL_KEYS.join(", ")
+                ),
+            );
+        }
+    }
+    let raw_global: RawGlobal = c.section(&table, "global");
+    let raw_timeouts: RawTimeouts = c.section(&table, "timeouts");
+    let raw_limits: RawLimits = c.section(&table, "limits");
+    let raw_health: RawHealth = c.section(&table, "health");
+    let raw_admin: Option<RawAdmin> = table
+        .contains_key("admin")
+        .then(|| c.section(&table, "admin"));
+    let raw_cluster: RawCluster = c.section(&table, "cluster");
+    let raw_weights: RawWeights = c.section(&table, "weights");
+    let raw_routing: RawRouting = c.section(&table, "routing");
+    let raw_listeners: Vec<Option<RawListener>> = c.entries(&table, "listener");
+    let raw_sites: Vec<Option<RawSite>> = c.entries(&table, "site");
+    let raw_nodes: Vec<Option<RawNode>> = c.entries(&table, "node");
+    let raw_reconfig: RawReconfig = c.section(&table, "reconfig");
+    let raw_qos: RawQos = c.section(&table, "qos");
+
+    let timeouts = Timeouts {
+        connect: c.duration(
+            "timeouts.connect",
+            &raw_timeouts.connect,
+            Duration::from_secs(2),
+        ),
+        client: c.duration(
+            "timeouts.client",
+            &raw_timeouts.client,
+            Duration::from_secs(30),
+        ),
+        server: c.duration(
+            "timeouts.server",
+            &raw_timeouts.server,
+            Duration::from_secs(30),
+        ),
+        http_request: c.duration(
+            "timeouts.http_request",
+            &raw_timeouts.http_request,
+            Duration::from_secs(10),
+        ),
+        keep_alive: c.duration(
+            "timeouts.keep_alive",
+            &raw_timeouts.keep_alive,
+            Duration::from_secs(60),
+        ),
+        queue: c.duration(
+            "timeouts.queue",
+            &raw_timeouts.queue,
+            Duration::from_secs(5),
+        ),
+    };
+    let limits = Limits {
+        max_header_bytes: c.int(
+            "limits.max_header_bytes",
+            raw_limits.max_header_bytes,
+            16 * 1024,
+            1024,
+            1024 * 1024,
+        ) as usize,
+        max_headers: c.int("limits.max_headers", raw_limits.max_headers, 100, 8, 1000) as usize,
+        max_connections: c.int(
+            "limits.max_connections",
+            raw_limits.max_connections,
+            10_000,
+            1,
+            1_000_000,
+        ) as usize,
+        max_inflight_per_node: c.int(
+            "limits.max_inflight_per_node",
+            raw_limits.max_inflight_per_node,
+            0,
+            0,
+            1_000_000,
+        ) as usize,
+        pool_idle_per_node: c.int(
+            "limits.pool_idle_per_node",
+            raw_limits.pool_idle_per_node,
+            64,
+            0,
+            100_000,
+        ) as usize,
+    };
+    let health = HealthCheck {
+        path: http_path(&mut c, "health.path", raw_health.path.as_deref(), "/"),
+        interval: c.duration(
+            "health.interval",
+            &raw_health.interval,
+            Duration::from_secs(2),
+        ),
+        timeout: c.duration(
+            "health.timeout",
+            &raw_health.timeout,
+            Duration::from_secs(1),
+        ),
+        rise: c.int("health.rise", raw_health.rise, 2, 1, 100) as u32,
+        fall: c.int("health.fall", raw_health.fall, 3, 1, 100) as u32,
+        passive_failures: c.int(
+            "health.passive_failures",
+            raw_health.passive_failures,
+            3,
+            0,
+            1000,
+        ) as u32,
+    };
+    let admin = raw_admin.and_then(|a| {
+        c.socket_addr("admin.listen", &a.listen)
+            .map(|listen| Admin { listen })
+    });
+    let cluster = Cluster {
+        psk_file: raw_cluster.psk_file.as_deref().map(|p| c.path(p)),
+    };
+    let default_weights = weights(&mut c, "weights", &raw_weights, LoadWeights::default());
+    let routing = routing::routing(&mut c, &raw_routing);
+
+    // Listeners.
+    let mut listeners = Vec::new();
+    let mut seen_listen = HashSet::new();
+    if raw_listeners.is_empty() && !table.contains_key("listener") {
+        c.problem(
+            "listener",
+            "no listener (add at least one [[listener]] with listen = \"0.0.0.0:80\")",
+        );
+    }
+    for (i, l) in raw_listeners.into_iter().enumerate() {
+        let Some(l) = l else { continue };
+        let key = format!("listener[{i}]");
+        let Some(listen) = c.socket_addr(&format!("{key}.listen"), &l.listen) else {
+            continue;
+        };
+        if !seen_listen.insert(listen) {
+            c.problem(
+                format!("{key}.listen"),
+                format!("{listen} is used by another listener"),
+            );
+        }
+        let tls = l.tls.map(|t| tls(&mut c, &key, t));
+        listeners.push(Listener {
+            name: l.name.unwrap_or_else(|| format!("listener{i}")),
+            listen,
+            tls,
+        });
+    }
+
+    // Sites.
+    let mut sites: Vec<Site> = Vec::new();
+    let mut site_index: HashMap<String, usize> = HashMap::new();
+    let mut host_routes: HashMap<(HostPattern, String), String> = HashMap::new();
+    if raw_sites.is_empty() && !table.contains_key("site") {
+        c.problem(
+            "site",
+            "no site (add at least one [[site]] with a name and hosts)",
+        );
+    }
+    for (i, s) in raw_sites.into_iter().enumerate() {
+        let Some(s) = s else { continue };
+        let key = format!("site[{i}]");
+        let name = match s.name {
+            Some(n) if valid_name(&n) => n,
+            Some(n) => {
+                c.problem(
+                    format!("{key}.name"),
+                    format!("`{n}` is not a valid name (expected 1-64 characters from a-z, A-Z, 0-9, '-', '_', '.')"),
+                );
+                continue;
+            }
+            None => {
+                c.problem(format!("{key}.name"), "missing (every site needs a name)");
+                continue;
+            }
+        };
+        if site_index.contains_key(&name) {
+            c.problem(
+                format!("{key}.name"),
+                format!("site `{name}` is defined twice"),
+            );
+            continue;
+        }
+        let key = format!("site[{i}] ({name})");
+        let mut hosts = Vec::new();
+        if s.hosts.is_empty() {
+            c.problem(
+                format!("{key}.hosts"),
+                "empty (expected host names such as [\"www.example.com\", \"*.example.com\"])",
+            );
+        }
+        for (j, h) in s.hosts.iter().enumerate() {
+            match host_pattern(h) {
+                Ok(p) => hosts.push(p),
+                Err(e) => c.problem(format!("{key}.hosts[{j}]"), e),
+            }
+        }
+        let mut path_prefixes = Vec::new();
+        for (j, p) in s.path_prefixes.iter().enumerate() {
+            if !p.starts_with('/') || p.contains(char::is_whitespace) {
+                c.problem(
+                    format!("{key}.path_prefixes[{j}]"),
+                    format!("`{p}` is not a path prefix (expected it to start with '/', e.g. \"/api/\")"),
+                );
+            } else {
+                path_prefixes.push(p.clone());
+            }
+        }
+        let route_prefixes = if path_prefixes.is_empty() {
+            vec![String::new()]
+        } else {
+            path_prefixes.clone()
+        };
+        for h in &hosts {
+            for p in &route_prefixes {
+                if let Some(other) = host_routes.insert((h.clone(), p.clone()), name.clone()) {
+                    c.problem(
+                        format!("{key}.hosts"),
+                        format!(
+                            "host {} with path prefix `{}` is already routed to site `{other}`",
+                            pattern_text(h),
+                            if p.is_empty() { "/" } else { p }
+                        ),
+                    );
+                }
+            }
+        }
+        let priority = c.int(&format!("{key}.priority"), s.priority, 0, 0, 1000) as u32;
+        let guarantee = match s.guarantee {
+            None => 0.0,
+            Some(g) if g.is_finite() && g >= 0.0 => g,
+            Some(g) => {
+                c.problem(
+                    format!("{key}.guarantee"),
+                    format!("{g} is not a rate (expected requests per second >= 0)"),
+                );
+                0.0
+            }
+        };
+        let min_nodes = c.int(&format!("{key}.min_nodes"), s.min_nodes, 1, 0, 10_000) as usize;
+        let max_nodes = c.int(&format!("{key}.max_nodes"), s.max_nodes, 10_000, 0, 10_000) as usize;
+        if max_nodes < min_nodes {
+            c.problem(
+                format!("{key}.max_nodes"),
+                format!("{max_nodes} is below min_nodes = {min_nodes} (expected max_nodes >= min_nodes)"),
+            );
+        }
+        let weights = match &s.weights {
+            Some(w) => weights(&mut c, &format!("{key}.weights"), w, default_weights),
+            None => default_weights,
+        };
+        let health_path = match &s.health_path {
+            Some(p) => http_path(&mut c, &format!("{key}.health_path"), Some(p), "/"),
+            None => health.path.clone(),
+        };
+        if sites.len() >= 64 {
+            c.problem(
+                key.clone(),
+                "too many sites (at most 64: the window has 64 site slots)",
+            );
+            continue;
+        }
+        site_index.insert(name.clone(), sites.len());
+        sites.push(Site {
+            index: sites.len(),
+            name,
+            hosts,
+            path_prefixes,
+            priority,
+            guarantee,
+            min_nodes,
+            max_nodes,
+            weights,
+            health_path,
+        });
+    }
+
+    // Nodes.
+    let mut nodes: Vec<Node> = Vec::new();
+    let mut node_names = HashSet::new();
+    let mut node_ids = HashMap::new();
+    for (i, n) in raw_nodes.into_iter().enumerate() {
+        let Some(n) = n else { continue };
+        let key = format!("node[{i}]");
+        let name = match n.name.clone() {
+            Some(name) if valid_name(&name) => name,
+            Some(name) => {
+                c.problem(
+                    format!("{key}.name"),
+                    format!("`{name}` is not a valid name (expected 1-64 characters from a-z, A-Z, 0-9, '-', '_', '.')"),
+                );
+                continue;
+            }
+            None => {
+                c.problem(format!("{key}.name"), "missing (every node needs a name)");
+                continue;
+            }
+        };
+        if !node_names.insert(name.clone()) {
+            c.problem(
+                format!("{key}.name"),
+                format!("node `{name}` is defined twice"),
+            );
+            continue;
+        }
+        let key = format!("node[{i}] ({name})");
+        let address = c.socket_addr(&format!("{key}.address"), &n.address);
+        let site = match n.site.as_deref() {
+            None | Some("idle") => None,
+            Some(s) => match site_index.get(s) {
+                Some(&idx) => Some(idx),
+                None => {
+                    c.problem(
+                        format!("{key}.site"),
+                        format!(
+                            "no site named `{s}` (expected one of: {}, or \"idle\")",
+                            sites
+                                .iter()
+                                .map(|s| s.name.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                    );
+                    None
+                }
+            },
+        };
+        let window = node_window(&mut c, &key, &n);
+        if n.device.is_some() && n.transport.as_deref() != Some("verbs") {
+            c.problem(
+                format!("{key}.device"),
+                "is set but allowed only with transport = \"verbs\" (remove it or switch the transport)",
+            );
+        }
+        let node_id = routing::node_id(&mut c, &key, &n, &mut node_ids);
+        if let Some(address) = address {
+            nodes.push(Node {
+                index: nodes.len(),
+                name,
+                address,
+                site,
+                window,
+                node_id,
+            });
+        }
+    }
+    let needs_psk = nodes.iter().any(|n| {
+        matches!(
+            n.window,
+            Some(WindowEndpoint::Tcp { .. }) | Some(WindowEndpoint::Verbs { .. })
+        )
+    });
+    if needs_psk && cluster.psk_file.is_none() {
+        c.problem(
+            "cluster.psk_file",
+            "missing: nodes use the tcp or verbs transport, which require authentication (expected a path to a pre-shared key file of at least 16 bytes)",
+        );
+    }
+
+    let balance = match raw_global.balance.as_deref() {
+        None => Balance::RoundRobin,
+        Some(b) => Balance::parse(b).unwrap_or_else(|| {
+            c.problem(
+                "global.balance",
+                format!(
+                    "`{b}` is not a balancing algorithm (expected {})",
+                    Balance::ACCEPTED
+                ),
+            );
+            Balance::RoundRobin
+        }),
+    };
+    let default_site = raw_global.default_site.as_deref().and_then(|s| {
+        let idx = site_index.get(s).copied();
+        if idx.is_none() {
+            c.problem(
+                "global.default_site",
+                format!("no site named `{s}` (expected the name of a [[site]])"),
+            );
+        }
+        idx
+    });
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let global = Global {
+        proxy_id: c.int("global.proxy_id", raw_global.proxy_id, 1, 1, 65535) as u16,
+        balance,
+        default_site,
+        workers: c.int("global.workers", raw_global.workers, cpus as u64, 1, 1024) as usize,
+        shutdown_grace: c.duration(
+            "global.shutdown_grace",
+            &raw_global.shutdown_grace,
+            Duration::from_secs(10),
+        ),
+        access_log: match raw_global.access_log.as_deref() {
+            None | Some("stdout") => AccessLog::Stdout,
+            Some("off") => AccessLog::Off,
+            Some("") => {
+                c.problem(
+                    "global.access_log",
+                    "empty (expected \"off\", \"stdout\" or a file path)",
+                );
+                AccessLog::Off
+            }
+            Some(p) => AccessLog::File(c.path(p)),
+        },
+        via_name: raw_global.via_name.unwrap_or_else(|| "rdmalb".to_string()),
+    };
+    let reconfig = super::reconfig::validate(&mut c, raw_reconfig, &global, &cluster, &nodes);
+    let qos = super::qos::validate(&mut c, raw_qos);
+
+    if !c.problems.is_empty() {
+        return Err(ConfigErrors {
+            file: file.to_path_buf(),
+            problems: c.problems,
+        });
+    }
+    Ok(Config {
+        source: file.to_path_buf(),
+        global,
+        timeouts,
+        limits,
+        health,
+        admin,
+        cluster,
+        routing,
+        listeners,
+        sites,
+        nodes,
+        reconfig,
+        qos,
+    })
+}
+
+fn valid_name(n: &str) -> bool {
+    !n.is_empty()
+        && n.len() <= 64
+        && n.chars()
+            .all(|ch| ch.is_ascii_alphanumeric() || matches!(ch, '-' | '_' | '.'))
+}
+
+fn http_path(c: &mut Check<'_>, key: &str, v: Option<&str>, default: &str) -> String {
+    match v {
+        None => default.to_string(),
+        Some(p) if p.starts_with('/') && !p.contains(char::is_whitespace) => p.to_string(),
+        Some(p) => {
+            c.problem(
+                key,
+                format!("`{p}` is not an HTTP path (expected e.g. \"/health\")"),
+            );
+            default.to_string()
+        }
+    }
+}
+
+fn pattern_text(p: &HostPattern) -> String {
+    match p {
+        HostPattern::Exact(h) => format!("`{h}`"),
+        HostPattern::Wildcard(s) => format!("`*{s}`"),
+    }
+}
+
+/// Parses `www.example.com` or `*.example.com` (lower-cased).
+pub fn host_pattern(h: &str) -> Result<HostPattern, String> {
+    let lower = h.trim().to_ascii_lowercase();
+    let (wild, name) = match lower.strip_prefix("*.") {
+        Some(rest) => (true, rest),
+        None => (false, lower.as_str()),
+    };
+    let ok = !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && label
+                    .chars()
+                    .all(|ch| ch.is_ascii_alphanumeric() || ch == '-' || ch == '_')
+        });
+    if !ok {
+        return Err(format!(
+            "`{h}` is not a host name (expected e.g. \"www.example.com\" or \"*.example.com\"; no port, no scheme)"
+        ));
+    }
+    Ok(if wild {
+        HostPattern::Wildcard(format!(".{name}"))
+    } else {
+        HostPattern::Exact(name.to_string())
+    })
+}
+
+fn weights(c: &mut Check<'_>, key: &str, w: &RawWeights, base: LoadWeights) -> LoadWeights {
+    let mut get = |name: &str, v: Option<f64>, dflt: f64| match v {
+        None => dflt,
+        Some(x) if x.is_finite() && x >= 0.0 => x,
+        Some(x) => {
+            c.problem(
+                format!("{key}.{name}"),
+                format!("{x} is not a weight (expected a number >= 0)"),
+            );
+            dflt
+        }
+    };
+    let out = LoadWeights {
+        cpu: get("cpu", w.cpu, base.cpu),
+        run_queue: get("run_queue", w.run_queue, base.run_queue),
+        memory: get("memory", w.memory, base.memory),
+        network: get("network", w.network, base.network),
+        connections: get("connections", w.connections, base.connections),
+        irq: get("irq", w.irq, base.irq),
+        app: get("app", w.app, base.app),
+        inflight: get("inflight", w.inflight, base.inflight),
+    };
+    routing::weights_not_all_zero(c, key, &out);
+    out
+}
+
+mod endpoints;
+use endpoints::{node_window, tls};
+
+mod routing;
+
+#[cfg(test)]
+mod tests;

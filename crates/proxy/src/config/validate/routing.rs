@@ -1,0 +1,171 @@
+//! Validation of the load-aware routing settings: the `[routing]` section,
+//! the load-index weights' sanity and each node's `node_id`. Kept apart from
+//! the rest of `validate` because it belongs to the `weighted-least-load`
+//! policy (`balance::least_load`, docs/routing.md).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use super::{Check, RawNode, RawRouting};
+use crate::config::types::{Candidates, LoadWeights, ReadMode, Routing};
+use rdmalb_base::duration;
+
+/// Most nodes `routing.candidates` may name (a decision reads that many
+/// windows at once).
+pub(super) const MAX_CANDIDATES: usize = 64;
+/// Bounds of `routing.load_read = "interval:<d>"`.
+const INTERVAL_MIN: Duration = Duration::from_millis(1);
+const INTERVAL_MAX: Duration = Duration::from_secs(60);
+/// `routing.read_deadline` may not exceed this: a read on the request path
+/// must stay far below any request timeout.
+const DEADLINE_MAX: Duration = Duration::from_secs(1);
+const STALENESS_MAX: Duration = Duration::from_secs(3600);
+
+pub(super) fn routing(c: &mut Check<'_>, raw: &RawRouting) -> Routing {
+    let dflt = Routing::default();
+    let candidates = match &raw.candidates {
+        None => dflt.candidates,
+        Some(toml::Value::String(s)) if s == "all" => Candidates::All,
+        Some(toml::Value::Integer(n)) if (2..=MAX_CANDIDATES as i64).contains(n) => {
+            Candidates::Count(*n as usize)
+        }
+        Some(v) => {
+            c.problem(
+                "routing.candidates",
+                format!("{v} is not accepted (expected an integer from 2 to {MAX_CANDIDATES}, or \"all\")"),
+            );
+            dflt.candidates
+        }
+    };
+    let load_read = raw.load_read.as_deref().and_then(|text| {
+        let mode = read_mode(text);
+        if let Err(e) = &mode {
+            c.problem("routing.load_read", e.clone());
+        }
+        mode.ok()
+    });
+    let read_deadline = bounded(
+        c,
+        "routing.read_deadline",
+        &raw.read_deadline,
+        dflt.read_deadline,
+        DEADLINE_MAX,
+    );
+    let staleness = bounded(
+        c,
+        "routing.staleness",
+        &raw.staleness,
+        dflt.staleness,
+        STALENESS_MAX,
+    );
+    Routing {
+        candidates,
+        load_read,
+        read_deadline,
+        staleness,
+    }
+}
+
+/// Parses `per-request` or `interval:<duration>`.
+pub fn read_mode(text: &str) -> Result<ReadMode, String> {
+    const ACCEPTED: &str =
+        "expected \"per-request\" or \"interval:<duration>\" such as \"interval:250ms\"";
+    if text == "per-request" {
+        return Ok(ReadMode::PerRequest);
+    }
+    let Some(d) = text.strip_prefix("interval:") else {
+        return Err(format!("`{text}` is not a read mode ({ACCEPTED})"));
+    };
+    let d = duration::parse(d).map_err(|e| format!("`{text}`: {e}"))?;
+    if d < INTERVAL_MIN || d > INTERVAL_MAX {
+        return Err(format!(
+            "`{text}`: the interval must be from {} to {} ({ACCEPTED})",
+            duration::format(INTERVAL_MIN),
+            duration::format(INTERVAL_MAX)
+        ));
+    }
+    Ok(ReadMode::Interval(d))
+}
+
+fn bounded(
+    c: &mut Check<'_>,
+    key: &str,
+    v: &Option<String>,
+    default: Duration,
+    max: Duration,
+) -> Duration {
+    let d = c.duration(key, v, default);
+    if d > max {
+        c.problem(
+            key,
+            format!(
+                "{} is too long (expected more than 0 and at most {})",
+                duration::format(d),
+                duration::format(max)
+            ),
+        );
+        return default;
+    }
+    d
+}
+
+/// With every weight zero each node scores 0 and the policy degenerates to
+/// rotation: almost certainly a mistake, so say so.
+pub(super) fn weights_not_all_zero(c: &mut Check<'_>, key: &str, w: &LoadWeights) {
+    let all = [
+        w.cpu,
+        w.run_queue,
+        w.memory,
+        w.network,
+        w.connections,
+        w.irq,
+        w.app,
+        w.inflight,
+    ];
+    if all.iter().all(|x| *x == 0.0) {
+        c.problem(
+            key,
+            "every weight is 0 (expected at least one weight > 0; to ignore load use balance = \"roundrobin\")",
+        );
+    }
+}
+
+/// `node[i].node_id`: 1..65535, unique, and only meaningful with a window.
+pub(super) fn node_id(
+    c: &mut Check<'_>,
+    key: &str,
+    n: &RawNode,
+    seen: &mut HashMap<u16, String>,
+) -> Option<u16> {
+    let v = n.node_id?;
+    let k = format!("{key}.node_id");
+    let Ok(id) = u16::try_from(v)
+        .map_err(|_| ())
+        .and_then(|id| if id == 0 { Err(()) } else { Ok(id) })
+    else {
+        c.problem(
+            k,
+            format!(
+                "{v} is out of range (expected the sidecar's node_id, an integer from 1 to 65535)"
+            ),
+        );
+        return None;
+    };
+    if n.transport.is_none() {
+        c.problem(
+            k.clone(),
+            "is set but the node has no window (node_id is checked against the window header; set transport and sidecar, or remove it)",
+        );
+    }
+    let name = n.name.clone().unwrap_or_default();
+    if let Some(other) = seen.insert(id, name) {
+        c.problem(
+            k,
+            format!("{id} is also the node_id of node `{other}` (expected each sidecar's own, unique node_id)"),
+        );
+    }
+    Some(id)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,200 @@
+//! The access log: one line per request in an HAProxy `httplog`-like
+//! format, written by a dedicated thread so the data path never blocks on
+//! the terminal or the disk.
+//!
+//! ```text
+//! 127.0.0.1:41234 [21/Nov/2026:15:40:00.123] web www/n1 0/0/1/2/3 200 1234 -- "GET /index.html HTTP/1.1"
+//! ```
+//!
+//! Fields: client address, request date (UTC, millisecond precision),
+//! listener, site/node (`<NOSITE>`, `<NOSRV>` when none was chosen),
+//! timers `Tq/Tw/Tc/Tr/Ta` in milliseconds (`Tq` request head received,
+//! `Tw` waiting for a node slot, `Tc` TCP connect to the node (0 on a reused
+//! connection), `Tr` node response headers, `Ta` whole exchange; -1 when the
+//! phase was not reached), status, bytes sent to the client, HAProxy-style
+//! termination state (`--` normal, `CD` client disconnect, `SC` connection
+//! to the node failed, `sH` node timeout before headers, `SD` node aborted
+//! mid-body, `cR` request head timeout, `PR` refused by the proxy), and the
+//! request line.
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use tokio::sync::mpsc;
+
+use super::error::ProxyError;
+use crate::config::AccessLog as Destination;
+
+/// Records waiting for the writer; beyond this, records are dropped (and
+/// counted) rather than slowing the data path.
+const QUEUE: usize = 64 * 1024;
+
+/// One request, as logged.
+#[derive(Debug, Clone)]
+pub struct AccessRecord {
+    pub client: SocketAddr,
+    pub date: SystemTime,
+    pub listener: Arc<str>,
+    pub site: Option<Arc<str>>,
+    pub node: Option<Arc<str>>,
+    /// Tq, Tw, Tc, Tr, Ta in milliseconds, -1 when not reached.
+    pub timers: [i64; 5],
+    pub status: u16,
+    pub bytes: u64,
+    pub termination: &'static str,
+    /// `None` when the request could not be parsed (logged as `<BADREQ>`).
+    pub method: Option<http::Method>,
+    pub target: String,
+    pub version: http::Version,
+}
+
+/// Handle used by the data path; cheap to clone.
+#[derive(Debug, Clone, Default)]
+pub struct AccessLogger {
+    tx: Option<mpsc::Sender<AccessRecord>>,
+}
+
+impl AccessLogger {
+    /// Opens the destination and starts the writer thread (none for `off`).
+    pub fn start(dest: &Destination) -> Result<AccessLogger, ProxyError> {
+        let out: Box<dyn std::io::Write + Send> = match dest {
+            Destination::Off => return Ok(AccessLogger { tx: None }),
+            Destination::Stdout => Box::new(std::io::stdout()),
+            Destination::File(path) => Box::new(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                    .map_err(|source| ProxyError::AccessLog {
+                        path: path.clone(),
+                        source,
+                    })?,
+            ),
+        };
+        let (tx, rx) = mpsc::channel(QUEUE);
+        std::thread::Builder::new()
+            .name("rdmalb-access-log".into())
+            .spawn(move || writer(rx, out))
+            .map_err(|source| ProxyError::AccessLog {
+                path: "(writer thread)".into(),
+                source,
+            })?;
+        Ok(AccessLogger { tx: Some(tx) })
+    }
+
+    /// Whether records are wanted at all (skip building them when off).
+    pub fn enabled(&self) -> bool {
+        self.tx.is_some()
+    }
+
+    /// Queues a record without waiting.
+    pub fn log(&self, rec: AccessRecord) {
+        if let Some(tx) = &self.tx {
+            if tx.try_send(rec).is_err() {
+                metrics::counter!("rdmalb_access_log_dropped_total").increment(1);
+            }
+        }
+    }
+}
+
+fn writer(mut rx: mpsc::Receiver<AccessRecord>, out: Box<dyn std::io::Write + Send>) {
+    let mut out = std::io::BufWriter::with_capacity(64 * 1024, out);
+    let mut line = String::with_capacity(256);
+    while let Some(rec) = rx.blocking_recv() {
+        let mut next = Some(rec);
+        while let Some(rec) = next {
+            line.clear();
+            format_record(&rec, &mut line);
+            line.push('\n');
+            if out.write_all(line.as_bytes()).is_err() {
+                return;
+            }
+            next = rx.try_recv().ok();
+        }
+        // Flush whenever the queue is drained: lines appear promptly at low
+        // rates and are batched at high rates.
+        if out.flush().is_err() {
+            return;
+        }
+    }
+    let _ = out.flush();
+}
+
+/// Formats one record (without the trailing newline).
+pub fn format_record(r: &AccessRecord, out: &mut String) {
+    let _ = write!(out, "{} [", r.client);
+    format_date(r.date, out);
+    let version = match r.version {
+        http::Version::HTTP_09 => "HTTP/0.9",
+        http::Version::HTTP_10 => "HTTP/1.0",
+        http::Version::HTTP_2 => "HTTP/2.0",
+        http::Version::HTTP_3 => "HTTP/3.0",
+        _ => "HTTP/1.1",
+    };
+    let [tq, tw, tc, tr, ta] = r.timers;
+    let _ = write!(
+        out,
+        "] {} {}/{} {tq}/{tw}/{tc}/{tr}/{ta} {} {} {} \"",
+        r.listener,
+        r.site.as_deref().unwrap_or("<NOSITE>"),
+        r.node.as_deref().unwrap_or("<NOSRV>"),
+        r.status,
+        r.bytes,
+        r.termination,
+    );
+    let Some(method) = &r.method else {
+        out.push_str("<BADREQ>\"");
+        return;
+    };
+    let _ = write!(out, "{method} ");
+    // The target came from the network: keep the line one line.
+    for ch in r.target.chars() {
+        if ch.is_control() || ch == '"' {
+            let _ = write!(out, "%{:02X}", ch as u32 & 0xff);
+        } else {
+            out.push(ch);
+        }
+    }
+    let _ = write!(out, " {version}\"");
+}
+
+/// `21/Nov/2026:15:40:00.123` (UTC).
+fn format_date(t: SystemTime, out: &mut String) {
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let secs = d.as_secs();
+    let (y, m, day) = civil_from_days((secs / 86_400) as i64);
+    let rem = secs % 86_400;
+    let _ = write!(
+        out,
+        "{day:02}/{}/{y:04}:{:02}:{:02}:{:02}.{:03}",
+        MONTHS[(m - 1) as usize],
+        rem / 3600,
+        (rem / 60) % 60,
+        rem % 60,
+        d.subsec_millis()
+    );
+}
+
+/// Days since 1970-01-01 → (year, month 1-12, day 1-31); Howard Hinnant's
+/// `civil_from_days`.
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+#[cfg(test)]
+mod tests;

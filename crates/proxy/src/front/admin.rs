@@ -1,0 +1,358 @@
+//! The admin listener: `GET /metrics` (Prometheus text exposition),
+//! `GET /status` (JSON: proxy, sites, nodes with health and in-flight, and
+//! the reconfiguration agent's roles and counters) and
+//! `POST /reconfig/move` ([`reconfig`]).
+//! Format documented in `docs/operations.md`.
+//!
+//! A small HTTP/1.1 server, separate from the data path and meant for a
+//! management network: bounded connections, a header-read timeout, `GET` and
+//! `HEAD` only (405 otherwise), 404 for any other path. It reads the same
+//! `ArcSwap`s the data path swaps on reload, so it always shows the config
+//! in force.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use arc_swap::ArcSwap;
+use bytes::Bytes;
+use http::{header, HeaderValue, Method, Request, Response, StatusCode};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use metrics_exporter_prometheus::PrometheusHandle;
+use serde::Serialize;
+use tokio::net::TcpListener;
+use tokio::sync::{watch, Semaphore};
+
+use crate::balance::admission::{Admission, AdmissionStatus};
+use crate::balance::{Backends, HealthSnapshot, NodeWindows};
+
+pub use crate::balance::windows::LoadStatus;
+use crate::config::{Config, HostPattern};
+use crate::reconfig::{Agent, AgentStatus};
+
+pub mod reconfig;
+
+/// Most admin connections served at once; more wait in the accept queue.
+const MAX_CONNECTIONS: usize = 64;
+/// Time a client has to send its request head.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What the admin listener reads. Cheap to clone.
+#[derive(Clone)]
+pub struct AdminState {
+    pub config: Arc<ArcSwap<Config>>,
+    pub backends: Arc<ArcSwap<Backends>>,
+    pub metrics: PrometheusHandle,
+    /// Process start, for `/status` uptime.
+    pub started_at: SystemTime,
+    /// The reconfiguration agent, when the proxy runs one.
+    pub reconfig: Option<Arc<Agent>>,
+    /// The nodes' window connections (last load read and index per node).
+    pub windows: Option<Arc<NodeWindows>>,
+    /// The `[qos]` admission queue (one per process, carried across
+    /// reloads).
+    pub admission: Option<Arc<Admission>>,
+}
+
+impl AdminState {
+    pub fn new(
+        config: Arc<ArcSwap<Config>>,
+        backends: Arc<ArcSwap<Backends>>,
+        metrics: PrometheusHandle,
+    ) -> Self {
+        AdminState {
+            config,
+            backends,
+            metrics,
+            started_at: SystemTime::now(),
+            reconfig: None,
+            windows: None,
+            admission: None,
+        }
+    }
+
+    /// Shows the admission queue (slots in use, requests waiting per site)
+    /// in /status.
+    pub fn with_admission(mut self, admission: Arc<Admission>) -> Self {
+        self.admission = Some(admission);
+        self
+    }
+
+    /// Adds the reconfiguration agent (roles in `/status`, admin moves).
+    pub fn with_reconfig(mut self, agent: Arc<Agent>) -> Self {
+        self.reconfig = Some(agent);
+        self
+    }
+
+    /// Shows each node's window connection and last load read in /status.
+    pub fn with_windows(mut self, windows: Arc<NodeWindows>) -> Self {
+        self.windows = Some(windows);
+        self
+    }
+}
+
+impl std::fmt::Debug for AdminState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AdminState")
+            .field("started_at", &self.started_at)
+            .finish_non_exhaustive()
+    }
+}
+
+/// `/status` document.
+#[derive(Debug, Serialize)]
+pub struct Status {
+    pub proxy_id: u16,
+    pub config_file: String,
+    /// Seconds since the Unix epoch when the config in force was loaded.
+    pub loaded_at_unix: u64,
+    /// The same instant as an HTTP date.
+    pub loaded_at: String,
+    pub uptime_seconds: u64,
+    pub balance: &'static str,
+    pub sites: Vec<SiteStatus>,
+    pub nodes: Vec<NodeStatus>,
+    /// Roles, site loads, update counters and agent counters (absent when
+    /// the proxy runs no agent).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reconfig: Option<AgentStatus>,
+    /// The `[qos]` admission queue.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub qos: Option<AdmissionStatus>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct SiteStatus {
+    pub index: usize,
+    pub name: String,
+    pub hosts: Vec<String>,
+    pub path_prefixes: Vec<String>,
+    pub priority: u32,
+    /// Guaranteed requests/s (0 = best effort).
+    pub guarantee: f64,
+    pub min_nodes: usize,
+    pub max_nodes: usize,
+    pub health_path: String,
+    /// Names of the nodes serving the site, in config order.
+    pub nodes: Vec<String>,
+    pub nodes_up: usize,
+}
+
+#[derive(Debug, Serialize)]
+pub struct NodeStatus {
+    pub index: usize,
+    pub name: String,
+    pub address: String,
+    /// Site served, `null` for the idle pool.
+    pub site: Option<String>,
+    /// `"up"` or `"down"`.
+    pub state: &'static str,
+    pub inflight: usize,
+    pub health: HealthSnapshot,
+    /// The node's window and its last load read (`null` without a window).
+    pub load: Option<LoadStatus>,
+}
+
+fn pattern_text(p: &HostPattern) -> String {
+    match p {
+        HostPattern::Exact(h) => h.clone(),
+        HostPattern::Wildcard(suffix) => format!("*{suffix}"),
+    }
+}
+
+/// Builds the `/status` document from the snapshots in force.
+pub fn status(state: &AdminState) -> Status {
+    let config = state.config.load();
+    let backends = state.backends.load();
+    let loaded = backends.built_at();
+    let sites = backends
+        .sites()
+        .iter()
+        .map(|sb| {
+            // Config and backends are swapped one after the other on reload;
+            // match by name so a scrape in between never mislabels a site.
+            let site = config.site_by_name(&sb.name);
+            SiteStatus {
+                index: sb.index,
+                name: sb.name.clone(),
+                hosts: site.map_or_else(Vec::new, |s| s.hosts.iter().map(pattern_text).collect()),
+                path_prefixes: site.map_or_else(Vec::new, |s| s.path_prefixes.clone()),
+                priority: site.map_or(0, |s| s.priority),
+                guarantee: site.map_or(0.0, |s| s.guarantee),
+                min_nodes: site.map_or(0, |s| s.min_nodes),
+                max_nodes: site.map_or(0, |s| s.max_nodes),
+                health_path: sb.health_path.clone(),
+                nodes: sb.nodes().iter().map(|n| n.name.clone()).collect(),
+                nodes_up: sb.nodes().iter().filter(|n| n.is_up()).count(),
+            }
+        })
+        .collect();
+    let nodes = backends
+        .nodes()
+        .iter()
+        .map(|n| {
+            let health = n.health();
+            NodeStatus {
+                index: n.index,
+                name: n.name.clone(),
+                address: n.address.to_string(),
+                site: n.site_name.clone(),
+                state: if health.up { "up" } else { "down" },
+                inflight: n.inflight(),
+                health,
+                load: state
+                    .windows
+                    .as_ref()
+                    .and_then(|w| w.node(n.index))
+                    .filter(|w| w.node == n.name)
+                    .map(|w| w.status()),
+            }
+        })
+        .collect();
+    Status {
+        proxy_id: config.global.proxy_id,
+        config_file: config.source.display().to_string(),
+        loaded_at_unix: rdmalb_base::time::unix_secs(loaded),
+        loaded_at: httpdate::fmt_http_date(loaded),
+        uptime_seconds: SystemTime::now()
+            .duration_since(state.started_at)
+            .map(|d| d.as_secs())
+            .unwrap_or(0),
+        balance: backends.balance(),
+        sites,
+        nodes,
+        reconfig: state.reconfig.as_ref().map(|a| a.status()),
+        qos: state.admission.as_ref().map(|a| a.status()),
+    }
+}
+
+fn text(status: StatusCode, body: &'static str) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(Bytes::from_static(body.as_bytes())));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r
+}
+
+/// Answers one admin request.
+pub fn handle<B>(state: &AdminState, req: &Request<B>) -> Response<Full<Bytes>> {
+    let path = req.uri().path();
+    if path != "/metrics" && path != "/status" {
+        return text(
+            StatusCode::NOT_FOUND,
+            "not found (try /metrics, /status or POST /reconfig/move)\n",
+        );
+    }
+    if req.method() != Method::GET && req.method() != Method::HEAD {
+        let mut r = text(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method not allowed (GET or HEAD)\n",
+        );
+        r.headers_mut()
+            .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+        return r;
+    }
+    let (body, content_type) = if path == "/metrics" {
+        // node_up is kept by the checker on every change; refreshing it here
+        // makes it right even for a node no check has run on yet.
+        for node in state.backends.load().nodes() {
+            node.publish_up();
+        }
+        (
+            Bytes::from(state.metrics.render()),
+            "text/plain; version=0.0.4; charset=utf-8",
+        )
+    } else {
+        match serde_json::to_vec_pretty(&status(state)) {
+            Ok(mut v) => {
+                v.push(b'\n');
+                (Bytes::from(v), "application/json")
+            }
+            Err(e) => {
+                // Only non-finite floats can fail; never expected from a
+                // validated config, but never panic on it either.
+                tracing::error!(error = %e, "cannot serialize /status");
+                return text(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "cannot serialize status\n",
+                );
+            }
+        }
+    };
+    let mut r = Response::new(Full::new(body));
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    r.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
+}
+
+/// Serves the admin endpoints on `listener` until `shutdown` turns true (or
+/// its sender is dropped); open connections finish their current request.
+pub async fn serve(listener: TcpListener, state: AdminState, mut shutdown: watch::Receiver<bool>) {
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    if let Ok(addr) = listener.local_addr() {
+        tracing::info!(address = %addr, "admin listener: /metrics, /status");
+    }
+    loop {
+        let permit = tokio::select! {
+            _ = rdmalb_base::shutdown::requested(&mut shutdown) => break,
+            p = Arc::clone(&slots).acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => break, // semaphore closed: never happens, but stop cleanly
+            },
+        };
+        let accepted = tokio::select! {
+            _ = rdmalb_base::shutdown::requested(&mut shutdown) => break,
+            a = listener.accept() => a,
+        };
+        let (stream, peer) = match accepted {
+            Ok(a) => a,
+            Err(e) => {
+                // EMFILE and friends: back off instead of spinning.
+                tracing::warn!(error = %e, "admin listener: accept failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let state = state.clone();
+        let mut conn_shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            let svc = service_fn(move |req: Request<Incoming>| {
+                let state = state.clone();
+                async move {
+                    let resp = if req.uri().path() == reconfig::MOVE_PATH {
+                        reconfig::move_node(&state, &req).await
+                    } else {
+                        handle(&state, &req)
+                    };
+                    Ok::<_, Infallible>(resp)
+                }
+            });
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_TIMEOUT)
+                .serve_connection(TokioIo::new(stream), svc);
+            let mut conn = std::pin::pin!(conn);
+            let result = tokio::select! {
+                r = conn.as_mut() => r,
+                _ = rdmalb_base::shutdown::requested(&mut conn_shutdown) => {
+                    conn.as_mut().graceful_shutdown();
+                    conn.await
+                }
+            };
+            if let Err(e) = result {
+                tracing::debug!(peer = %peer, error = %e, "admin connection ended with an error");
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,446 @@
+//! The request service: route to a site, pick a node, forward with pooled
+//! connections, retry a failed connect once on another node, stream the
+//! response back, and pass protocol upgrades through.
+
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::header::{self, HeaderValue};
+use http::{Request, Response, StatusCode, Uri, Version};
+use hyper::body::{Body, Incoming};
+use hyper_util::rt::TokioIo;
+
+use super::body::{ClientBodyError, RequestBody, ResponseBody};
+use super::error::{ErrorKind, ErrorSource};
+use super::exchange::{ms, Exchange};
+use super::headers;
+use super::state::ConnCtx;
+use super::stats;
+use super::upstream::ConnectError;
+use crate::balance::admission::Refused;
+use crate::balance::{NoNode, Outcome, PickError};
+
+/// How many times a request may be re-sent because a pooled connection
+/// turned out to be closed before anything was written on it.
+const STALE_RETRIES: usize = 3;
+
+/// Serves one request.
+pub async fn handle(
+    ctx: Arc<ConnCtx>,
+    mut req: Request<Incoming>,
+) -> Result<Response<ResponseBody>, Infallible> {
+    let start = Instant::now();
+    ctx.conn.request_started();
+    let snap = ctx.proxy.snapshot.load_full();
+    let mut ex = Exchange::new(Arc::clone(&ctx), Arc::clone(&snap), start, &req);
+    ex.timers[0] = if req.version() == Version::HTTP_2 {
+        0
+    } else {
+        ms(ctx.conn.head_elapsed(start))
+    };
+    let limits = &snap.config.limits;
+    if req.headers().len() > limits.max_headers || head_size(&req) > limits.max_header_bytes {
+        return Ok(error(ex, ErrorKind::HeadTooLarge));
+    }
+
+    // The authority as a header value: a refcount bump for HTTP/1 (the
+    // Host header), one small copy for HTTP/2 (:authority).
+    let host: Option<HeaderValue> = match req.uri().authority() {
+        Some(a) => HeaderValue::from_str(a.as_str()).ok(),
+        None => req.headers().get(header::HOST).cloned(),
+    };
+    let host_str = host.as_ref().and_then(|h| h.to_str().ok());
+    let Some(site) = snap.routes.route(host_str, req.uri().path()) else {
+        return Ok(error(ex, ErrorKind::NoSite));
+    };
+    ex.site = Some(site);
+    if let Some(s) = snap.stats.sites.get(site) {
+        s.arrived();
+    }
+
+    // The proxy-wide admission queue (`[qos]`): waits only when the proxy
+    // is at qos.max_inflight.
+    // No clock read when there is no queue to wait in.
+    let t_admit = (snap.config.qos.max_inflight > 0).then(Instant::now);
+    let slot = snap.qos_slots.get(site).copied().unwrap_or(usize::MAX);
+    match snap.admission.admit(slot).await {
+        Ok(permit) => {
+            if permit.holds_slot() {
+                if let Some(s) = snap.stats.sites.get(site) {
+                    s.admitted[usize::from(permit.was_queued())].increment(1);
+                }
+            }
+            ex.admission = Some(permit);
+        }
+        Err(refused) => {
+            let (kind, reason) = match refused {
+                Refused::QueueFull(_) => (ErrorKind::QosQueueFull, 0),
+                Refused::Timeout(_) => (ErrorKind::QosTimeout, 1),
+            };
+            if let Some(s) = snap.stats.sites.get(site) {
+                s.rejected[reason].increment(1);
+            }
+            tracing::debug!(site = %name_of(&snap.site_names, site), error = %refused, "request shed by the admission queue");
+            return Ok(error(ex, kind));
+        }
+    }
+    let admit_wait = t_admit.map_or(Duration::ZERO, |t| t.elapsed());
+
+    let upgrade = headers::is_upgrade_request(req.version(), req.headers());
+    let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
+    let version = req.version();
+    let (mut parts, body) = req.into_parts();
+    headers::strip_hop_by_hop(&mut parts.headers, upgrade);
+    // hyper already answered `100 Continue` to the client when the body
+    // was first read; the node must not be asked again.
+    parts.headers.remove(header::EXPECT);
+    if !parts.headers.contains_key(header::HOST) {
+        if let Some(v) = &host {
+            parts.headers.insert(header::HOST, v.clone());
+        }
+    }
+    headers::add_forwarding(&mut parts.headers, &ctx.client_id, host_str);
+    let via = match version {
+        Version::HTTP_10 | Version::HTTP_09 => &snap.via_request[0],
+        Version::HTTP_2 => &snap.via_request[2],
+        _ => &snap.via_request[1],
+    };
+    headers::add_via(&mut parts.headers, via);
+    parts.version = Version::HTTP_11;
+    if parts.uri.scheme().is_some() || parts.uri.authority().is_some() {
+        // HTTP/2 and absolute-form requests: the node gets origin form.
+        let pq = parts
+            .uri
+            .path_and_query()
+            .map_or("/", |p| p.as_str())
+            .to_string();
+        parts.uri = Uri::try_from(pq).unwrap_or_else(|_| Uri::from_static("/"));
+    }
+    let timeouts = snap.config.timeouts.clone();
+    let has_body = !body.is_end_stream();
+    let progress = has_body.then(|| Arc::new(AtomicU64::new(0)));
+    let mut body =
+        Some(RequestBody::new(body, timeouts.client).with_progress(progress.clone(), start));
+    let mut parts = Some(parts);
+
+    // Nodes this request already tried (at most two: one retry).
+    let mut tried = Tried::default();
+    let mut last_error: Option<ErrorKind> = None;
+    let mut stale = 0;
+    loop {
+        let t_pick = Instant::now();
+        let pick = match snap.backends.pick_queued(site, tried.as_slice()).await {
+            Ok(p) => p,
+            Err(PickError::QueueTimeout(_)) => {
+                tracing::warn!(site = %name_of(&snap.site_names, site), "every node of the site stayed busy for timeouts.queue");
+                return Ok(error(ex, ErrorKind::QueueTimeout));
+            }
+            Err(PickError::NoNode(no)) => {
+                let kind = last_error.unwrap_or(match no {
+                    NoNode::Empty => ErrorKind::NoNodes,
+                    NoNode::AllDown | NoNode::Exhausted => ErrorKind::AllDown,
+                });
+                return Ok(error(ex, kind));
+            }
+        };
+        ex.timers[1] = ms(t_pick.elapsed() + admit_wait);
+        let node = pick.node.index;
+        tried.insert(node);
+        ex.node = Some(node);
+        ex.pick = Some(pick);
+        ex.update_inflight(node);
+        let Some(pool) = snap.pools.get(node).cloned() else {
+            tracing::error!(node, "no connection pool for node (snapshot mismatch)");
+            return Ok(error(ex, ErrorKind::ConnectFailed));
+        };
+        let t_conn = Instant::now();
+        let checkout = match pool.checkout().await {
+            Ok(c) => c,
+            Err(e) => {
+                let kind = match e {
+                    ConnectError::Timeout { .. } => ErrorKind::ConnectTimeout,
+                    _ => ErrorKind::ConnectFailed,
+                };
+                tracing::warn!(
+                    site = %name_of(&snap.site_names, site),
+                    node = %snap.node_names.get(node).map_or("?", |n| n),
+                    error = %e,
+                    retry = tried.len() < 2,
+                    "cannot connect to node"
+                );
+                ex.attempt_failed(Outcome::ConnectFailed);
+                last_error = Some(kind);
+                if tried.len() < 2 {
+                    // Nothing was sent: safe to replay on another node.
+                    if let Some(s) = snap.stats.sites.get(site) {
+                        s.retries.increment(1);
+                    }
+                    continue;
+                }
+                return Ok(error(ex, kind));
+            }
+        };
+        ex.timers[2] = if checkout.reused {
+            0
+        } else {
+            ms(t_conn.elapsed())
+        };
+        let mut sender = checkout.sender;
+        let (Some(p), Some(b)) = (parts.take(), body.take()) else {
+            return Ok(error(ex, ErrorKind::UpstreamProtocol));
+        };
+        let t_send = Instant::now();
+        let sent = sender.try_send_request(Request::from_parts(p, b));
+        let result = wait_response(sent, timeouts.server, progress.as_deref(), start).await;
+        let mut resp = match result {
+            Ok(r) => r,
+            Err(Waited::Timeout) => {
+                tracing::warn!(site = %name_of(&snap.site_names, site), node = %name_of(&snap.node_names, node), "node response timeout");
+                ex.attempt_failed(Outcome::Timeout);
+                return Ok(error(ex, ErrorKind::UpstreamTimeout));
+            }
+            Err(Waited::Failed(mut e)) => {
+                if let Some(req) = e.take_message() {
+                    // The pooled connection closed before anything was
+                    // written: the request is intact, try another connection.
+                    if stale < STALE_RETRIES {
+                        stale += 1;
+                        let (p, b) = req.into_parts();
+                        parts = Some(p);
+                        body = Some(b);
+                        // Not a failure of the node: it may be picked again.
+                        tried.remove(node);
+                        ex.pick = None;
+                        continue;
+                    }
+                }
+                let err = e.into_error();
+                let kind = classify(&err);
+                if kind.source() == ErrorSource::Upstream {
+                    tracing::warn!(site = %name_of(&snap.site_names, site), node = %name_of(&snap.node_names, node), error = %err, "node failed before its response headers");
+                    ex.attempt_failed(Outcome::ProtocolError);
+                } else {
+                    tracing::debug!(error = %err, "client failed while its request was forwarded");
+                }
+                return Ok(error(ex, kind));
+            }
+        };
+        ex.timers[3] = ms(t_send.elapsed());
+        ex.status = resp.status().as_u16();
+        ex.outcome_pending = true;
+        let upgraded = resp.status() == StatusCode::SWITCHING_PROTOCOLS && client_upgrade.is_some();
+        if upgraded {
+            let upstream_upgrade = hyper::upgrade::on(&mut resp);
+            ctx.conn.upgraded.store(true, Ordering::Relaxed);
+            if let Some(client_upgrade) = client_upgrade {
+                tokio::spawn(tunnel(client_upgrade, upstream_upgrade, sender));
+            }
+        } else {
+            ex.conn = Some((pool, sender));
+        }
+        let (mut rparts, rbody) = resp.into_parts();
+        headers::strip_hop_by_hop(&mut rparts.headers, upgraded);
+        headers::add_via(&mut rparts.headers, &snap.via_response);
+        let body = ResponseBody::upstream(rbody, timeouts.server, ex);
+        return Ok(Response::from_parts(rparts, body));
+    }
+}
+
+// Large, but it lives for one poll on the cold path; boxing would cost an
+// allocation for nothing.
+#[allow(clippy::large_enum_variant)]
+enum Waited {
+    Timeout,
+    Failed(hyper::client::conn::TrySendError<Request<RequestBody>>),
+}
+
+/// Waits for the node's response head. `timeouts.server` counts from the
+/// last progress: while a request body is still being uploaded the clock
+/// restarts with each chunk sent (an upload longer than the timeout is not
+/// a slow node).
+async fn wait_response<F>(
+    sent: F,
+    limit: Duration,
+    progress: Option<&AtomicU64>,
+    start: Instant,
+) -> Result<Response<Incoming>, Waited>
+where
+    F: std::future::Future<
+        Output = Result<
+            Response<Incoming>,
+            hyper::client::conn::TrySendError<Request<RequestBody>>,
+        >,
+    >,
+{
+    tokio::pin!(sent);
+    let mut seen = progress.map(|p| p.load(Ordering::Relaxed));
+    let mut deadline = tokio::time::Instant::now() + limit;
+    loop {
+        tokio::select! {
+            biased;
+            r = &mut sent => return r.map_err(Waited::Failed),
+            _ = tokio::time::sleep_until(deadline) => {
+                let now = progress.map(|p| p.load(Ordering::Relaxed));
+                if now == seen {
+                    return Err(Waited::Timeout);
+                }
+                seen = now;
+                // Restart from the last chunk's time.
+                let last = Duration::from_millis(now.unwrap_or(0));
+                deadline = tokio::time::Instant::from_std(start + last) + limit;
+                if deadline <= tokio::time::Instant::now() {
+                    deadline = tokio::time::Instant::now() + limit;
+                }
+            }
+        }
+    }
+}
+
+/// Failure kind of a request that got no response head.
+fn classify(err: &hyper::Error) -> ErrorKind {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = source {
+        if let Some(c) = e.downcast_ref::<ClientBodyError>() {
+            return match c {
+                ClientBodyError::Timeout => ErrorKind::ClientTimeout,
+                ClientBodyError::Aborted(_) => ErrorKind::ClientAborted,
+            };
+        }
+        source = e.source();
+    }
+    ErrorKind::UpstreamProtocol
+}
+
+/// A site or node name for logs; never panics on an index from another
+/// snapshot.
+fn name_of(names: &[Arc<str>], index: usize) -> &str {
+    names.get(index).map_or("?", |n| n)
+}
+
+/// Nodes already tried by one request, without a heap allocation.
+#[derive(Default)]
+struct Tried {
+    nodes: [usize; 2],
+    len: usize,
+}
+
+impl Tried {
+    fn as_slice(&self) -> &[usize] {
+        &self.nodes[..self.len]
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn insert(&mut self, node: usize) {
+        if !self.as_slice().contains(&node) && self.len < self.nodes.len() {
+            self.nodes[self.len] = node;
+            self.len += 1;
+        }
+    }
+
+    fn remove(&mut self, node: usize) {
+        if let Some(i) = self.as_slice().iter().position(|&n| n == node) {
+            self.nodes.copy_within(i + 1..self.len, i);
+            self.len -= 1;
+        }
+    }
+}
+
+/// Size of the request head as it arrived (request line and header
+/// lines), close enough for the `max_header_bytes` limit.
+fn head_size<B>(req: &Request<B>) -> usize {
+    let uri = req.uri();
+    let target = uri.path_and_query().map_or(1, |p| p.as_str().len())
+        + uri.authority().map_or(0, |a| a.as_str().len() + 8);
+    let line = req.method().as_str().len() + target + 12;
+    req.headers()
+        .iter()
+        .fold(line + 2, |n, (k, v)| n + k.as_str().len() + v.len() + 4)
+}
+
+/// Copies bytes both ways between an upgraded client and node connection.
+async fn tunnel(
+    client: hyper::upgrade::OnUpgrade,
+    node: hyper::upgrade::OnUpgrade,
+    _sender: hyper::client::conn::http1::SendRequest<RequestBody>,
+) {
+    match tokio::try_join!(client, node) {
+        Ok((c, n)) => {
+            let mut c = TokioIo::new(c);
+            let mut n = TokioIo::new(n);
+            match tokio::io::copy_bidirectional(&mut c, &mut n).await {
+                Ok((up, down)) => tracing::debug!(up, down, "upgraded connection closed"),
+                Err(e) => tracing::debug!(error = %e, "upgraded connection ended with an error"),
+            }
+        }
+        Err(e) => tracing::warn!(error = %e, "protocol upgrade failed"),
+    }
+}
+
+/// The proxy's own response for a failure, with a short text body.
+pub fn error(mut ex: Exchange, kind: ErrorKind) -> Response<ResponseBody> {
+    let status = kind.status();
+    ex.status = status.as_u16();
+    ex.error = Some(kind);
+    ex.outcome_pending = false;
+    if kind.source() == ErrorSource::Client {
+        stats::client_error(kind.metric_kind());
+    }
+    let text = match (kind, ex.site) {
+        (
+            ErrorKind::AllDown
+            | ErrorKind::NoNodes
+            | ErrorKind::QueueTimeout
+            | ErrorKind::QosQueueFull
+            | ErrorKind::QosTimeout,
+            Some(site),
+        ) => {
+            let name = ex.snap.site_names.get(site).map_or("?", |n| n);
+            let qos = &ex.snap.config.qos;
+            Bytes::from(match kind {
+                ErrorKind::NoNodes => format!("service unavailable: site `{name}` has no nodes\n"),
+                ErrorKind::QueueTimeout => {
+                    format!("service unavailable: every node of site `{name}` is busy\n")
+                }
+                ErrorKind::QosQueueFull => format!(
+                    "service unavailable: the proxy is at its request limit (qos.max_inflight = {}) and site `{name}` already has {} requests waiting (qos.max_queue)\n",
+                    qos.max_inflight, qos.max_queue
+                ),
+                ErrorKind::QosTimeout => format!(
+                    "service unavailable: the proxy is at its request limit (qos.max_inflight = {}) and no slot came free for site `{name}` within timeouts.queue\n",
+                    qos.max_inflight
+                ),
+                _ => format!("service unavailable: no node of site `{name}` is up\n"),
+            })
+        }
+        _ => Bytes::from_static(kind.message().as_bytes()),
+    };
+    let via = ex.snap.via_response.clone();
+    let close = kind.source() == ErrorSource::Client && ex.version != Version::HTTP_2;
+    let len = text.len();
+    let mut resp = Response::new(ResponseBody::full(text, ex));
+    *resp.status_mut() = status;
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert(header::VIA, via);
+    if kind.overload() {
+        h.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    }
+    if close {
+        h.insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    resp
+}
+
+#[cfg(test)]
+mod tests;

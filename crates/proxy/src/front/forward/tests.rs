@@ -1,0 +1,26 @@
+use super::*;
+
+#[test]
+fn tried_nodes_hold_two_without_duplicates() {
+    let mut t = Tried::default();
+    t.insert(3);
+    t.insert(3);
+    assert_eq!(t.as_slice(), &[3]);
+    t.insert(5);
+    t.insert(7); // beyond one retry: ignored
+    assert_eq!(t.as_slice(), &[3, 5]);
+    t.remove(3);
+    assert_eq!(t.as_slice(), &[5]);
+    t.remove(9);
+    assert_eq!(t.len(), 1);
+}
+
+#[test]
+fn head_size_counts_request_line_and_headers() {
+    let req = Request::get("/abc?x=1")
+        .header("host", "example.com")
+        .body(())
+        .unwrap();
+    // "GET /abc?x=1 HTTP/1.1\r\n" + "host: example.com\r\n" + "\r\n"
+    assert_eq!(head_size(&req), 3 + 8 + 12 + (4 + 11 + 4) + 2);
+}

@@ -1,0 +1,202 @@
+//! Header rewriting between client and node: hop-by-hop removal (RFC 9110
+//! §7.6.1), `X-Forwarded-For`/`X-Forwarded-Proto`, `Forwarded` (RFC 7239)
+//! and `Via`.
+
+use std::fmt::Write as _;
+use std::net::IpAddr;
+
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::Version;
+
+static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+static PROXY_CONNECTION: HeaderName = HeaderName::from_static("proxy-connection");
+static KEEP_ALIVE: HeaderName = HeaderName::from_static("keep-alive");
+
+/// Whether the request asks for a protocol upgrade (WebSocket and the like):
+/// HTTP/1.1 with `Connection: upgrade` and an `Upgrade` header.
+pub fn is_upgrade_request(version: Version, headers: &HeaderMap) -> bool {
+    version == Version::HTTP_11
+        && headers.contains_key(header::UPGRADE)
+        && connection_has(headers, "upgrade")
+}
+
+/// Whether any `Connection` header lists `token` (case-insensitive).
+pub fn connection_has(headers: &HeaderMap, token: &str) -> bool {
+    headers.get_all(header::CONNECTION).iter().any(|v| {
+        v.to_str()
+            .map(|s| s.split(',').any(|t| t.trim().eq_ignore_ascii_case(token)))
+            .unwrap_or(false)
+    })
+}
+
+/// Removes hop-by-hop headers: `Connection` and every header it names,
+/// `Keep-Alive`, `Proxy-Connection`, `TE` (unless it is just `trailers`),
+/// `Trailer`, `Transfer-Encoding`, and `Upgrade` unless `upgrade` is set,
+/// in which case `Connection: upgrade` is kept so the node sees the upgrade.
+pub fn strip_hop_by_hop(headers: &mut HeaderMap, upgrade: bool) {
+    if headers.contains_key(header::CONNECTION) {
+        let mut named: Vec<HeaderName> = Vec::new();
+        for v in headers.get_all(header::CONNECTION) {
+            let Ok(s) = v.to_str() else { continue };
+            for t in s.split(',') {
+                let t = t.trim();
+                if t.is_empty()
+                    || t.eq_ignore_ascii_case("close")
+                    || t.eq_ignore_ascii_case("keep-alive")
+                    || t.eq_ignore_ascii_case("upgrade")
+                {
+                    continue;
+                }
+                if let Ok(name) = HeaderName::from_bytes(t.to_ascii_lowercase().as_bytes()) {
+                    named.push(name);
+                }
+            }
+        }
+        for name in named {
+            headers.remove(name);
+        }
+        headers.remove(header::CONNECTION);
+    }
+    headers.remove(&KEEP_ALIVE);
+    headers.remove(&PROXY_CONNECTION);
+    headers.remove(header::TRAILER);
+    headers.remove(header::TRANSFER_ENCODING);
+    if let Some(te) = headers.get(header::TE) {
+        let only_trailers = te
+            .to_str()
+            .map(|s| s.trim().eq_ignore_ascii_case("trailers"))
+            .unwrap_or(false);
+        if !only_trailers || headers.get_all(header::TE).iter().count() > 1 {
+            headers.remove(header::TE);
+        }
+    }
+    if upgrade {
+        headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+    } else {
+        headers.remove(header::UPGRADE);
+    }
+}
+
+/// Appends `value` to a comma-separated list header, merging existing
+/// lines into one (many applications read only the first line).
+fn append_list(headers: &mut HeaderMap, name: &HeaderName, value: String) {
+    let mut joined = String::new();
+    for v in headers.get_all(name) {
+        if let Ok(s) = v.to_str() {
+            let s = s.trim();
+            if !s.is_empty() {
+                joined.push_str(s);
+                joined.push_str(", ");
+            }
+        }
+    }
+    let text = if joined.is_empty() {
+        value
+    } else {
+        joined.push_str(&value);
+        joined
+    };
+    // Takes the buffer over without copying it.
+    if let Ok(v) = HeaderValue::from_maybe_shared(bytes::Bytes::from(text)) {
+        headers.insert(name.clone(), v);
+    }
+}
+
+/// What the forwarding headers say about one client connection, formatted
+/// once per connection rather than once per request.
+#[derive(Debug, Clone)]
+pub struct ClientId {
+    /// The client address as `X-Forwarded-For` wants it.
+    ip: HeaderValue,
+    /// `for=…;proto=…`, the constant part of the `Forwarded` element.
+    for_proto: String,
+    proto: &'static str,
+}
+
+impl ClientId {
+    /// For a client at `client` connected over `proto` ("http"/"https").
+    /// IPv4-mapped IPv6 addresses are shown as IPv4.
+    pub fn new(client: IpAddr, proto: &'static str) -> ClientId {
+        let ip = client.to_canonical();
+        let ip_text = ip.to_string();
+        let for_proto = match ip {
+            IpAddr::V4(_) => format!("for={ip_text};proto={proto}"),
+            IpAddr::V6(_) => format!("for=\"[{ip_text}]\";proto={proto}"),
+        };
+        ClientId {
+            ip: HeaderValue::from_maybe_shared(bytes::Bytes::from(ip_text))
+                .unwrap_or_else(|_| HeaderValue::from_static("unknown")),
+            for_proto,
+            proto,
+        }
+    }
+}
+
+/// Adds `X-Forwarded-For` (appended), `X-Forwarded-Proto` (replaced) and a
+/// `Forwarded` element (appended) for a request from `client` with the
+/// given Host.
+pub fn add_forwarding(headers: &mut HeaderMap, client: &ClientId, host: Option<&str>) {
+    if headers.contains_key(&X_FORWARDED_FOR) {
+        let ip = client.ip.to_str().unwrap_or("unknown").to_string();
+        append_list(headers, &X_FORWARDED_FOR, ip);
+    } else {
+        headers.insert(X_FORWARDED_FOR.clone(), client.ip.clone());
+    }
+    headers.insert(
+        X_FORWARDED_PROTO.clone(),
+        HeaderValue::from_static(client.proto),
+    );
+    let mut fwd = String::with_capacity(client.for_proto.len() + host.map_or(0, |h| h.len() + 8));
+    fwd.push_str(&client.for_proto);
+    if let Some(h) = host {
+        if is_token(h) {
+            let _ = write!(fwd, ";host={h}");
+        } else if h
+            .bytes()
+            .all(|b| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\')
+        {
+            let _ = write!(fwd, ";host=\"{h}\"");
+        }
+    }
+    append_list(headers, &header::FORWARDED, fwd);
+}
+
+/// Appends this proxy to `Via`.
+pub fn add_via(headers: &mut HeaderMap, via: &HeaderValue) {
+    if headers.contains_key(header::VIA) {
+        if let Ok(v) = via.to_str() {
+            append_list(headers, &header::VIA, v.to_string());
+            return;
+        }
+    }
+    headers.insert(header::VIA, via.clone());
+}
+
+/// RFC 7230 token characters.
+fn is_token(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes().all(|b| {
+            b.is_ascii_alphanumeric()
+                || matches!(
+                    b,
+                    b'!' | b'#'
+                        | b'$'
+                        | b'%'
+                        | b'&'
+                        | b'\''
+                        | b'*'
+                        | b'+'
+                        | b'-'
+                        | b'.'
+                        | b'^'
+                        | b'_'
+                        | b'`'
+                        | b'|'
+                        | b'~'
+                )
+        })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,83 @@
+use super::*;
+
+fn map(pairs: &[(&str, &str)]) -> HeaderMap {
+    let mut h = HeaderMap::new();
+    for (k, v) in pairs {
+        h.append(
+            HeaderName::from_bytes(k.as_bytes()).unwrap(),
+            HeaderValue::from_str(v).unwrap(),
+        );
+    }
+    h
+}
+
+#[test]
+fn strips_hop_by_hop_and_connection_listed() {
+    let mut h = map(&[
+        ("connection", "keep-alive, X-Secret"),
+        ("x-secret", "1"),
+        ("keep-alive", "timeout=5"),
+        ("proxy-connection", "keep-alive"),
+        ("te", "gzip"),
+        ("trailer", "x-sum"),
+        ("transfer-encoding", "chunked"),
+        ("upgrade", "websocket"),
+        ("x-kept", "yes"),
+    ]);
+    strip_hop_by_hop(&mut h, false);
+    assert_eq!(h.len(), 1, "{h:?}");
+    assert_eq!(h["x-kept"], "yes");
+
+    let mut h = map(&[("te", "trailers")]);
+    strip_hop_by_hop(&mut h, false);
+    assert_eq!(h["te"], "trailers");
+}
+
+#[test]
+fn keeps_upgrade_for_upgrades() {
+    let mut h = map(&[("connection", "Upgrade"), ("upgrade", "websocket")]);
+    assert!(is_upgrade_request(Version::HTTP_11, &h));
+    assert!(!is_upgrade_request(Version::HTTP_10, &h));
+    strip_hop_by_hop(&mut h, true);
+    assert_eq!(h["connection"], "upgrade");
+    assert_eq!(h["upgrade"], "websocket");
+}
+
+#[test]
+fn forwarding_headers_append() {
+    let mut h = map(&[
+        ("x-forwarded-for", "10.0.0.1"),
+        ("forwarded", "for=10.0.0.1"),
+    ]);
+    let id = ClientId::new("192.0.2.7".parse().unwrap(), "https");
+    add_forwarding(&mut h, &id, Some("example.com:8443"));
+    assert_eq!(h["x-forwarded-for"], "10.0.0.1, 192.0.2.7");
+    assert_eq!(h["x-forwarded-proto"], "https");
+    assert_eq!(
+        h["forwarded"],
+        "for=10.0.0.1, for=192.0.2.7;proto=https;host=\"example.com:8443\""
+    );
+    let mut h = HeaderMap::new();
+    add_forwarding(
+        &mut h,
+        &ClientId::new("::1".parse().unwrap(), "http"),
+        Some("a.example"),
+    );
+    assert_eq!(h["forwarded"], "for=\"[::1]\";proto=http;host=a.example");
+    // IPv4-mapped IPv6 peers are logged as IPv4.
+    let mut h = HeaderMap::new();
+    let id = ClientId::new("::ffff:192.0.2.1".parse().unwrap(), "http");
+    add_forwarding(&mut h, &id, None);
+    assert_eq!(h["x-forwarded-for"], "192.0.2.1");
+}
+
+#[test]
+fn via_appends() {
+    let via = HeaderValue::from_static("1.1 rdmalb");
+    let mut h = map(&[("via", "1.0 fred")]);
+    add_via(&mut h, &via);
+    assert_eq!(h["via"], "1.0 fred, 1.1 rdmalb");
+    let mut h = HeaderMap::new();
+    add_via(&mut h, &via);
+    assert_eq!(h["via"], "1.1 rdmalb");
+}

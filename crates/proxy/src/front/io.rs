@@ -1,0 +1,349 @@
+//! The client connection's byte stream, wrapped to enforce the timeouts
+//! hyper does not express the way a load balancer needs them:
+//!
+//! - **request head** (`timeouts.http_request`, slowloris guard): from the
+//!   first byte of a request head until hyper hands the parsed head to the
+//!   service. When it expires this wrapper writes `408 Request Timeout`
+//!   itself and then reports end-of-stream, so the client gets a status
+//!   rather than a silent close (hyper's own header timeout only closes);
+//! - **keep-alive idle** (`timeouts.keep_alive`): no byte of a next request
+//!   arrives; closed silently, like HAProxy;
+//! - **client write** (`timeouts.client`): the client stops reading a
+//!   response.
+//!
+//! The wrapper learns where a request starts and ends from [`ConnShared`],
+//! which the request service updates (a request is active from the service
+//! call until its response body ended or was dropped). HTTP/2 connections
+//! (ALPN or the prior-knowledge preface) and upgraded connections skip the
+//! head and idle timers: HTTP/2 multiplexes and has its own flow control.
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use pin_project_lite::pin_project;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::time::Sleep;
+
+/// Written when a request head does not arrive in time.
+const REQUEST_TIMEOUT_REPLY: &[u8] = b"HTTP/1.1 408 Request Timeout\r\ncontent-type: text/plain\r\ncontent-length: 16\r\nconnection: close\r\n\r\nrequest timeout\n";
+
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n";
+
+/// State of one client connection shared between its byte stream and the
+/// request service.
+#[derive(Debug)]
+pub struct ConnShared {
+    /// When the connection was accepted.
+    pub accepted: Instant,
+    /// Requests whose response has not finished yet.
+    pub active: AtomicUsize,
+    /// Requests started on this connection (also a generation number).
+    pub started: AtomicU64,
+    /// The connection was upgraded (WebSocket...): it is a tunnel now.
+    pub upgraded: AtomicBool,
+    /// When the first byte of the current request head arrived, in
+    /// nanoseconds since `accepted` (for the `Tq` timer).
+    pub head_at: AtomicU64,
+    /// This wrapper answered 408 and closed.
+    pub timed_out: AtomicBool,
+    /// The client speaks HTTP/2 (ALPN or prior knowledge).
+    pub h2: AtomicBool,
+}
+
+impl ConnShared {
+    pub fn new(accepted: Instant) -> Self {
+        ConnShared {
+            accepted,
+            active: AtomicUsize::new(0),
+            started: AtomicU64::new(0),
+            upgraded: AtomicBool::new(false),
+            head_at: AtomicU64::new(0),
+            timed_out: AtomicBool::new(false),
+            h2: AtomicBool::new(false),
+        }
+    }
+
+    /// Marks the start of a request (the service was called).
+    pub fn request_started(&self) {
+        self.started.fetch_add(1, Ordering::AcqRel);
+        self.active.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Marks the end of a request (its response body ended or was dropped).
+    pub fn request_finished(&self) {
+        self.active.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// Time since the current head's first byte.
+    pub fn head_elapsed(&self, now: Instant) -> Duration {
+        let at = Duration::from_nanos(self.head_at.load(Ordering::Relaxed));
+        now.saturating_duration_since(self.accepted + at)
+    }
+}
+
+/// Timeouts the wrapper enforces.
+#[derive(Debug, Clone, Copy)]
+pub struct IoTimeouts {
+    pub http_request: Duration,
+    pub keep_alive: Duration,
+    pub client: Duration,
+}
+
+pin_project! {
+    /// A client stream with head, idle and write timeouts.
+    pub struct ConnIo<S> {
+        #[pin]
+        inner: S,
+        shared: std::sync::Arc<ConnShared>,
+        timeouts: IoTimeouts,
+        // HTTP/2 (no head/idle timers).
+        h2: bool,
+        sniffed: bool,
+        // Bytes of the HTTP/2 preface seen so far.
+        matched: usize,
+        // Generation (`shared.started`) the head state below belongs to.
+        generation: u64,
+        head_bytes: bool,
+        read_armed: bool,
+        read_timer: Option<Pin<Box<Sleep>>>,
+        write_armed: bool,
+        write_timer: Option<Pin<Box<Sleep>>>,
+        write_blocked: bool,
+        // Progress of the 408 reply once the head timer fired.
+        reply: Option<usize>,
+    }
+}
+
+impl<S> ConnIo<S> {
+    /// Wraps `inner`; `h2` when ALPN already chose HTTP/2.
+    pub fn new(
+        inner: S,
+        shared: std::sync::Arc<ConnShared>,
+        timeouts: IoTimeouts,
+        h2: bool,
+    ) -> Self {
+        ConnIo {
+            inner,
+            shared,
+            timeouts,
+            h2,
+            sniffed: h2,
+            matched: 0,
+            generation: 0,
+            head_bytes: false,
+            read_armed: false,
+            read_timer: None,
+            write_armed: false,
+            write_timer: None,
+            write_blocked: false,
+            reply: None,
+        }
+    }
+}
+
+fn arm(timer: &mut Option<Pin<Box<Sleep>>>, deadline: tokio::time::Instant) {
+    match timer {
+        Some(t) => t.as_mut().reset(deadline),
+        None => *timer = Some(Box::pin(tokio::time::sleep_until(deadline))),
+    }
+}
+
+fn fired(timer: &mut Option<Pin<Box<Sleep>>>, cx: &mut Context<'_>) -> bool {
+    timer
+        .as_mut()
+        .is_some_and(|t| t.as_mut().poll(cx).is_ready())
+}
+
+impl<S: AsyncRead + AsyncWrite> ConnIo<S> {
+    /// Writes the 408 reply, then reports end-of-stream.
+    fn poll_reply(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let mut this = self.project();
+        let Some(off) = this.reply.as_mut() else {
+            return Poll::Ready(Ok(()));
+        };
+        while *off < REQUEST_TIMEOUT_REPLY.len() {
+            match this
+                .inner
+                .as_mut()
+                .poll_write(cx, &REQUEST_TIMEOUT_REPLY[*off..])
+            {
+                Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => {
+                    *off = REQUEST_TIMEOUT_REPLY.len() + 1;
+                    return Poll::Ready(Ok(()));
+                }
+                Poll::Ready(Ok(n)) => *off += n,
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        if *off == REQUEST_TIMEOUT_REPLY.len() {
+            match this.inner.as_mut().poll_flush(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(_) => *off += 1,
+            }
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite> AsyncRead for ConnIo<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        if self.reply.is_some() {
+            return self.poll_reply(cx);
+        }
+        let this = self.as_mut().project();
+        let before = buf.filled().len();
+        let res = this.inner.poll_read(cx, buf);
+        if !*this.sniffed {
+            // Decide HTTP/2 only on the whole preface, which may arrive in
+            // pieces: a slow HTTP/1 client sending "P" must keep its timers.
+            let got = &buf.filled()[before..];
+            let want = &H2_PREFACE[*this.matched..];
+            let n = got.len().min(want.len());
+            if got[..n] != want[..n] {
+                *this.sniffed = true;
+            } else {
+                *this.matched += n;
+                if *this.matched == H2_PREFACE.len() {
+                    *this.sniffed = true;
+                    *this.h2 = true;
+                    this.shared.h2.store(true, Ordering::Relaxed);
+                }
+            }
+        }
+        if *this.h2 || this.shared.upgraded.load(Ordering::Relaxed) {
+            return res;
+        }
+        let generation = this.shared.started.load(Ordering::Acquire);
+        if generation != *this.generation {
+            *this.generation = generation;
+            *this.head_bytes = false;
+            *this.read_armed = false;
+        }
+        let idle = this.shared.active.load(Ordering::Acquire) == 0;
+        match res {
+            Poll::Ready(Ok(())) => {
+                if idle && !*this.head_bytes && buf.filled().len() > before {
+                    // First byte of a request head: the head timer starts.
+                    let now = Instant::now();
+                    *this.head_bytes = true;
+                    let since = now.saturating_duration_since(this.shared.accepted);
+                    this.shared
+                        .head_at
+                        .store(since.as_nanos() as u64, Ordering::Relaxed);
+                    arm(this.read_timer, (now + this.timeouts.http_request).into());
+                    *this.read_armed = true;
+                }
+                Poll::Ready(Ok(()))
+            }
+            Poll::Pending => {
+                if !idle {
+                    // A request is in progress: hyper reads its body (the
+                    // body wrapper enforces `timeouts.client`) or watches for
+                    // a close while the response is produced.
+                    *this.read_armed = false;
+                    *this.head_bytes = false;
+                    return Poll::Pending;
+                }
+                if !*this.read_armed {
+                    let wait = if generation == 0 {
+                        this.timeouts.http_request
+                    } else {
+                        this.timeouts.keep_alive
+                    };
+                    arm(this.read_timer, (Instant::now() + wait).into());
+                    *this.read_armed = true;
+                }
+                if !fired(this.read_timer, cx) {
+                    return Poll::Pending;
+                }
+                if *this.head_bytes && !*this.write_blocked {
+                    tracing::debug!("request head timeout: answering 408");
+                    this.shared.timed_out.store(true, Ordering::Relaxed);
+                    *this.reply = Some(0);
+                    return self.poll_reply(cx);
+                }
+                // Idle keep-alive connection: end it quietly.
+                Poll::Ready(Ok(()))
+            }
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+        }
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite> ConnIo<S> {
+    fn guard_write<T>(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        res: Poll<io::Result<T>>,
+    ) -> Poll<io::Result<T>> {
+        let this = self.project();
+        match res {
+            Poll::Pending => {
+                *this.write_blocked = true;
+                if !*this.write_armed {
+                    arm(
+                        this.write_timer,
+                        (Instant::now() + this.timeouts.client).into(),
+                    );
+                    *this.write_armed = true;
+                }
+                if fired(this.write_timer, cx) {
+                    return Poll::Ready(Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "client stopped reading (timeouts.client)",
+                    )));
+                }
+                Poll::Pending
+            }
+            ready => {
+                *this.write_blocked = false;
+                *this.write_armed = false;
+                ready
+            }
+        }
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite> AsyncWrite for ConnIo<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let res = self.as_mut().project().inner.poll_write(cx, buf);
+        self.guard_write(cx, res)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let res = self.as_mut().project().inner.poll_write_vectored(cx, bufs);
+        self.guard_write(cx, res)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let res = self.as_mut().project().inner.poll_flush(cx);
+        self.guard_write(cx, res)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.project().inner.poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,357 @@
+//! Client-facing listeners: bind, accept (bounded by
+//! `limits.max_connections`), TLS handshake, and one hyper connection per
+//! client speaking HTTP/1.1 or HTTP/2 (prior knowledge on plain listeners,
+//! ALPN on TLS ones). On shutdown the accept loop stops (so new connections
+//! are refused) and every connection is asked to finish gracefully.
+
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch, Semaphore};
+use tokio_rustls::TlsAcceptor;
+
+use super::access_log::AccessRecord;
+use super::error::ProxyError;
+use super::io::{ConnIo, ConnShared, IoTimeouts};
+use super::state::{ConnCtx, Runtime};
+use super::{forward, stats, tls};
+use crate::config::{Config, Listener};
+
+/// A listener bound at start-up.
+pub struct Bound {
+    pub name: Arc<str>,
+    pub addr: SocketAddr,
+    tcp: std::net::TcpListener,
+    tls: Option<TlsAcceptor>,
+}
+
+/// Binds every listener (and loads their certificates) before anything is
+/// served, so a bad address or certificate stops start-up with a clear error.
+pub fn bind_all(config: &Config) -> Result<Vec<Bound>, ProxyError> {
+    config.listeners.iter().map(bind).collect()
+}
+
+fn bind(l: &Listener) -> Result<Bound, ProxyError> {
+    let err = |source| ProxyError::Bind {
+        listener: l.name.clone(),
+        addr: l.listen,
+        source,
+    };
+    let tcp = bind_std(l.listen).map_err(err)?;
+    let addr = tcp.local_addr().map_err(err)?;
+    let tls = match &l.tls {
+        None => None,
+        Some(t) => Some(TlsAcceptor::from(tls::server_config(&l.name, t)?)),
+    };
+    Ok(Bound {
+        name: Arc::from(l.name.as_str()),
+        addr,
+        tcp,
+        tls,
+    })
+}
+
+/// A non-blocking listening socket with `SO_REUSEADDR` (restarts do not
+/// wait for TIME_WAIT) and a deep accept backlog.
+pub fn bind_std(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::STREAM,
+        Some(socket2::Protocol::TCP),
+    )?;
+    socket.set_reuse_address(true)?;
+    if addr.is_ipv6() {
+        socket.set_only_v6(true)?;
+    }
+    socket.bind(&addr.into())?;
+    socket.listen(4096)?;
+    socket.set_nonblocking(true)?;
+    Ok(socket.into())
+}
+
+/// [`bind_std`] registered with the current Tokio runtime.
+pub fn bind_tcp(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    TcpListener::from_std(bind_std(addr)?)
+}
+
+/// What every worker shares about one listener.
+pub struct Shared {
+    pub name: Arc<str>,
+    pub addr: SocketAddr,
+    tcp: std::net::TcpListener,
+    tls: Option<TlsAcceptor>,
+    builder: auto::Builder<TokioExecutor>,
+    limit: Arc<Semaphore>,
+    gauge: metrics::Gauge,
+    timeouts: IoTimeouts,
+}
+
+impl Shared {
+    pub fn new(bound: Bound, config: &Config) -> Shared {
+        Shared {
+            gauge: metrics::gauge!("rdmalb_connections", "listener" => bound.name.to_string()),
+            name: bound.name,
+            addr: bound.addr,
+            tcp: bound.tcp,
+            tls: bound.tls,
+            builder: builder(config),
+            limit: Arc::new(Semaphore::new(config.limits.max_connections)),
+            timeouts: IoTimeouts {
+                http_request: config.timeouts.http_request,
+                keep_alive: config.timeouts.keep_alive,
+                client: config.timeouts.client,
+            },
+        }
+    }
+}
+
+thread_local! {
+    /// 1-based id of the worker thread running on this thread (0 = none):
+    /// picks the worker's own idle-connection stack in the node pools.
+    static WORKER: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// The id of the current worker (0 outside the workers).
+pub fn worker_id() -> usize {
+    WORKER.with(|w| w.get())
+}
+
+/// Runs one worker: a current-thread runtime (no work stealing, no
+/// cross-thread wakeups between a client connection and its node
+/// connections) accepting on every listener — each worker registers its
+/// own handle of the shared listening socket — until shutdown, then until
+/// its own connections have ended.
+pub fn worker(
+    id: usize,
+    rt: tokio::runtime::Runtime,
+    listeners: Vec<Arc<Shared>>,
+    runtime: Arc<Runtime>,
+    shutdown: watch::Receiver<bool>,
+    drain: mpsc::Sender<()>,
+) {
+    WORKER.with(|w| w.set(id + 1));
+    rt.block_on(async move {
+        let (local, mut done) = mpsc::channel::<()>(1);
+        for l in listeners {
+            let tcp = l.tcp.try_clone().and_then(TcpListener::from_std);
+            match tcp {
+                Ok(tcp) => {
+                    tokio::spawn(serve(
+                        l,
+                        tcp,
+                        Arc::clone(&runtime),
+                        shutdown.clone(),
+                        drain.clone(),
+                        local.clone(),
+                    ));
+                }
+                Err(e) => tracing::error!(listener = %l.name, worker = id, error = %e, "worker cannot accept on this listener"),
+            }
+        }
+        drop(local);
+        drop(drain);
+        // Every accept loop and connection of this worker holds `local`.
+        let _ = done.recv().await;
+    });
+}
+
+fn builder(config: &Config) -> auto::Builder<TokioExecutor> {
+    let limits = &config.limits;
+    let mut b = auto::Builder::new(TokioExecutor::new());
+    b.http1()
+        .timer(TokioTimer::new())
+        // The head timeout is enforced by `ConnIo`, which answers 408.
+        .header_read_timeout(None)
+        .keep_alive(true)
+        .max_headers(limits.max_headers)
+        // hyper's floor is 8 KiB; heads between the configured limit and
+        // that floor are refused by the service with the same 431.
+        .max_buf_size(limits.max_header_bytes.max(8192));
+    b.http2()
+        .timer(TokioTimer::new())
+        .max_header_list_size(limits.max_header_bytes.min(u32::MAX as usize) as u32)
+        .max_concurrent_streams(256)
+        .keep_alive_interval(Some(config.timeouts.keep_alive))
+        .keep_alive_timeout(config.timeouts.client);
+    b
+}
+
+/// Accepts connections until `shutdown` turns true. Each connection task
+/// holds clones of `drain` (the process waits for it) and `local` (the
+/// worker thread waits for it).
+async fn serve(
+    l: Arc<Shared>,
+    tcp: TcpListener,
+    runtime: Arc<Runtime>,
+    mut shutdown: watch::Receiver<bool>,
+    drain: mpsc::Sender<()>,
+    local: mpsc::Sender<()>,
+) {
+    loop {
+        let permit = tokio::select! {
+            p = Arc::clone(&l.limit).acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+            _ = rdmalb_base::shutdown::requested(&mut shutdown) => break,
+        };
+        let (stream, client) = tokio::select! {
+            r = tcp.accept() => match r {
+                Ok(x) => x,
+                Err(e) => {
+                    // EMFILE and friends: back off instead of spinning.
+                    tracing::warn!(listener = %l.name, error = %e, "accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                    continue;
+                }
+            },
+            _ = rdmalb_base::shutdown::requested(&mut shutdown) => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let tls = l.tls.is_some();
+        let ctx = Arc::new(ConnCtx {
+            proxy: Arc::clone(&runtime),
+            client,
+            listener: Arc::clone(&l.name),
+            tls,
+            client_id: super::headers::ClientId::new(
+                client.ip(),
+                if tls { "https" } else { "http" },
+            ),
+            conn: Arc::new(ConnShared::new(Instant::now())),
+        });
+        let l = Arc::clone(&l);
+        let shutdown = shutdown.clone();
+        let drain = drain.clone();
+        let local = local.clone();
+        l.gauge.increment(1.0);
+        tokio::spawn(async move {
+            connection(stream, &l, ctx, shutdown).await;
+            l.gauge.decrement(1.0);
+            drop(permit);
+            drop(drain);
+            drop(local);
+        });
+    }
+    tracing::debug!(listener = %l.name, address = %l.addr, "accept loop stopped");
+}
+
+async fn connection(
+    stream: TcpStream,
+    l: &Shared,
+    ctx: Arc<ConnCtx>,
+    shutdown: watch::Receiver<bool>,
+) {
+    let timeouts = l.timeouts;
+    match &l.tls {
+        None => {
+            let io = ConnIo::new(stream, Arc::clone(&ctx.conn), timeouts, false);
+            drive(io, ctx, &l.builder, timeouts.keep_alive, shutdown).await;
+        }
+        Some(acceptor) => {
+            let accepted =
+                tokio::time::timeout(timeouts.http_request, acceptor.accept(stream)).await;
+            let stream = match accepted {
+                Ok(Ok(s)) => s,
+                Ok(Err(e)) => {
+                    tracing::debug!(client = %ctx.client, listener = %ctx.listener, error = %e, "TLS handshake failed");
+                    stats::client_error("tls");
+                    return;
+                }
+                Err(_) => {
+                    tracing::debug!(client = %ctx.client, listener = %ctx.listener, "TLS handshake timed out");
+                    stats::client_error("tls");
+                    return;
+                }
+            };
+            let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
+            let io = ConnIo::new(stream, Arc::clone(&ctx.conn), timeouts, h2);
+            drive(io, ctx, &l.builder, timeouts.keep_alive, shutdown).await;
+        }
+    }
+}
+
+/// Serves one connection; on shutdown asks it to finish gracefully (HTTP/1
+/// closes after the in-flight response, HTTP/2 sends GOAWAY).
+async fn drive<I>(
+    io: I,
+    ctx: Arc<ConnCtx>,
+    builder: &auto::Builder<TokioExecutor>,
+    idle_limit: std::time::Duration,
+    mut shutdown: watch::Receiver<bool>,
+) where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let svc_ctx = Arc::clone(&ctx);
+    let svc = service_fn(move |req| forward::handle(Arc::clone(&svc_ctx), req));
+    let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), svc);
+    tokio::pin!(conn);
+    // HTTP/2 has no per-request read to time out on: an HTTP/2 connection
+    // that started no request for `keep_alive` is sent GOAWAY instead.
+    let idle = idle_limit;
+    let mut seen = u64::MAX;
+    let result = loop {
+        tokio::select! {
+            // Polled first: the connection is what wakes this task.
+            biased;
+            r = conn.as_mut() => break r,
+            _ = rdmalb_base::shutdown::requested(&mut shutdown) => {
+                conn.as_mut().graceful_shutdown();
+                break conn.await;
+            }
+            _ = tokio::time::sleep(idle) => {
+                let started = ctx.conn.started.load(Ordering::Relaxed);
+                let h2 = ctx.conn.h2.load(Ordering::Relaxed);
+                if h2 && started == seen && ctx.conn.active.load(Ordering::Relaxed) == 0 {
+                    tracing::debug!(client = %ctx.client, listener = %ctx.listener, "idle HTTP/2 connection: GOAWAY");
+                    conn.as_mut().graceful_shutdown();
+                    break conn.await;
+                }
+                seen = started;
+            }
+        }
+    };
+    if ctx.conn.timed_out.load(Ordering::Relaxed) {
+        head_failure(&ctx, 408, "cR", "408");
+        return;
+    }
+    let Err(e) = result else { return };
+    match e.downcast_ref::<hyper::Error>() {
+        // hyper answered these itself (431/400) before closing.
+        Some(h) if h.is_parse_too_large() => head_failure(&ctx, 431, "PR", "431"),
+        Some(h) if h.is_parse() => head_failure(&ctx, 400, "PR", "400"),
+        _ => {
+            tracing::debug!(client = %ctx.client, listener = %ctx.listener, error = %e, "client connection ended with an error")
+        }
+    }
+}
+
+/// Accounts for a request whose head never reached the service.
+fn head_failure(ctx: &ConnCtx, status: u16, termination: &'static str, kind: &'static str) {
+    stats::client_error(kind);
+    tracing::debug!(client = %ctx.client, listener = %ctx.listener, status, "bad request head");
+    if ctx.proxy.access.enabled() {
+        let tq = super::exchange::ms(ctx.conn.head_elapsed(Instant::now()));
+        ctx.proxy.access.log(AccessRecord {
+            client: ctx.client,
+            date: SystemTime::now(),
+            listener: Arc::clone(&ctx.listener),
+            site: None,
+            node: None,
+            timers: [tq, -1, -1, -1, tq],
+            status,
+            bytes: 0,
+            termination,
+            method: None,
+            target: String::new(),
+            version: http::Version::HTTP_11,
+        });
+    }
+}

@@ -1,0 +1,73 @@
+
+use super::*;
+use std::path::Path;
+
+fn config(extra: &str) -> Config {
+    let text = format!(
+        r#"
+[[listener]]
+listen = "127.0.0.1:8080"
+
+[[site]]
+name = "www"
+hosts = ["www.example.com", "example.com"]
+
+[[site]]
+name = "api"
+hosts = ["www.example.com"]
+path_prefixes = ["/api/", "/api/v2/"]
+
+[[site]]
+name = "wild"
+hosts = ["*.example.com"]
+
+[[site]]
+name = "deep"
+hosts = ["*.eu.example.com"]
+path_prefixes = ["/static/"]
+{extra}
+"#
+    );
+    crate::config::parse(&text, Path::new("/tmp/t.toml")).expect("valid config")
+}
+
+#[test]
+fn exact_wildcard_prefix_and_default() {
+    let c = config("");
+    let t = RouteTable::build(&c);
+    assert_eq!(t.route(Some("www.example.com"), "/"), Some(0));
+    assert_eq!(t.route(Some("WWW.Example.com:8080"), "/x"), Some(0));
+    assert_eq!(t.route(Some("www.example.com"), "/api/x"), Some(1));
+    assert_eq!(t.route(Some("www.example.com"), "/api/v2/x"), Some(1));
+    assert_eq!(t.route(Some("example.com."), "/"), Some(0));
+    assert_eq!(t.route(Some("shop.example.com"), "/"), Some(2));
+    // Longest wildcard suffix wins when its prefix matches ...
+    assert_eq!(t.route(Some("a.eu.example.com"), "/static/x"), Some(3));
+    // ... and falls through to the shorter wildcard when it does not.
+    assert_eq!(t.route(Some("a.eu.example.com"), "/other"), Some(2));
+    // A wildcard does not match the bare domain.
+    assert_eq!(t.route(Some("eu.example.com"), "/static/"), Some(2));
+    assert_eq!(t.route(Some("other.org"), "/"), None);
+    assert_eq!(t.route(None, "/"), None);
+    assert_eq!(t.route(Some(""), "/"), None);
+
+    let c = config("[global]\ndefault_site = \"api\"\n");
+    let t = RouteTable::build(&c);
+    assert_eq!(t.route(Some("other.org"), "/"), Some(1));
+    assert_eq!(t.route(None, "/"), Some(1));
+}
+
+#[test]
+fn normalizes_hosts() {
+    assert_eq!(
+        normalize_host("Example.COM:80").as_deref(),
+        Some("example.com")
+    );
+    assert_eq!(normalize_host("[::1]:8080").as_deref(), Some("[::1]"));
+    assert_eq!(normalize_host("[::1").as_deref(), None);
+    assert_eq!(normalize_host(":80").as_deref(), None);
+    assert!(matches!(
+        normalize_host("plain.example"),
+        Some(std::borrow::Cow::Borrowed(_))
+    ));
+}

@@ -1,0 +1,14 @@
+//! The rdmalb proxy, everything `rdmalb proxy` runs: its configuration
+//! ([`config`]), the load index and node selection ([`balance`]), the
+//! reconfiguration agent ([`reconfig`]) and the HTTP front end that
+//! carries requests ([`front`]).
+//!
+//! Dependencies inside point one way: `config` → `balance` →
+//! `reconfig` and `front` (which also starts the agent). The node window
+//! and its transports are the `rdmalb-window` crate.
+#![deny(unsafe_code)]
+
+pub mod balance;
+pub mod config;
+pub mod front;
+pub mod reconfig;

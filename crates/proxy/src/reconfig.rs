@@ -1,0 +1,144 @@
+//! The reconfiguration agent inside the proxy (DESIGN.md
+//! "Reconfiguration"; seed 001 section 3, seed 003 section 3): it moves idle
+//! nodes of other sites to a site that stays hot, with remote atomics on the
+//! node and proxy windows, so that one high-load event yields exactly one
+//! move however many proxies see it.
+//!
+//! - [`view`]: one node as read in a round (role word, applied epoch, role
+//!   status, load) and the site load derived from it;
+//! - [`history`]: hot-site detection over the history window T;
+//! - [`donor`]: the one donor-choice function (priorities, guarantees,
+//!   multi-stage pulls);
+//! - [`qos`]: per-site offered/served accounting against the guarantees;
+//! - [`protocol`]: the remote-atomic steps (site lock, role CAS, claim
+//!   record, update counters);
+//! - [`agent`]: the loop that observes, plans and applies, plus the admin
+//!   move through the same lock and CAS;
+//! - [`windows`]: where windows come from, this proxy's own window and the
+//!   links to peer proxies;
+//! - [`status`]: counters, metrics names and the `/status` document.
+//!
+//! The role-word protocol shared with the sidecar is
+//! `docs/reconfiguration.md` (and the contract it cites). Depends on
+//! `config`, `window` and `balance`; nothing depends on it but the proxy
+//! wiring.
+
+pub mod agent;
+pub mod donor;
+pub mod history;
+pub mod protocol;
+pub mod qos;
+pub mod status;
+pub mod view;
+pub mod windows;
+
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+pub use agent::{Agent, AgentSettings, ClaimOutcome, MoveError};
+pub use status::AgentStatus;
+pub use windows::{LocalWindow, OwnWindow, PeerLinks, ProxyWindows, WindowSource};
+
+use crate::balance::{Backends, NodeWindows};
+use crate::config::Config;
+use rdmalb_window::{site_table_hash, Psk, ReadPolicy, WindowError};
+
+/// The agent's bound on reading one node (load block retries included); it
+/// is off the request path, so it can wait longer than routing does.
+const AGENT_READ_DEADLINE: Duration = Duration::from_millis(50);
+
+/// A proxy's running reconfiguration: its own window, the links to its
+/// peers and the agent.
+pub struct Reconfiguration {
+    /// The agent (for `/status` and admin moves).
+    pub agent: Arc<Agent>,
+    own: OwnWindow,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Reconfiguration {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reconfiguration")
+            .field("agent", &self.agent)
+            .field("own", &self.own)
+            .finish()
+    }
+}
+
+impl Reconfiguration {
+    /// Creates and serves this proxy's window, links to the peers and starts
+    /// the agent (routing in `routing` follows the role words it reads;
+    /// `demand` is what the data path counts per site, for the QoS rules).
+    /// `config` is the start-up config (the agent's settings and node
+    /// numbering; `[reconfig]` is restart-only), `current` the one in force.
+    /// `None` when no node has a window: there are no role words to follow.
+    /// Errors before anything starts: the window file or tcp port cannot be
+    /// taken, or the PSK file is unusable.
+    pub async fn start(
+        config: &Config,
+        current: Arc<ArcSwap<Config>>,
+        nodes: Arc<NodeWindows>,
+        routing: Arc<ArcSwap<Backends>>,
+        demand: Arc<qos::Demand>,
+        shutdown: watch::Receiver<bool>,
+    ) -> Result<Option<Reconfiguration>, WindowError> {
+        if !config.nodes.iter().any(|n| n.window.is_some()) {
+            return Ok(None);
+        }
+        let psk = config
+            .cluster
+            .psk_file
+            .as_ref()
+            .map(Psk::from_file)
+            .transpose()?;
+        let id = config.global.proxy_id;
+        let site_hash = site_table_hash(&config.site_names());
+        let own = OwnWindow::serve(&config.reconfig.window, id, site_hash, psk.as_ref())?;
+        let peers = Arc::new(PeerLinks::new(id, site_hash, psk, &config.reconfig.peers));
+        peers.connect_missing().await;
+        let mut settings = AgentSettings::from_config(config);
+        settings.read_policy = ReadPolicy {
+            staleness: config.routing.staleness,
+            deadline: AGENT_READ_DEADLINE.max(config.routing.read_deadline),
+            ..ReadPolicy::default()
+        };
+        let source = Arc::new(ProxyWindows {
+            nodes,
+            peers: Arc::clone(&peers),
+            names: config.nodes.iter().map(|n| n.name.clone()).collect(),
+            config: current,
+        });
+        let agent = Arc::new(
+            Agent::new(settings, Arc::clone(own.memory()), source, Some(routing))
+                .with_qos(qos::QosPolicy::from_config(config, demand)),
+        );
+        tracing::info!(
+            proxy_id = id,
+            window_shm = ?config.reconfig.window.shm,
+            window_tcp = ?own.tcp_addr(),
+            peers = config.reconfig.peers.len(),
+            "proxy window served"
+        );
+        let tasks = vec![
+            tokio::spawn(peers.maintain(shutdown.clone())),
+            tokio::spawn(Arc::clone(&agent).watch_roles(shutdown.clone())),
+            tokio::spawn(Arc::clone(&agent).run(shutdown)),
+        ];
+        Ok(Some(Reconfiguration { agent, own, tasks }))
+    }
+
+    /// Waits for the agent and the link keeper to stop (after shutdown).
+    pub async fn join(self) {
+        for t in self.tasks {
+            let _ = t.await;
+        }
+        drop(self.own);
+    }
+}

@@ -1,0 +1,158 @@
+//! Donor choice: which node a hot site takes. One function,
+//! [`choose_donor`], with everything it looks at in one [`DonorQuery`], so
+//! the locking protocol around it never changes with the policy.
+//!
+//! The rules (DESIGN.md "Reconfiguration" step 4 and "QoS"; seed 001
+//! section 3.2, seed 003 sections 4.3-4.4, seed 000 chapter 6):
+//!
+//! - Never a node that is FAILED, SWITCHING, unset, has a stale or unknown
+//!   load block (sidecar gone) or is cooling down after a move; never a node
+//!   of the hot site itself; nothing for a site already at `max_nodes`.
+//! - A donor site never goes below its `min_nodes`, nor below the nodes it
+//!   needs for the part of its own guarantee its demand uses now
+//!   ([`SiteQos::nodes_needed`]: per-node capacity estimated from its served
+//!   rate over its active nodes).
+//! - **Idle** nodes (load under the low watermark) first: the idle pool, then
+//!   the lowest-priority site's, then the lowest load. Idle nodes of any
+//!   priority may go, so when high-priority demand falls its idle nodes flow
+//!   back to a lower-priority site that is hot (seed 000 chapter 6: "when
+//!   the number of high-priority requests is low, the idle nodes can be
+//!   re-allocated to serve lower priority requests").
+//! - **Busy** nodes only for a site that is short of its guarantee while its
+//!   demand exceeds what it is served ([`SiteQos::short`]), and only from
+//!   strictly lower-priority sites, lowest priority first, then the lowest
+//!   load. A site of middle priority that lost a node this way and is then
+//!   short itself pulls from the level below: the multi-stage scheme of seed
+//!   000 chapter 6 ("nodes at priority i + 1 can pull nodes from priority
+//!   i"). Unlike the seed, whose shared state spans only two consecutive
+//!   levels, the agent sees every node each round, so a top site takes
+//!   straight from the lowest level that can give (one move instead of a
+//!   chain of them); the chain remains for when the lowest level cannot.
+
+use super::qos::SiteQos;
+use super::view::{Effective, NodeView};
+use rdmalb_window::SiteSlot;
+
+/// A site's node-count limits (`[[site]] min_nodes`, `max_nodes`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SiteLimits {
+    /// The site never goes below this many nodes by a move.
+    pub min_nodes: usize,
+    /// The site never takes a node beyond this many.
+    pub max_nodes: usize,
+}
+
+/// Everything [`choose_donor`] looks at.
+pub struct DonorQuery<'a> {
+    /// The site that needs a node.
+    pub hot_site: usize,
+    /// This round's view of every node (index = node index; `None` = no
+    /// window or unreadable).
+    pub views: &'a [Option<NodeView>],
+    /// Limits per site index.
+    pub sites: &'a [SiteLimits],
+    /// `[[site]] priority` per site index (higher is more important; a
+    /// missing entry is 0).
+    pub priorities: &'a [u32],
+    /// The last interval's QoS per site index (a missing entry: no
+    /// guarantee, nothing measured).
+    pub qos: &'a [SiteQos],
+    /// Nodes without a window per site: they count for the limits but
+    /// never move.
+    pub fixed: &'a [usize],
+    /// Node load under which a node is idle enough to give away.
+    pub low_watermark: f64,
+    /// Whether node `index` is cooling down after a recent move.
+    pub cooling: &'a dyn Fn(usize) -> bool,
+}
+
+impl DonorQuery<'_> {
+    /// Nodes assigned to `site` (any state but FAILED, so a node on its way
+    /// counts) plus its fixed nodes.
+    fn members(&self, site: usize) -> usize {
+        let moving = self
+            .views
+            .iter()
+            .flatten()
+            .filter(|v| v.role.site.index() == Some(site) && v.effective() != Effective::Failed)
+            .count();
+        moving + self.fixed.get(site).copied().unwrap_or(0)
+    }
+
+    fn priority(&self, site: usize) -> u32 {
+        self.priorities.get(site).copied().unwrap_or(0)
+    }
+
+    fn qos(&self, site: usize) -> SiteQos {
+        self.qos.get(site).copied().unwrap_or_default()
+    }
+
+    /// Nodes `site` needs for its guarantee: its active nodes (fixed ones
+    /// serve too) and their mean load feed [`SiteQos::nodes_needed`].
+    fn needed(&self, site: usize) -> usize {
+        let loads: Vec<Option<f64>> = self
+            .views
+            .iter()
+            .flatten()
+            .filter(|v| v.serving().and_then(SiteSlot::index) == Some(site))
+            .map(|v| v.load)
+            .collect();
+        let known: Vec<f64> = loads.iter().flatten().copied().collect();
+        let load = (!known.is_empty()).then(|| known.iter().sum::<f64>() / known.len() as f64);
+        let active = loads.len() + self.fixed.get(site).copied().unwrap_or(0);
+        self.qos(site).nodes_needed(active, load)
+    }
+
+    /// Whether `site` can give one node and keep its minimum and its
+    /// guarantee.
+    fn can_give(&self, site: usize) -> bool {
+        let Some(limits) = self.sites.get(site) else {
+            return false;
+        };
+        let members = self.members(site);
+        // After giving one: members - 1 >= min_nodes and >= needed.
+        members > limits.min_nodes && members > self.needed(site)
+    }
+}
+
+/// Picks the node the hot site should claim, or `None` (see the module doc
+/// for the rules).
+pub fn choose_donor(q: &DonorQuery<'_>) -> Option<usize> {
+    let hot = q.sites.get(q.hot_site)?;
+    if q.members(q.hot_site) >= hot.max_nodes {
+        return None;
+    }
+    let hot_priority = q.priority(q.hot_site);
+    let may_pull = q.qos(q.hot_site).short();
+    q.views
+        .iter()
+        .flatten()
+        .filter(|v| v.is_live() && v.effective() == Effective::Active && !(q.cooling)(v.index))
+        .filter_map(|v| Some((v, v.load?)))
+        .filter_map(|(v, load)| {
+            let busy = load >= q.low_watermark;
+            // Rank: idle before busy, the idle pool before any site, then
+            // the lowest priority, the lowest load, the lowest index.
+            let (pool, priority) = match v.role.site {
+                SiteSlot::Idle if busy => return None,
+                SiteSlot::Idle => (false, 0),
+                SiteSlot::Site(_) => {
+                    let s = v.role.site.index()?;
+                    let p = q.priority(s);
+                    if s == q.hot_site || (busy && !(may_pull && p < hot_priority)) {
+                        return None;
+                    }
+                    if !q.can_give(s) {
+                        return None;
+                    }
+                    (true, p)
+                }
+            };
+            Some(((busy, pool, priority), load, v.index))
+        })
+        .min_by(|(ra, la, ia), (rb, lb, ib)| ra.cmp(rb).then(la.total_cmp(lb)).then(ia.cmp(ib)))
+        .map(|(_, _, index)| index)
+}
+
+#[cfg(test)]
+mod tests;

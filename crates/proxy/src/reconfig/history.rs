@@ -1,0 +1,172 @@
+//! History-aware hot-site detection (seed 001 section 3.1.3): a site is hot
+//! only when, in every round for the history window T, its load stayed above
+//! the high watermark or its guarantee was missed while its demand exceeded
+//! what it was served (DESIGN.md "Reconfiguration" step 1; seed 003 section
+//! 4.3: nodes move "based on the system load as well as the QoS
+//! guarantees"). A short burst never moves a node (no thrashing).
+//!
+//! **Adaptive T.** Which bursts are "short" depends on how long a move
+//! takes to pay off, and the seeds fixed T for bursts far shorter than any
+//! T. Here each site's T adapts between `history` and `history_max`: after
+//! a claim for the site, if the site's offered rate falls below half of
+//! what it was at the claim within two of its T, the burst ended as the
+//! node arrived (a *wasted* move) and the site's T doubles; if the demand
+//! holds for two T, the move was worth it and T halves back towards
+//! `history`. Bursts that keep ending just after a move stop moving nodes;
+//! long bursts keep the short reaction time.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// Offered rate below this fraction of the rate at the claim: the burst the
+/// claim answered has ended.
+const BURST_ENDED: f64 = 0.5;
+
+/// How a claim for a site turned out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// The site's demand fell away within two T of the claim: T doubled.
+    Wasted,
+    /// The demand held for two T: T halved (not below `history`).
+    Useful,
+}
+
+/// A claim waiting for its verdict.
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    at: Instant,
+    offered: f64,
+    judge_for: Duration,
+}
+
+/// Per-site streaks of rounds above the high watermark, and each site's
+/// current history window.
+#[derive(Debug, Clone)]
+pub struct HotTracker {
+    base: Duration,
+    max: Duration,
+    high: f64,
+    /// Each site's current T, in [base, max].
+    history: Vec<Duration>,
+    /// Start of each site's current streak above the watermark.
+    since: Vec<Option<Instant>>,
+    pending: Vec<Option<Pending>>,
+}
+
+impl HotTracker {
+    /// A tracker for `sites` sites with T fixed at `history`.
+    pub fn new(sites: usize, history: Duration, high_watermark: f64) -> Self {
+        Self::adaptive(sites, history, history, high_watermark)
+    }
+
+    /// A tracker whose per-site T adapts between `history` and `max`
+    /// (see the module doc); `max == history` fixes it.
+    pub fn adaptive(sites: usize, history: Duration, max: Duration, high_watermark: f64) -> Self {
+        HotTracker {
+            base: history,
+            max: max.max(history),
+            high: high_watermark,
+            history: vec![history; sites],
+            since: vec![None; sites],
+            pending: vec![None; sites],
+        }
+    }
+
+    /// Records this round's load of `site` (`None`: not measurable, which
+    /// ends a streak) and returns whether the site is hot: above the
+    /// watermark in every round since at least `history` ago.
+    pub fn observe(&mut self, site: usize, load: Option<f64>, now: Instant) -> bool {
+        self.observe_round(site, load, false, now)
+    }
+
+    /// [`observe`](Self::observe) with the QoS condition: `short` when the
+    /// site's guarantee was missed this round while its demand exceeded
+    /// what it was served ([`SiteQos::short`](super::qos::SiteQos::short)).
+    /// Either condition keeps the streak going; a round with neither ends
+    /// it.
+    pub fn observe_round(
+        &mut self,
+        site: usize,
+        load: Option<f64>,
+        short: bool,
+        now: Instant,
+    ) -> bool {
+        let history = self.history_of(site);
+        let Some(slot) = self.since.get_mut(site) else {
+            return false;
+        };
+        match load {
+            _ if short => {
+                let start = *slot.get_or_insert(now);
+                now.saturating_duration_since(start) >= history
+            }
+            Some(l) if l > self.high => {
+                let start = *slot.get_or_insert(now);
+                now.saturating_duration_since(start) >= history
+            }
+            _ => {
+                *slot = None;
+                false
+            }
+        }
+    }
+
+    /// Forgets `site`'s streak: after a claim (or after adopting another
+    /// proxy's claim) the site must stay hot for a whole new window before
+    /// another node moves, which gives the moved node time to take load.
+    pub fn reset(&mut self, site: usize) {
+        if let Some(s) = self.since.get_mut(site) {
+            *s = None;
+        }
+    }
+
+    /// Start of `site`'s current streak above the watermark.
+    pub fn hot_since(&self, site: usize) -> Option<Instant> {
+        self.since.get(site).copied().flatten()
+    }
+
+    /// `site`'s current history window T.
+    pub fn history_of(&self, site: usize) -> Duration {
+        self.history.get(site).copied().unwrap_or(self.base)
+    }
+
+    /// This proxy claimed a node for `site` while the site was offered
+    /// `offered` requests/s: the claim is judged by
+    /// [`judge`](Self::judge) in the rounds that follow. Without a measured
+    /// demand there is nothing to judge by.
+    pub fn claimed(&mut self, site: usize, offered: f64, now: Instant) {
+        let judge_for = self.history_of(site) * 2;
+        if let Some(p) = self.pending.get_mut(site) {
+            *p = (offered > 0.0 && self.max > self.base).then_some(Pending {
+                at: now,
+                offered,
+                judge_for,
+            });
+        }
+    }
+
+    /// Judges the pending claim of `site` (if any) against this round's
+    /// offered rate, adapting the site's T; returns the verdict once there
+    /// is one.
+    pub fn judge(&mut self, site: usize, offered: f64, now: Instant) -> Option<Verdict> {
+        let p = self.pending.get(site).copied().flatten()?;
+        let verdict = if offered < p.offered * BURST_ENDED {
+            Verdict::Wasted
+        } else if now.saturating_duration_since(p.at) >= p.judge_for {
+            Verdict::Useful
+        } else {
+            return None;
+        };
+        self.pending[site] = None;
+        let t = self.history[site];
+        self.history[site] = match verdict {
+            Verdict::Wasted => (t * 2).min(self.max),
+            Verdict::Useful => (t / 2).max(self.base),
+        };
+        Some(verdict)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,321 @@
+//! The windows the agent works on: where it finds node and peer-proxy
+//! windows ([`WindowSource`]), this proxy's own window ([`OwnWindow`]: the
+//! memory holding its shared update counters, and the site locks when it is
+//! the lock home, served to peers over shm and/or tcp), and a reconnecting
+//! set of links to peer proxies' windows ([`PeerLinks`]).
+
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::{ArcSwap, ArcSwapOption};
+use tokio::sync::watch;
+
+use crate::balance::NodeWindows;
+use crate::config::{Config, PeerProxy, ProxyWindow, WindowEndpoint};
+use rdmalb_window::memory::DEFAULT_MODE;
+use rdmalb_window::tcp::{self, Psk, TcpServerHandle};
+use rdmalb_window::transport::check_atomic_word;
+use rdmalb_window::{
+    seqlock, Expect, RemoteWindow, ShmWindow, TcpWindow, TransportKind, WindowError, WindowFuture,
+    WindowMemory,
+};
+
+/// Where the agent finds the windows it reads and changes. The proxy
+/// implements it over its node connections and [`PeerLinks`]; tests over
+/// windows they own.
+pub trait WindowSource: Send + Sync + 'static {
+    /// Node `index`'s window (position in the config's `[[node]]` list), or
+    /// `None` when the node has no window or it is not connected now.
+    fn node(&self, index: usize) -> Option<Arc<dyn RemoteWindow>>;
+
+    /// Peer proxy `id`'s window, or `None` when it is not connected now.
+    fn proxy(&self, id: u16) -> Option<Arc<dyn RemoteWindow>>;
+}
+
+/// This proxy's own window memory seen through [`RemoteWindow`], so the agent
+/// treats the lock home the same whether it is this proxy or a peer.
+#[derive(Debug, Clone)]
+pub struct LocalWindow {
+    mem: Arc<WindowMemory>,
+}
+
+impl LocalWindow {
+    /// Wraps window memory this process owns.
+    pub fn new(mem: Arc<WindowMemory>) -> Self {
+        LocalWindow { mem }
+    }
+
+    /// The memory.
+    pub fn memory(&self) -> &Arc<WindowMemory> {
+        &self.mem
+    }
+}
+
+impl RemoteWindow for LocalWindow {
+    fn kind(&self) -> TransportKind {
+        // Same-process memory: one-sided like shm.
+        TransportKind::Shm
+    }
+
+    fn peer(&self) -> &str {
+        "own window"
+    }
+
+    fn read_raw(&self) -> WindowFuture<'_, [u64; 32]> {
+        Box::pin(std::future::ready(Ok(seqlock::snapshot(&self.mem))))
+    }
+
+    fn read_word(&self, word: usize) -> WindowFuture<'_, u64> {
+        let r = check_atomic_word(self.peer(), word).map(|()| self.mem.load(word).unwrap_or(0));
+        Box::pin(std::future::ready(r))
+    }
+
+    fn compare_swap(&self, word: usize, expected: u64, new: u64) -> WindowFuture<'_, u64> {
+        let r = check_atomic_word(self.peer(), word)
+            .map(|()| self.mem.compare_swap(word, expected, new).unwrap_or(0));
+        Box::pin(std::future::ready(r))
+    }
+
+    fn fetch_add(&self, word: usize, delta: u64) -> WindowFuture<'_, u64> {
+        let r = check_atomic_word(self.peer(), word)
+            .map(|()| self.mem.fetch_add(word, delta).unwrap_or(0));
+        Box::pin(std::future::ready(r))
+    }
+}
+
+/// This proxy's window: memory (a `/dev/shm` file when `shm` is set, else
+/// anonymous) and its tcp responder when `tcp` is set. The header's node id
+/// is the proxy id. Dropping it stops the responder and removes the file.
+pub struct OwnWindow {
+    mem: Arc<WindowMemory>,
+    tcp: Option<TcpServerHandle>,
+    _stop: watch::Sender<bool>,
+}
+
+impl std::fmt::Debug for OwnWindow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OwnWindow")
+            .field("path", &self.mem.path())
+            .field("tcp", &self.tcp_addr())
+            .finish()
+    }
+}
+
+impl OwnWindow {
+    /// Creates and serves the window as configured. `psk` is required when
+    /// `cfg.tcp` is set (validation guarantees it).
+    pub fn serve(
+        cfg: &ProxyWindow,
+        proxy_id: u16,
+        site_hash: u64,
+        psk: Option<&Psk>,
+    ) -> Result<OwnWindow, WindowError> {
+        let id = u64::from(proxy_id);
+        let mem = Arc::new(match &cfg.shm {
+            Some(path) => WindowMemory::create_shm(path, DEFAULT_MODE, id, site_hash)?,
+            None => WindowMemory::anonymous(id, site_hash)?,
+        });
+        let (stop, stop_rx) = watch::channel(false);
+        let tcp = match (cfg.tcp, psk) {
+            (Some(listen), Some(psk)) => {
+                Some(tcp::serve(mem.clone(), listen, psk.clone(), stop_rx)?)
+            }
+            (Some(_), None) => {
+                return Err(WindowError::Psk {
+                    path: "cluster.psk_file".into(),
+                    reason: "not configured; a tcp proxy window needs it".into(),
+                })
+            }
+            (None, _) => None,
+        };
+        Ok(OwnWindow {
+            mem,
+            tcp,
+            _stop: stop,
+        })
+    }
+
+    /// The memory.
+    pub fn memory(&self) -> &Arc<WindowMemory> {
+        &self.mem
+    }
+
+    /// The tcp responder's bound address.
+    pub fn tcp_addr(&self) -> Option<std::net::SocketAddr> {
+        self.tcp.as_ref().map(TcpServerHandle::local_addr)
+    }
+}
+
+impl Drop for OwnWindow {
+    fn drop(&mut self) {
+        if let Some(h) = self.tcp.take() {
+            h.stop();
+        }
+    }
+}
+
+/// How often [`PeerLinks::maintain`] retries a missing or broken link.
+pub const RECONNECT: Duration = Duration::from_millis(500);
+
+/// One live link and what tells that it broke.
+enum Link {
+    Shm {
+        window: Arc<ShmWindow>,
+        /// Inode mapped: a restarted owner creates a new file.
+        ino: u64,
+        path: PathBuf,
+    },
+    Tcp(Arc<TcpWindow>),
+}
+
+impl Link {
+    fn window(&self) -> Arc<dyn RemoteWindow> {
+        match self {
+            Link::Shm { window, .. } => window.clone(),
+            Link::Tcp(t) => t.clone(),
+        }
+    }
+
+    fn is_broken(&self) -> bool {
+        match self {
+            Link::Shm { ino, path, .. } => {
+                std::fs::metadata(path).map_or(true, |m| m.ino() != *ino)
+            }
+            Link::Tcp(t) => t.is_closed(),
+        }
+    }
+}
+
+/// Links to peer proxies' windows (shm or tcp), re-established in the
+/// background when they break.
+pub struct PeerLinks {
+    me: u16,
+    site_hash: u64,
+    psk: Option<Psk>,
+    peers: Vec<(PeerProxy, ArcSwapOption<Link>)>,
+}
+
+impl PeerLinks {
+    /// Links for `peers`, none connected yet (see [`maintain`](Self::maintain)).
+    pub fn new(me: u16, site_hash: u64, psk: Option<Psk>, peers: &[PeerProxy]) -> Self {
+        PeerLinks {
+            me,
+            site_hash,
+            psk,
+            peers: peers
+                .iter()
+                .map(|p| (p.clone(), ArcSwapOption::empty()))
+                .collect(),
+        }
+    }
+
+    /// The window of peer `id`, if linked.
+    pub fn get(&self, id: u16) -> Option<Arc<dyn RemoteWindow>> {
+        self.peers
+            .iter()
+            .find(|(p, _)| p.id == id)
+            .and_then(|(_, l)| l.load().as_ref().map(|l| l.window()))
+    }
+
+    /// Ids of every configured peer.
+    pub fn ids(&self) -> impl Iterator<Item = u16> + '_ {
+        self.peers.iter().map(|(p, _)| p.id)
+    }
+
+    /// Connects every missing or broken link once.
+    pub async fn connect_missing(&self) {
+        for (peer, slot) in &self.peers {
+            if slot.load().as_ref().is_some_and(|l| !l.is_broken()) {
+                continue;
+            }
+            match self.connect(peer).await {
+                Ok(link) => {
+                    tracing::info!(peer = peer.id, window = %link.window().peer(), "linked to peer proxy window");
+                    slot.store(Some(Arc::new(link)));
+                }
+                Err(e) => {
+                    if slot.swap(None).is_some() {
+                        tracing::warn!(peer = peer.id, error = %e, "peer proxy window lost");
+                    } else {
+                        tracing::debug!(peer = peer.id, error = %e, "peer proxy window not reachable yet");
+                    }
+                }
+            }
+        }
+    }
+
+    /// Keeps the links up until `shutdown` turns true.
+    pub async fn maintain(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
+        loop {
+            self.connect_missing().await;
+            tokio::select! {
+                _ = rdmalb_base::shutdown::requested(&mut shutdown) => return,
+                _ = tokio::time::sleep(RECONNECT) => {}
+            }
+        }
+    }
+
+    async fn connect(&self, peer: &PeerProxy) -> Result<Link, WindowError> {
+        let expect = Expect {
+            node_id: Some(u64::from(peer.id)),
+            site_hash: Some(self.site_hash),
+        };
+        match &peer.window {
+            WindowEndpoint::Shm { path } => {
+                let ino = std::fs::metadata(path)
+                    .map_err(|e| WindowError::io(format!("inspecting {}", path.display()), e))?
+                    .ino();
+                Ok(Link::Shm {
+                    window: Arc::new(ShmWindow::open(path, &expect)?),
+                    ino,
+                    path: path.clone(),
+                })
+            }
+            WindowEndpoint::Tcp { addr } => {
+                let psk = self.psk.as_ref().ok_or_else(|| WindowError::Psk {
+                    path: "cluster.psk_file".into(),
+                    reason: "not configured; tcp peer windows need it".into(),
+                })?;
+                Ok(Link::Tcp(Arc::new(
+                    TcpWindow::connect(*addr, psk, self.me, &expect).await?,
+                )))
+            }
+            WindowEndpoint::Verbs { control, .. } => Err(WindowError::NoDevice {
+                detail: format!("peer proxy window {control} over verbs is not supported"),
+            }),
+        }
+    }
+}
+
+/// The proxy's windows: its node connections (the balancer's
+/// [`NodeWindows`], shared with load-aware routing) and its peer links.
+///
+/// The agent numbers nodes as in the config it started with; `NodeWindows`
+/// follows reloads, so nodes are matched by name in the config in force.
+pub struct ProxyWindows {
+    pub nodes: Arc<NodeWindows>,
+    pub peers: Arc<PeerLinks>,
+    /// The agent's node names, by its node index.
+    pub names: Vec<String>,
+    /// The config in force (swapped on reload).
+    pub config: Arc<ArcSwap<Config>>,
+}
+
+impl WindowSource for ProxyWindows {
+    fn node(&self, index: usize) -> Option<Arc<dyn RemoteWindow>> {
+        let name = self.names.get(index)?;
+        let position = self
+            .config
+            .load()
+            .nodes
+            .iter()
+            .position(|n| &n.name == name)?;
+        self.nodes.get(position)
+    }
+
+    fn proxy(&self, id: u16) -> Option<Arc<dyn RemoteWindow>> {
+        self.peers.get(id)
+    }
+}

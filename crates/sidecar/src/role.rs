@@ -1,0 +1,450 @@
+//! Role application: the sidecar half of reconfiguration (seed 001 section
+//! 3: the back-end node rewrites its own configuration once a front end has
+//! claimed it; `docs/sidecar.md` "Role application", the contract in
+//! `docs/window.md`).
+//!
+//! The role word (window word 32) is written only by proxies, with remote
+//! compare-and-swap; this module only *reads* it from local memory, except
+//! once at start-up, before the first load block is published (proxies never
+//! claim a node whose load block is unknown) and before tcp/verbs serve the
+//! window. On verbs the
+//! NIC's atomics are not atomic with the CPU's own stores, so a local write
+//! racing a remote CAS could lose a claim. What the sidecar did is published
+//! in two words it alone writes with plain stores: `ROLE_STATUS` (a
+//! [`RoleStatus`]: epoch, site actually served, code) and `ROLE_APPLIED` (the
+//! epoch applied and verified).
+//!
+//! A switch: status APPLYING → render the site's template → atomically
+//! replace the app's config file → reload command (timeout) → HTTP probe of
+//! the site's health path (timeout) → status OK (serving the new site) →
+//! `ROLE_APPLIED = epoch`. On any failure the previous file is restored, the
+//! app reloaded, and the status carries the failure code with the old site
+//! as `serving`; `ROLE_APPLIED` is left alone and the epoch is not retried
+//! (a proxy rolls the node back by claiming it for the site it serves).
+//!
+//! - [`template`]: the `{{var}}` template syntax.
+//! - [`apply`]: file replacement, reload command, verification probe.
+
+pub mod apply;
+pub mod template;
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::{watch, Notify};
+
+use self::template::Vars;
+use super::config::{RoleConfig, RoleTemplate};
+use super::SidecarConfig;
+use rdmalb_window::layout::word;
+use rdmalb_window::{RoleState, RoleStatus, RoleStatusCode, RoleWord, SiteSlot, WindowMemory};
+
+/// Variables every site template may use (besides its own `vars`).
+pub const SITE_VARIABLES: &[&str] = &[
+    "site",
+    "node",
+    "node_id",
+    "hosts",
+    "hosts_quoted",
+    "primary_host",
+    "health_path",
+    "listen",
+    "port",
+];
+/// Variables the idle template may use (besides its own `vars`).
+pub const IDLE_VARIABLES: &[&str] = &["site", "node", "node_id", "listen", "port"];
+
+/// The variables for rendering `slot` (`None`: no template for it).
+pub fn variables<'a>(
+    cfg: &SidecarConfig,
+    role: &'a RoleConfig,
+    slot: SiteSlot,
+) -> Option<(&'a RoleTemplate, Vars)> {
+    let mut v = Vars::default();
+    v.set("node", cfg.node.clone())
+        .set("node_id", cfg.node_id.to_string())
+        .set("listen", role.verify.to_string())
+        .set("port", role.verify.port().to_string());
+    let t = match slot.index() {
+        None => {
+            v.set("site", "idle");
+            role.idle.as_ref()?
+        }
+        Some(i) => {
+            let name = cfg.sites.get(i)?;
+            let s = role.sites.get(name)?;
+            let quoted: Vec<String> = s.hosts.iter().map(|h| format!("\"{h}\"")).collect();
+            v.set("site", name.clone())
+                .set("hosts", s.hosts.join(" "))
+                .set("hosts_quoted", quoted.join(", "))
+                .set("primary_host", s.hosts[0].clone())
+                .set("health_path", s.health_path.clone());
+            &s.template
+        }
+    };
+    for (k, val) in &t.vars {
+        v.set(k, val.clone());
+    }
+    Some((t, v))
+}
+
+/// The last successful switch, for /status.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SwitchRecord {
+    pub epoch: u64,
+    pub site: String,
+    /// Role word change seen → applied and verified.
+    pub duration: Duration,
+    pub at_unix_ms: u64,
+}
+
+/// The last failed switch, for /status.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FailureRecord {
+    pub epoch: u64,
+    /// The site the role asked for.
+    pub site: String,
+    pub code: RoleStatusCode,
+    pub reason: String,
+    pub at_unix_ms: u64,
+}
+
+/// What /status shows about role application.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RoleReport {
+    pub switches_total: u64,
+    pub failures_total: u64,
+    pub last_switch: Option<SwitchRecord>,
+    pub last_failure: Option<FailureRecord>,
+}
+
+/// A failed switch: the status code and the reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SwitchError {
+    pub code: RoleStatusCode,
+    pub reason: String,
+}
+
+impl SwitchError {
+    fn new(code: RoleStatusCode, reason: impl Into<String>) -> Self {
+        SwitchError {
+            code,
+            reason: reason.into(),
+        }
+    }
+}
+
+/// The sidecar's role applier: owns `ROLE_APPLIED` and `ROLE_STATUS`.
+pub struct Applier {
+    cfg: Arc<SidecarConfig>,
+    memory: Arc<WindowMemory>,
+    /// The site the app really serves (after the last successful switch).
+    serving: SiteSlot,
+    /// Epoch in `ROLE_APPLIED`.
+    applied: u64,
+    /// Last epoch acted on (applied, failed or ignored): never retried.
+    handled: u64,
+    /// Last undecodable role word logged (logged once per value).
+    bad_word: Option<u64>,
+    client: hyper_util::client::legacy::Client<
+        hyper_util::client::legacy::connect::HttpConnector,
+        http_body_util::Empty<bytes::Bytes>,
+    >,
+    report: Arc<Mutex<RoleReport>>,
+}
+
+impl Applier {
+    /// Initialises the role word to the configured initial site (ACTIVE,
+    /// epoch 1). Call once, before any transport serves the window and
+    /// before the first load block is published (proxies never claim a node
+    /// whose load block is unknown, so nobody CASes the word before this).
+    pub fn init(cfg: Arc<SidecarConfig>, memory: Arc<WindowMemory>) -> Applier {
+        let role = RoleWord {
+            site: cfg.site,
+            state: RoleState::Active,
+            epoch: 1,
+        };
+        memory.words()[word::ROLE].store(role.encode(), Ordering::Release);
+        Applier {
+            cfg,
+            memory,
+            serving: SiteSlot::Idle,
+            applied: 0,
+            handled: 0,
+            bad_word: None,
+            client: apply::probe_client(),
+            report: Arc::new(Mutex::new(RoleReport::default())),
+        }
+    }
+
+    /// Shared report for /status.
+    pub fn report(&self) -> Arc<Mutex<RoleReport>> {
+        self.report.clone()
+    }
+
+    /// The site the app serves now.
+    pub fn serving(&self) -> SiteSlot {
+        self.serving
+    }
+
+    /// Applies and verifies the initial site (epoch 1), so the running app
+    /// matches the role word, then publishes applied/OK. Without `[role]`
+    /// the app is taken as configured by hand and published right away.
+    pub async fn start_up(&mut self) -> Result<(), SwitchError> {
+        let site = self.cfg.site;
+        if self.cfg.role.is_none() {
+            self.serving = site;
+            self.publish(1, site, RoleStatusCode::Ok);
+            self.set_applied(1);
+            self.handled = 1;
+            return Ok(());
+        }
+        self.handled = 1;
+        self.apply(1, site, Instant::now()).await
+    }
+
+    /// Watches the role word until `shutdown` and applies each new epoch.
+    /// Without `[role] poll` it waits for `role_changed` (notified by the
+    /// publisher thread, which compares the word on every publish tick) and
+    /// rechecks every [`ROLE_RECHECK`](super::config::ROLE_RECHECK) as a
+    /// safety net; with it, it reads the word on its own timer. A switch in
+    /// progress is finished before shutdown is honoured.
+    pub async fn run(mut self, role_changed: Arc<Notify>, mut shutdown: watch::Receiver<bool>) {
+        let poll = self.cfg.role.as_ref().and_then(|r| r.poll);
+        let mut tick = tokio::time::interval(poll.unwrap_or(super::config::ROLE_RECHECK));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = rdmalb_base::shutdown::requested(&mut shutdown) => return,
+                _ = role_changed.notified(), if poll.is_none() => {}
+                _ = tick.tick() => {}
+            }
+            self.step().await;
+        }
+    }
+
+    /// One poll: reads the role word and acts on a new epoch. Returns the
+    /// epoch acted on, if any.
+    pub async fn step(&mut self) -> Option<u64> {
+        let seen = Instant::now();
+        let raw = self.memory.load(word::ROLE)?;
+        let role = match RoleWord::decode(raw) {
+            Ok(r) => r,
+            Err(e) => {
+                if self.bad_word != Some(raw) {
+                    tracing::warn!(node = %self.cfg.node, error = %e, "role word does not decode; ignored");
+                    self.bad_word = Some(raw);
+                }
+                return None;
+            }
+        };
+        if role.epoch <= self.applied || role.epoch == self.handled {
+            return None;
+        }
+        self.handled = role.epoch;
+        match role.state {
+            RoleState::Switching => {}
+            RoleState::Active if role.site != self.serving => {}
+            RoleState::Active => {
+                // Same site, new epoch: nothing to change, acknowledge.
+                self.publish(role.epoch, self.serving, RoleStatusCode::Ok);
+                self.set_applied(role.epoch);
+                return Some(role.epoch);
+            }
+            other => {
+                tracing::debug!(node = %self.cfg.node, epoch = role.epoch, state = %other,
+                    "role word state is not one the sidecar applies; ignored");
+                return None;
+            }
+        }
+        let _ = self.apply(role.epoch, role.site, seen).await;
+        Some(role.epoch)
+    }
+
+    fn site_label(&self, slot: SiteSlot) -> String {
+        self.cfg
+            .site_name(slot)
+            .map_or_else(|| format!("{slot} (not in the site table)"), str::to_string)
+    }
+
+    /// Switches to `target` for `epoch`, publishing the status words.
+    pub async fn apply(
+        &mut self,
+        epoch: u64,
+        target: SiteSlot,
+        seen: Instant,
+    ) -> Result<(), SwitchError> {
+        let node = self.cfg.node.clone();
+        let site = self.site_label(target);
+        let from = self.site_label(self.serving);
+        tracing::info!(node = %node, epoch, site = %site, from = %from, "applying role");
+        self.publish(epoch, self.serving, RoleStatusCode::Applying);
+        match self.switch(target).await {
+            Ok(()) => {
+                let took = seen.elapsed();
+                self.serving = target;
+                self.publish(epoch, target, RoleStatusCode::Ok);
+                self.set_applied(epoch);
+                metrics::histogram!("rdmalb_sidecar_role_switch_seconds", "node" => node.clone())
+                    .record(took.as_secs_f64());
+                metrics::gauge!("rdmalb_sidecar_role_switch_last_seconds", "node" => node.clone())
+                    .set(took.as_secs_f64());
+                metrics::counter!("rdmalb_sidecar_role_switches_total", "node" => node.clone(), "result" => "ok")
+                    .increment(1);
+                tracing::info!(node = %node, epoch, site = %site, took_ms = took.as_secs_f64() * 1e3, "role applied");
+                if let Ok(mut r) = self.report.lock() {
+                    r.switches_total += 1;
+                    r.last_switch = Some(SwitchRecord {
+                        epoch,
+                        site,
+                        duration: took,
+                        at_unix_ms: rdmalb_base::time::unix_now_ms(),
+                    });
+                }
+                Ok(())
+            }
+            Err(e) => {
+                self.publish(epoch, self.serving, e.code);
+                metrics::counter!("rdmalb_sidecar_role_switches_total", "node" => node.clone(), "result" => e.code.as_str())
+                    .increment(1);
+                tracing::error!(node = %node, epoch, site = %site, serving = %from, code = %e.code,
+                    reason = %e.reason, "role not applied; previous config restored");
+                if let Ok(mut r) = self.report.lock() {
+                    r.failures_total += 1;
+                    r.last_failure = Some(FailureRecord {
+                        epoch,
+                        site,
+                        code: e.code,
+                        reason: e.reason.clone(),
+                        at_unix_ms: rdmalb_base::time::unix_now_ms(),
+                    });
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Render, replace, reload, verify; restores the previous file on a
+    /// reload or verification failure.
+    async fn switch(&self, target: SiteSlot) -> Result<(), SwitchError> {
+        use RoleStatusCode::{NoTemplate, ReloadFailed, RenderFailed, VerifyFailed};
+        let Some(role) = &self.cfg.role else {
+            if target == self.serving {
+                return Ok(());
+            }
+            return Err(SwitchError::new(
+                NoTemplate,
+                "role application is off (the sidecar config has no [role] section)",
+            ));
+        };
+        if target == SiteSlot::Idle && role.idle.is_none() {
+            // Idle without an idle template: the app config stays as it is;
+            // proxies stop routing the old site here from the role word.
+            return Ok(());
+        }
+        let Some((template, vars)) = variables(&self.cfg, role, target) else {
+            return Err(SwitchError::new(
+                NoTemplate,
+                format!("no [role.site.{}] template", self.site_label(target)),
+            ));
+        };
+        let text = template.template.render(&vars).map_err(|e| {
+            SwitchError::new(
+                RenderFailed,
+                format!("template `{}`: {e}", template.path.display()),
+            )
+        })?;
+        let file = role.file.clone();
+        let f = file.clone();
+        let previous = blocking(move || {
+            let previous =
+                apply::snapshot(&f).map_err(|e| format!("cannot read `{}`: {e}", f.display()))?;
+            apply::replace(&f, text.as_bytes(), apply::mode_of(&previous))
+                .map_err(|e| format!("cannot write `{}`: {e}", f.display()))?;
+            Ok(previous)
+        })
+        .await
+        .map_err(|e| SwitchError::new(RenderFailed, e))?;
+
+        if let Err(reason) = apply::reload(&role.reload, role.reload_timeout).await {
+            let reason = self.roll_back(role, &previous, reason).await;
+            return Err(SwitchError::new(ReloadFailed, reason));
+        }
+        let Some(i) = target.index() else {
+            return Ok(()); // idle: nothing to verify
+        };
+        let (name, site) = match self
+            .cfg
+            .sites
+            .get(i)
+            .and_then(|n| role.sites.get(n).map(|s| (n, s)))
+        {
+            Some(x) => x,
+            None => return Ok(()),
+        };
+        let probe = apply::Probe {
+            addr: role.verify,
+            host: &site.hosts[0],
+            path: &site.health_path,
+            header: role.verify_header.as_ref(),
+            site: name,
+        };
+        if let Err(reason) = apply::verify(&self.client, &probe, role.verify_timeout).await {
+            let reason = self.roll_back(role, &previous, reason).await;
+            return Err(SwitchError::new(VerifyFailed, reason));
+        }
+        Ok(())
+    }
+
+    /// Puts the previous file back and reloads; returns `reason` extended
+    /// with any trouble restoring (the app may then be serving the broken
+    /// config, which the log says loudly).
+    async fn roll_back(
+        &self,
+        role: &RoleConfig,
+        previous: &apply::Previous,
+        reason: String,
+    ) -> String {
+        let (f, p) = (role.file.clone(), previous.clone());
+        if let Err(e) = blocking(move || {
+            apply::restore(&f, &p).map_err(|e| format!("cannot restore `{}`: {e}", f.display()))
+        })
+        .await
+        {
+            tracing::error!(node = %self.cfg.node, error = %e, "restoring the previous app config failed");
+            return format!("{reason}; {e}");
+        }
+        if let Err(e) = apply::reload(&role.reload, role.reload_timeout).await {
+            tracing::error!(node = %self.cfg.node, error = %e,
+                "reload after restoring the previous app config failed; the app may not be serving");
+            return format!("{reason}; reload after restore failed: {e}");
+        }
+        reason
+    }
+
+    fn publish(&self, epoch: u64, serving: SiteSlot, code: RoleStatusCode) {
+        let s = RoleStatus {
+            epoch,
+            serving,
+            code,
+        };
+        self.memory.words()[word::ROLE_STATUS].store(s.encode(), Ordering::Release);
+    }
+
+    fn set_applied(&mut self, epoch: u64) {
+        self.applied = epoch;
+        self.memory.words()[word::ROLE_APPLIED].store(epoch, Ordering::Release);
+    }
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, String> + Send + 'static,
+) -> Result<T, String> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .unwrap_or_else(|e| Err(format!("file task failed: {e}")))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,289 @@
+//! The three actions of a switch, each against the real system: replace the
+//! app's config file atomically, run the reload command under a timeout, and
+//! probe the app over HTTP until it serves the site.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::{header, HeaderName, Request};
+use http_body_util::Empty;
+use hyper_util::client::legacy::{connect::HttpConnector, Client};
+use hyper_util::rt::TokioExecutor;
+
+use rdmalb_base::duration;
+
+/// Mode of a config file that did not exist before the first switch.
+const NEW_FILE_MODE: u32 = 0o644;
+/// How much of a failed reload command's output goes into the reason.
+const OUTPUT_TAIL: usize = 512;
+/// Pause between two verification attempts.
+const VERIFY_RETRY: Duration = Duration::from_millis(10);
+/// Longest single verification attempt (the whole probe is bounded by
+/// `verify_timeout`).
+const VERIFY_ATTEMPT: Duration = Duration::from_secs(2);
+
+/// The config file as it was before a switch replaced it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Previous {
+    /// There was no file.
+    Absent,
+    /// Its bytes and permission bits.
+    File { contents: Vec<u8>, mode: u32 },
+}
+
+/// Reads what `path` holds now (to restore it if the switch fails).
+pub fn snapshot(path: &Path) -> std::io::Result<Previous> {
+    match std::fs::read(path) {
+        Ok(contents) => {
+            let mode = std::fs::metadata(path)?.permissions().mode() & 0o7777;
+            Ok(Previous::File { contents, mode })
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Previous::Absent),
+        Err(e) => Err(e),
+    }
+}
+
+/// Atomically replaces `path` with `contents`: a temporary file in the same
+/// directory, written and fsynced, renamed over `path`, then the directory
+/// fsynced. A reader (the app reloading) sees the old file or the new one,
+/// never a half-written one; a crash leaves at worst the temporary file.
+pub fn replace(path: &Path, contents: &[u8], mode: u32) -> std::io::Result<()> {
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp: PathBuf = dir.join(format!(".{name}.rdmalb-{}.tmp", std::process::id()));
+    let result = (|| {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)?;
+        f.set_permissions(std::fs::Permissions::from_mode(mode))?;
+        f.write_all(contents)?;
+        f.sync_all()?;
+        drop(f);
+        std::fs::rename(&tmp, path)?;
+        std::fs::File::open(dir)?.sync_all()
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// Puts back what [`snapshot`] saw.
+pub fn restore(path: &Path, previous: &Previous) -> std::io::Result<()> {
+    match previous {
+        Previous::File { contents, mode } => replace(path, contents, *mode),
+        Previous::Absent => match std::fs::remove_file(path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        },
+    }
+}
+
+/// The mode a replacement keeps: the old file's, else 0644.
+pub fn mode_of(previous: &Previous) -> u32 {
+    match previous {
+        Previous::File { mode, .. } => *mode,
+        Previous::Absent => NEW_FILE_MODE,
+    }
+}
+
+/// Runs the reload command (no shell) and waits for it to exit, at most
+/// `timeout` (then it is killed). `Err` carries the reason: not startable,
+/// non-zero exit with the tail of its output, or the timeout.
+///
+/// Only the process's exit is awaited, not the end of its output: a command
+/// that leaves a daemon holding its stdout (`sh -c "app &"`) still counts as
+/// done when it exits. Output is kept to its last [`OUTPUT_KEEP`] bytes.
+pub async fn reload(argv: &[String], timeout: Duration) -> Result<(), String> {
+    let shown = argv.join(" ");
+    let Some((program, args)) = argv.split_first() else {
+        return Err("no reload command".into());
+    };
+    let mut child = tokio::process::Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| format!("cannot start `{shown}`: {e}"))?;
+    let (err_buf, mut err_task) = capture(child.stderr.take());
+    let (out_buf, mut out_task) = capture(child.stdout.take());
+    let status = tokio::time::timeout(timeout, child.wait()).await;
+    // Whatever the command wrote before exiting is in the pipes; give the
+    // readers a moment to drain them, not forever.
+    let _ = tokio::time::timeout(OUTPUT_DRAIN, async {
+        let _ = (&mut err_task).await;
+        let _ = (&mut out_task).await;
+    })
+    .await;
+    err_task.abort();
+    out_task.abort();
+    let status = match status {
+        Err(_) => {
+            return Err(format!(
+                "`{shown}` did not finish within {} (killed)",
+                duration::format(timeout)
+            ))
+        }
+        Ok(Err(e)) => return Err(format!("waiting for `{shown}`: {e}")),
+        Ok(Ok(status)) if status.success() => return Ok(()),
+        Ok(Ok(status)) => status,
+    };
+    let mut text = String::from_utf8_lossy(&err_buf.lock().map(|b| b.clone()).unwrap_or_default())
+        .into_owned();
+    text.push_str(&String::from_utf8_lossy(
+        &out_buf.lock().map(|b| b.clone()).unwrap_or_default(),
+    ));
+    let text = text.trim();
+    let tail = match text.char_indices().rev().nth(OUTPUT_TAIL) {
+        Some((i, _)) => &text[i..],
+        None => text,
+    };
+    Err(format!(
+        "`{shown}` exited with {status}{}{}",
+        if tail.is_empty() { "" } else { ": " },
+        tail.replace('\n', " | ")
+    ))
+}
+
+/// How much of each output stream of the reload command is kept.
+pub const OUTPUT_KEEP: usize = 64 * 1024;
+/// How long the output readers may take after the command exited.
+const OUTPUT_DRAIN: Duration = Duration::from_millis(200);
+
+type Captured = (
+    std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    tokio::task::JoinHandle<()>,
+);
+
+/// Reads a pipe to its end in the background, keeping the last
+/// [`OUTPUT_KEEP`] bytes.
+fn capture<R: tokio::io::AsyncRead + Unpin + Send + 'static>(pipe: Option<R>) -> Captured {
+    use tokio::io::AsyncReadExt;
+    let buf = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let b = buf.clone();
+    let task = tokio::spawn(async move {
+        let Some(mut pipe) = pipe else { return };
+        let mut chunk = [0u8; 4096];
+        while let Ok(n @ 1..) = pipe.read(&mut chunk).await {
+            if let Ok(mut g) = b.lock() {
+                g.extend_from_slice(&chunk[..n]);
+                if g.len() > OUTPUT_KEEP {
+                    let cut = g.len() - OUTPUT_KEEP;
+                    g.drain(..cut);
+                }
+            }
+        }
+    });
+    (buf, task)
+}
+
+/// What the verification probe asks for.
+#[derive(Debug, Clone)]
+pub struct Probe<'a> {
+    /// The app's local address.
+    pub addr: SocketAddr,
+    /// Host header (the site's first host).
+    pub host: &'a str,
+    /// Request path (the site's health path).
+    pub path: &'a str,
+    /// A response header that must equal `site` (proves the new config is
+    /// live rather than the old one still answering).
+    pub header: Option<&'a HeaderName>,
+    pub site: &'a str,
+}
+
+/// The HTTP client of the probe: no connection reuse, so every attempt sees
+/// whatever config the app has loaded by then.
+pub fn probe_client() -> Client<HttpConnector, Empty<Bytes>> {
+    let mut connector = HttpConnector::new();
+    connector.set_nodelay(true);
+    connector.set_connect_timeout(Some(VERIFY_ATTEMPT));
+    Client::builder(TokioExecutor::new())
+        .pool_max_idle_per_host(0)
+        .build(connector)
+}
+
+/// Requests the probe's path until the app answers 2xx/3xx (with the site
+/// header when configured), for at most `timeout`. `Err` carries the last
+/// failure seen.
+pub async fn verify(
+    client: &Client<HttpConnector, Empty<Bytes>>,
+    probe: &Probe<'_>,
+    timeout: Duration,
+) -> Result<u32, String> {
+    let deadline = Instant::now() + timeout;
+    let mut attempts = 0u32;
+    let mut last = String::new();
+    loop {
+        attempts += 1;
+        let left = deadline.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(left.min(VERIFY_ATTEMPT), attempt(client, probe)).await {
+            Ok(Ok(())) => return Ok(attempts),
+            Ok(Err(e)) => last = e,
+            // An attempt cut short by the deadline says less than the
+            // answer before it: keep that one.
+            Err(_) if !last.is_empty() => {}
+            Err(_) => last = "no answer".to_string(),
+        }
+        if Instant::now() + VERIFY_RETRY >= deadline {
+            return Err(format!(
+                "GET http://{}{} (Host: {}) did not pass within {} ({attempts} attempts); last: {last}",
+                probe.addr,
+                probe.path,
+                probe.host,
+                duration::format(timeout)
+            ));
+        }
+        tokio::time::sleep(VERIFY_RETRY).await;
+    }
+}
+
+async fn attempt(
+    client: &Client<HttpConnector, Empty<Bytes>>,
+    probe: &Probe<'_>,
+) -> Result<(), String> {
+    let uri = format!("http://{}{}", probe.addr, probe.path);
+    let req = Request::get(uri)
+        .header(header::HOST, probe.host)
+        .header(header::USER_AGENT, "rdmalb-sidecar-verify")
+        .body(Empty::<Bytes>::new())
+        .map_err(|e| format!("bad request: {e}"))?;
+    let res = client
+        .request(req)
+        .await
+        .map_err(|e| rdmalb_base::error::chain(&e))?;
+    let status = res.status();
+    if !(status.is_success() || status.is_redirection()) {
+        return Err(format!("status {status}"));
+    }
+    if let Some(name) = probe.header {
+        match res
+            .headers()
+            .get(name)
+            .map(|v| v.to_str().unwrap_or("<binary>"))
+        {
+            Some(v) if v == probe.site => {}
+            Some(v) => return Err(format!("header {name}: {v} (expected {})", probe.site)),
+            None => return Err(format!("no {name} header (expected {})", probe.site)),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

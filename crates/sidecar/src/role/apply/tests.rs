@@ -1,0 +1,87 @@
+use super::*;
+
+#[test]
+fn replace_and_restore_keep_contents_and_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("site.conf");
+    assert_eq!(snapshot(&p).unwrap(), Previous::Absent);
+    replace(&p, b"one", mode_of(&Previous::Absent)).unwrap();
+    let before = snapshot(&p).unwrap();
+    assert_eq!(
+        before,
+        Previous::File {
+            contents: b"one".to_vec(),
+            mode: 0o644
+        }
+    );
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let before = snapshot(&p).unwrap();
+    replace(&p, b"two", mode_of(&before)).unwrap();
+    assert_eq!(std::fs::read(&p).unwrap(), b"two");
+    assert_eq!(mode_of(&snapshot(&p).unwrap()), 0o640);
+    restore(&p, &before).unwrap();
+    assert_eq!(std::fs::read(&p).unwrap(), b"one");
+    restore(&p, &Previous::Absent).unwrap();
+    assert!(!p.exists());
+    // No temporary files are left behind.
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
+#[test]
+fn replace_into_a_missing_directory_fails_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("nope").join("site.conf");
+    assert!(replace(&p, b"x", 0o644).is_err());
+}
+
+#[tokio::test]
+async fn reload_reports_exit_status_output_and_timeout() {
+    let argv = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    assert_eq!(
+        reload(&argv(&["true"]), Duration::from_secs(10)).await,
+        Ok(())
+    );
+    let e = reload(
+        &argv(&["sh", "-c", "echo bad config >&2; exit 3"]),
+        Duration::from_secs(10),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        e.contains("exit status: 3") && e.contains("bad config"),
+        "{e}"
+    );
+    let e = reload(&argv(&["/nonexistent/reload"]), Duration::from_secs(10))
+        .await
+        .unwrap_err();
+    assert!(e.starts_with("cannot start `/nonexistent/reload`"), "{e}");
+    // Done when it exits, even though a daemon it started keeps stdout.
+    assert_eq!(
+        reload(
+            &argv(&["sh", "-c", "sleep 1 & exit 0"]),
+            Duration::from_secs(2)
+        )
+        .await,
+        Ok(())
+    );
+    // Long output is cut to its tail.
+    let e = reload(
+        &argv(&[
+            "sh",
+            "-c",
+            "head -c 300000 /dev/zero | tr '\\0' a; echo LAST >&2; exit 1",
+        ]),
+        Duration::from_secs(10),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        e.len() < 2 * OUTPUT_TAIL + 200 && e.contains("exit status: 1"),
+        "{}",
+        e.len()
+    );
+    let e = reload(&argv(&["sleep", "30"]), Duration::from_millis(50))
+        .await
+        .unwrap_err();
+    assert!(e.contains("did not finish within 50ms (killed)"), "{e}");
+}

@@ -1,0 +1,404 @@
+//! Command-line front ends of the testbed subcommands (`testsrv`, `trace`,
+//! `load`, `cluster`). `main.rs` flattens these argument structs and
+//! calls [`run`]; everything here returns [`CliError`].
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+use tokio::sync::watch;
+
+use super::load::{LoadOptions, Mode};
+use super::trace::{export, BurstMode, Generator, HostMap, Trace};
+use rdmalb_base::duration;
+
+/// Exit status for an invalid config or spec.
+const CONFIG_INVALID: u8 = 2;
+
+/// Why a testbed command failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    #[error(transparent)]
+    Server(#[from] super::server::ServerError),
+    #[error(transparent)]
+    Trace(#[from] super::trace::TraceError),
+    #[error(transparent)]
+    Load(#[from] super::load::LoadError),
+    #[error(transparent)]
+    Cluster(#[from] super::cluster::ClusterError),
+    #[error(transparent)]
+    Plot(#[from] super::plot::PlotError),
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Usage(String),
+}
+
+fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> CliError {
+    let what = what.into();
+    move |source| CliError::Io { what, source }
+}
+
+/// A testbed subcommand.
+#[derive(Debug, Subcommand)]
+pub enum TestbedCommand {
+    /// Run a capacity-modelled backend node (docs/testbed.md).
+    Testsrv(TestsrvArgs),
+    /// Generate a request trace, or export one for httperf / wrk.
+    Trace(TraceArgs),
+    /// Replay a trace against a URL and report per-site time series.
+    Load(LoadArgs),
+    /// Run an emulated cluster (nodes, sidecars, proxies) and replay a trace through it.
+    Cluster(ClusterArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct TestsrvArgs {
+    /// Node config file (TOML); see conf/testsrv.toml.
+    #[arg(short, long)]
+    pub config: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct TraceArgs {
+    #[command(subcommand)]
+    pub what: TraceCommand,
+}
+
+/// Parameters every generator shares.
+#[derive(Debug, Args)]
+pub struct GenCommon {
+    /// Sites, comma-separated, in the cluster's site order.
+    #[arg(long, value_delimiter = ',', default_value = "shop,blog,news")]
+    pub sites: Vec<String>,
+    /// Number of requests.
+    #[arg(short = 'n', long, default_value_t = 100_000)]
+    pub requests: u64,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Output trace file.
+    #[arg(short, long)]
+    pub output: PathBuf,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TraceCommand {
+    /// One URL per site (seed 001: a 1 KiB file).
+    SingleFile {
+        #[command(flatten)]
+        common: GenCommon,
+        #[arg(long, default_value = "1k")]
+        size: String,
+    },
+    /// Zipf popularity over a file set (seed 002: α 0.25 .. 0.9).
+    Zipf {
+        #[command(flatten)]
+        common: GenCommon,
+        #[arg(long)]
+        alpha: f64,
+        #[arg(long, default_value_t = 1000)]
+        files: u32,
+        #[arg(long, default_value = "512")]
+        min_size: String,
+        #[arg(long, default_value = "64k")]
+        max_size: String,
+        /// Share of the files that are dynamic (0..1).
+        #[arg(long, default_value_t = 0.0)]
+        dynamic_share: f64,
+        #[arg(long, default_value = "10ms")]
+        cost: String,
+    },
+    /// Bursts of exactly L requests alternating between sites or content classes.
+    Bursty {
+        #[command(flatten)]
+        common: GenCommon,
+        /// Burst length L (the seeds use 512 .. 65536).
+        #[arg(long)]
+        burst: u64,
+        #[arg(long, value_enum, default_value = "sites")]
+        mode: BurstMode,
+        #[arg(long, default_value = "1k")]
+        size: String,
+        #[arg(long, default_value = "10ms")]
+        cost: String,
+    },
+    /// Synthetic world-cup-like trace: ~2/3 dynamic in long bursts, static between.
+    WorldCup {
+        #[command(flatten)]
+        common: GenCommon,
+        #[arg(long, default_value_t = 2.0 / 3.0)]
+        dynamic_share: f64,
+        /// Mean length of a dynamic burst.
+        #[arg(long, default_value_t = 4096)]
+        mean_burst: u64,
+        #[arg(long, default_value_t = 1000)]
+        files: u32,
+        #[arg(long, default_value = "10ms")]
+        cost: String,
+    },
+    /// Export a trace as an httperf --wlog file or a wrk Lua script.
+    Export {
+        #[arg(long)]
+        trace: PathBuf,
+        #[arg(long, value_parser = ["httperf", "wrk"])]
+        format: String,
+        /// httperf: only this site's requests (httperf sends one Host per run).
+        #[arg(long)]
+        site: Option<String>,
+        /// wrk: site=host pairs (default host: <site>.localhost).
+        #[arg(long, default_value = "")]
+        host_map: String,
+        #[arg(short, long)]
+        output: PathBuf,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct LoadArgs {
+    #[arg(long)]
+    pub trace: PathBuf,
+    /// Target, e.g. http://127.0.0.1:8080; repeat to spread requests over several proxies.
+    #[arg(long, required = true)]
+    pub url: Vec<String>,
+    /// site=host pairs; other sites use <site>.localhost.
+    #[arg(long, default_value = "")]
+    pub host_map: String,
+    /// Closed loop with this many connections (default 16 unless --rate).
+    #[arg(short, long, conflicts_with = "rate")]
+    pub connections: Option<u32>,
+    /// Open loop at this many requests/s.
+    #[arg(long)]
+    pub rate: Option<f64>,
+    /// Open loop: most requests outstanding; beyond, requests count as `backlog`.
+    #[arg(long, default_value_t = 1000)]
+    pub max_inflight: u32,
+    /// Stop after this long.
+    #[arg(short, long, default_value = "10s", value_parser = parse_duration)]
+    pub duration: Duration,
+    /// Stop after this many requests (default: the trace length; the trace repeats).
+    #[arg(short = 'n', long)]
+    pub requests: Option<u64>,
+    /// Reporting interval.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub interval: Duration,
+    /// Per-request timeout.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub timeout: Duration,
+    /// Per-interval, per-site CSV.
+    #[arg(long)]
+    pub csv: Option<PathBuf>,
+    /// Full report as JSON.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// PNG of per-site throughput (needs gnuplot); writes <png>.csv beside it.
+    #[arg(long)]
+    pub png: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct ClusterArgs {
+    /// Cluster spec (TOML); see bench/cluster-332.toml and docs/testbed.md.
+    #[arg(short, long)]
+    pub config: PathBuf,
+    /// Output directory (configs, logs, trace, CSV, JSON, PNG).
+    #[arg(short, long)]
+    pub output: PathBuf,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    duration::parse(s)
+}
+
+/// Runs a testbed subcommand to completion.
+pub fn run(cmd: TestbedCommand) -> Result<ExitCode, CliError> {
+    match cmd {
+        TestbedCommand::Testsrv(a) => {
+            let cfg = match super::config::load_node(&a.config) {
+                Ok(c) => c,
+                Err(problems) => {
+                    eprintln!("{problems}");
+                    return Ok(ExitCode::from(CONFIG_INVALID));
+                }
+            };
+            let rt = runtime(1)?;
+            rt.block_on(async {
+                let (tx, rx) = watch::channel(false);
+                tokio::spawn(async move {
+                    rdmalb_base::shutdown::termination().await;
+                    let _ = tx.send(true);
+                });
+                super::server::run(cfg, rx).await
+            })?;
+            Ok(ExitCode::SUCCESS)
+        }
+        TestbedCommand::Trace(a) => trace(a.what),
+        TestbedCommand::Load(a) => load(a),
+        TestbedCommand::Cluster(a) => {
+            let spec = match super::cluster::load_spec(&a.config) {
+                Ok(s) => s,
+                Err(problems) => {
+                    eprintln!("{problems}");
+                    return Ok(ExitCode::from(CONFIG_INVALID));
+                }
+            };
+            let rt = runtime(2)?;
+            let report = rt.block_on(async {
+                let (tx, rx) = watch::channel(false);
+                tokio::spawn(async move {
+                    rdmalb_base::shutdown::termination().await;
+                    tracing::info!("cluster: interrupted; tearing down");
+                    let _ = tx.send(true);
+                });
+                super::cluster::run(&spec, &a.output, rx).await
+            })?;
+            print!("{}", report.table());
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn runtime(workers: usize) -> Result<tokio::runtime::Runtime, CliError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .build()
+        .map_err(io("cannot start the async runtime"))
+}
+
+fn trace(cmd: TraceCommand) -> Result<ExitCode, CliError> {
+    let (common, generator) = match cmd {
+        TraceCommand::Export {
+            trace,
+            format,
+            site,
+            host_map,
+            output,
+        } => {
+            let t = Trace::load(&trace)?;
+            let bytes = if format == "httperf" {
+                if let Some(s) = &site {
+                    if !t.sites.contains(s) {
+                        return Err(CliError::Usage(format!(
+                            "site {s} does not occur in {}",
+                            trace.display()
+                        )));
+                    }
+                }
+                export::httperf_wlog(&t, site.as_deref())
+            } else {
+                let hosts = HostMap::parse(&host_map)
+                    .map_err(|e| CliError::Usage(format!("--host-map: {e}")))?;
+                export::wrk_lua(&t, &hosts).into_bytes()
+            };
+            std::fs::write(&output, bytes)
+                .map_err(io(format!("cannot write {}", output.display())))?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        TraceCommand::SingleFile { common, size } => (common, Generator::SingleFile { size }),
+        TraceCommand::Zipf {
+            common,
+            alpha,
+            files,
+            min_size,
+            max_size,
+            dynamic_share,
+            cost,
+        } => (
+            common,
+            Generator::Zipf {
+                alpha,
+                files,
+                min_size,
+                max_size,
+                dynamic_share,
+                cost,
+            },
+        ),
+        TraceCommand::Bursty {
+            common,
+            burst,
+            mode,
+            size,
+            cost,
+        } => (
+            common,
+            Generator::Bursty {
+                burst,
+                mode,
+                size,
+                cost,
+            },
+        ),
+        TraceCommand::WorldCup {
+            common,
+            dynamic_share,
+            mean_burst,
+            files,
+            cost,
+        } => (
+            common,
+            Generator::WorldCup {
+                dynamic_share,
+                mean_burst,
+                files,
+                cost,
+            },
+        ),
+    };
+    let t = generator.generate(&common.sites, common.requests, common.seed)?;
+    let header = format!(
+        "rdmalb trace: {} requests={} seed={}\nformat: <site><TAB><path>",
+        generator.describe(),
+        common.requests,
+        common.seed
+    );
+    t.write(&common.output, &header)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn load(a: LoadArgs) -> Result<ExitCode, CliError> {
+    let trace = Trace::load(&a.trace)?;
+    let hosts =
+        HostMap::parse(&a.host_map).map_err(|e| CliError::Usage(format!("--host-map: {e}")))?;
+    let mode = match a.rate {
+        Some(rate) => Mode::Open {
+            rate,
+            max_inflight: a.max_inflight,
+        },
+        None => Mode::Closed {
+            connections: a.connections.unwrap_or(16),
+        },
+    };
+    let opts = LoadOptions {
+        urls: a.url,
+        hosts,
+        mode,
+        duration: a.duration,
+        requests: a.requests,
+        interval: a.interval,
+        timeout: a.timeout,
+    };
+    let rt = runtime(2)?;
+    let report = rt.block_on(async {
+        let (tx, rx) = watch::channel(false);
+        tokio::spawn(async move {
+            rdmalb_base::shutdown::termination().await;
+            let _ = tx.send(true);
+        });
+        super::load::run(trace, opts, rx).await
+    })?;
+    super::cluster::write_outputs(
+        &report,
+        a.csv.as_deref(),
+        a.json.as_deref(),
+        a.png.as_deref(),
+        "rdmalb load",
+    )?;
+    print!("{}", report.table());
+    Ok(ExitCode::SUCCESS)
+}

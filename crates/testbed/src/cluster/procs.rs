@@ -1,0 +1,473 @@
+//! Starting, watching and tearing down the cluster's processes.
+//!
+//! Every child is owned by [`Procs`]: dropping it (normal return, error,
+//! panic unwinding, Ctrl-C handled by the caller) sends SIGTERM to every
+//! child, waits briefly, SIGKILLs what is left and reaps all, then removes
+//! the shm window files the sidecars leave. Only a SIGKILL of the cluster
+//! process itself can strand children (they are listed with their pids in
+//! `<out>/pids.txt` for that case).
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+
+use super::gen::{self, NodePlan, IDLE};
+use super::{write_outputs, ClusterError, Spec, TraceSource, WindowTransport};
+use crate::load::{self, LoadOptions};
+use crate::report::Report;
+use crate::trace::{HostMap, Trace};
+
+/// The running children, torn down on drop.
+struct Procs {
+    children: Vec<(String, Child, PathBuf)>,
+    shm_files: Vec<PathBuf>,
+}
+
+impl Procs {
+    fn spawn(
+        &mut self,
+        exe: &Path,
+        name: &str,
+        args: &[&str],
+        config: &Path,
+        logs: &Path,
+    ) -> Result<(), ClusterError> {
+        let log = logs.join(format!("{name}.log"));
+        let file = std::fs::File::create(&log).map_err(|e| io(&log, e))?;
+        let err = file.try_clone().map_err(|e| io(&log, e))?;
+        let child = Command::new(exe)
+            .args(args)
+            .arg("-c")
+            .arg(config)
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(file)
+            .stderr(err)
+            .spawn()
+            .map_err(|e| ClusterError::Io {
+                what: format!("cannot start {name}"),
+                source: e,
+            })?;
+        tracing::debug!(name, pid = child.id(), "started");
+        self.children.push((name.to_string(), child, log));
+        Ok(())
+    }
+
+    /// Fails with the log tail of the first child that exited.
+    fn check_alive(&mut self) -> Result<(), ClusterError> {
+        for (name, child, log) in &mut self.children {
+            if let Ok(Some(status)) = child.try_wait() {
+                let text = std::fs::read_to_string(log).unwrap_or_default();
+                let tail: Vec<&str> = text.lines().rev().take(15).collect();
+                return Err(ClusterError::EarlyExit {
+                    name: name.clone(),
+                    status: status.to_string(),
+                    log: tail.into_iter().rev().collect::<Vec<_>>().join("\n"),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Procs {
+    fn drop(&mut self) {
+        for (_, child, _) in &self.children {
+            // SIGTERM first, so the components remove pid files and
+            // sockets; `kill` avoids unsafe libc calls in this crate.
+            let _ = Command::new("kill")
+                .arg("-TERM")
+                .arg(child.id().to_string())
+                .stderr(Stdio::null())
+                .status();
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        for (name, child, _) in &mut self.children {
+            loop {
+                match child.try_wait() {
+                    Ok(Some(_)) | Err(_) => break,
+                    Ok(None) if Instant::now() >= deadline => {
+                        tracing::warn!(name = %name, pid = child.id(), "did not stop on SIGTERM; killing");
+                        let _ = child.kill();
+                        let _ = child.wait();
+                        break;
+                    }
+                    Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+                }
+            }
+        }
+        for f in &self.shm_files {
+            let _ = std::fs::remove_file(f);
+        }
+    }
+}
+
+fn io(p: &Path, e: std::io::Error) -> ClusterError {
+    ClusterError::Io {
+        what: p.display().to_string(),
+        source: e,
+    }
+}
+
+fn write(p: &Path, text: &str) -> Result<(), ClusterError> {
+    std::fs::write(p, text).map_err(|e| io(p, e))
+}
+
+fn free_addr() -> Result<SocketAddr, ClusterError> {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_err(|e| ClusterError::Io {
+            what: "cannot find a free loopback port".into(),
+            source: e,
+        })
+}
+
+/// A fresh 32-byte pre-shared key for this run's tcp windows, created
+/// with mode 0600 (the sidecar and proxy refuse a key "other" can read).
+fn write_psk(p: &Path) -> Result<(), ClusterError> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let key: [u8; 32] = rand::random();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(p)
+        .and_then(|mut f| f.write_all(&key))
+        .map_err(|e| io(p, e))
+}
+
+fn toml_text(t: &toml::Table) -> String {
+    toml::to_string(t).unwrap_or_default()
+}
+
+/// The appliance binary the cluster runs its sidecars and proxies with:
+/// `RDMALB_BIN` when set, else `rdmalb` beside this binary (as cargo and
+/// an install lay them out), else `rdmalb` on the `PATH`.
+fn appliance_binary(testbed: &Path) -> Result<std::path::PathBuf, ClusterError> {
+    if let Some(p) = std::env::var_os("RDMALB_BIN") {
+        return Ok(p.into());
+    }
+    let beside = testbed.with_file_name("rdmalb");
+    if beside.is_file() {
+        return Ok(beside);
+    }
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .map(|d| d.join("rdmalb"))
+        .find(|p| p.is_file())
+        .ok_or_else(|| {
+            ClusterError::NotReady(format!(
+                "cannot find the rdmalb binary (not beside {} nor on PATH); build it with `cargo build --bin rdmalb` or set RDMALB_BIN",
+                testbed.display()
+            ))
+        })
+}
+
+/// Runs the cluster: start, wait until every site answers through every
+/// proxy, replay the trace, write the outputs into `out`, tear down.
+pub async fn run(
+    spec: &Spec,
+    out: &Path,
+    mut shutdown: watch::Receiver<bool>,
+) -> Result<Report, ClusterError> {
+    let exe = std::env::current_exe().map_err(|e| ClusterError::Io {
+        what: "cannot locate the rdmalb-testbed binary".into(),
+        source: e,
+    })?;
+    let appliance = appliance_binary(&exe)?;
+    // Generated configs name files by absolute path (testsrv and the
+    // sidecar anchor relative paths at their own config's directory).
+    let out = &std::path::absolute(out).map_err(|e| io(out, e))?;
+    let (conf, logs) = (out.join("conf"), out.join("logs"));
+    for d in [out, &conf, &logs] {
+        std::fs::create_dir_all(d).map_err(|e| io(d, e))?;
+    }
+    let trace = match &spec.trace {
+        TraceSource::File(f) => Trace::load(f)?,
+        TraceSource::Generate(g) => {
+            let t = g.generate(&spec.sites, spec.requests.unwrap_or(1_000_000), spec.seed)?;
+            let p = out.join("trace.txt");
+            t.write(
+                &p,
+                &format!("rdmalb cluster: {} seed={}", g.describe(), spec.seed),
+            )?;
+            t
+        }
+    };
+    if let Some(s) = trace.sites.iter().find(|s| !spec.sites.contains(s)) {
+        return Err(ClusterError::NotReady(format!(
+            "the trace has requests for site {s}, which the spec does not list"
+        )));
+    }
+    let tcp = spec.transport == WindowTransport::Tcp;
+    let psk = if tcp {
+        let p = conf.join("cluster.psk");
+        write_psk(&p)?;
+        Some(p)
+    } else {
+        None
+    };
+    let tag = std::process::id();
+    let mut nodes = Vec::new();
+    let roles = spec
+        .sites
+        .iter()
+        .zip(&spec.split)
+        .flat_map(|(site, &count)| std::iter::repeat_n(site.as_str(), count as usize))
+        .chain(std::iter::repeat_n(IDLE, spec.idle as usize));
+    for site in roles {
+        let n = nodes.len() + 1;
+        nodes.push(NodePlan {
+            name: format!("n{n}"),
+            site: site.to_string(),
+            listen: free_addr()?,
+            push: conf.join(format!("n{n}.push.sock")),
+            shm: PathBuf::from(format!("/dev/shm/rdmalb-cluster-{tag}-n{n}")),
+            tcp: if tcp { Some(free_addr()?) } else { None },
+            site_file: conf.join(format!("n{n}.site.toml")),
+            pid_file: conf.join(format!("n{n}.pid")),
+        });
+    }
+    let mut procs = Procs {
+        children: Vec::new(),
+        shm_files: nodes
+            .iter()
+            .map(|n| n.shm.clone())
+            .chain((1..=spec.proxies).map(|id| gen::proxy_window(tag, id)))
+            .collect(),
+    };
+    write(&conf.join("site.toml.tpl"), gen::SITE_TEMPLATE)?;
+    write(&conf.join("idle.toml.tpl"), gen::IDLE_TEMPLATE)?;
+
+    // Nodes first: a sidecar with [role] applies its initial site at
+    // start-up (render, SIGHUP through the pid file, verify), so its node
+    // must be up; the nodes' pushes retry until their sidecar listens.
+    for n in &nodes {
+        let hosts = if n.site == IDLE {
+            String::new()
+        } else {
+            format!("hosts = [\"{}.localhost\"]\n", n.site)
+        };
+        write(&n.site_file, &format!("site = \"{}\"\n{hosts}", n.site))?;
+        let mut t = spec.node.clone();
+        for (k, v) in [
+            ("name", n.name.clone()),
+            ("listen", n.listen.to_string()),
+            ("site_file", n.site_file.display().to_string()),
+            ("pid_file", n.pid_file.display().to_string()),
+            ("push", n.push.display().to_string()),
+        ] {
+            t.insert(k.into(), toml::Value::String(v));
+        }
+        let p = conf.join(format!("{}.testsrv.toml", n.name));
+        let text = toml_text(&t);
+        crate::config::parse_node(&text, &p).map_err(|e| ClusterError::Generated {
+            component: "testsrv".into(),
+            table: "node".into(),
+            errors: e,
+        })?;
+        write(&p, &text)?;
+        procs.spawn(&exe, &n.name, &["testsrv"], &p, &logs)?;
+    }
+    wait_for(
+        &mut procs,
+        &nodes,
+        &mut shutdown,
+        "is not up (listen, pid file)",
+        |n| n.pid_file.exists() && std::net::TcpStream::connect(n.listen).is_ok(),
+    )
+    .await?;
+    for (i, n) in nodes.iter().enumerate() {
+        let t = gen::sidecar(spec, n, i + 1, &conf, psk.as_deref());
+        let p = conf.join(format!("{}.sidecar.toml", n.name));
+        let text = toml_text(&t);
+        rdmalb_sidecar::config::parse(&text, &p).map_err(|e| ClusterError::Generated {
+            component: "sidecar".into(),
+            table: "sidecar".into(),
+            errors: e,
+        })?;
+        write(&p, &text)?;
+        procs.spawn(
+            &appliance,
+            &format!("{}-sidecar", n.name),
+            &["sidecar"],
+            &p,
+            &logs,
+        )?;
+    }
+    // With tcp, also until its responder accepts (a bare connect: the
+    // sidecar drops it at the handshake).
+    wait_for(&mut procs, &nodes, &mut shutdown, "has no window", |n| {
+        n.shm.exists()
+            && n.tcp
+                .is_none_or(|a| std::net::TcpStream::connect(a).is_ok())
+    })
+    .await?;
+    let mut urls = Vec::new();
+    for id in 1..=spec.proxies {
+        let (listen, admin) = (free_addr()?, free_addr()?);
+        let t = gen::proxy(spec, id, &nodes, (listen, admin), tag, psk.as_deref());
+        let p = conf.join(format!("proxy{id}.toml"));
+        let text = toml_text(&t);
+        rdmalb_proxy::config::parse(&text, &p).map_err(|e| ClusterError::Generated {
+            component: "proxy".into(),
+            table: "proxy".into(),
+            errors: e,
+        })?;
+        write(&p, &text)?;
+        procs.spawn(&appliance, &format!("proxy{id}"), &["proxy"], &p, &logs)?;
+        urls.push(format!("http://{listen}"));
+    }
+    let pids: String = procs
+        .children
+        .iter()
+        .map(|(n, c, _)| format!("{n} {}\n", c.id()))
+        .collect();
+    write(&out.join("pids.txt"), &pids)?;
+    wait_until_serving(&mut procs, &urls, &spec.sites, &mut shutdown).await?;
+    tracing::info!(
+        nodes = nodes.len(),
+        proxies = spec.proxies,
+        "cluster up; replaying the trace"
+    );
+
+    let opts = LoadOptions {
+        urls,
+        hosts: HostMap::default(),
+        mode: spec.mode,
+        duration: spec.duration,
+        requests: spec.requests,
+        interval: spec.interval,
+        timeout: spec.timeout,
+    };
+    let report = load::run(trace, opts, shutdown.clone()).await?;
+    // A component that died during the run invalidates the figures. After
+    // Ctrl-C the children may have had the terminal's SIGINT too: write
+    // what was measured.
+    if !*shutdown.borrow() {
+        procs.check_alive()?;
+    }
+    // Role words are read while the sidecars still hold their windows.
+    let outcome = gen::outcome(spec, &nodes, &report).await;
+    drop(procs);
+    let title = format!(
+        "{} — sites {} split {} — {} proxy(ies), balance {}, {}",
+        spec.file
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        spec.sites.join("/"),
+        spec.split
+            .iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(":"),
+        spec.proxies,
+        spec.balance,
+        outcome.mode
+    );
+    let mut summary = report.table();
+    summary.push_str(&outcome.text());
+    write(&out.join("summary.txt"), &summary)?;
+    write(
+        &out.join("cluster.json"),
+        &serde_json::to_string_pretty(&outcome).unwrap_or_default(),
+    )?;
+    print!("{}", outcome.text());
+    write_outputs(
+        &report,
+        Some(&out.join("load.csv")),
+        Some(&out.join("load.json")),
+        Some(&out.join("throughput.png")),
+        &title,
+    )?;
+    Ok(report)
+}
+
+/// Start-up waits are bounded: a component that is not up by then is broken.
+const START_BOUND: Duration = Duration::from_secs(20);
+
+async fn pause(shutdown: &mut watch::Receiver<bool>) -> Result<(), ClusterError> {
+    tokio::select! {
+        _ = tokio::time::sleep(Duration::from_millis(25)) => Ok(()),
+        _ = shutdown.changed() => Err(ClusterError::Interrupted),
+    }
+}
+
+async fn wait_for(
+    procs: &mut Procs,
+    nodes: &[NodePlan],
+    shutdown: &mut watch::Receiver<bool>,
+    what: &str,
+    ready: impl Fn(&NodePlan) -> bool,
+) -> Result<(), ClusterError> {
+    let end = Instant::now() + START_BOUND;
+    while let Some(n) = nodes.iter().find(|n| !ready(n)) {
+        procs.check_alive()?;
+        if Instant::now() > end {
+            return Err(ClusterError::NotReady(format!(
+                "node {} (window {}, listen {}) {what}",
+                n.name,
+                n.shm.display(),
+                n.listen
+            )));
+        }
+        pause(shutdown).await?;
+    }
+    Ok(())
+}
+
+/// Until `GET /health` with each site's Host answers 200 through every proxy.
+async fn wait_until_serving(
+    procs: &mut Procs,
+    urls: &[String],
+    sites: &[String],
+    shutdown: &mut watch::Receiver<bool>,
+) -> Result<(), ClusterError> {
+    let end = Instant::now() + START_BOUND;
+    for url in urls {
+        let addr: SocketAddr = url
+            .trim_start_matches("http://")
+            .parse()
+            .map_err(|_| ClusterError::NotReady(format!("bad url {url}")))?;
+        for site in sites {
+            loop {
+                procs.check_alive()?;
+                let probe = format!(
+                    "GET /health HTTP/1.1\r\nHost: {site}.localhost\r\nConnection: close\r\n\r\n"
+                );
+                if health_ok(addr, probe.as_bytes()).await {
+                    break;
+                }
+                if Instant::now() > end {
+                    return Err(ClusterError::NotReady(format!(
+                        "{url} does not serve site {site} (GET /health with Host {site}.localhost)"
+                    )));
+                }
+                pause(shutdown).await?;
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn health_ok(addr: SocketAddr, request: &[u8]) -> bool {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let attempt = async {
+        let mut s = tokio::net::TcpStream::connect(addr).await.ok()?;
+        s.write_all(request).await.ok()?;
+        let mut buf = [0u8; 64];
+        let n = s.read(&mut buf).await.ok()?;
+        Some(buf[..n].starts_with(b"HTTP/1.1 200"))
+    };
+    matches!(
+        tokio::time::timeout(Duration::from_secs(2), attempt).await,
+        Ok(Some(true))
+    )
+}

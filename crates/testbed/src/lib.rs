@@ -1,0 +1,30 @@
+//! The testbed: everything needed to reproduce the seeds' cluster
+//! experiments on one machine (see `docs/testbed.md`).
+//!
+//! - [`server`]: `rdmalb testsrv`, an HTTP/1.1 backend node with a capacity
+//!   model (W worker slots, a queue of Q, per-class service times) that
+//!   serves one site at a time, re-reads its site file on SIGHUP, and pushes
+//!   its modelled load to its sidecar ([`publish`]).
+//! - [`trace`]: request-list generators (single-file, Zipf, bursty,
+//!   world-cup-like) and exporters for httperf and wrk.
+//! - [`load`]: `rdmalb load`, the replay client reporting per-site time
+//!   series ([`report`]).
+//! - [`cluster`]: `rdmalb cluster`, one command that runs K nodes with their
+//!   sidecars and one or more proxies, replays a trace and plots per-site
+//!   throughput ([`plot`]), with per-site QoS-meeting percentages
+//!   ([`qos`]) and the number of node moves.
+//!
+//! The testbed sits on top of the library: it starts `sidecar` and `proxy`
+//! as separate processes and uses only the sidecar's push client in-process.
+#![deny(unsafe_code)]
+
+pub mod cli;
+pub mod cluster;
+pub mod config;
+pub mod load;
+pub mod plot;
+pub mod publish;
+pub mod qos;
+pub mod report;
+pub mod server;
+pub mod trace;

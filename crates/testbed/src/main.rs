@@ -1,0 +1,37 @@
+//! The `rdmalb-testbed` command: the testbed's own binary, apart from the
+//! appliance (`rdmalb`). Parses the command line and runs one subcommand
+//! of [`rdmalb_testbed::cli`]; `docs/testbed.md` describes them.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use tracing_subscriber::EnvFilter;
+
+#[derive(Parser)]
+#[command(
+    name = "rdmalb-testbed",
+    version,
+    about = "rdmalb testbed: capacity-model nodes, traces, replay client, emulated cluster"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: rdmalb_testbed::cli::TestbedCommand,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let filter = EnvFilter::try_from_env("RDMALB_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_target(false)
+        .init();
+    match rdmalb_testbed::cli::run(cli.command) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("rdmalb-testbed: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

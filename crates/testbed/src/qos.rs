@@ -1,0 +1,61 @@
+//! QoS-meeting accounting from the replay client's per-interval figures
+//! (seed 003 §5.3, Fig. 17/19; issue 7).
+//!
+//! A site with a throughput guarantee G (requests/s) *meets* it in an
+//! interval when its served rate is at least G. Only intervals in which the
+//! site's demand (requests the client offered, by start time) was at least
+//! G count: a site that asks for less than its guarantee cannot be held to
+//! it. The QoS-meeting percentage is met / counted over those intervals.
+//!
+//! The last interval of a run is usually partial and its rates are noisy,
+//! and requests still in flight at the deadline are not counted as served,
+//! so it is left out.
+
+use serde::Serialize;
+
+use super::report::Report;
+
+/// One site's QoS accounting over a run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct QosMeeting {
+    pub site: String,
+    /// The guarantee, requests/s.
+    pub guarantee: f64,
+    /// Intervals whose demand reached the guarantee.
+    pub counted: u64,
+    /// Of those, intervals whose served rate reached it too.
+    pub met: u64,
+}
+
+impl QosMeeting {
+    /// met / counted in percent; `None` when no interval counted.
+    pub fn percent(&self) -> Option<f64> {
+        (self.counted > 0).then(|| 100.0 * self.met as f64 / self.counted as f64)
+    }
+}
+
+/// The accounting of `site` against `guarantee` (requests/s) over
+/// `report`'s intervals, the last (partial) one excluded. A site the report
+/// does not have counts no interval.
+pub fn meeting(report: &Report, site: &str, guarantee: f64) -> QosMeeting {
+    let rows: Vec<_> = report.intervals.iter().filter(|r| r.site == site).collect();
+    let full = rows.len().saturating_sub(1);
+    let mut q = QosMeeting {
+        site: site.to_string(),
+        guarantee,
+        counted: 0,
+        met: 0,
+    };
+    for r in &rows[..full] {
+        if r.offered_per_s >= guarantee {
+            q.counted += 1;
+            if r.served_per_s >= guarantee {
+                q.met += 1;
+            }
+        }
+    }
+    q
+}
+
+#[cfg(test)]
+mod tests;

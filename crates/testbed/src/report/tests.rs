@@ -1,0 +1,56 @@
+use super::*;
+
+#[test]
+fn buckets_by_completion_time_and_site() {
+    let t0 = Instant::now();
+    let r = Recorder::new(vec!["a".into(), "b".into()], Duration::from_secs(1), t0);
+    let ms = Duration::from_millis;
+    for i in 1..=100u64 {
+        r.record(0, t0 + ms(10), ms(i), Outcome::Status(200));
+    }
+    r.record(1, t0 + ms(1500), ms(3), Outcome::Status(503));
+    r.record(1, t0 + ms(1600), ms(3), Outcome::Connect);
+    r.record(1, t0 + ms(1700), ms(7), Outcome::Status(204));
+    let rep = r.finish(ms(2000));
+    assert_eq!(rep.intervals.len(), 4);
+    let a0 = &rep.intervals[0];
+    assert_eq!((a0.site.as_str(), a0.served, a0.errors), ("a", 100, 0));
+    assert_eq!((a0.p50_ms, a0.p99_ms, a0.max_ms), (50.0, 99.0, 100.0));
+    let b1 = &rep.intervals[3];
+    assert_eq!(
+        (b1.site.as_str(), b1.requests, b1.served, b1.errors),
+        ("b", 3, 1, 2)
+    );
+    assert_eq!(b1.error_kinds.get("503"), Some(&1));
+    assert_eq!(b1.error_kinds.get("connect"), Some(&1));
+    let csv = rep.csv();
+    assert!(csv.starts_with(CSV_HEADER));
+    assert!(
+        csv.contains("1.000,b,3,1,1.0,2,7.000,7.000,7.000,503:1;connect:1"),
+        "{csv}"
+    );
+    assert_eq!(
+        rep.throughput_csv(),
+        "time_s,a,b\n0.000,100.0,0.0\n1.000,0.0,1.0\n"
+    );
+    let total = rep.summary.last().unwrap();
+    assert_eq!(
+        (total.site.as_str(), total.requests, total.served),
+        ("TOTAL", 103, 101)
+    );
+    assert!(rep.table().contains("503:1;connect:1"));
+    let json: serde_json::Value = serde_json::from_str(&rep.json()).unwrap();
+    assert_eq!(json["summary"][1]["error_kinds"]["503"], 1);
+}
+
+#[test]
+fn empty_intervals_are_reported_as_zero() {
+    let t0 = Instant::now();
+    let r = Recorder::new(vec!["a".into()], Duration::from_secs(1), t0);
+    let rep = r.finish(Duration::from_millis(2500));
+    assert_eq!(rep.intervals.len(), 3);
+    assert!(rep
+        .intervals
+        .iter()
+        .all(|row| row.requests == 0 && row.p99_ms == 0.0));
+}

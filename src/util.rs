@@ -1,3 +1,0 @@
-//! Small shared helpers: duration parsing for configs, clocks.
-
-pub mod duration;

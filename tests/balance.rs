@@ -1,0 +1,5 @@
+//! Health, balancing and load-aware routing through real proxies and sidecars.
+
+mod admin;
+mod health;
+mod load_aware;

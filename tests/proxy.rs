@@ -1,0 +1,9 @@
+//! The HTTP front end through the real `rdmalb proxy` binary.
+
+mod conf;
+mod errors;
+mod nginx;
+mod ops;
+mod protocols;
+mod routing;
+mod streaming;

@@ -1,0 +1,171 @@
+//! Operations: SIGHUP reload (a changed backend set takes effect; a broken
+//! file is rejected with its problems logged and the old config keeps
+//! serving) and SIGTERM graceful drain.
+
+use std::time::Duration;
+
+use crate::support::*;
+use tokio::io::AsyncWriteExt;
+
+fn config(listen: &str, node: &str) -> String {
+    format!(
+        "{listen}[global]\naccess_log = \"off\"\nshutdown_grace = \"20s\"\n\n[[site]]\nname = \"www\"\nhosts = [\"www.example.com\"]\n\n{node}"
+    )
+}
+
+async fn backend_of(c: &reqwest::Client, addr: std::net::SocketAddr) -> String {
+    let resp = c
+        .get(format!("http://{addr}/"))
+        .header("host", "www.example.com")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    resp.headers()["x-backend"].to_str().unwrap().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_reloads_and_rejects_a_broken_config() {
+    let a = Backend::start("a").await;
+    let b = Backend::start("b").await;
+    let (listen, addr, admin) = listener_toml();
+    let proxy = Proxy::start(&config(&listen, &node_toml("na", a.addr, "www")), &[addr]);
+    let c = client();
+    assert_eq!(backend_of(&c, addr).await, "a");
+
+    // New backend set.
+    std::fs::write(
+        &proxy.config,
+        config(&listen, &node_toml("nb", b.addr, "www")),
+    )
+    .unwrap();
+    signal(proxy.pid(), SIGHUP);
+    let mut switched = false;
+    for _ in 0..400 {
+        if backend_of(&c, addr).await == "b" {
+            switched = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(
+        switched,
+        "reload did not take effect:\n{}",
+        proxy.stderr_text()
+    );
+    let a_before = a.requests();
+    for _ in 0..10 {
+        assert_eq!(backend_of(&c, addr).await, "b");
+    }
+    assert_eq!(
+        a.requests(),
+        a_before,
+        "the removed node still gets traffic"
+    );
+
+    // A broken file: every problem is logged, the current config stays.
+    std::fs::write(
+        &proxy.config,
+        format!(
+            "{}\n[timeouts]\nconnect = \"soon\"\n",
+            config(&listen, &node_toml("nb", b.addr, "www"))
+                .replace("[global]", "[global]\nbalance = \"fastest\"")
+        ),
+    )
+    .unwrap();
+    signal(proxy.pid(), SIGHUP);
+    assert!(
+        proxy.wait_for_text(&proxy.stderr, "reload rejected; still serving"),
+        "{}",
+        proxy.stderr_text()
+    );
+    let log = proxy.stderr_text();
+    assert!(log.contains("global.balance"), "{log}");
+    assert!(log.contains("timeouts.connect"), "{log}");
+    for _ in 0..5 {
+        assert_eq!(backend_of(&c, addr).await, "b");
+    }
+    let metrics = c
+        .get(format!("http://{admin}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(
+        metric(&metrics, "rdmalb_config_reloads_total{result=\"ok\"}"),
+        1.0,
+        "{metrics}"
+    );
+    assert_eq!(
+        metric(&metrics, "rdmalb_config_reloads_total{result=\"failed\"}"),
+        1.0
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_drains_in_flight_requests_and_refuses_new_connections() {
+    let www = Backend::start("www").await;
+    let (listen, addr, _) = listener_toml();
+    let mut proxy = Proxy::start(&config(&listen, &node_toml("n1", www.addr, "www")), &[addr]);
+
+    // An idle keep-alive client connection (one request done).
+    let mut idle = tokio::net::TcpStream::connect(addr).await.unwrap();
+    idle.write_all(b"GET / HTTP/1.1\r\nHost: www.example.com\r\n\r\n")
+        .await
+        .unwrap();
+    let first = read_some(&mut idle, 20).await;
+    assert!(String::from_utf8_lossy(&first).starts_with("HTTP/1.1 200"));
+
+    // A slow request in flight.
+    let slow = tokio::spawn(async move {
+        let resp = client()
+            .get(format!("http://{addr}/slow/2000"))
+            .header("host", "www.example.com")
+            .send()
+            .await
+            .expect("in-flight request failed during drain");
+        (resp.status().as_u16(), resp.text().await.map(|t| t.len()))
+    });
+    for _ in 0..400 {
+        if www.requests() >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(www.requests(), 2, "the slow request never reached the node");
+
+    signal(proxy.pid(), SIGTERM);
+    let mut refused = false;
+    for _ in 0..400 {
+        if tokio::net::TcpStream::connect(addr).await.is_err() {
+            refused = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(refused, "new connections are still accepted after SIGTERM");
+    // The idle keep-alive connection is closed by the proxy.
+    let rest = read_some(&mut idle, usize::MAX).await;
+    assert!(rest.is_empty() || !rest.starts_with(b"HTTP"), "{rest:?}");
+
+    let (status, body) = slow.await.unwrap();
+    assert_eq!(status, 200);
+    assert!(body.unwrap() > 0);
+    let exit = proxy
+        .wait_exit()
+        .expect("proxy did not exit after draining");
+    assert!(
+        exit.success(),
+        "exit status {exit}:\n{}",
+        proxy.stderr_text()
+    );
+    assert!(
+        proxy
+            .stderr_text()
+            .contains("all client connections closed"),
+        "{}",
+        proxy.stderr_text()
+    );
+}

@@ -1,0 +1,237 @@
+//! HTTP/2 from clients (prior knowledge and ALPN over TLS), TLS with SNI
+//! choosing between two certificates generated at test time, and a
+//! WebSocket upgrade round trip.
+
+use crate::support::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h2c_prior_knowledge() {
+    let www = Backend::start("www").await;
+    let (listen, addr, _) = listener_toml();
+    let config = format!(
+        "{listen}[global]\naccess_log = \"{{dir}}/access.log\"\n\n[[site]]\nname = \"www\"\nhosts = [\"www.example.com\"]\n\n{}",
+        node_toml("n1", www.addr, "www")
+    );
+    let proxy = Proxy::start(&config, &[addr]);
+    let c = reqwest::Client::builder()
+        .no_proxy()
+        .http2_prior_knowledge()
+        .resolve("www.example.com", addr)
+        .build()
+        .unwrap();
+    for _ in 0..5 {
+        let resp = c
+            .get(format!("http://www.example.com:{}/echo?x=1", addr.port()))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.version(), reqwest::Version::HTTP_2);
+        assert_eq!(resp.status().as_u16(), 200);
+        assert_eq!(resp.headers()["x-backend"], "www");
+        let body = resp.text().await.unwrap();
+        // The node gets HTTP/1.1 in origin form with a Host header.
+        assert!(body.starts_with("GET /echo?x=1 HTTP/1.1\n"), "{body}");
+        let h = echoed_headers(&body);
+        assert_eq!(
+            echoed(&h, "host"),
+            vec![format!("www.example.com:{}", addr.port())]
+        );
+        assert_eq!(echoed(&h, "via"), vec!["2 rdmalb"]);
+    }
+    // A streamed upload over HTTP/2.
+    let resp = c
+        .post(format!("http://www.example.com:{}/upload", addr.port()))
+        .body(vec![b'q'; 300_000])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.text().await.unwrap(), "received 300000");
+    let log = proxy.dir.path().join("access.log");
+    assert!(
+        proxy.wait_for_text(&log, "\"GET /echo?x=1 HTTP/2.0\""),
+        "{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_sni_picks_the_certificate_and_alpn_offers_h2() {
+    let a = Backend::start("a").await;
+    let b = Backend::start("b").await;
+    let dir = tempfile::tempdir().unwrap();
+    let (a_cert, a_key, a_der) = certificate(dir.path(), "a", &["a.test"]);
+    let (b_cert, b_key, b_der) = certificate(dir.path(), "b", &["b.test", "*.b.test"]);
+    let port = free_port();
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let config = format!(
+        r#"[global]
+access_log = "off"
+
+[[listener]]
+name = "tls"
+listen = "{addr}"
+tls = {{ certificates = [
+  {{ cert = "{}", key = "{}" }},
+  {{ cert = "{}", key = "{}" }},
+] }}
+
+[[site]]
+name = "a"
+hosts = ["a.test"]
+
+[[site]]
+name = "b"
+hosts = ["b.test", "*.b.test"]
+
+{}{}"#,
+        a_cert.display(),
+        a_key.display(),
+        b_cert.display(),
+        b_key.display(),
+        node_toml("na", a.addr, "a"),
+        node_toml("nb", b.addr, "b"),
+    );
+    let _proxy = Proxy::start_in(dir, &config, &[addr]);
+    let roots = |http1: bool| {
+        let mut builder = reqwest::Client::builder()
+            .no_proxy()
+            .tls_info(true)
+            .add_root_certificate(reqwest::Certificate::from_der(&a_der).unwrap())
+            .add_root_certificate(reqwest::Certificate::from_der(&b_der).unwrap())
+            .resolve("a.test", addr)
+            .resolve("b.test", addr)
+            .resolve("www.b.test", addr);
+        if http1 {
+            builder = builder.http1_only();
+        }
+        builder.build().unwrap()
+    };
+    let peer = |resp: &reqwest::Response| {
+        resp.extensions()
+            .get::<reqwest::tls::TlsInfo>()
+            .and_then(|i| i.peer_certificate())
+            .map(|c| c.to_vec())
+            .expect("peer certificate")
+    };
+    let c = roots(false);
+    for (host, der, backend) in [
+        ("a.test", &a_der, "a"),
+        ("b.test", &b_der, "b"),
+        ("www.b.test", &b_der, "b"),
+    ] {
+        let resp = c
+            .get(format!("https://{host}:{port}/"))
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{host}: {e:?}"));
+        assert_eq!(&peer(&resp), der, "{host} got the wrong certificate");
+        assert_eq!(
+            resp.version(),
+            reqwest::Version::HTTP_2,
+            "ALPN h2 for {host}"
+        );
+        assert_eq!(resp.headers()["x-backend"], backend);
+        let body = resp.text().await.unwrap();
+        let h = echoed_headers(&body);
+        assert_eq!(echoed(&h, "x-forwarded-proto"), vec!["https"]);
+    }
+    // HTTP/1.1 over TLS when the client offers only http/1.1.
+    let resp = roots(true)
+        .get(format!("https://b.test:{port}/"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.version(), reqwest::Version::HTTP_11);
+    assert_eq!(resp.headers()["x-backend"], "b");
+    // No SNI (an IP address): the first certificate is the default.
+    let insecure = reqwest::Client::builder()
+        .no_proxy()
+        .tls_info(true)
+        .danger_accept_invalid_certs(true)
+        .build()
+        .unwrap();
+    let resp = insecure
+        .get(format!("https://{addr}/"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(peer(&resp), a_der);
+    // Routed by Host, which is the IP: no site → 404.
+    assert_eq!(resp.status().as_u16(), 404);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn websocket_upgrade_round_trip() {
+    let www = Backend::start("www").await;
+    let (listen, addr, _) = listener_toml();
+    let config = format!(
+        "{listen}[global]\naccess_log = \"off\"\n[timeouts]\nkeep_alive = \"1s\"\n\n[[site]]\nname = \"www\"\nhosts = [\"www.example.com\"]\n\n{}",
+        node_toml("n1", www.addr, "www")
+    );
+    let _proxy = Proxy::start(&config, &[addr]);
+    let mut sock = tokio::net::TcpStream::connect(addr).await.unwrap();
+    sock.write_all(
+        b"GET /ws HTTP/1.1\r\nHost: www.example.com\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
+    )
+    .await
+    .unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        let n = sock.read(&mut byte).await.unwrap();
+        assert_eq!(
+            n,
+            1,
+            "closed during the 101 head: {:?}",
+            String::from_utf8_lossy(&head)
+        );
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
+    assert!(head.starts_with("http/1.1 101"), "{head}");
+    assert!(head.contains("upgrade: websocket"), "{head}");
+    assert!(head.contains("connection: upgrade"), "{head}");
+    // Several round trips, one after the keep-alive timeout: a tunnel is
+    // not an idle keep-alive connection.
+    for (i, msg) in [&b"hello"[..], b"through", b"the tunnel"]
+        .iter()
+        .enumerate()
+    {
+        if i == 2 {
+            tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+        }
+        sock.write_all(msg).await.unwrap();
+        let mut got = vec![0u8; msg.len()];
+        sock.read_exact(&mut got).await.unwrap();
+        assert_eq!(&got, msg);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_h2_connection_gets_goaway() {
+    let www = Backend::start("www").await;
+    let (listen, addr, _) = listener_toml();
+    let config = format!(
+        "{listen}[global]\naccess_log = \"off\"\n[timeouts]\nkeep_alive = \"300ms\"\n\n[[site]]\nname = \"www\"\nhosts = [\"www.example.com\"]\n\n{}",
+        node_toml("n1", www.addr, "www")
+    );
+    let _proxy = Proxy::start(&config, &[addr]);
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut send, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(stream),
+    )
+    .await
+    .unwrap();
+    let conn = tokio::spawn(conn);
+    let req = http::Request::get("http://www.example.com/")
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .unwrap();
+    let resp = send.send_request(req).await.unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    drop(resp);
+    // The proxy ends the idle connection (GOAWAY, then close); bounded wait.
+    let ended = tokio::time::timeout(std::time::Duration::from_secs(20), conn).await;
+    assert!(ended.is_ok(), "idle HTTP/2 connection was never closed");
+}

@@ -1,0 +1,179 @@
+//! Routing follows roles, end to end through a real `rdmalb proxy`: node
+//! windows owned by the test (the sidecar's side of the role contract played
+//! by a thread), real HTTP backends (every response names its node). An
+//! admin move (`POST /reconfig/move`, the agent's lock + CAS path) sends an
+//! idle node to a site: it serves that site only once applied and checked;
+//! moved away again, it gets no new request of the old site from the moment
+//! the move returns. `/status` shows the roles, `/metrics` the claims.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use crate::support::reconfig::{Endpoint, Nodes, SITES};
+use crate::support::{eventually, Backend};
+
+async fn served_by(client: &reqwest::Client, listen: SocketAddr, host: &str) -> String {
+    let r = client
+        .get(format!("http://{listen}/"))
+        .header("host", host)
+        .send()
+        .await
+        .expect("request");
+    assert!(r.status().is_success(), "{host}: {}", r.status());
+    r.headers()
+        .get("x-backend")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string()
+}
+
+async fn post(
+    client: &reqwest::Client,
+    admin: SocketAddr,
+    query: &str,
+) -> (u16, serde_json::Value) {
+    let r = client
+        .post(format!("http://{admin}/reconfig/move?{query}"))
+        .send()
+        .await
+        .expect("admin");
+    let code = r.status().as_u16();
+    let text = r.text().await.unwrap_or_default();
+    (code, serde_json::from_str(&text).unwrap_or_default())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_moves_route_a_node_to_its_new_site_and_never_misroute() {
+    // n0 serves hot, n1 cold, n2 is idle.
+    let nodes = Nodes::start("admin", &[Some(0), Some(1), None], false);
+    nodes.behaviour.lock().unwrap().apply_delay = vec![Duration::from_millis(100); 3];
+    let backends = [
+        Backend::start("n0").await,
+        Backend::start("n1").await,
+        Backend::start("n2").await,
+    ];
+    let (listener, listen, admin) = crate::support::listener_toml();
+    let mut config = format!("[health]\ninterval = \"100ms\"\nrise = 2\n\n{listener}");
+    for s in SITES {
+        config.push_str(&format!(
+            "[[site]]\nname = \"{s}\"\nhosts = [\"{s}.test\"]\n\n"
+        ));
+    }
+    for (i, e) in nodes.endpoints.iter().enumerate() {
+        let Endpoint::Shm(path) = e else {
+            unreachable!()
+        };
+        let site = ["hot", "cold", "idle"][i];
+        config.push_str(&format!(
+            "[[node]]\nname = \"n{i}\"\naddress = \"{}\"\nsite = \"{site}\"\ntransport = \"shm\"\nsidecar = \"{}\"\n\n",
+            backends[i].addr,
+            path.display()
+        ));
+    }
+    config.push_str("[reconfig]\nmode = \"rigid\"\nsensitivity = \"50ms\"\nhistory = \"50ms\"\n");
+    let proxy = crate::support::Proxy::start(&config, &[listen, admin]);
+    let client = crate::support::client();
+
+    // /status shows every node's role.
+    let status: serde_json::Value =
+        eventually("roles in /status", Duration::from_secs(10), || async {
+            let s: serde_json::Value = client
+                .get(format!("http://{admin}/status"))
+                .send()
+                .await
+                .map_err(|e| e.to_string())?
+                .text()
+                .await
+                .map_err(|e| e.to_string())
+                .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))?;
+            let active = s["reconfig"]["nodes"].as_array().map_or(0, |n| {
+                n.iter().filter(|n| n["effective"] == "active").count()
+            });
+            if active == 3 {
+                Ok(s)
+            } else {
+                Err(format!("{s}"))
+            }
+        })
+        .await;
+    assert_eq!(status["reconfig"]["mode"], "rigid");
+    assert_eq!(status["reconfig"]["nodes"][2]["site"], "idle");
+    assert_eq!(status["reconfig"]["nodes"][0]["epoch"], 1);
+
+    // Rigid: nothing moves by itself; n2 serves nothing.
+    for _ in 0..20 {
+        assert_eq!(served_by(&client, listen, "hot.test").await, "n0");
+        assert_eq!(served_by(&client, listen, "cold.test").await, "n1");
+    }
+
+    // Refusals.
+    assert_eq!(post(&client, admin, "node=n9&site=hot").await.0, 404);
+    assert_eq!(post(&client, admin, "node=n2&site=nowhere").await.0, 404);
+    assert_eq!(post(&client, admin, "node=n2").await.0, 400);
+    assert_eq!(
+        post(&client, admin, "node=n2&site=idle").await.0,
+        409,
+        "already idle"
+    );
+    let get = client
+        .get(format!("http://{admin}/reconfig/move?node=n2&site=hot"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(get.status().as_u16(), 405);
+
+    // Move n2 to hot: served there once applied and checked, never for cold.
+    let (code, body) = post(&client, admin, "node=n2&site=hot").await;
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body["outcome"], "claimed");
+    assert_eq!(body["epoch"], 2);
+    assert_eq!(
+        post(&client, admin, "node=n2&site=cold").await.0,
+        409,
+        "a switching node does not move"
+    );
+    eventually("n2 serving hot", Duration::from_secs(20), || async {
+        let by = served_by(&client, listen, "hot.test").await;
+        assert!(by == "n0" || by == "n2", "hot served by {by}");
+        assert_eq!(served_by(&client, listen, "cold.test").await, "n1");
+        if by == "n2" {
+            Ok(())
+        } else {
+            Err(by)
+        }
+    })
+    .await;
+    assert_eq!(nodes.applied(2), 2);
+
+    // Move n2 to cold: from the moment the move returns, no hot request
+    // reaches it (in-flight ones would finish).
+    let (code, body) = post(&client, admin, "node=n2&site=cold").await;
+    assert_eq!(code, 200, "{body}");
+    eventually("n2 serving cold", Duration::from_secs(20), || async {
+        assert_eq!(served_by(&client, listen, "hot.test").await, "n0");
+        let by = served_by(&client, listen, "cold.test").await;
+        assert!(by == "n1" || by == "n2", "cold served by {by}");
+        if by == "n2" {
+            Ok(())
+        } else {
+            Err(by)
+        }
+    })
+    .await;
+
+    let metrics = client
+        .get(format!("http://{admin}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let claims = metrics
+        .lines()
+        .filter(|l| l.starts_with("rdmalb_reconfig_claims_total") && l.contains("by=\"admin\""))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>();
+    assert_eq!(claims, 2.0, "{metrics}");
+    drop(proxy);
+}

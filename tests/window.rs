@@ -1,0 +1,5 @@
+//! The node window and its transports across real processes and sockets.
+
+mod conformance;
+mod shm_process;
+mod tcp;
