@@ -4,7 +4,8 @@
 //!   machine (active checks with rise/fall, passive ejection), shared by
 //!   every request and carried across reloads;
 //! - [`Selector`] (in `selector`): the selection policy trait and the
-//!   baselines [`RoundRobin`], [`LeastConn`], [`RandomTwo`];
+//!   baselines [`RoundRobin`], [`LeastConn`], [`RandomTwo`]; [`Policy`]
+//!   (in `policy`): a baseline or the load-aware [`WeightedLeastLoad`];
 //! - [`Backends`] (in `backends`): the immutable per-snapshot view (nodes per
 //!   site + selector) the data path picks from, swapped with `ArcSwap` on
 //!   reload;
@@ -16,19 +17,18 @@
 //! Depends on `config` only; the data path (`proxy`) depends on this, never
 //! the other way round.
 
-pub mod admission;
 mod backends;
 pub mod health;
 mod least_load;
 pub mod load;
 mod node;
+mod policy;
 mod selector;
 pub mod windows;
 
 pub use backends::{Backends, NoNode, PickError, SiteBackends};
 pub use least_load::WeightedLeastLoad;
 pub use node::{DownReason, HealthSnapshot, NodeState, Outcome, Pick, Thresholds, Transition};
-pub use selector::{
-    from_config as selector_from_config, LeastConn, RandomTwo, RoundRobin, Selector,
-};
+pub use policy::Policy;
+pub use selector::{LeastConn, RandomTwo, RoundRobin, Selector};
 pub use windows::NodeWindows;

@@ -1,14 +1,15 @@
 //! The rdmalb proxy, everything `rdmalb proxy` runs: its configuration
 //! ([`config`]), the load index and node selection ([`balance`]), the
-//! reconfiguration agent ([`reconfig`]) and the HTTP front end that
-//! carries requests ([`front`]).
+//! reconfiguration agent ([`reconfig`]), priorities and guarantees
+//! ([`qos`]) and the HTTP front end that carries requests ([`front`]).
 //!
-//! Dependencies inside point one way: `config` → `balance` →
-//! `reconfig` and `front` (which also starts the agent). The node window
+//! Dependencies inside point one way: `config` → `balance` and `qos` →
+//! `reconfig` → `front` (which starts the agent). The node window
 //! and its transports are the `rdmalb-window` crate.
 #![deny(unsafe_code)]
 
 pub mod balance;
 pub mod config;
 pub mod front;
+pub mod qos;
 pub mod reconfig;

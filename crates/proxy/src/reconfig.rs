@@ -9,7 +9,7 @@
 //! - [`history`]: hot-site detection over the history window T;
 //! - [`donor`]: the one donor-choice function (priorities, guarantees,
 //!   multi-stage pulls);
-//! - [`qos`]: per-site offered/served accounting against the guarantees;
+//! - the QoS policy it follows comes from [`crate::qos::guarantee`];
 //! - [`protocol`]: the remote-atomic steps (site lock, role CAS, claim
 //!   record, update counters);
 //! - [`agent`]: the loop that observes, plans and applies, plus the admin
@@ -27,7 +27,6 @@ pub mod agent;
 pub mod donor;
 pub mod history;
 pub mod protocol;
-pub mod qos;
 pub mod status;
 pub mod view;
 pub mod windows;
@@ -86,7 +85,7 @@ impl Reconfiguration {
         current: Arc<ArcSwap<Config>>,
         nodes: Arc<NodeWindows>,
         routing: Arc<ArcSwap<Backends>>,
-        demand: Arc<qos::Demand>,
+        demand: Arc<crate::qos::guarantee::Demand>,
         shutdown: watch::Receiver<bool>,
     ) -> Result<Option<Reconfiguration>, WindowError> {
         if !config.nodes.iter().any(|n| n.window.is_some()) {
@@ -116,8 +115,9 @@ impl Reconfiguration {
             config: current,
         });
         let agent = Arc::new(
-            Agent::new(settings, Arc::clone(own.memory()), source, Some(routing))
-                .with_qos(qos::QosPolicy::from_config(config, demand)),
+            Agent::new(settings, Arc::clone(own.memory()), source, Some(routing)).with_qos(
+                crate::qos::guarantee::QosPolicy::from_config(config, demand),
+            ),
         );
         tracing::info!(
             proxy_id = id,

@@ -13,6 +13,8 @@
 
 use serde::Serialize;
 
+use rdmalb_proxy::qos::guarantee::verdict;
+
 use super::report::Report;
 
 /// One site's QoS accounting over a run.
@@ -47,11 +49,10 @@ pub fn meeting(report: &Report, site: &str, guarantee: f64) -> QosMeeting {
         met: 0,
     };
     for r in &rows[..full] {
-        if r.offered_per_s >= guarantee {
+        // The client's rates are the truth: no tolerance.
+        if let Some(kept) = verdict(guarantee, r.offered_per_s, r.served_per_s, 0.0) {
             q.counted += 1;
-            if r.served_per_s >= guarantee {
-                q.met += 1;
-            }
+            q.met += u64::from(kept);
         }
     }
     q

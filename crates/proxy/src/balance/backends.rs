@@ -17,8 +17,8 @@ use std::time::{Duration, SystemTime};
 use arc_swap::ArcSwap;
 
 use super::node::{Slots, Thresholds, HEALTH_EPOCH};
-use super::selector::{self, Selector};
-use super::{NodeState, NodeWindows, Pick, WeightedLeastLoad};
+use super::policy::Policy;
+use super::{NodeState, NodeWindows, Pick};
 use crate::config::{Config, HealthCheck, HostPattern};
 
 /// Why no node could be picked for a site.
@@ -145,7 +145,7 @@ impl SiteBackends {
 pub struct Backends {
     nodes: Vec<Arc<NodeState>>,
     sites: Vec<SiteBackends>,
-    selector: Arc<dyn Selector>,
+    policy: Policy,
     health: HealthCheck,
     /// `limits.max_inflight_per_node` (0 = unlimited).
     max_inflight: usize,
@@ -170,17 +170,14 @@ impl Backends {
         previous: Option<&Backends>,
         windows: &Arc<NodeWindows>,
     ) -> Backends {
-        let selector = selector::from_config(config, windows);
-        Self::with_selector(config, previous, selector)
+        let policy = Policy::from_config(config, windows);
+        Self::with_policy(config, previous, policy)
     }
 
-    /// Like [`build`](Self::build) with an explicit selection policy (the
-    /// load-aware policy, tests).
-    pub fn with_selector(
-        config: &Config,
-        previous: Option<&Backends>,
-        selector: Arc<dyn Selector>,
-    ) -> Backends {
+    /// Like [`build`](Self::build) with an explicit selection policy
+    /// (tests, benchmarks; a [`Selector`](super::Selector) converts with
+    /// `.into()`).
+    pub fn with_policy(config: &Config, previous: Option<&Backends>, policy: Policy) -> Backends {
         let thresholds = Thresholds::from_config(&config.health);
         let old: HashMap<(&str, SocketAddr), &Arc<NodeState>> = previous
             .map(|p| {
@@ -273,7 +270,7 @@ impl Backends {
         Backends {
             nodes,
             sites,
-            selector,
+            policy,
             health: config.health.clone(),
             max_inflight: config.limits.max_inflight_per_node,
             queue: config.timeouts.queue,
@@ -289,7 +286,8 @@ impl Backends {
         // A selector returns None only for no candidates; treat a misbehaving
         // custom policy as "nothing available" rather than panicking.
         let node = self
-            .selector
+            .policy
+            .selector()
             .select(site, candidates.nodes())
             .ok_or(NoNode::AllDown)?;
         node.inflight_inc();
@@ -334,10 +332,7 @@ impl Backends {
     /// exactly as [`pick`](Self::pick).
     pub async fn pick_queued(&self, site: usize, exclude: &[usize]) -> Result<Pick, PickError> {
         if self.max_inflight == 0 {
-            return match self.selector.load_aware() {
-                None => Ok(self.pick(site, exclude)?),
-                Some(policy) => Ok(self.pick_loaded(policy, site, exclude).await?),
-            };
+            return Ok(self.pick_loaded(site, exclude).await?);
         }
         let Some(slots) = self.sites.get(site).map(|s| &s.slots) else {
             return Err(NoNode::Empty.into());
@@ -365,17 +360,13 @@ impl Backends {
         }
     }
 
-    /// [`pick`](Self::pick) for the load-aware policy: same candidates,
-    /// asynchronous choice.
-    async fn pick_loaded(
-        &self,
-        policy: &WeightedLeastLoad,
-        site: usize,
-        exclude: &[usize],
-    ) -> Result<Pick, NoNode> {
+    /// [`pick`](Self::pick) on the request path: same candidates, and the
+    /// load-aware policy reads their windows.
+    async fn pick_loaded(&self, site: usize, exclude: &[usize]) -> Result<Pick, NoNode> {
         let candidates = self.candidates(site, exclude)?;
-        let node = policy
-            .select_loaded(site, candidates.nodes())
+        let node = self
+            .policy
+            .select(site, candidates.nodes())
             .await
             .ok_or(NoNode::AllDown)?;
         node.inflight_inc();
@@ -403,10 +394,7 @@ impl Backends {
                     Limited::Full
                 };
             }
-            let chosen = match self.selector.load_aware() {
-                None => self.selector.select(site, &candidates),
-                Some(policy) => policy.select_loaded(site, &candidates).await,
-            };
+            let chosen = self.policy.select(site, &candidates).await;
             let Some(node) = chosen else {
                 return Limited::None(NoNode::AllDown);
             };
@@ -447,12 +435,12 @@ impl Backends {
 
     /// Selection policy name (`roundrobin`, `leastconn`, `random`, …).
     pub fn balance(&self) -> &'static str {
-        self.selector.name()
+        self.policy.name()
     }
 
     /// The selection policy in force.
-    pub fn selector(&self) -> &Arc<dyn Selector> {
-        &self.selector
+    pub fn policy(&self) -> &Policy {
+        &self.policy
     }
 
     /// `[health]` settings of this snapshot.

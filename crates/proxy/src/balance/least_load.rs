@@ -240,10 +240,6 @@ impl Selector for WeightedLeastLoad {
         }
         Some(self.choose(site, &slots, now, false))
     }
-
-    fn load_aware(&self) -> Option<&WeightedLeastLoad> {
-        Some(self)
-    }
 }
 
 #[cfg(test)]

@@ -17,9 +17,7 @@ use std::sync::Arc;
 
 use rand::Rng;
 
-use super::least_load::WeightedLeastLoad;
-use super::{NodeState, NodeWindows};
-use crate::config::{Balance, Config};
+use super::NodeState;
 
 /// A selection policy. Implementations must be cheap and lock-free: `select`
 /// runs once per request attempt.
@@ -33,25 +31,6 @@ pub trait Selector: Send + Sync + std::fmt::Debug + 'static {
     /// (for per-site state such as cursors or load weights); it may be out of
     /// the range the selector was built for, which must not panic.
     fn select(&self, site: usize, candidates: &[Arc<NodeState>]) -> Option<Arc<NodeState>>;
-
-    /// The load-aware policy, whose request-path selection reads node
-    /// windows asynchronously ([`WeightedLeastLoad::select_loaded`]);
-    /// `None` (the default) for policies that decide synchronously.
-    fn load_aware(&self) -> Option<&WeightedLeastLoad> {
-        None
-    }
-}
-
-/// Builds the selector named by `config.global.balance`; the load-aware
-/// policy reads node loads through `windows`.
-pub fn from_config(config: &Config, windows: &Arc<NodeWindows>) -> Arc<dyn Selector> {
-    let sites = config.sites.len();
-    match config.global.balance {
-        Balance::RoundRobin => Arc::new(RoundRobin::new(sites)),
-        Balance::LeastConn => Arc::new(LeastConn::new(sites)),
-        Balance::Random => Arc::new(RandomTwo),
-        Balance::WeightedLeastLoad => Arc::new(WeightedLeastLoad::new(config, Arc::clone(windows))),
-    }
 }
 
 /// One atomic per cache line so sites do not contend with each other.

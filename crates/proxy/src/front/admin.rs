@@ -26,8 +26,8 @@ use serde::Serialize;
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 
-use crate::balance::admission::{Admission, AdmissionStatus};
 use crate::balance::{Backends, HealthSnapshot, NodeWindows};
+use crate::qos::admission::{Admission, AdmissionStatus};
 
 pub use crate::balance::windows::LoadStatus;
 use crate::config::{Config, HostPattern};

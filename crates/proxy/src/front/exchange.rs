@@ -15,8 +15,8 @@ use super::error::ErrorKind;
 use super::state::{ConnCtx, Snapshot};
 use super::stats::class_index;
 use super::upstream::NodePool;
-use crate::balance::admission::Permit;
 use crate::balance::{Outcome, Pick};
+use crate::qos::admission::Permit;
 
 /// How an exchange ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -20,8 +20,8 @@ use super::headers;
 use super::state::ConnCtx;
 use super::stats;
 use super::upstream::ConnectError;
-use crate::balance::admission::Refused;
 use crate::balance::{NoNode, Outcome, PickError};
+use crate::qos::admission::Refused;
 
 /// How many times a request may be re-sent because a pooled connection
 /// turned out to be closed before anything was written on it.

@@ -46,14 +46,14 @@ pub const LOAD_READS: &str = crate::balance::windows::LOAD_READS;
 /// disconnected, unpublished).
 pub const LOAD_UNKNOWN: &str = crate::balance::windows::LOAD_UNKNOWN;
 /// `rdmalb_qos_inflight` gauge: requests holding a `[qos]` admission slot.
-pub const QOS_INFLIGHT: &str = crate::balance::admission::INFLIGHT;
+pub const QOS_INFLIGHT: &str = crate::qos::admission::INFLIGHT;
 /// `rdmalb_qos_queued{site}` gauge: requests waiting for an admission slot.
-pub const QOS_QUEUED: &str = crate::balance::admission::QUEUED;
+pub const QOS_QUEUED: &str = crate::qos::admission::QUEUED;
 /// `rdmalb_qos_admitted_total{site,path}` counter; path = direct, queued.
-pub const QOS_ADMITTED: &str = crate::balance::admission::ADMITTED;
+pub const QOS_ADMITTED: &str = crate::qos::admission::ADMITTED;
 /// `rdmalb_qos_rejected_total{site,reason}` counter; reason = queue_full,
 /// queue_timeout (both answered 503 with `Retry-After`).
-pub const QOS_REJECTED: &str = crate::balance::admission::REJECTED;
+pub const QOS_REJECTED: &str = crate::qos::admission::REJECTED;
 
 /// Buckets of [`REQUEST_DURATION`] in seconds (every `*_seconds`
 /// histogram shares them).

@@ -15,9 +15,9 @@ use super::io::ConnShared;
 use super::route::RouteTable;
 use super::stats::Stats;
 use super::upstream::Pools;
-use crate::balance::admission::{Admission, SiteSlots};
 use crate::balance::{Backends, NodeWindows};
 use crate::config::Config;
+use crate::qos::admission::{Admission, SiteSlots};
 
 /// Everything a request needs from one config generation.
 #[derive(Debug)]

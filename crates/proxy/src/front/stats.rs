@@ -14,9 +14,9 @@ use std::sync::Arc;
 
 use metrics::{Counter, Gauge, Histogram};
 
-use crate::balance::admission;
 use crate::config::Config;
-use crate::reconfig::qos::{Demand, SiteDemand};
+use crate::qos::admission;
+use crate::qos::guarantee::{Demand, SiteDemand};
 
 /// `code_class` label values, indexed by [`class_index`].
 pub const CODE_CLASSES: [&str; 6] = ["1xx", "2xx", "3xx", "4xx", "5xx", "err"];

@@ -29,8 +29,8 @@
 //!   straight from the lowest level that can give (one move instead of a
 //!   chain of them); the chain remains for when the lowest level cannot.
 
-use super::qos::SiteQos;
 use super::view::{Effective, NodeView};
+use crate::qos::guarantee::SiteQos;
 use rdmalb_window::SiteSlot;
 
 /// A site's node-count limits (`[[site]] min_nodes`, `max_nodes`).

@@ -5,8 +5,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::Serialize;
 
-use super::qos::SiteQos;
 use super::view::{Effective, Freshness};
+use crate::qos::guarantee::SiteQos;
 
 /// Counter `rdmalb_reconfig_claims_total{site,by}`: role words this proxy
 /// CASed to a new site (`by` = agent or admin).

@@ -173,9 +173,10 @@ fn from_config_names_match() {
         );
         let config = crate::config::parse(&text, std::path::Path::new("t.toml")).unwrap();
         let windows = crate::balance::NodeWindows::none();
-        assert_eq!(from_config(&config, &windows).name(), name);
+        let policy = crate::balance::Policy::from_config(&config, &windows);
+        assert_eq!(policy.name(), name);
         assert_eq!(
-            from_config(&config, &windows).load_aware().is_some(),
+            matches!(policy, crate::balance::Policy::LoadAware(_)),
             balance == "weighted-least-load"
         );
     }

@@ -5,8 +5,8 @@
 use tokio::time::Instant;
 
 use super::{Agent, Work};
+use crate::qos::guarantee::{QosAccount, QosPolicy, SiteQos};
 use crate::reconfig::history::Verdict;
-use crate::reconfig::qos::{QosAccount, QosPolicy, SiteQos};
 use crate::reconfig::status::{self, Counters};
 
 impl Agent {

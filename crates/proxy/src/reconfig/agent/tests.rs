@@ -156,7 +156,7 @@ fn agent_routing(
 }
 
 /// The agent [`agent`] builds, with `policy` for its QoS rules.
-fn agent_qos(c: &Cluster, id: u16, policy: super::super::qos::QosPolicy) -> Arc<Agent> {
+fn agent_qos(c: &Cluster, id: u16, policy: crate::qos::guarantee::QosPolicy) -> Arc<Agent> {
     let a = agent(c, id, policy.names.len());
     let Ok(a) = Arc::try_unwrap(a) else {
         unreachable!("a new agent has one owner")

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use super::*;
-use crate::reconfig::qos::{Demand, QosPolicy};
+use crate::qos::guarantee::{Demand, QosPolicy};
 
 /// Site 0 "gold" (priority 5, guarantee 100 rps) and site 1 "bronze"
 /// (priority 0, best effort).

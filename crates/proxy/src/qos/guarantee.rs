@@ -246,8 +246,7 @@ impl QosAccount {
                 q.offered_rps = o1.saturating_sub(o0) as f64 / secs;
                 q.served_rps = s1.saturating_sub(s0) as f64 / secs;
                 let g = self.guarantees.get(s).copied().unwrap_or(0.0);
-                q.kept = (g > 0.0 && q.offered_rps >= g)
-                    .then_some(q.served_rps >= g * (1.0 - TOLERANCE));
+                q.kept = verdict(g, q.offered_rps, q.served_rps, TOLERANCE);
                 if let Some(k) = q.kept {
                     q.counted += 1;
                     q.kept_intervals += u64::from(k);
@@ -280,6 +279,16 @@ impl QosAccount {
             }
         }
     }
+}
+
+/// The verdict of one interval (seed 003 Fig. 17): `None` when the demand
+/// (`offered`) did not reach the guarantee, so the interval does not count
+/// (a site that asks for less cannot be held to it); otherwise whether the
+/// `served` rate reached the guarantee less `tolerance` (a share of it,
+/// for rates measured over short intervals). The agent and the testbed's
+/// client-side report both judge with this.
+pub fn verdict(guarantee: f64, offered: f64, served: f64, tolerance: f64) -> Option<bool> {
+    (guarantee > 0.0 && offered >= guarantee).then_some(served >= guarantee * (1.0 - tolerance))
 }
 
 #[cfg(test)]
