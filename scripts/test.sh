@@ -3,7 +3,8 @@
 #   bash scripts/test.sh
 # 1. installs what the tests need (scripts/setup.sh: nginx, haproxy, wrk, cmake, libclang, QEMU…)
 # 2. checks formatting and lints (when rustfmt/clippy are installed)
-# 3. builds the appliance without the verbs feature and checks that it refuses a
+# 3. checks that crate and module dependencies point one way
+#    (scripts/layout-check.sh), builds the appliance without the verbs feature and checks that it refuses a
 #    verbs config with a clear message
 # 4. runs every unit test and the end-to-end tests (real sockets, real nginx,
 #    the real rdmalb and rdmalb-testbed binaries)
@@ -52,6 +53,10 @@ if cargo clippy --version >/dev/null 2>&1; then
 else
     echo "SKIPPED: clippy is not installed (rustup component add clippy)"
 fi
+
+stage "layout: dependencies point one way (scripts/layout-check.sh)"
+bash scripts/layout-check.sh
+passed=$((passed + 1))
 
 stage "the appliance without verbs (cargo build -p rdmalb --no-default-features)"
 bash scripts/no-verbs-check.sh

@@ -3,7 +3,6 @@
 //! state, the `rdmalb proxy` binary started on a config in a temp dir,
 //! in-process hyper backends with request/connection counters, and rcgen
 //! certificates.
-#![allow(dead_code)]
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -115,7 +114,6 @@ pub struct Proxy {
     pub guard: ChildGuard,
     pub dir: tempfile::TempDir,
     pub config: PathBuf,
-    pub stdout: PathBuf,
     pub stderr: PathBuf,
 }
 
@@ -149,7 +147,6 @@ impl Proxy {
             guard: ChildGuard { child },
             dir,
             config: path,
-            stdout,
             stderr,
         };
         for addr in wait_for {
@@ -177,10 +174,6 @@ impl Proxy {
 
     pub fn stderr_text(&self) -> String {
         std::fs::read_to_string(&self.stderr).unwrap_or_default()
-    }
-
-    pub fn stdout_text(&self) -> String {
-        std::fs::read_to_string(&self.stdout).unwrap_or_default()
     }
 
     /// Waits (bounded) until `file` contains `needle`.
@@ -233,6 +226,39 @@ pub fn client() -> reqwest::Client {
         .expect("client")
 }
 
+/// `GET http://{proxy}{path}` with `Host: host`.
+pub async fn get_host(
+    c: &reqwest::Client,
+    proxy: SocketAddr,
+    host: &str,
+    path: &str,
+) -> reqwest::Response {
+    c.get(format!("http://{proxy}{path}"))
+        .header("host", host)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("GET {path} (Host: {host}) through {proxy}: {e}"))
+}
+
+/// The body of `GET http://{admin}{path}` (an admin listener's `/metrics`,
+/// `/status`, …), whatever its status.
+pub async fn admin_text(admin: SocketAddr, path: &str) -> String {
+    let resp = client()
+        .get(format!("http://{admin}{path}"))
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("GET http://{admin}{path}: {e}"));
+    resp.text()
+        .await
+        .unwrap_or_else(|e| panic!("body of http://{admin}{path}: {e}"))
+}
+
+/// An admin listener's `/status`, parsed.
+pub async fn admin_status(admin: SocketAddr) -> serde_json::Value {
+    let text = admin_text(admin, "/status").await;
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("/status is not JSON ({e}): {text}"))
+}
+
 /// Raw HTTP/1 exchange over a fresh TCP connection: sends `request`, then
 /// reads until the peer closes (bounded by a 20 s socket timeout).
 pub fn raw_exchange(addr: SocketAddr, request: &[u8]) -> String {
@@ -272,7 +298,6 @@ pub struct Counters {
 /// echoes the request line and headers (`name: value` lines). Every
 /// response carries `x-backend: <name>`.
 pub struct Backend {
-    pub name: String,
     pub addr: SocketAddr,
     pub counters: Arc<Counters>,
     task: tokio::task::JoinHandle<()>,
@@ -319,7 +344,6 @@ impl Backend {
             }
         });
         Backend {
-            name: name.to_string(),
             addr,
             counters,
             task,

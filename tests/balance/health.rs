@@ -134,18 +134,6 @@ async fn request(listen: SocketAddr) -> (u16, String) {
     (r.status().as_u16(), node)
 }
 
-async fn status(admin: SocketAddr) -> Value {
-    let body = client()
-        .get(format!("http://{admin}/status"))
-        .send()
-        .await
-        .unwrap()
-        .bytes()
-        .await
-        .unwrap();
-    serde_json::from_slice(&body).expect("status JSON")
-}
-
 fn node_status<'a>(s: &'a Value, name: &str) -> &'a Value {
     s["nodes"]
         .as_array()
@@ -159,7 +147,7 @@ fn node_status<'a>(s: &'a Value, name: &str) -> &'a Value {
 async fn status_until(admin: SocketAddr, what: &str, cond: impl Fn(&Value) -> bool) -> Value {
     let cond = &cond;
     eventually(what, Duration::from_secs(30), || async move {
-        let s = status(admin).await;
+        let s = crate::support::admin_status(admin).await;
         if cond(&s) {
             Ok(s)
         } else {
@@ -191,7 +179,7 @@ async fn ejection_down_and_recovery_through_the_proxy() {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         request(listen).await;
-        let s = status(admin).await;
+        let s = crate::support::admin_status(admin).await;
         if node_status(&s, "a")["health"]["ejections_total"]
             .as_u64()
             .unwrap()
@@ -222,21 +210,14 @@ async fn ejection_down_and_recovery_through_the_proxy() {
         before,
         "a down node got traffic"
     );
-    let s = status(admin).await;
+    let s = crate::support::admin_status(admin).await;
     assert_eq!(node_status(&s, "a")["state"], "down");
     assert_eq!(
         node_status(&s, "a")["health"]["last_check_error"],
         "status 500"
     );
     assert_eq!(s["sites"][0]["nodes_up"], 1);
-    let metrics = client()
-        .get(format!("http://{admin}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = crate::support::admin_text(admin, "/metrics").await;
     assert!(
         metrics.contains(r#"rdmalb_node_up{node="a",site="shop"} 0"#),
         "{metrics}"
@@ -328,7 +309,13 @@ async fn reload_changes_the_backend_set_and_keeps_health() {
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
     assert_eq!(request(listen).await, (200, "c".to_string()));
-    assert_eq!(status(admin).await["nodes"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        crate::support::admin_status(admin).await["nodes"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
 }
 
 fn write(path: &Path, text: &str) {

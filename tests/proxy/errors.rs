@@ -149,12 +149,7 @@ async fn slow_request_head_gets_408_and_close() {
 async fn connect_refused_gets_502_then_503_once_down() {
     let s = setup("").await;
     let c = client();
-    let resp = c
-        .get(format!("http://{}/", s.addr))
-        .header("host", "dead.example.com")
-        .send()
-        .await
-        .unwrap();
+    let resp = crate::support::get_host(&c, s.addr, "dead.example.com", "/").await;
     let first = resp.status().as_u16();
     let body = resp.text().await.unwrap();
     // 502 while the node is still believed up; 503 once the health check
@@ -166,12 +161,7 @@ async fn connect_refused_gets_502_then_503_once_down() {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        let resp = c
-            .get(format!("http://{}/", s.addr))
-            .header("host", "dead.example.com")
-            .send()
-            .await
-            .unwrap();
+        let resp = crate::support::get_host(&c, s.addr, "dead.example.com", "/").await;
         if resp.status().as_u16() == 503 {
             let body = resp.text().await.unwrap();
             assert!(body.contains("site `dead`"), "{body}");
@@ -186,12 +176,7 @@ async fn connect_refused_gets_502_then_503_once_down() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_node_gets_504() {
     let s = setup("").await;
-    let resp = client()
-        .get(format!("http://{}/slow/3000", s.addr))
-        .header("host", "www.example.com")
-        .send()
-        .await
-        .unwrap();
+    let resp = crate::support::get_host(&client(), s.addr, "www.example.com", "/slow/3000").await;
     assert_eq!(resp.status().as_u16(), 504);
     still_serves(s.addr);
     wait_access(&s, "504 ");
@@ -202,23 +187,13 @@ async fn slow_node_gets_504() {
 async fn node_dying_mid_response_truncates_and_proxy_keeps_serving() {
     let s = setup("").await;
     let c = client();
-    let resp = c
-        .get(format!("http://{}/die", s.addr))
-        .header("host", "www.example.com")
-        .send()
-        .await
-        .unwrap();
+    let resp = crate::support::get_host(&c, s.addr, "www.example.com", "/die").await;
     assert_eq!(resp.status().as_u16(), 200);
     assert_eq!(resp.content_length(), Some(1_000_000));
     let body = resp.bytes().await;
     assert!(body.is_err(), "a truncated body must not read as complete");
     still_serves(s.addr);
-    let resp = c
-        .get(format!("http://{}/", s.addr))
-        .header("host", "www.example.com")
-        .send()
-        .await
-        .unwrap();
+    let resp = crate::support::get_host(&c, s.addr, "www.example.com", "/").await;
     assert_eq!(resp.status().as_u16(), 200);
     wait_access(&s, " SD ");
 }
@@ -248,14 +223,7 @@ async fn connect_failure_is_retried_on_another_node() {
         assert_eq!(resp.text().await.unwrap(), "received 1000");
     }
     assert_eq!(good.requests(), 10);
-    let metrics = c
-        .get(format!("http://{admin}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = crate::support::admin_text(admin, "/metrics").await;
     let retries = metrics
         .lines()
         .find(|l| l.starts_with("rdmalb_retries_total{site=\"www\"}"))
@@ -330,12 +298,7 @@ async fn busy_node_queue_timeout_gets_503() {
         "{:?}",
         String::from_utf8_lossy(&head)
     );
-    let resp = client()
-        .get(format!("http://{}/", s.addr))
-        .header("host", "www.example.com")
-        .send()
-        .await
-        .unwrap();
+    let resp = crate::support::get_host(&client(), s.addr, "www.example.com", "/").await;
     assert_eq!(resp.status().as_u16(), 503);
     assert!(resp.text().await.unwrap().contains("busy"));
     drop(hog);

@@ -85,14 +85,7 @@ async fn sighup_reloads_and_rejects_a_broken_config() {
     for _ in 0..5 {
         assert_eq!(backend_of(&c, addr).await, "b");
     }
-    let metrics = c
-        .get(format!("http://{admin}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = crate::support::admin_text(admin, "/metrics").await;
     assert_eq!(
         metric(&metrics, "rdmalb_config_reloads_total{result=\"ok\"}"),
         1.0,

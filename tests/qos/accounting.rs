@@ -92,14 +92,7 @@ async fn offered_served_and_kept_intervals_per_site() {
     assert_eq!(sites[1]["qos_meeting_percent"], 0.0, "{sites}");
     assert_eq!(status["reconfig"]["counters"]["moves"], 0);
 
-    let metrics = client
-        .get(format!("http://{admin}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = crate::support::admin_text(admin, "/metrics").await;
     let hot_site = "site=\"hot\"";
     let cold_site = "site=\"cold\"";
     assert_eq!(

@@ -23,21 +23,10 @@ fn config(listen: &str, qos: &str, gold: SocketAddr, bronze: SocketAddr) -> Stri
     )
 }
 
-async fn metrics(admin: SocketAddr) -> String {
-    client()
-        .get(format!("http://{admin}/metrics"))
-        .send()
-        .await
-        .expect("scrape")
-        .text()
-        .await
-        .expect("metrics text")
-}
-
 /// Waits until the proxy reports `want` for the metric line `prefix`.
 async fn wait_metric(admin: SocketAddr, prefix: &str, want: f64) {
     eventually(prefix, Duration::from_secs(20), || async {
-        let v = metric(&metrics(admin).await, prefix);
+        let v = metric(&crate::support::admin_text(admin, "/metrics").await, prefix);
         if v == want {
             Ok(())
         } else {
@@ -105,7 +94,7 @@ async fn completion_order(dispatch: &str) -> Vec<&'static str> {
         ends.push((end, site));
     }
     ends.sort();
-    let text = metrics(admin).await;
+    let text = crate::support::admin_text(admin, "/metrics").await;
     assert_eq!(
         metric(
             &text,
@@ -183,7 +172,7 @@ async fn overload_is_answered_503_with_retry_after_and_the_proxy_keeps_serving()
         let (status, _, body, _) = send(addr, host, "/").await.unwrap();
         assert_eq!(status, 200, "{host}: {body}\n{}", proxy.stderr_text());
     }
-    let text = metrics(admin).await;
+    let text = crate::support::admin_text(admin, "/metrics").await;
     for (line, want) in [
         (
             "rdmalb_qos_rejected_total{site=\"bronze\",reason=\"queue_full\"} ",

@@ -134,18 +134,6 @@ async fn get(c: &reqwest::Client, listen: SocketAddr, site: &str) -> (u16, Strin
     (status, served, node)
 }
 
-async fn status(c: &reqwest::Client, admin: SocketAddr) -> serde_json::Value {
-    let text = c
-        .get(format!("http://{admin}/status"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    serde_json::from_str(&text).unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hot_site_gets_an_idle_nginx_node_and_no_request_is_misrouted() {
     if !Path::new(NGINX).exists() {
@@ -195,7 +183,7 @@ async fn a_hot_site_gets_an_idle_nginx_node_and_no_request_is_misrouted() {
             "every node active and up",
             Duration::from_secs(30),
             || async {
-                let s = status(&c, admin).await;
+                let s = crate::support::admin_status(admin).await;
                 let active = s["reconfig"]["nodes"].as_array().map_or(0, |n| {
                     n.iter().filter(|n| n["effective"] == "active").count()
                 });
@@ -228,7 +216,7 @@ async fn a_hot_site_gets_an_idle_nginx_node_and_no_request_is_misrouted() {
         assert!(
             std::time::Instant::now() < deadline,
             "shop never served by n2 through both proxies ({shop_nodes:?}):\n{}\n{}",
-            status(&c, admin).await,
+            crate::support::admin_status(admin).await,
             nodes[2].log()
         );
         for (p, via) in [listen, listen2].into_iter().enumerate() {
@@ -261,7 +249,7 @@ async fn a_hot_site_gets_an_idle_nginx_node_and_no_request_is_misrouted() {
     }
     // One hot event, one claim: shop's load is now (0.9 + 0) / 2.
     tokio::time::sleep(Duration::from_millis(1000)).await;
-    let s = status(&c, admin).await;
+    let s = crate::support::admin_status(admin).await;
     assert_eq!(s["reconfig"]["counters"]["claims"], 1, "{s}");
     let n2 = &s["reconfig"]["nodes"][2];
     assert_eq!(
@@ -270,7 +258,7 @@ async fn a_hot_site_gets_an_idle_nginx_node_and_no_request_is_misrouted() {
         "{s}"
     );
     assert_eq!(n2["epoch"], 2);
-    let s2 = status(&c, admin2).await;
+    let s2 = crate::support::admin_status(admin2).await;
     assert_eq!(
         s2["reconfig"]["counters"]["claims"], 0,
         "proxy 2 only follows"

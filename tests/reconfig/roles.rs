@@ -161,14 +161,7 @@ async fn admin_moves_route_a_node_to_its_new_site_and_never_misroute() {
     })
     .await;
 
-    let metrics = client
-        .get(format!("http://{admin}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = crate::support::admin_text(admin, "/metrics").await;
     let claims = metrics
         .lines()
         .filter(|l| l.starts_with("rdmalb_reconfig_claims_total") && l.contains("by=\"admin\""))

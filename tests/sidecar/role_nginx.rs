@@ -186,12 +186,8 @@ async fn nginx_switches_site_on_a_claim_over_shm_and_survives_a_broken_template(
         node.sidecar.logs()
     );
     assert_eq!(node.served("blog.example").await, (200, "blog".to_string()));
-    let page = client()
-        .get(format!("http://{}/index.html", node.app))
-        .header("host", "blog.example")
-        .send()
+    let page = crate::support::get_host(&client(), node.app, "blog.example", "/index.html")
         .await
-        .unwrap()
         .text()
         .await
         .unwrap();

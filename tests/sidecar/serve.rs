@@ -270,14 +270,7 @@ async fn sidecar_publishes_live_load_over_shm_tcp_and_admin() {
     assert_eq!(status["role_status"]["serving"], "idle");
     assert_eq!(status["role_applied"], 1);
 
-    let metrics = http
-        .get(format!("http://{admin}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = crate::support::admin_text(admin, "/metrics").await;
     let busy_line = metrics
         .lines()
         .find(|l| {

@@ -2,6 +2,7 @@
 //! on drop, and Debian's nginx started that way. Shared by the integration
 //! tests (`tests/common`) and `bench/role_switch.rs` (included there by
 //! path: a bench cannot use the tests' crate), so it depends on std only.
+// Also compiled into bench/role_switch.rs, which uses what the tests do not.
 #![allow(dead_code)]
 
 use std::net::SocketAddr;

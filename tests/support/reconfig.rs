@@ -3,7 +3,6 @@
 //! contract played faithfully by a thread (publish load every millisecond;
 //! on a SWITCHING role: status APPLYING, then after a delay status OK and
 //! ROLE_APPLIED = epoch, or a failure status with the old site kept).
-#![allow(dead_code)]
 
 use std::collections::HashSet;
 use std::net::SocketAddr;

@@ -1,7 +1,6 @@
 //! Shared by the role-application end-to-end tests: the real `rdmalb
 //! sidecar` binary on a config in a temp dir, and what a proxy's agent does
 //! to the node's window (claim by CAS, wait for the sidecar's verdict).
-#![allow(dead_code)]
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
