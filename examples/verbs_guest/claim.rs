@@ -24,8 +24,8 @@ fn hot_site(epoch: u64, sites: usize) -> usize {
 
 /// Claim race through the reconfiguration agent's protocol over verbs: every
 /// client treats role epoch `e` as one hot event of site `hot_site(e)` and
-/// tries to act on it exactly as the agent does (DESIGN.md
-/// "Reconfiguration" steps 3-6; seed 001 section 3.3): take the site lock on
+/// tries to act on it exactly as the agent does (docs/reconfiguration.md
+/// "One round"; seed 001 section 3.3): take the site lock on
 /// the lock home (this window) with remote CAS, re-read the role word under
 /// the lock, CAS it from the observed value to (site, SWITCHING, e+1), FAA
 /// the site's update counter, release the lock. A client that loses the

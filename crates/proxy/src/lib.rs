@@ -6,6 +6,10 @@
 //! Dependencies inside point one way: `config` → `balance` and `qos` →
 //! `reconfig` → `front` (which starts the agent). The node window
 //! and its transports are the `rdmalb-window` crate.
+//!
+//! Comments cite the research papers as "seed 000" … "seed 004" (with a
+//! section or figure); `docs/references.md` lists them by title, authors and
+//! venue.
 #![deny(unsafe_code)]
 
 pub mod balance;

@@ -1,4 +1,4 @@
-//! Priorities and throughput guarantees at run time (DESIGN.md "QoS"):
+//! Priorities and throughput guarantees at run time (docs/reconfiguration.md "QoS"):
 //!
 //! - [`admission`]: the proxy-wide admission queue of `[qos]`, with
 //!   VirtualClock dispatch per site (seed 004), on the request path;

@@ -1,5 +1,5 @@
-//! The reconfiguration agent inside the proxy (DESIGN.md
-//! "Reconfiguration"; seed 001 section 3, seed 003 section 3): it moves idle
+//! The reconfiguration agent inside the proxy (docs/reconfiguration.md;
+//! seed 001 section 3, seed 003 section 3): it moves idle
 //! nodes of other sites to a site that stays hot, with remote atomics on the
 //! node and proxy windows, so that one high-load event yields exactly one
 //! move however many proxies see it.

@@ -20,6 +20,10 @@
 //! backs `rdmalb check --sidecar -c FILE`; [`Sidecar::start`] is the
 //! embeddable form used by tests and benchmarks (it reports the addresses
 //! actually bound when the config asks for port 0).
+//!
+//! Comments cite the research papers as "seed 000" … "seed 004" (with a
+//! section or figure); `docs/references.md` lists them by title, authors and
+//! venue.
 #![deny(unsafe_code)]
 
 pub mod admin;

@@ -16,6 +16,10 @@
 //!
 //! The testbed sits on top of the library: it starts `sidecar` and `proxy`
 //! as separate processes and uses only the sidecar's push client in-process.
+//!
+//! Comments cite the research papers as "seed 000" … "seed 004" (with a
+//! section or figure); `docs/references.md` lists them by title, authors and
+//! venue.
 #![deny(unsafe_code)]
 
 pub mod cli;

@@ -20,6 +20,10 @@
 //! are documented in `docs/window.md`; the design reasoning comes from seed 001
 //! section 3 (shared state read by RDMA, remote CAS locking, FAA counters) and
 //! seed 002 section 3 (one-sided load monitoring).
+//!
+//! Comments cite the research papers as "seed 000" … "seed 004" (with a
+//! section or figure); `docs/references.md` lists them by title, authors and
+//! venue.
 #![deny(unsafe_code)]
 
 pub mod layout;

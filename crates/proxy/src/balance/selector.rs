@@ -6,8 +6,8 @@
 //! filtering. Policies are built per [`Backends`](super::Backends) snapshot,
 //! so per-site state (cursors) is sized once and read without locks.
 //!
-//! The baselines kept for HAProxy users and for comparison (DESIGN.md
-//! "Routing"): [`RoundRobin`], [`LeastConn`], [`RandomTwo`] (power of two
+//! The baselines kept for HAProxy users and for comparison (docs/routing.md):
+//! [`RoundRobin`], [`LeastConn`], [`RandomTwo`] (power of two
 //! choices on in-flight counts, as in linkerd2-proxy `pool/p2c`). The
 //! load-aware policy implements the same trait and reads node windows through
 //! the candidates it is given.

@@ -1,7 +1,7 @@
 //! The proxy-wide admission queue of `[qos]`: at most `qos.max_inflight`
 //! requests are forwarded to nodes at once, all sites together; beyond
 //! that, each site queues on its own and a freed slot goes to the queued
-//! request with the smallest VirtualClock tag (DESIGN.md "QoS").
+//! request with the smallest VirtualClock tag (docs/reconfiguration.md "QoS").
 //!
 //! # Tags
 //! Seed 004 (section 3) stamps each arrival with

@@ -1,4 +1,4 @@
-//! QoS accounting (DESIGN.md "QoS"; seed 003 sections 4-5, seed 000
+//! QoS accounting (docs/reconfiguration.md "QoS"; seed 003 sections 4-5, seed 000
 //! chapter 6): per site, what this proxy was asked for (offered) and what it
 //! answered (served) in each interval S, against the site's guaranteed
 //! throughput.

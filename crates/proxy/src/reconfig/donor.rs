@@ -2,7 +2,7 @@
 //! [`choose_donor`], with everything it looks at in one [`DonorQuery`], so
 //! the locking protocol around it never changes with the policy.
 //!
-//! The rules (DESIGN.md "Reconfiguration" step 4 and "QoS"; seed 001
+//! The rules (docs/reconfiguration.md step 4 and "QoS"; seed 001
 //! section 3.2, seed 003 sections 4.3-4.4, seed 000 chapter 6):
 //!
 //! - Never a node that is FAILED, SWITCHING, unset, has a stale or unknown

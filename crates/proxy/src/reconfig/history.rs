@@ -1,7 +1,7 @@
 //! History-aware hot-site detection (seed 001 section 3.1.3): a site is hot
 //! only when, in every round for the history window T, its load stayed above
 //! the high watermark or its guarantee was missed while its demand exceeded
-//! what it was served (DESIGN.md "Reconfiguration" step 1; seed 003 section
+//! what it was served (docs/reconfiguration.md step 1; seed 003 section
 //! 4.3: nodes move "based on the system load as well as the QoS
 //! guarantees"). A short burst never moves a node (no thrashing).
 //!

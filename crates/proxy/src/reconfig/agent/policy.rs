@@ -1,4 +1,4 @@
-//! The agent's QoS side (DESIGN.md "QoS"; seed 003 sections 4-5): the
+//! The agent's QoS side (docs/reconfiguration.md "QoS"; seed 003 sections 4-5): the
 //! per-interval accounting of offered and served rates, the order in which
 //! hot sites claim, and the count of moves seen.
 
