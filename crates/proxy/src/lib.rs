@@ -17,3 +17,6 @@ pub mod config;
 pub mod front;
 pub mod qos;
 pub mod reconfig;
+
+#[cfg(test)]
+mod fixtures;

@@ -1,8 +1,6 @@
 //! `Backends`: building from a config, picking (down and excluded nodes are
 //! never chosen), reuse of node state across reloads.
 
-use std::path::Path;
-
 use proptest::prelude::*;
 
 use super::*;
@@ -37,11 +35,13 @@ hosts = ["empty.example.com"]
 "#
     );
     for (name, port, site) in nodes {
-        text.push_str(&format!(
-            "\n[[node]]\nname = \"{name}\"\naddress = \"127.0.0.1:{port}\"\nsite = \"{site}\"\n"
+        text.push_str(&crate::fixtures::node(
+            name,
+            format!("127.0.0.1:{port}"),
+            site,
         ));
     }
-    crate::config::parse(&text, Path::new("test.toml")).unwrap_or_else(|e| panic!("{e}"))
+    crate::fixtures::config(&text)
 }
 
 const THREE: &[(&str, u16, &str)] = &[

@@ -4,7 +4,6 @@
 //! eventual state within a generous bound, never on timing.
 
 use std::convert::Infallible;
-use std::path::Path;
 use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
@@ -102,11 +101,9 @@ health_path = "/alive"
 "#
     );
     for (name, addr, site) in nodes {
-        text.push_str(&format!(
-            "\n[[node]]\nname = \"{name}\"\naddress = \"{addr}\"\nsite = \"{site}\"\n"
-        ));
+        text.push_str(&crate::fixtures::node(name, addr, site));
     }
-    crate::config::parse(&text, Path::new("test.toml")).unwrap_or_else(|e| panic!("{e}"))
+    crate::fixtures::config(&text)
 }
 
 /// Polls `cond` every 10 ms for up to 20 s (a bound, not a timing claim).

@@ -171,7 +171,7 @@ fn from_config_names_match() {
             "[global]\nbalance = \"{balance}\"\n[[listener]]\nlisten = \"127.0.0.1:1\"\n\
              [[site]]\nname = \"s\"\nhosts = [\"s.test\"]\n"
         );
-        let config = crate::config::parse(&text, std::path::Path::new("t.toml")).unwrap();
+        let config = crate::fixtures::config(&text);
         let windows = crate::balance::NodeWindows::none();
         let policy = crate::balance::Policy::from_config(&config, &windows);
         assert_eq!(policy.name(), name);

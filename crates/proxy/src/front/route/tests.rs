@@ -1,5 +1,4 @@
 use super::*;
-use std::path::Path;
 
 fn config(extra: &str) -> Config {
     let text = format!(
@@ -27,7 +26,7 @@ path_prefixes = ["/static/"]
 {extra}
 "#
     );
-    crate::config::parse(&text, Path::new("/tmp/t.toml")).expect("valid config")
+    crate::fixtures::config(&text)
 }
 
 #[test]

@@ -1,14 +1,11 @@
 use super::*;
-use std::path::Path;
 
 fn config(sites: &[&str]) -> Config {
     let mut text = String::from("[[listener]]\nname = \"web\"\nlisten = \"127.0.0.1:0\"\n\n");
     for s in sites {
-        text.push_str(&format!(
-            "[[site]]\nname = \"{s}\"\nhosts = [\"{s}.test\"]\n\n"
-        ));
+        text.push_str(&crate::fixtures::site(s, &[&format!("{s}.test")]));
     }
-    crate::config::parse(&text, Path::new("/tmp/t.toml")).expect("valid config")
+    crate::fixtures::config(&text)
 }
 
 #[test]

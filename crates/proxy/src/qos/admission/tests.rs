@@ -2,7 +2,6 @@
 //! backlog, the best-effort floor, queue bounds, timeouts, cancellation and
 //! reloads. Time is paused: timeouts elapse instantly and exactly.
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,7 +17,7 @@ fn config(qos: &str, sites: &[(&str, f64)]) -> Config {
             "[[site]]\nname = \"{name}\"\nhosts = [\"{name}.test\"]\nguarantee = {guarantee}\n\n"
         ));
     }
-    crate::config::parse(&text, Path::new("/tmp/qos.toml")).expect("valid config")
+    crate::fixtures::config(&text)
 }
 
 /// Lets spawned tasks run until they block.

@@ -397,7 +397,7 @@ async fn routing_follows_a_claim_made_by_another_proxy_within_role_poll() {
             9000 + i
         ));
     }
-    let config = crate::config::parse(&text, std::path::Path::new("t.toml")).unwrap();
+    let config = crate::fixtures::config(&text);
     let backends = Arc::new(ArcSwap::from_pointee(Backends::build(&config, None)));
     let watcher = agent_routing(&c, 1, 2, Some(backends.clone()));
     let claimer = agent(&c, 2, 2);

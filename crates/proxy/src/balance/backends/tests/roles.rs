@@ -2,8 +2,6 @@
 //! its role word names, only once the role is applied and the node passed
 //! `rise` checks of that site; its old site stops getting it at once.
 
-use std::path::Path;
-
 use super::*;
 use crate::balance::DownReason;
 
@@ -36,7 +34,7 @@ site = "shop"
 transport = "shm"
 sidecar = "/dev/shm/rdmalb-role-test"
 "#;
-    crate::config::parse(text, Path::new("test.toml")).unwrap_or_else(|e| panic!("{e}"))
+    crate::fixtures::config(text)
 }
 
 fn picks(b: &Backends, site: usize) -> Vec<String> {
