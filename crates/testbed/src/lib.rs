@@ -22,6 +22,7 @@
 //! venue.
 #![deny(unsafe_code)]
 
+pub mod capacity;
 pub mod cli;
 pub mod cluster;
 pub mod config;

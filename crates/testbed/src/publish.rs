@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::server::{Node, Usage};
+use super::capacity::{Capacity, Usage};
 use rdmalb_sidecar::collect::push::{Client, PushSample};
 use rdmalb_sidecar::config::PushListen;
 
@@ -36,7 +36,8 @@ fn sample(u: Usage) -> PushSample {
 /// Publishes until `shutdown` turns true.
 pub async fn run(
     to: PushListen,
-    node: Arc<Node>,
+    node: String,
+    capacity: Arc<Capacity>,
     every: Duration,
     mut shutdown: watch::Receiver<bool>,
 ) {
@@ -49,14 +50,14 @@ pub async fn run(
         };
         let mut client = match client {
             Ok(c) => {
-                tracing::info!(node = %node.name, sidecar = %to, "pushing load to the sidecar");
+                tracing::info!(node = %node, sidecar = %to, "pushing load to the sidecar");
                 retry = RETRY_MIN;
                 down_logged = false;
                 c
             }
             Err(e) => {
                 if !down_logged {
-                    tracing::warn!(node = %node.name, sidecar = %to, error = %e, "cannot reach the sidecar; serving on and retrying");
+                    tracing::warn!(node = %node, sidecar = %to, error = %e, "cannot reach the sidecar; serving on and retrying");
                     down_logged = true;
                 }
                 tokio::select! {
@@ -69,10 +70,10 @@ pub async fn run(
         };
         let mut last = None;
         loop {
-            let usage = node.capacity.usage();
+            let usage = capacity.usage();
             if last != Some(usage) {
                 if let Err(e) = client.push(&sample(usage)).await {
-                    tracing::warn!(node = %node.name, sidecar = %to, error = %e, "push failed; reconnecting");
+                    tracing::warn!(node = %node, sidecar = %to, error = %e, "push failed; reconnecting");
                     break;
                 }
                 last = Some(usage);
@@ -81,7 +82,7 @@ pub async fn run(
             tokio::time::sleep(every).await;
             tokio::select! {
                 _ = shutdown.changed() => return,
-                _ = node.capacity.changed.notified() => {}
+                _ = capacity.changed.notified() => {}
                 _ = tokio::time::sleep(KEEPALIVE) => last = None,
             }
         }

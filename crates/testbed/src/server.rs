@@ -4,7 +4,7 @@
 //! fixed capacity, so that 8+ "nodes" fit on a 2-core machine and the
 //! seeds' experiments are repeatable (docs/testbed.md, "Capacity model"):
 //!
-//! - W worker slots ([`Capacity`]); a request holds one for its service
+//! - W worker slots ([`Capacity`](crate::capacity::Capacity)); a request holds one for its service
 //!   time. Up to Q more wait in a queue; beyond W + Q a request gets 503 at
 //!   once (like Apache's MaxClients + ListenBacklog, seed 003's app tier).
 //! - Service time by class: `GET /static/<size>` costs `static_base +
@@ -21,10 +21,9 @@
 use std::convert::Infallible;
 use std::path::PathBuf;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use bytes::Bytes;
@@ -33,8 +32,9 @@ use http_body_util::{Either, Full};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
-use tokio::sync::{watch, Notify, Semaphore};
+use tokio::sync::watch;
 
+use super::capacity::{Capacity, Service};
 use super::config::{self, format_size, parse_size, Model, NodeConfig, Site};
 use rdmalb_base::duration;
 
@@ -57,130 +57,6 @@ pub enum ServerError {
     },
     #[error("testsrv: cannot install signal handler: {0}")]
     Signal(#[source] std::io::Error),
-}
-
-/// The modelled capacity: W slots and a queue of Q, plus counters the
-/// publisher pushes to the sidecar.
-#[derive(Debug)]
-pub struct Capacity {
-    model: Model,
-    slots: Semaphore,
-    /// Requests admitted and not yet finished (busy + queued).
-    in_system: AtomicU32,
-    requests_total: AtomicU64,
-    /// Signalled on every change of busy/queue/requests_total.
-    pub changed: Notify,
-}
-
-/// A snapshot of the capacity counters.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Usage {
-    pub busy: u64,
-    pub queue: u64,
-    pub capacity: u64,
-    pub requests_total: u64,
-}
-
-/// Held from admission to the end of service; gives back the place.
-struct Admission<'a> {
-    cap: &'a Capacity,
-}
-
-impl Drop for Admission<'_> {
-    fn drop(&mut self) {
-        self.cap.in_system.fetch_sub(1, Ordering::AcqRel);
-        self.cap.changed.notify_one();
-    }
-}
-
-impl Capacity {
-    pub fn new(model: Model) -> Capacity {
-        Capacity {
-            slots: Semaphore::new(model.slots as usize),
-            in_system: AtomicU32::new(0),
-            requests_total: AtomicU64::new(0),
-            changed: Notify::new(),
-            model,
-        }
-    }
-
-    pub fn model(&self) -> &Model {
-        &self.model
-    }
-
-    pub fn usage(&self) -> Usage {
-        let busy =
-            (self.model.slots as usize).saturating_sub(self.slots.available_permits()) as u64;
-        let in_system = u64::from(self.in_system.load(Ordering::Acquire));
-        Usage {
-            busy,
-            queue: in_system.saturating_sub(busy),
-            capacity: u64::from(self.model.slots),
-            requests_total: self.requests_total.load(Ordering::Acquire),
-        }
-    }
-
-    /// Takes a place among the W + Q, or `None` (→ 503).
-    fn admit(&self) -> Option<Admission<'_>> {
-        let limit = self.model.slots + self.model.queue;
-        self.in_system
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < limit).then_some(n + 1)
-            })
-            .ok()?;
-        self.changed.notify_one();
-        Some(Admission { cap: self })
-    }
-
-    /// Admits, waits for a slot, holds it for `service`; `false` when the
-    /// node is full (nothing was held).
-    pub async fn serve(&self, service: Service) -> bool {
-        let Some(_admitted) = self.admit() else {
-            return false;
-        };
-        let Ok(_slot) = self.slots.acquire().await else {
-            return false; // the semaphore is never closed
-        };
-        self.changed.notify_one();
-        service.run().await;
-        self.requests_total.fetch_add(1, Ordering::AcqRel);
-        true
-    }
-}
-
-/// How a slot is held: some CPU spin, then a sleep.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Service {
-    pub spin: Duration,
-    pub sleep: Duration,
-}
-
-impl Service {
-    async fn run(self) {
-        if !self.spin.is_zero() {
-            // On the blocking pool so the event loop keeps accepting. The
-            // spin is bounded by wall time, so service times stay the
-            // configured ones on a loaded machine (repeatable runs) while
-            // the CPU use still shows in /proc for the system collector.
-            let spin = self.spin;
-            let _ = tokio::task::spawn_blocking(move || {
-                let end = Instant::now() + spin;
-                let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
-                while Instant::now() < end {
-                    for _ in 0..256 {
-                        x ^= x << 13;
-                        x ^= x >> 7;
-                        x ^= x << 17;
-                    }
-                    std::hint::black_box(x);
-                }
-            })
-            .await;
-        }
-        if !self.sleep.is_zero() {
-            tokio::time::sleep(self.sleep).await;
-        }
-    }
 }
 
 /// What a request asks for.
@@ -319,7 +195,7 @@ type RespBody = Either<Full<Bytes>, Filler>;
 pub struct Node {
     pub name: String,
     pub site: ArcSwap<Site>,
-    pub capacity: Capacity,
+    pub capacity: Arc<Capacity>,
     name_header: HeaderValue,
     chunk: Bytes,
 }
@@ -329,7 +205,7 @@ impl Node {
         Node {
             name: name.to_string(),
             site: ArcSwap::from_pointee(site),
-            capacity: Capacity::new(model),
+            capacity: Arc::new(Capacity::new(model)),
             name_header: HeaderValue::from_str(name).unwrap_or(HeaderValue::from_static("invalid")),
             chunk: Bytes::from(vec![b'x'; 64 * 1024]),
         }
@@ -471,8 +347,9 @@ pub async fn run(cfg: NodeConfig, mut shutdown: watch::Receiver<bool>) -> Result
     tracing::info!(node = %cfg.name, listen = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(),
         site = %node.site.load().name, slots = cfg.model.slots, queue = cfg.model.queue, "testsrv listening");
     if let Some(push) = cfg.push.clone() {
-        let (n, sd, every) = (node.clone(), shutdown.clone(), cfg.publish_interval);
-        tokio::spawn(async move { super::publish::run(push, n, every, sd).await });
+        let (name, capacity) = (node.name.clone(), Arc::clone(&node.capacity));
+        let (sd, every) = (shutdown.clone(), cfg.publish_interval);
+        tokio::spawn(async move { super::publish::run(push, name, capacity, every, sd).await });
     }
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     loop {

@@ -25,7 +25,7 @@ use hmac::{Hmac, Mac};
 use rand::RngCore;
 use sha2::Sha256;
 
-use super::frame::{self, Decoded, Frame};
+use super::frame::{self, Decoded, Frame, TAG_LEN};
 use crate::WindowError;
 
 type HmacSha256 = Hmac<Sha256>;
@@ -38,8 +38,6 @@ pub const CLIENT_HELLO_LEN: usize = 8 + 8 + 32;
 pub const SERVER_CHALLENGE_LEN: usize = 8 + 32 + 32;
 /// Client FINISH length.
 pub const CLIENT_FINISH_LEN: usize = 32;
-/// Bytes of the tag on every frame.
-pub const TAG_LEN: usize = 16;
 /// Shortest accepted pre-shared key.
 pub const MIN_PSK_LEN: usize = 16;
 

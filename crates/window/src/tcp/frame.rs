@@ -23,7 +23,8 @@
 //! [`decode`] never panics and never allocates more than one frame's worth:
 //! lengths are checked against the kind's fixed size before anything else.
 
-use super::auth::TAG_LEN;
+/// Bytes of the tag on every frame.
+pub const TAG_LEN: usize = 16;
 
 /// Bytes of the length prefix.
 pub const LEN_PREFIX: usize = 4;

@@ -1,0 +1,137 @@
+//! The capacity model of a testbed node: W worker slots a request holds
+//! for its service time, a queue of Q beyond them, and the counters the
+//! publisher pushes to the sidecar (docs/testbed.md, "Capacity model").
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use tokio::sync::{Notify, Semaphore};
+
+use super::config::Model;
+
+/// The modelled capacity: W slots and a queue of Q, plus counters the
+/// publisher pushes to the sidecar.
+#[derive(Debug)]
+pub struct Capacity {
+    model: Model,
+    slots: Semaphore,
+    /// Requests admitted and not yet finished (busy + queued).
+    in_system: AtomicU32,
+    requests_total: AtomicU64,
+    /// Signalled on every change of busy/queue/requests_total.
+    pub changed: Notify,
+}
+
+/// A snapshot of the capacity counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Usage {
+    pub busy: u64,
+    pub queue: u64,
+    pub capacity: u64,
+    pub requests_total: u64,
+}
+
+/// Held from admission to the end of service; gives back the place.
+struct Admission<'a> {
+    cap: &'a Capacity,
+}
+
+impl Drop for Admission<'_> {
+    fn drop(&mut self) {
+        self.cap.in_system.fetch_sub(1, Ordering::AcqRel);
+        self.cap.changed.notify_one();
+    }
+}
+
+impl Capacity {
+    pub fn new(model: Model) -> Capacity {
+        Capacity {
+            slots: Semaphore::new(model.slots as usize),
+            in_system: AtomicU32::new(0),
+            requests_total: AtomicU64::new(0),
+            changed: Notify::new(),
+            model,
+        }
+    }
+
+    pub fn model(&self) -> &Model {
+        &self.model
+    }
+
+    pub fn usage(&self) -> Usage {
+        let busy =
+            (self.model.slots as usize).saturating_sub(self.slots.available_permits()) as u64;
+        let in_system = u64::from(self.in_system.load(Ordering::Acquire));
+        Usage {
+            busy,
+            queue: in_system.saturating_sub(busy),
+            capacity: u64::from(self.model.slots),
+            requests_total: self.requests_total.load(Ordering::Acquire),
+        }
+    }
+
+    /// Takes a place among the W + Q, or `None` (→ 503).
+    fn admit(&self) -> Option<Admission<'_>> {
+        let limit = self.model.slots + self.model.queue;
+        self.in_system
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < limit).then_some(n + 1)
+            })
+            .ok()?;
+        self.changed.notify_one();
+        Some(Admission { cap: self })
+    }
+
+    /// Admits, waits for a slot, holds it for `service`; `false` when the
+    /// node is full (nothing was held).
+    pub async fn serve(&self, service: Service) -> bool {
+        let Some(_admitted) = self.admit() else {
+            return false;
+        };
+        let Ok(_slot) = self.slots.acquire().await else {
+            return false; // the semaphore is never closed
+        };
+        self.changed.notify_one();
+        service.run().await;
+        self.requests_total.fetch_add(1, Ordering::AcqRel);
+        true
+    }
+}
+
+/// How a slot is held: some CPU spin, then a sleep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Service {
+    pub spin: Duration,
+    pub sleep: Duration,
+}
+
+impl Service {
+    async fn run(self) {
+        if !self.spin.is_zero() {
+            // On the blocking pool so the event loop keeps accepting. The
+            // spin is bounded by wall time, so service times stay the
+            // configured ones on a loaded machine (repeatable runs) while
+            // the CPU use still shows in /proc for the system collector.
+            let spin = self.spin;
+            let _ = tokio::task::spawn_blocking(move || {
+                let end = Instant::now() + spin;
+                let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+                while Instant::now() < end {
+                    for _ in 0..256 {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                    }
+                    std::hint::black_box(x);
+                }
+            })
+            .await;
+        }
+        if !self.sleep.is_zero() {
+            tokio::time::sleep(self.sleep).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,66 @@
+use std::sync::Arc;
+
+use super::*;
+
+fn model(slots: u32, queue: u32) -> Model {
+    Model {
+        slots,
+        queue,
+        cpu_fraction: 0.0,
+        ..Model::default()
+    }
+}
+
+fn sleep_ms(ms: u64) -> Service {
+    Service {
+        spin: Duration::ZERO,
+        sleep: Duration::from_millis(ms),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn slots_queue_and_overflow() {
+    let cap = Arc::new(Capacity::new(model(2, 1)));
+    let mut served = Vec::new();
+    for _ in 0..3 {
+        let c = cap.clone();
+        served.push(tokio::spawn(async move { c.serve(sleep_ms(100)).await }));
+    }
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(
+        cap.usage(),
+        Usage {
+            busy: 2,
+            queue: 1,
+            capacity: 2,
+            requests_total: 0
+        }
+    );
+    assert!(
+        !cap.serve(sleep_ms(100)).await,
+        "beyond slots + queue is refused"
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // The first two finished; the queued one holds a slot now.
+    assert_eq!(
+        cap.usage(),
+        Usage {
+            busy: 1,
+            queue: 0,
+            capacity: 2,
+            requests_total: 2
+        }
+    );
+    for s in served {
+        assert!(s.await.unwrap());
+    }
+    assert_eq!(
+        cap.usage(),
+        Usage {
+            busy: 0,
+            queue: 0,
+            capacity: 2,
+            requests_total: 3
+        }
+    );
+}
