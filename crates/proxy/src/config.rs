@@ -24,9 +24,7 @@ pub use types::*;
 
 /// Reads and validates a proxy config file.
 pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| ConfigErrors::single(path, "", format!("cannot read file: {e}")))?;
-    parse(&text, path)
+    parse(&rdmalb_base::problems::read(path)?, path)
 }
 
 /// Validates config text; `path` names the file in messages and anchors

@@ -276,14 +276,7 @@ impl std::fmt::Display for PushListen {
 
 /// Reads and validates a sidecar config file.
 pub fn load(path: &Path) -> Result<SidecarConfig, ConfigErrors> {
-    let text = std::fs::read_to_string(path).map_err(|e| ConfigErrors {
-        file: path.to_path_buf(),
-        problems: vec![Problem {
-            key: String::new(),
-            message: format!("cannot read file: {e}"),
-        }],
-    })?;
-    parse(&text, path)
+    parse(&rdmalb_base::problems::read(path)?, path)
 }
 
 /// Validates config text; `path` names the file in messages and anchors

@@ -47,6 +47,7 @@ use super::plot;
 use super::report::Report;
 use super::trace::{Generator, TraceError};
 use rdmalb_base::duration;
+use rdmalb_base::problems::ConfigCheck;
 pub use rdmalb_base::problems::{ConfigErrors, Problem};
 
 /// Most nodes a cluster may run (over-provisioning included).
@@ -201,9 +202,7 @@ struct RawLoad {
 
 /// Reads and validates a cluster spec.
 pub fn load_spec(path: &Path) -> Result<Spec, ConfigErrors> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| ConfigErrors::single(path, "", format!("cannot read file: {e}")))?;
-    parse_spec(&text, path)
+    parse_spec(&rdmalb_base::problems::read(path)?, path)
 }
 
 /// Validates spec text; relative paths are anchored at `path`'s directory.
@@ -211,13 +210,8 @@ pub fn parse_spec(text: &str, path: &Path) -> Result<Spec, ConfigErrors> {
     let raw: RawSpec = toml::from_str(text)
         .map_err(|e| ConfigErrors::single(path, "", e.message().trim().to_string()))?;
     let base = path.parent().unwrap_or(Path::new("."));
-    let mut problems = Vec::new();
-    let mut add = |key: &str, message: String| {
-        problems.push(Problem {
-            key: key.into(),
-            message,
-        })
-    };
+    let mut check = ConfigCheck::new(path);
+    let mut add = |key: &str, message: String| check.add(key, message);
     let sites = raw.sites.unwrap_or_default();
     if sites.is_empty() || sites.len() > 64 {
         add(
@@ -431,13 +425,7 @@ pub fn parse_spec(text: &str, path: &Path) -> Result<Spec, ConfigErrors> {
         }
         (None, None) => Mode::Closed { connections: 16 },
     };
-    if !problems.is_empty() {
-        return Err(ConfigErrors {
-            file: path.to_path_buf(),
-            problems,
-        });
-    }
-    Ok(Spec {
+    check.finish(Spec {
         file: path.to_path_buf(),
         sites,
         split,

@@ -20,6 +20,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use rdmalb_base::duration;
+use rdmalb_base::problems::ConfigCheck;
 pub use rdmalb_base::problems::{ConfigErrors, Problem};
 use rdmalb_sidecar::config::PushListen;
 
@@ -161,79 +162,25 @@ struct RawSite {
     hosts: Option<Vec<String>>,
 }
 
-struct Report {
-    file: PathBuf,
-    problems: Vec<Problem>,
+/// A byte size (see [`parse_size`]); `default` when absent.
+fn size(r: &mut ConfigCheck, key: &str, text: Option<&str>, default: u64) -> u64 {
+    let Some(text) = text else { return default };
+    parse_size(text).unwrap_or_else(|e| {
+        r.add(key, e);
+        default
+    })
 }
 
-impl Report {
-    fn add(&mut self, key: &str, message: impl Into<String>) {
-        self.problems.push(Problem {
-            key: key.to_string(),
-            message: message.into(),
-        });
-    }
-
-    fn duration(
-        &mut self,
-        key: &str,
-        text: Option<&str>,
-        default: Duration,
-        min: Duration,
-        max: Duration,
-    ) -> Duration {
-        let Some(text) = text else { return default };
-        duration::parse_within(text, min, max).unwrap_or_else(|e| {
-            self.add(key, e);
-            default
-        })
-    }
-
-    fn int(&mut self, key: &str, v: Option<i64>, default: u32, min: i64, max: i64) -> u32 {
-        match v {
-            None => default,
-            Some(n) if n < min || n > max => {
-                self.add(
-                    key,
-                    format!("{n} is out of range (accepted: {min} to {max})"),
-                );
-                default
-            }
-            Some(n) => n as u32,
+/// A file named in the config, relative to the config's folder; an empty
+/// path is a problem.
+fn file_path(r: &mut ConfigCheck, key: &str, text: Option<&str>) -> Option<PathBuf> {
+    match text {
+        Some("") => {
+            r.add(key, "empty path");
+            None
         }
-    }
-
-    fn size(&mut self, key: &str, text: Option<&str>, default: u64) -> u64 {
-        let Some(text) = text else { return default };
-        match parse_size(text) {
-            Ok(n) => n,
-            Err(e) => {
-                self.add(key, e);
-                default
-            }
-        }
-    }
-
-    fn path(&mut self, key: &str, text: Option<&str>, base: &Path) -> Option<PathBuf> {
-        match text {
-            Some("") => {
-                self.add(key, "empty path");
-                None
-            }
-            Some(t) => Some(base.join(t)),
-            None => None,
-        }
-    }
-
-    fn finish<T>(self, value: T) -> Result<T, ConfigErrors> {
-        if self.problems.is_empty() {
-            Ok(value)
-        } else {
-            Err(ConfigErrors {
-                file: self.file,
-                problems: self.problems,
-            })
-        }
+        Some(t) => Some(r.path(t)),
+        None => None,
     }
 }
 
@@ -272,11 +219,6 @@ pub fn format_size(n: u64) -> String {
     }
 }
 
-fn read(path: &Path) -> Result<String, ConfigErrors> {
-    std::fs::read_to_string(path)
-        .map_err(|e| ConfigErrors::single(path, "", format!("cannot read file: {e}")))
-}
-
 fn deserialize<T: for<'de> Deserialize<'de>>(text: &str, path: &Path) -> Result<T, ConfigErrors> {
     toml::from_str(text).map_err(|e| {
         let key = e.span().map(|s| {
@@ -299,18 +241,14 @@ fn deserialize<T: for<'de> Deserialize<'de>>(text: &str, path: &Path) -> Result<
 
 /// Reads and validates a node file (not the site file it names).
 pub fn load_node(path: &Path) -> Result<NodeConfig, ConfigErrors> {
-    parse_node(&read(path)?, path)
+    parse_node(&rdmalb_base::problems::read(path)?, path)
 }
 
 /// Validates node-file text; `path` names it in messages and anchors
 /// relative paths.
 pub fn parse_node(text: &str, path: &Path) -> Result<NodeConfig, ConfigErrors> {
     let raw: RawNode = deserialize(text, path)?;
-    let base = path.parent().unwrap_or(Path::new(".")).to_path_buf();
-    let mut r = Report {
-        file: path.to_path_buf(),
-        problems: Vec::new(),
-    };
+    let mut r = ConfigCheck::new(path);
     let name = match raw.name.as_deref() {
         None => {
             r.add(
@@ -347,11 +285,11 @@ pub fn parse_node(text: &str, path: &Path) -> Result<NodeConfig, ConfigErrors> {
             }
         },
     };
-    let site_file = r.path("site_file", raw.site_file.as_deref(), &base);
+    let site_file = file_path(&mut r, "site_file", raw.site_file.as_deref());
     if raw.site_file.is_none() {
         r.add("site_file", "missing (expected the path of the site file, e.g. \"n1.site.toml\", holding site = \"...\")");
     }
-    let pid_file = r.path("pid_file", raw.pid_file.as_deref(), &base);
+    let pid_file = file_path(&mut r, "pid_file", raw.pid_file.as_deref());
     let push = match raw.push.as_deref() {
         None => None,
         Some(t) if t.starts_with('/') => Some(PushListen::Unix(PathBuf::from(t))),
@@ -368,14 +306,14 @@ pub fn parse_node(text: &str, path: &Path) -> Result<NodeConfig, ConfigErrors> {
         },
     };
     let ms = Duration::from_millis;
-    let publish_interval = r.duration(
+    let publish_interval = r.duration_within(
         "publish_interval",
         raw.publish_interval.as_deref(),
         DEFAULT_PUBLISH_INTERVAL,
         ms(1),
         ms(10_000),
     );
-    let shutdown_grace = r.duration(
+    let shutdown_grace = r.duration_within(
         "shutdown_grace",
         raw.shutdown_grace.as_deref(),
         DEFAULT_SHUTDOWN_GRACE,
@@ -383,9 +321,9 @@ pub fn parse_node(text: &str, path: &Path) -> Result<NodeConfig, ConfigErrors> {
         ms(600_000),
     );
     let d = Model::default();
-    let slots = r.int("slots", raw.slots, d.slots, 1, 100_000);
-    let queue = r.int("queue", raw.queue, d.queue, 0, 1_000_000);
-    let static_base = r.duration(
+    let slots = r.int("slots", raw.slots, u64::from(d.slots), 1, 100_000) as u32;
+    let queue = r.int("queue", raw.queue, u64::from(d.queue), 0, 1_000_000) as u32;
+    let static_base = r.duration_within(
         "static_base",
         raw.static_base.as_deref(),
         d.static_base,
@@ -403,14 +341,14 @@ pub fn parse_node(text: &str, path: &Path) -> Result<NodeConfig, ConfigErrors> {
             DEFAULT_STATIC_MIB_PER_S
         }
     };
-    let max_cost = r.duration(
+    let max_cost = r.duration_within(
         "max_cost",
         raw.max_cost.as_deref(),
         d.max_cost,
         ms(1),
         ms(600_000),
     );
-    let dynamic_cost = r.duration(
+    let dynamic_cost = r.duration_within(
         "dynamic_cost",
         raw.dynamic_cost.as_deref(),
         d.dynamic_cost,
@@ -438,11 +376,16 @@ pub fn parse_node(text: &str, path: &Path) -> Result<NodeConfig, ConfigErrors> {
             d.cpu_fraction
         }
     };
-    let max_body = r.size("max_body", raw.max_body.as_deref(), d.max_body);
+    let max_body = size(&mut r, "max_body", raw.max_body.as_deref(), d.max_body);
     if max_body > 1 << 30 {
         r.add("max_body", "is above 1g (the largest accepted)");
     }
-    let dynamic_size = r.size("dynamic_size", raw.dynamic_size.as_deref(), d.dynamic_size);
+    let dynamic_size = size(
+        &mut r,
+        "dynamic_size",
+        raw.dynamic_size.as_deref(),
+        d.dynamic_size,
+    );
     if dynamic_size > max_body {
         r.add(
             "dynamic_size",
@@ -465,10 +408,7 @@ pub fn parse_node(text: &str, path: &Path) -> Result<NodeConfig, ConfigErrors> {
         max_body,
     };
     let (Some(listen), Some(site_file)) = (listen, site_file) else {
-        return Err(ConfigErrors {
-            file: r.file,
-            problems: r.problems,
-        });
+        return Err(r.into_errors());
     };
     r.finish(NodeConfig {
         file: path.to_path_buf(),
@@ -499,16 +439,13 @@ fn valid_host(h: &str) -> bool {
 
 /// Reads and validates a site file.
 pub fn load_site(path: &Path) -> Result<Site, ConfigErrors> {
-    parse_site(&read(path)?, path)
+    parse_site(&rdmalb_base::problems::read(path)?, path)
 }
 
 /// Validates site-file text.
 pub fn parse_site(text: &str, path: &Path) -> Result<Site, ConfigErrors> {
     let raw: RawSite = deserialize(text, path)?;
-    let mut r = Report {
-        file: path.to_path_buf(),
-        problems: Vec::new(),
-    };
+    let mut r = ConfigCheck::new(path);
     let name = match raw.site.as_deref() {
         None => {
             r.add(
@@ -531,7 +468,7 @@ pub fn parse_site(text: &str, path: &Path) -> Result<Site, ConfigErrors> {
         let h = h.to_ascii_lowercase();
         if !valid_host(&h) {
             r.add(
-                &format!("hosts[{i}]"),
+                format!("hosts[{i}]"),
                 format!(
                     "`{h}` is not a host name (accepted: letters, digits, '.', '-', '_'; no port)"
                 ),

@@ -4,19 +4,19 @@
 
 use super::raw::RawQos;
 use super::types::{Dispatch, Qos};
-use super::validate::Check;
+use rdmalb_base::problems::ConfigCheck;
 
 /// Largest best-effort floor accepted (requests/s).
 const MAX_FLOOR: f64 = 1e7;
 
-pub(super) fn validate(c: &mut Check<'_>, raw: RawQos) -> Qos {
+pub(super) fn validate(c: &mut ConfigCheck, raw: RawQos) -> Qos {
     let d = Qos::default();
     let dispatch = match raw.dispatch.as_deref() {
         None => d.dispatch,
         Some("virtualclock") => Dispatch::VirtualClock,
         Some("fifo") => Dispatch::Fifo,
         Some(other) => {
-            c.problem(
+            c.add(
                 "qos.dispatch",
                 format!(
                     "`{other}` is not a dispatch order (expected {})",
@@ -30,7 +30,7 @@ pub(super) fn validate(c: &mut Check<'_>, raw: RawQos) -> Qos {
         None => d.best_effort_floor,
         Some(f) if f.is_finite() && f > 0.0 && f <= MAX_FLOOR => f,
         Some(f) => {
-            c.problem(
+            c.add(
                 "qos.best_effort_floor",
                 format!("{f} is out of range (expected requests/s above 0 and at most {MAX_FLOOR}; a best-effort site must keep some share)"),
             );

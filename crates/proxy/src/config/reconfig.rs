@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use super::raw::{RawPeerProxy, RawReconfig};
 use super::types::*;
-use super::validate::Check;
 use rdmalb_base::duration;
+use rdmalb_base::problems::ConfigCheck;
 
 /// Largest watermark accepted: site load counts queued work too, so it can
 /// exceed 1.0, but not by orders of magnitude.
@@ -22,7 +22,7 @@ const MAX_WATERMARK: f64 = 100.0;
 /// Validates `[reconfig]` against the rest of the file (`global.proxy_id`,
 /// `cluster.psk_file`, the nodes' windows).
 pub(super) fn validate(
-    c: &mut Check<'_>,
+    c: &mut ConfigCheck,
     raw: RawReconfig,
     global: &Global,
     cluster: &Cluster,
@@ -33,22 +33,26 @@ pub(super) fn validate(
         None | Some("rigid") => ReconfigMode::Rigid,
         Some("reconfigure") => ReconfigMode::Reconfigure,
         Some(m) => {
-            c.problem(
+            c.add(
                 "reconfig.mode",
                 format!("`{m}` is not a mode (expected {})", ReconfigMode::ACCEPTED),
             );
             ReconfigMode::Rigid
         }
     };
-    let sensitivity = c.duration("reconfig.sensitivity", &raw.sensitivity, d.sensitivity);
-    let history = c.duration("reconfig.history", &raw.history, d.history);
+    let sensitivity = c.duration(
+        "reconfig.sensitivity",
+        raw.sensitivity.as_deref(),
+        d.sensitivity,
+    );
+    let history = c.duration("reconfig.history", raw.history.as_deref(), d.history);
     // Unset, it is 10 ms or S if that is shorter; set, it must not exceed S.
     let role_poll = match raw.role_poll {
         None => d.role_poll.min(sensitivity),
-        Some(_) => c.duration("reconfig.role_poll", &raw.role_poll, d.role_poll),
+        Some(_) => c.duration("reconfig.role_poll", raw.role_poll.as_deref(), d.role_poll),
     };
     if raw.role_poll.is_some() && role_poll > sensitivity {
-        c.problem(
+        c.add(
             "reconfig.role_poll",
             format!(
                 "{} is longer than reconfig.sensitivity = {} (expected role_poll <= sensitivity: routing must notice a moved node at least as soon as the agent)",
@@ -63,7 +67,11 @@ pub(super) fn validate(
         ("reconfig.sensitivity", sensitivity),
         "a site must be seen hot in at least one round",
     );
-    let history_max = c.duration("reconfig.history_max", &raw.history_max, history * 4);
+    let history_max = c.duration(
+        "reconfig.history_max",
+        raw.history_max.as_deref(),
+        history * 4,
+    );
     not_shorter(
         c,
         ("reconfig.history_max", history_max),
@@ -83,12 +91,16 @@ pub(super) fn validate(
         d.low_watermark,
     );
     if low >= high {
-        c.problem(
+        c.add(
             "reconfig.low_watermark",
             format!("{low} is not below high_watermark = {high} (expected low_watermark < high_watermark)"),
         );
     }
-    let lock_lease = c.duration("reconfig.lock_lease", &raw.lock_lease, d.lock_lease);
+    let lock_lease = c.duration(
+        "reconfig.lock_lease",
+        raw.lock_lease.as_deref(),
+        d.lock_lease,
+    );
     let lock_skew = duration_or_zero(c, "reconfig.lock_skew", &raw.lock_skew, d.lock_skew);
     let cooldown = duration_or_zero(c, "reconfig.cooldown", &raw.cooldown, d.cooldown);
 
@@ -99,7 +111,7 @@ pub(super) fn validate(
                 if p.starts_with('/') {
                     Some(PathBuf::from(p))
                 } else {
-                    c.problem(
+                    c.add(
                         "reconfig.window.shm",
                         format!("`{p}` is not an absolute path (expected the window file, e.g. \"/dev/shm/rdmalb-proxy-1\")"),
                     );
@@ -109,10 +121,10 @@ pub(super) fn validate(
             let tcp = w
                 .tcp
                 .is_some()
-                .then(|| c.socket_addr("reconfig.window.tcp", &w.tcp))
+                .then(|| c.socket_addr("reconfig.window.tcp", w.tcp.as_deref()))
                 .flatten();
             if w.shm.is_none() && w.tcp.is_none() {
-                c.problem(
+                c.add(
                     "reconfig.window",
                     "empty (expected `shm = \"/dev/shm/rdmalb-proxy-1\"` and/or `tcp = \"127.0.0.1:7101\"`)",
                 );
@@ -139,7 +151,7 @@ pub(super) fn validate(
             _ => {
                 let mut known: Vec<u16> = ids.iter().copied().collect();
                 known.sort_unstable();
-                c.problem(
+                c.add(
                     "reconfig.lock_home",
                     format!(
                         "{h} is not a proxy of this cluster (expected global.proxy_id or a reconfig.peer id: {})",
@@ -156,20 +168,20 @@ pub(super) fn validate(
             .iter()
             .any(|p| matches!(p.window, WindowEndpoint::Tcp { .. }));
     if tcp_used && cluster.psk_file.is_none() {
-        c.problem(
+        c.add(
             "cluster.psk_file",
             "missing: proxy windows use the tcp transport, which requires authentication (expected a path to a pre-shared key file of at least 16 bytes)",
         );
     }
     if mode == ReconfigMode::Reconfigure {
         if !peers.is_empty() && !window.is_served() {
-            c.problem(
+            c.add(
                 "reconfig.window",
                 "missing: with peers, this proxy must serve a window (they take site locks on it and bump its update counters); set `shm` and/or `tcp`",
             );
         }
         if !nodes.iter().any(|n| n.window.is_some()) {
-            c.problem(
+            c.add(
                 "reconfig.mode",
                 "\"reconfigure\" needs nodes with a sidecar window (set `transport` and `sidecar` on the [[node]]s it may move), or use \"rigid\"",
             );
@@ -196,14 +208,14 @@ pub(super) fn validate(
 /// Reports `key` when its value is shorter than `other`'s, with `why` the
 /// bound exists.
 fn not_shorter(
-    c: &mut Check<'_>,
+    c: &mut ConfigCheck,
     (key, v): (&str, Duration),
     (other, o): (&str, Duration),
     why: &str,
 ) {
     if v < o {
         let name = |k: &str| k.rsplit('.').next().unwrap_or(k).to_string();
-        c.problem(
+        c.add(
             key,
             format!(
                 "{} is shorter than {other} = {} (expected {} >= {}: {why})",
@@ -216,12 +228,12 @@ fn not_shorter(
     }
 }
 
-fn watermark(c: &mut Check<'_>, key: &str, v: Option<f64>, default: f64) -> f64 {
+fn watermark(c: &mut ConfigCheck, key: &str, v: Option<f64>, default: f64) -> f64 {
     match v {
         None => default,
         Some(x) if x.is_finite() && x > 0.0 && x <= MAX_WATERMARK => x,
         Some(x) => {
-            c.problem(
+            c.add(
                 key,
                 format!("{x} is not a load level (expected a number above 0 and at most {MAX_WATERMARK}; 1.0 = fully used)"),
             );
@@ -233,7 +245,7 @@ fn watermark(c: &mut Check<'_>, key: &str, v: Option<f64>, default: f64) -> f64 
 /// Like `Check::duration` but accepting zero (no skew allowance, no
 /// cool-down).
 fn duration_or_zero(
-    c: &mut Check<'_>,
+    c: &mut ConfigCheck,
     key: &str,
     v: &Option<String>,
     default: Duration,
@@ -241,21 +253,21 @@ fn duration_or_zero(
     match v.as_deref() {
         None => default,
         Some(text) => duration::parse(text).unwrap_or_else(|e| {
-            c.problem(key, e);
+            c.add(key, e);
             default
         }),
     }
 }
 
 fn peer(
-    c: &mut Check<'_>,
+    c: &mut ConfigCheck,
     key: &str,
     p: RawPeerProxy,
     ids: &mut HashSet<u16>,
 ) -> Option<PeerProxy> {
     let id = match p.id {
         None => {
-            c.problem(
+            c.add(
                 format!("{key}.id"),
                 "missing (expected the peer's global.proxy_id, 1 to 65535)",
             );
@@ -265,7 +277,7 @@ fn peer(
             match u16::try_from(id) {
                 Ok(id) if id != 0 => id,
                 _ => {
-                    c.problem(
+                    c.add(
                     format!("{key}.id"),
                     format!("{id} is out of range (expected the peer's global.proxy_id, 1 to 65535)"),
                 );
@@ -275,7 +287,7 @@ fn peer(
         }
     };
     if !ids.insert(id) {
-        c.problem(
+        c.add(
             format!("{key}.id"),
             format!("proxy id {id} is used twice (this proxy's global.proxy_id or another peer); every proxy needs its own id"),
         );
@@ -283,7 +295,7 @@ fn peer(
     }
     let window = match (p.transport.as_deref(), p.window.as_deref()) {
         (_, None) => {
-            c.problem(
+            c.add(
                 format!("{key}.window"),
                 "missing (expected the peer's window: a /dev/shm file path for shm, host:port for tcp)",
             );
@@ -293,17 +305,17 @@ fn peer(
             path: PathBuf::from(path),
         },
         (Some("shm"), Some(path)) => {
-            c.problem(
+            c.add(
                 format!("{key}.window"),
                 format!("`{path}` is not an absolute path (expected the peer's window file, e.g. \"/dev/shm/rdmalb-proxy-2\")"),
             );
             return None;
         }
         (Some("tcp"), Some(_)) => WindowEndpoint::Tcp {
-            addr: c.socket_addr(&format!("{key}.window"), &p.window)?,
+            addr: c.socket_addr(&format!("{key}.window"), p.window.as_deref())?,
         },
         (t, Some(_)) => {
-            c.problem(
+            c.add(
                 format!("{key}.transport"),
                 format!(
                     "{} (expected \"shm\" or \"tcp\"; proxy windows are not served over verbs)",

@@ -2,157 +2,13 @@
 //! what would be accepted; nothing stops at the first error.
 
 use std::collections::{HashMap, HashSet};
-use std::net::{SocketAddr, ToSocketAddrs};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
-
-use serde::de::DeserializeOwned;
 
 use super::raw::*;
 use super::types::*;
-use super::{ConfigErrors, Problem};
-use rdmalb_base::duration;
-
-/// Collects problems while validating one file.
-pub(super) struct Check<'a> {
-    file: &'a Path,
-    problems: Vec<Problem>,
-}
-
-impl Check<'_> {
-    pub(super) fn problem(&mut self, key: impl Into<String>, message: impl Into<String>) {
-        self.problems.push(Problem {
-            key: key.into(),
-            message: message.into(),
-        });
-    }
-
-    /// Resolves a path from the config relative to the config file's folder.
-    pub(super) fn path(&self, p: &str) -> PathBuf {
-        let p = Path::new(p);
-        if p.is_absolute() {
-            p.to_path_buf()
-        } else {
-            self.file.parent().unwrap_or_else(|| Path::new(".")).join(p)
-        }
-    }
-
-    pub(super) fn duration(
-        &mut self,
-        key: &str,
-        v: &Option<String>,
-        default: Duration,
-    ) -> Duration {
-        match v {
-            None => default,
-            Some(text) => match duration::parse(text) {
-                Ok(d) if d.is_zero() => {
-                    self.problem(key, format!("`{text}` must be greater than zero"));
-                    default
-                }
-                Ok(d) => d,
-                Err(e) => {
-                    self.problem(key, e);
-                    default
-                }
-            },
-        }
-    }
-
-    pub(super) fn int(
-        &mut self,
-        key: &str,
-        v: Option<i64>,
-        default: u64,
-        min: u64,
-        max: u64,
-    ) -> u64 {
-        match v {
-            None => default,
-            Some(n) if n >= min as i64 && (n as u64) <= max => n as u64,
-            Some(n) => {
-                self.problem(
-                    key,
-                    format!("{n} is out of range (expected an integer from {min} to {max})"),
-                );
-                default
-            }
-        }
-    }
-
-    pub(super) fn socket_addr(&mut self, key: &str, v: &Option<String>) -> Option<SocketAddr> {
-        let Some(text) = v else {
-            self.problem(
-                key,
-                "missing (expected an address such as \"127.0.0.1:8080\")",
-            );
-            return None;
-        };
-        if let Ok(a) = text.parse::<SocketAddr>() {
-            return Some(a);
-        }
-        match text.to_socket_addrs().map(|mut it| it.next()) {
-            Ok(Some(a)) if text.contains(':') => Some(a),
-            _ => {
-                self.problem(
-                    key,
-                    format!(
-                        "`{text}` is not an address (expected host:port such as \"127.0.0.1:8080\" or \"[::1]:8080\")"
-                    ),
-                );
-                None
-            }
-        }
-    }
-
-    /// Deserializes one table-valued section, reporting its errors under `key`.
-    pub(super) fn section<T: DeserializeOwned + Default>(
-        &mut self,
-        table: &toml::Table,
-        key: &str,
-    ) -> T {
-        match table.get(key) {
-            None => T::default(),
-            Some(v) => match T::deserialize(v.clone()) {
-                Ok(t) => t,
-                Err(e) => {
-                    self.problem(key, clean(e.message()));
-                    T::default()
-                }
-            },
-        }
-    }
-
-    /// Deserializes each entry of an array-of-tables section on its own, so a
-    /// bad entry does not hide problems in the others.
-    fn entries<T: DeserializeOwned>(&mut self, table: &toml::Table, key: &str) -> Vec<Option<T>> {
-        match table.get(key) {
-            None => Vec::new(),
-            Some(toml::Value::Array(items)) => items
-                .iter()
-                .enumerate()
-                .map(|(i, v)| match T::deserialize(v.clone()) {
-                    Ok(t) => Some(t),
-                    Err(e) => {
-                        self.problem(format!("{key}[{i}]"), clean(e.message()));
-                        None
-                    }
-                })
-                .collect(),
-            Some(_) => {
-                self.problem(
-                    key,
-                    format!("must be an array of tables (write each entry as [[{key}]])"),
-                );
-                Vec::new()
-            }
-        }
-    }
-}
-
-fn clean(msg: &str) -> String {
-    msg.trim().replace('\n', " ")
-}
+use super::ConfigErrors;
+use rdmalb_base::problems::ConfigCheck;
 
 /// Validates config text. `file` is used in messages and to resolve relative paths.
 pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
@@ -169,17 +25,17 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
             return Err(ConfigErrors::single(
                 file,
                 &at,
-                format!("TOML syntax error: {}", clean(e.message())),
+                format!(
+                    "TOML syntax error: {}",
+                    e.message().trim().replace('\n', " ")
+                ),
             ));
         }
     };
-    let mut c = Check {
-        file,
-        problems: Vec::new(),
-    };
+    let mut c = ConfigCheck::new(file);
     for key in table.keys() {
         if !TOP_LEVEL_KEYS.contains(&key.as_str()) {
-            c.problem(
+            c.add(
                 key.clone(),
                 format!(
                     "unknown section (expected one of: {})",
@@ -207,32 +63,32 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
     let timeouts = Timeouts {
         connect: c.duration(
             "timeouts.connect",
-            &raw_timeouts.connect,
+            raw_timeouts.connect.as_deref(),
             Duration::from_secs(2),
         ),
         client: c.duration(
             "timeouts.client",
-            &raw_timeouts.client,
+            raw_timeouts.client.as_deref(),
             Duration::from_secs(30),
         ),
         server: c.duration(
             "timeouts.server",
-            &raw_timeouts.server,
+            raw_timeouts.server.as_deref(),
             Duration::from_secs(30),
         ),
         http_request: c.duration(
             "timeouts.http_request",
-            &raw_timeouts.http_request,
+            raw_timeouts.http_request.as_deref(),
             Duration::from_secs(10),
         ),
         keep_alive: c.duration(
             "timeouts.keep_alive",
-            &raw_timeouts.keep_alive,
+            raw_timeouts.keep_alive.as_deref(),
             Duration::from_secs(60),
         ),
         queue: c.duration(
             "timeouts.queue",
-            &raw_timeouts.queue,
+            raw_timeouts.queue.as_deref(),
             Duration::from_secs(5),
         ),
     };
@@ -271,12 +127,12 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
         path: http_path(&mut c, "health.path", raw_health.path.as_deref(), "/"),
         interval: c.duration(
             "health.interval",
-            &raw_health.interval,
+            raw_health.interval.as_deref(),
             Duration::from_secs(2),
         ),
         timeout: c.duration(
             "health.timeout",
-            &raw_health.timeout,
+            raw_health.timeout.as_deref(),
             Duration::from_secs(1),
         ),
         rise: c.int("health.rise", raw_health.rise, 2, 1, 100) as u32,
@@ -290,7 +146,7 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
         ) as u32,
     };
     let admin = raw_admin.and_then(|a| {
-        c.socket_addr("admin.listen", &a.listen)
+        c.socket_addr("admin.listen", a.listen.as_deref())
             .map(|listen| Admin { listen })
     });
     let cluster = Cluster {
@@ -303,7 +159,7 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
     let mut listeners = Vec::new();
     let mut seen_listen = HashSet::new();
     if raw_listeners.is_empty() && !table.contains_key("listener") {
-        c.problem(
+        c.add(
             "listener",
             "no listener (add at least one [[listener]] with listen = \"0.0.0.0:80\")",
         );
@@ -311,11 +167,11 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
     for (i, l) in raw_listeners.into_iter().enumerate() {
         let Some(l) = l else { continue };
         let key = format!("listener[{i}]");
-        let Some(listen) = c.socket_addr(&format!("{key}.listen"), &l.listen) else {
+        let Some(listen) = c.socket_addr(&format!("{key}.listen"), l.listen.as_deref()) else {
             continue;
         };
         if !seen_listen.insert(listen) {
-            c.problem(
+            c.add(
                 format!("{key}.listen"),
                 format!("{listen} is used by another listener"),
             );
@@ -333,7 +189,7 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
     let mut site_index: HashMap<String, usize> = HashMap::new();
     let mut host_routes: HashMap<(HostPattern, String), String> = HashMap::new();
     if raw_sites.is_empty() && !table.contains_key("site") {
-        c.problem(
+        c.add(
             "site",
             "no site (add at least one [[site]] with a name and hosts)",
         );
@@ -344,19 +200,19 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
         let name = match s.name {
             Some(n) if valid_name(&n) => n,
             Some(n) => {
-                c.problem(
+                c.add(
                     format!("{key}.name"),
                     format!("`{n}` is not a valid name (expected 1-64 characters from a-z, A-Z, 0-9, '-', '_', '.')"),
                 );
                 continue;
             }
             None => {
-                c.problem(format!("{key}.name"), "missing (every site needs a name)");
+                c.add(format!("{key}.name"), "missing (every site needs a name)");
                 continue;
             }
         };
         if site_index.contains_key(&name) {
-            c.problem(
+            c.add(
                 format!("{key}.name"),
                 format!("site `{name}` is defined twice"),
             );
@@ -365,7 +221,7 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
         let key = format!("site[{i}] ({name})");
         let mut hosts = Vec::new();
         if s.hosts.is_empty() {
-            c.problem(
+            c.add(
                 format!("{key}.hosts"),
                 "empty (expected host names such as [\"www.example.com\", \"*.example.com\"])",
             );
@@ -373,13 +229,13 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
         for (j, h) in s.hosts.iter().enumerate() {
             match host_pattern(h) {
                 Ok(p) => hosts.push(p),
-                Err(e) => c.problem(format!("{key}.hosts[{j}]"), e),
+                Err(e) => c.add(format!("{key}.hosts[{j}]"), e),
             }
         }
         let mut path_prefixes = Vec::new();
         for (j, p) in s.path_prefixes.iter().enumerate() {
             if !p.starts_with('/') || p.contains(char::is_whitespace) {
-                c.problem(
+                c.add(
                     format!("{key}.path_prefixes[{j}]"),
                     format!("`{p}` is not a path prefix (expected it to start with '/', e.g. \"/api/\")"),
                 );
@@ -395,7 +251,7 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
         for h in &hosts {
             for p in &route_prefixes {
                 if let Some(other) = host_routes.insert((h.clone(), p.clone()), name.clone()) {
-                    c.problem(
+                    c.add(
                         format!("{key}.hosts"),
                         format!(
                             "host {} with path prefix `{}` is already routed to site `{other}`",
@@ -411,7 +267,7 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
             None => 0.0,
             Some(g) if g.is_finite() && g >= 0.0 => g,
             Some(g) => {
-                c.problem(
+                c.add(
                     format!("{key}.guarantee"),
                     format!("{g} is not a rate (expected requests per second >= 0)"),
                 );
@@ -421,7 +277,7 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
         let min_nodes = c.int(&format!("{key}.min_nodes"), s.min_nodes, 1, 0, 10_000) as usize;
         let max_nodes = c.int(&format!("{key}.max_nodes"), s.max_nodes, 10_000, 0, 10_000) as usize;
         if max_nodes < min_nodes {
-            c.problem(
+            c.add(
                 format!("{key}.max_nodes"),
                 format!("{max_nodes} is below min_nodes = {min_nodes} (expected max_nodes >= min_nodes)"),
             );
@@ -435,7 +291,7 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
             None => health.path.clone(),
         };
         if sites.len() >= 64 {
-            c.problem(
+            c.add(
                 key.clone(),
                 "too many sites (at most 64: the window has 64 site slots)",
             );
@@ -466,32 +322,32 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
         let name = match n.name.clone() {
             Some(name) if valid_name(&name) => name,
             Some(name) => {
-                c.problem(
+                c.add(
                     format!("{key}.name"),
                     format!("`{name}` is not a valid name (expected 1-64 characters from a-z, A-Z, 0-9, '-', '_', '.')"),
                 );
                 continue;
             }
             None => {
-                c.problem(format!("{key}.name"), "missing (every node needs a name)");
+                c.add(format!("{key}.name"), "missing (every node needs a name)");
                 continue;
             }
         };
         if !node_names.insert(name.clone()) {
-            c.problem(
+            c.add(
                 format!("{key}.name"),
                 format!("node `{name}` is defined twice"),
             );
             continue;
         }
         let key = format!("node[{i}] ({name})");
-        let address = c.socket_addr(&format!("{key}.address"), &n.address);
+        let address = c.socket_addr(&format!("{key}.address"), n.address.as_deref());
         let site = match n.site.as_deref() {
             None | Some("idle") => None,
             Some(s) => match site_index.get(s) {
                 Some(&idx) => Some(idx),
                 None => {
-                    c.problem(
+                    c.add(
                         format!("{key}.site"),
                         format!(
                             "no site named `{s}` (expected one of: {}, or \"idle\")",
@@ -508,7 +364,7 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
         };
         let window = node_window(&mut c, &key, &n);
         if n.device.is_some() && n.transport.as_deref() != Some("verbs") {
-            c.problem(
+            c.add(
                 format!("{key}.device"),
                 "is set but allowed only with transport = \"verbs\" (remove it or switch the transport)",
             );
@@ -532,7 +388,7 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
         )
     });
     if needs_psk && cluster.psk_file.is_none() {
-        c.problem(
+        c.add(
             "cluster.psk_file",
             "missing: nodes use the tcp or verbs transport, which require authentication (expected a path to a pre-shared key file of at least 16 bytes)",
         );
@@ -541,7 +397,7 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
     let balance = match raw_global.balance.as_deref() {
         None => Balance::RoundRobin,
         Some(b) => Balance::parse(b).unwrap_or_else(|| {
-            c.problem(
+            c.add(
                 "global.balance",
                 format!(
                     "`{b}` is not a balancing algorithm (expected {})",
@@ -554,7 +410,7 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
     let default_site = raw_global.default_site.as_deref().and_then(|s| {
         let idx = site_index.get(s).copied();
         if idx.is_none() {
-            c.problem(
+            c.add(
                 "global.default_site",
                 format!("no site named `{s}` (expected the name of a [[site]])"),
             );
@@ -569,14 +425,14 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
         workers: c.int("global.workers", raw_global.workers, cpus as u64, 1, 1024) as usize,
         shutdown_grace: c.duration(
             "global.shutdown_grace",
-            &raw_global.shutdown_grace,
+            raw_global.shutdown_grace.as_deref(),
             Duration::from_secs(10),
         ),
         access_log: match raw_global.access_log.as_deref() {
             None | Some("stdout") => AccessLog::Stdout,
             Some("off") => AccessLog::Off,
             Some("") => {
-                c.problem(
+                c.add(
                     "global.access_log",
                     "empty (expected \"off\", \"stdout\" or a file path)",
                 );
@@ -589,13 +445,7 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
     let reconfig = super::reconfig::validate(&mut c, raw_reconfig, &global, &cluster, &nodes);
     let qos = super::qos::validate(&mut c, raw_qos);
 
-    if !c.problems.is_empty() {
-        return Err(ConfigErrors {
-            file: file.to_path_buf(),
-            problems: c.problems,
-        });
-    }
-    Ok(Config {
+    c.finish(Config {
         source: file.to_path_buf(),
         global,
         timeouts,
@@ -619,12 +469,12 @@ fn valid_name(n: &str) -> bool {
             .all(|ch| ch.is_ascii_alphanumeric() || matches!(ch, '-' | '_' | '.'))
 }
 
-fn http_path(c: &mut Check<'_>, key: &str, v: Option<&str>, default: &str) -> String {
+fn http_path(c: &mut ConfigCheck, key: &str, v: Option<&str>, default: &str) -> String {
     match v {
         None => default.to_string(),
         Some(p) if p.starts_with('/') && !p.contains(char::is_whitespace) => p.to_string(),
         Some(p) => {
-            c.problem(
+            c.add(
                 key,
                 format!("`{p}` is not an HTTP path (expected e.g. \"/health\")"),
             );
@@ -668,12 +518,12 @@ pub fn host_pattern(h: &str) -> Result<HostPattern, String> {
     })
 }
 
-fn weights(c: &mut Check<'_>, key: &str, w: &RawWeights, base: LoadWeights) -> LoadWeights {
+fn weights(c: &mut ConfigCheck, key: &str, w: &RawWeights, base: LoadWeights) -> LoadWeights {
     let mut get = |name: &str, v: Option<f64>, dflt: f64| match v {
         None => dflt,
         Some(x) if x.is_finite() && x >= 0.0 => x,
         Some(x) => {
-            c.problem(
+            c.add(
                 format!("{key}.{name}"),
                 format!("{x} is not a weight (expected a number >= 0)"),
             );

@@ -8,144 +8,54 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::de::DeserializeOwned;
-
 use super::raw::{self, RawAdmin, RawCollector, RawShm, RawTcp, RawVerbs};
 use super::*;
 use rdmalb_base::duration;
+use rdmalb_base::problems::ConfigCheck;
 
 mod role;
 
-/// Collected problems plus the file they belong to.
-struct Report {
-    file: PathBuf,
-    base: PathBuf,
-    problems: Vec<Problem>,
-}
-
-impl Report {
-    fn add(&mut self, key: impl Into<String>, message: impl Into<String>) {
-        self.problems.push(Problem {
-            key: key.into(),
-            message: message.into(),
-        });
+/// A pre-shared key file: present, at least 16 bytes, not accessible by
+/// "other" (the key authenticates claims on this node).
+fn psk_file(r: &mut ConfigCheck, key: &str, text: Option<&str>) -> Option<PathBuf> {
+    let Some(text) = text else {
+        r.add(key, "missing (expected the path of a pre-shared key file, at least 16 bytes, mode 0600 or 0640)");
+        return None;
+    };
+    if text.is_empty() {
+        r.add(
+            key,
+            "empty path (expected the path of a pre-shared key file)",
+        );
+        return None;
     }
-
-    /// Deserializes one section, reporting a type error under its key.
-    fn section<T: DeserializeOwned + Default>(&mut self, key: &str, v: &toml::Value) -> T {
-        match v.clone().try_into::<T>() {
-            Ok(t) => t,
-            Err(e) => {
-                self.add(key, e.message().trim().to_string());
-                T::default()
-            }
-        }
-    }
-
-    fn field<T: DeserializeOwned>(
-        &mut self,
-        key: &str,
-        v: Option<&toml::Value>,
-        expect: &str,
-    ) -> Option<T> {
-        let v = v?;
-        match v.clone().try_into::<T>() {
-            Ok(t) => Some(t),
-            Err(_) => {
-                self.add(key, format!("expected {expect}, found {}", v.type_str()));
-                None
-            }
-        }
-    }
-
-    fn duration(
-        &mut self,
-        key: &str,
-        text: Option<&str>,
-        default: Duration,
-        min: Duration,
-        max: Duration,
-    ) -> Duration {
-        let Some(text) = text else { return default };
-        duration::parse_within(text, min, max).unwrap_or_else(|e| {
-            self.add(key, e);
-            default
-        })
-    }
-
-    fn socket_addr(&mut self, key: &str, text: Option<&str>) -> Option<SocketAddr> {
-        let Some(text) = text else {
-            self.add(
+    let path = r.path(text);
+    // The same check the transports make at start-up, so `rdmalb check`
+    // and a real start agree on what is a usable key.
+    match rdmalb_window::Psk::from_file(&path) {
+        Ok(_) => Some(path),
+        Err(rdmalb_window::WindowError::Psk { reason, .. }) => {
+            r.add(
                 key,
-                "missing (expected an address such as \"127.0.0.1:7101\")",
+                format!("`{}`: {reason} (accepted: a file of at least 16 bytes with no permissions for \"other\")", path.display()),
             );
-            return None;
-        };
-        match text.parse::<SocketAddr>() {
-            Ok(a) => Some(a),
-            Err(_) => {
-                self.add(
-                    key,
-                    format!("`{text}` is not an IP:port address (e.g. \"127.0.0.1:7101\", \"[::1]:7101\")"),
-                );
-                None
-            }
+            None
         }
-    }
-
-    /// A pre-shared key file: present, at least 16 bytes, not accessible by
-    /// "other" (the key authenticates claims on this node).
-    fn psk_file(&mut self, key: &str, text: Option<&str>) -> Option<PathBuf> {
-        let Some(text) = text else {
-            self.add(key, "missing (expected the path of a pre-shared key file, at least 16 bytes, mode 0600 or 0640)");
-            return None;
-        };
-        if text.is_empty() {
-            self.add(
-                key,
-                "empty path (expected the path of a pre-shared key file)",
-            );
-            return None;
-        }
-        let path = self.base.join(text);
-        // The same check the transports make at start-up, so `rdmalb check`
-        // and a real start agree on what is a usable key.
-        match rdmalb_window::Psk::from_file(&path) {
-            Ok(_) => Some(path),
-            Err(rdmalb_window::WindowError::Psk { reason, .. }) => {
-                self.add(
-                    key,
-                    format!("`{}`: {reason} (accepted: a file of at least 16 bytes with no permissions for \"other\")", path.display()),
-                );
-                None
-            }
-            Err(e) => {
-                self.add(key, e.to_string());
-                None
-            }
+        Err(e) => {
+            r.add(key, e.to_string());
+            None
         }
     }
 }
 
 /// Validates config text into a [`SidecarConfig`].
 pub fn validate(text: &str, path: &Path) -> Result<SidecarConfig, ConfigErrors> {
-    let mut r = Report {
-        file: path.to_path_buf(),
-        base: path
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .map(Path::to_path_buf)
-            .unwrap_or_else(|| PathBuf::from(".")),
-        problems: Vec::new(),
-    };
+    let mut r = ConfigCheck::new(path);
     let table: toml::Table = match text.parse() {
         Ok(t) => t,
         Err(e) => {
             r.add("", format!("not valid TOML: {}", e.to_string().trim()));
-            return Err(ConfigErrors {
-                file: r.file,
-                problems: r.problems,
-            });
+            return Err(r.into_errors());
         }
     };
     for k in table.keys() {
@@ -166,7 +76,7 @@ pub fn validate(text: &str, path: &Path) -> Result<SidecarConfig, ConfigErrors> 
             table.get("publish_interval"),
             "a duration string such as \"1ms\"",
         );
-        r.duration(
+        r.duration_within(
             "publish_interval",
             t.as_deref(),
             DEFAULT_PUBLISH_INTERVAL,
@@ -180,7 +90,7 @@ pub fn validate(text: &str, path: &Path) -> Result<SidecarConfig, ConfigErrors> 
             table.get("staleness"),
             "a duration string such as \"50ms\"",
         );
-        let d = r.duration(
+        let d = r.duration_within(
             "staleness",
             t.as_deref(),
             DEFAULT_STALENESS.max(publish_interval * 2),
@@ -205,8 +115,8 @@ pub fn validate(text: &str, path: &Path) -> Result<SidecarConfig, ConfigErrors> 
     let admin = match table.get("admin") {
         None => None,
         Some(v) => {
-            let raw: RawAdmin = r.section("admin", v);
-            r.socket_addr("admin.listen", raw.listen.as_deref())
+            let raw: RawAdmin = r.value("admin", v);
+            r.ip_socket_addr("admin.listen", raw.listen.as_deref())
                 .map(|listen| AdminConfig { listen })
         }
     };
@@ -214,15 +124,10 @@ pub fn validate(text: &str, path: &Path) -> Result<SidecarConfig, ConfigErrors> 
     let role = role::role(&mut r, table.get("role"), &sites, site);
     check_port_clashes(&mut r, &window, &collectors, admin.as_ref());
 
-    if !r.problems.is_empty() {
-        return Err(ConfigErrors {
-            file: r.file,
-            problems: r.problems,
-        });
-    }
     let site_hash = rdmalb_window::layout::site_table_hash(&sites);
-    Ok(SidecarConfig {
-        file: r.file,
+    let file = r.file().to_path_buf();
+    r.finish(SidecarConfig {
+        file,
         node: node.unwrap_or_default(),
         node_id: node_id.unwrap_or_default(),
         sites,
@@ -237,7 +142,7 @@ pub fn validate(text: &str, path: &Path) -> Result<SidecarConfig, ConfigErrors> 
     })
 }
 
-fn node_name(r: &mut Report, v: Option<&toml::Value>) -> Option<String> {
+fn node_name(r: &mut ConfigCheck, v: Option<&toml::Value>) -> Option<String> {
     if v.is_none() {
         r.add(
             "node",
@@ -261,7 +166,7 @@ fn node_name(r: &mut Report, v: Option<&toml::Value>) -> Option<String> {
     Some(name)
 }
 
-fn node_id(r: &mut Report, v: Option<&toml::Value>) -> Option<u16> {
+fn node_id(r: &mut ConfigCheck, v: Option<&toml::Value>) -> Option<u16> {
     if v.is_none() {
         r.add(
             "node_id",
@@ -284,7 +189,7 @@ fn node_id(r: &mut Report, v: Option<&toml::Value>) -> Option<u16> {
     }
 }
 
-fn sites(r: &mut Report, v: Option<&toml::Value>) -> Vec<String> {
+fn sites(r: &mut ConfigCheck, v: Option<&toml::Value>) -> Vec<String> {
     if v.is_none() {
         r.add("sites", "missing (expected the cluster's site names in proxy-config order, e.g. sites = [\"shop\", \"blog\"])");
         return Vec::new();
@@ -319,7 +224,7 @@ fn sites(r: &mut Report, v: Option<&toml::Value>) -> Vec<String> {
     sites
 }
 
-fn window(r: &mut Report, v: Option<&toml::Value>) -> WindowServing {
+fn window(r: &mut ConfigCheck, v: Option<&toml::Value>) -> WindowServing {
     let mut w = WindowServing::default();
     let Some(v) = v else {
         r.add(
@@ -344,21 +249,21 @@ fn window(r: &mut Report, v: Option<&toml::Value>) -> WindowServing {
         }
     }
     if let Some(v) = t.get("shm") {
-        let s: RawShm = r.section("window.shm", v);
+        let s: RawShm = r.value("window.shm", v);
         w.shm = shm(r, s);
     }
     if let Some(v) = t.get("tcp") {
-        let s: RawTcp = r.section("window.tcp", v);
-        let listen = r.socket_addr("window.tcp.listen", s.listen.as_deref());
-        let psk = r.psk_file("window.tcp.psk_file", s.psk_file.as_deref());
+        let s: RawTcp = r.value("window.tcp", v);
+        let listen = r.ip_socket_addr("window.tcp.listen", s.listen.as_deref());
+        let psk = psk_file(r, "window.tcp.psk_file", s.psk_file.as_deref());
         if let (Some(listen), Some(psk_file)) = (listen, psk) {
             w.tcp = Some(TcpServe { listen, psk_file });
         }
     }
     if let Some(v) = t.get("verbs") {
-        let s: RawVerbs = r.section("window.verbs", v);
-        let control = r.socket_addr("window.verbs.control", s.control.as_deref());
-        let psk = r.psk_file("window.verbs.psk_file", s.psk_file.as_deref());
+        let s: RawVerbs = r.value("window.verbs", v);
+        let control = r.ip_socket_addr("window.verbs.control", s.control.as_deref());
+        let psk = psk_file(r, "window.verbs.psk_file", s.psk_file.as_deref());
         if s.device.as_deref() == Some("") {
             r.add("window.verbs.device", "empty (accepted: an RDMA device name such as \"rxe0\" or \"mlx5_0\", or leave the key out for the first device)");
         }
@@ -376,7 +281,7 @@ fn window(r: &mut Report, v: Option<&toml::Value>) -> WindowServing {
     w
 }
 
-fn shm(r: &mut Report, s: RawShm) -> Option<ShmServe> {
+fn shm(r: &mut ConfigCheck, s: RawShm) -> Option<ShmServe> {
     let path = match s.path {
         None => {
             r.add(
@@ -433,7 +338,7 @@ fn kind_keys(kind: &str) -> Option<&'static [&'static str]> {
     })
 }
 
-fn collectors(r: &mut Report, v: Option<&toml::Value>) -> Vec<CollectorConfig> {
+fn collectors(r: &mut ConfigCheck, v: Option<&toml::Value>) -> Vec<CollectorConfig> {
     let Some(v) = v else {
         r.add(
             "collector",
@@ -457,7 +362,7 @@ fn collectors(r: &mut Report, v: Option<&toml::Value>) -> Vec<CollectorConfig> {
     let mut out = Vec::new();
     for (i, e) in entries.iter().enumerate() {
         let key = format!("collector[{i}]");
-        let c: RawCollector = r.section(&key, e);
+        let c: RawCollector = r.value(&key, e);
         let Some(kind) = c.kind.clone() else {
             if e.as_table().is_some_and(|t| !t.contains_key("kind")) {
                 r.add(
@@ -484,7 +389,7 @@ fn collectors(r: &mut Report, v: Option<&toml::Value>) -> Vec<CollectorConfig> {
                 fine = false;
             }
         }
-        let interval = r.duration(
+        let interval = r.duration_within(
             &format!("{key}.interval"),
             c.interval.as_deref(),
             DEFAULT_COLLECT_INTERVAL,
@@ -516,7 +421,7 @@ fn collectors(r: &mut Report, v: Option<&toml::Value>) -> Vec<CollectorConfig> {
 }
 
 fn system(
-    r: &mut Report,
+    r: &mut ConfigCheck,
     key: &str,
     c: &RawCollector,
     interval: Duration,
@@ -569,7 +474,7 @@ fn system(
 }
 
 fn cgroup(
-    r: &mut Report,
+    r: &mut ConfigCheck,
     key: &str,
     c: &RawCollector,
     interval: Duration,
@@ -602,7 +507,7 @@ fn cgroup(
 }
 
 fn status(
-    r: &mut Report,
+    r: &mut ConfigCheck,
     key: &str,
     c: &RawCollector,
     interval: Duration,
@@ -641,7 +546,7 @@ fn status(
             None
         }
     };
-    let timeout = r.duration(
+    let timeout = r.duration_within(
         &format!("{key}.timeout"),
         c.timeout.as_deref(),
         interval.min(Duration::from_secs(1)),
@@ -665,7 +570,7 @@ fn status(
     }))
 }
 
-fn push(r: &mut Report, key: &str, c: &RawCollector) -> Option<CollectorConfig> {
+fn push(r: &mut ConfigCheck, key: &str, c: &RawCollector) -> Option<CollectorConfig> {
     let listen = match c.listen.as_deref() {
         None => {
             r.add(format!("{key}.listen"), "missing (expected a loopback address such as \"127.0.0.1:7301\" or a unix socket path such as \"/run/rdmalb/push.sock\")");
@@ -685,7 +590,7 @@ fn push(r: &mut Report, key: &str, c: &RawCollector) -> Option<CollectorConfig> 
         },
     };
     let expire = c.expire.as_deref().map(|t| {
-        r.duration(
+        r.duration_within(
             &format!("{key}.expire"),
             Some(t),
             Duration::ZERO,
@@ -701,7 +606,7 @@ fn push(r: &mut Report, key: &str, c: &RawCollector) -> Option<CollectorConfig> 
 
 /// Two listeners on one TCP address would fail at start-up; say so now.
 fn check_port_clashes(
-    r: &mut Report,
+    r: &mut ConfigCheck,
     w: &WindowServing,
     cs: &[CollectorConfig],
     admin: Option<&AdminConfig>,

@@ -4,13 +4,13 @@
 
 use std::path::PathBuf;
 
-use super::Check;
 use crate::config::raw::*;
 use crate::config::types::*;
+use rdmalb_base::problems::ConfigCheck;
 
-pub(super) fn tls(c: &mut Check<'_>, key: &str, t: RawTls) -> Tls {
+pub(super) fn tls(c: &mut ConfigCheck, key: &str, t: RawTls) -> Tls {
     if t.certificates.is_empty() {
-        c.problem(
+        c.add(
             format!("{key}.tls.certificates"),
             "empty (expected at least one { cert = \"site.pem\", key = \"site.key\" })",
         );
@@ -19,7 +19,7 @@ pub(super) fn tls(c: &mut Check<'_>, key: &str, t: RawTls) -> Tls {
     for (i, pair) in t.certificates.into_iter().enumerate() {
         let k = format!("{key}.tls.certificates[{i}]");
         let (Some(cert), Some(keyf)) = (pair.cert, pair.key) else {
-            c.problem(
+            c.add(
                 k,
                 "needs both `cert` (PEM certificate chain) and `key` (PEM private key)",
             );
@@ -28,7 +28,7 @@ pub(super) fn tls(c: &mut Check<'_>, key: &str, t: RawTls) -> Tls {
         let cert = c.path(&cert);
         let keyf = c.path(&keyf);
         match std::fs::read(&cert) {
-            Err(e) => c.problem(
+            Err(e) => c.add(
                 format!("{k}.cert"),
                 format!("cannot read {}: {e}", cert.display()),
             ),
@@ -37,7 +37,7 @@ pub(super) fn tls(c: &mut Check<'_>, key: &str, t: RawTls) -> Tls {
                     .filter(|r| r.is_ok())
                     .count();
                 if n == 0 {
-                    c.problem(
+                    c.add(
                         format!("{k}.cert"),
                         format!(
                             "{} holds no PEM certificate (expected -----BEGIN CERTIFICATE-----)",
@@ -48,7 +48,7 @@ pub(super) fn tls(c: &mut Check<'_>, key: &str, t: RawTls) -> Tls {
             }
         }
         match std::fs::read(&keyf) {
-            Err(e) => c.problem(
+            Err(e) => c.add(
                 format!("{k}.key"),
                 format!("cannot read {}: {e}", keyf.display()),
             ),
@@ -57,7 +57,7 @@ pub(super) fn tls(c: &mut Check<'_>, key: &str, t: RawTls) -> Tls {
                     rustls_pemfile::private_key(&mut bytes.as_slice()),
                     Ok(Some(_))
                 ) {
-                    c.problem(
+                    c.add(
                         format!("{k}.key"),
                         format!(
                             "{} holds no PEM private key (expected PKCS#8, PKCS#1 or SEC1)",
@@ -75,20 +75,20 @@ pub(super) fn tls(c: &mut Check<'_>, key: &str, t: RawTls) -> Tls {
     }
 }
 
-pub(super) fn node_window(c: &mut Check<'_>, key: &str, n: &RawNode) -> Option<WindowEndpoint> {
+pub(super) fn node_window(c: &mut ConfigCheck, key: &str, n: &RawNode) -> Option<WindowEndpoint> {
     let transport = n.transport.as_deref();
     let sidecar = n.sidecar.as_deref();
     match (transport, sidecar) {
         (None, None) => None,
         (None, Some(_)) => {
-            c.problem(
+            c.add(
                 format!("{key}.transport"),
                 "missing: `sidecar` is set (expected \"shm\", \"tcp\" or \"verbs\")",
             );
             None
         }
         (Some(t), None) => {
-            c.problem(
+            c.add(
                 format!("{key}.sidecar"),
                 format!("missing: transport = \"{t}\" needs the sidecar's endpoint (shm: a /dev/shm file path; tcp/verbs: host:port)"),
             );
@@ -96,7 +96,7 @@ pub(super) fn node_window(c: &mut Check<'_>, key: &str, n: &RawNode) -> Option<W
         }
         (Some("shm"), Some(p)) => {
             if !p.starts_with('/') {
-                c.problem(
+                c.add(
                     format!("{key}.sidecar"),
                     format!("`{p}` is not an absolute path (expected the window file, e.g. \"/dev/shm/rdmalb-n1\")"),
                 );
@@ -107,7 +107,7 @@ pub(super) fn node_window(c: &mut Check<'_>, key: &str, n: &RawNode) -> Option<W
             })
         }
         (Some(t @ ("tcp" | "verbs")), Some(_)) => {
-            let addr = c.socket_addr(&format!("{key}.sidecar"), &n.sidecar)?;
+            let addr = c.socket_addr(&format!("{key}.sidecar"), n.sidecar.as_deref())?;
             Some(if t == "tcp" {
                 WindowEndpoint::Tcp { addr }
             } else {
@@ -118,7 +118,7 @@ pub(super) fn node_window(c: &mut Check<'_>, key: &str, n: &RawNode) -> Option<W
             })
         }
         (Some(t), Some(_)) => {
-            c.problem(
+            c.add(
                 format!("{key}.transport"),
                 format!("`{t}` is not a transport (expected \"shm\", \"tcp\" or \"verbs\")"),
             );

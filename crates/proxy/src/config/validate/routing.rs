@@ -6,9 +6,10 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use super::{Check, RawNode, RawRouting};
+use super::{RawNode, RawRouting};
 use crate::config::types::{Candidates, LoadWeights, ReadMode, Routing};
 use rdmalb_base::duration;
+use rdmalb_base::problems::ConfigCheck;
 
 /// Most nodes `routing.candidates` may name (a decision reads that many
 /// windows at once).
@@ -21,7 +22,7 @@ const INTERVAL_MAX: Duration = Duration::from_secs(60);
 const DEADLINE_MAX: Duration = Duration::from_secs(1);
 const STALENESS_MAX: Duration = Duration::from_secs(3600);
 
-pub(super) fn routing(c: &mut Check<'_>, raw: &RawRouting) -> Routing {
+pub(super) fn routing(c: &mut ConfigCheck, raw: &RawRouting) -> Routing {
     let dflt = Routing::default();
     let candidates = match &raw.candidates {
         None => dflt.candidates,
@@ -30,7 +31,7 @@ pub(super) fn routing(c: &mut Check<'_>, raw: &RawRouting) -> Routing {
             Candidates::Count(*n as usize)
         }
         Some(v) => {
-            c.problem(
+            c.add(
                 "routing.candidates",
                 format!("{v} is not accepted (expected an integer from 2 to {MAX_CANDIDATES}, or \"all\")"),
             );
@@ -40,7 +41,7 @@ pub(super) fn routing(c: &mut Check<'_>, raw: &RawRouting) -> Routing {
     let load_read = raw.load_read.as_deref().and_then(|text| {
         let mode = read_mode(text);
         if let Err(e) = &mode {
-            c.problem("routing.load_read", e.clone());
+            c.add("routing.load_read", e.clone());
         }
         mode.ok()
     });
@@ -88,15 +89,15 @@ pub fn read_mode(text: &str) -> Result<ReadMode, String> {
 }
 
 fn bounded(
-    c: &mut Check<'_>,
+    c: &mut ConfigCheck,
     key: &str,
     v: &Option<String>,
     default: Duration,
     max: Duration,
 ) -> Duration {
-    let d = c.duration(key, v, default);
+    let d = c.duration(key, v.as_deref(), default);
     if d > max {
-        c.problem(
+        c.add(
             key,
             format!(
                 "{} is too long (expected more than 0 and at most {})",
@@ -111,7 +112,7 @@ fn bounded(
 
 /// With every weight zero each node scores 0 and the policy degenerates to
 /// rotation: almost certainly a mistake, so say so.
-pub(super) fn weights_not_all_zero(c: &mut Check<'_>, key: &str, w: &LoadWeights) {
+pub(super) fn weights_not_all_zero(c: &mut ConfigCheck, key: &str, w: &LoadWeights) {
     let all = [
         w.cpu,
         w.run_queue,
@@ -123,7 +124,7 @@ pub(super) fn weights_not_all_zero(c: &mut Check<'_>, key: &str, w: &LoadWeights
         w.inflight,
     ];
     if all.iter().all(|x| *x == 0.0) {
-        c.problem(
+        c.add(
             key,
             "every weight is 0 (expected at least one weight > 0; to ignore load use balance = \"roundrobin\")",
         );
@@ -132,7 +133,7 @@ pub(super) fn weights_not_all_zero(c: &mut Check<'_>, key: &str, w: &LoadWeights
 
 /// `node[i].node_id`: 1..65535, unique, and only meaningful with a window.
 pub(super) fn node_id(
-    c: &mut Check<'_>,
+    c: &mut ConfigCheck,
     key: &str,
     n: &RawNode,
     seen: &mut HashMap<u16, String>,
@@ -143,7 +144,7 @@ pub(super) fn node_id(
         .map_err(|_| ())
         .and_then(|id| if id == 0 { Err(()) } else { Ok(id) })
     else {
-        c.problem(
+        c.add(
             k,
             format!(
                 "{v} is out of range (expected the sidecar's node_id, an integer from 1 to 65535)"
@@ -152,14 +153,14 @@ pub(super) fn node_id(
         return None;
     };
     if n.transport.is_none() {
-        c.problem(
+        c.add(
             k.clone(),
             "is set but the node has no window (node_id is checked against the window header; set transport and sidecar, or remove it)",
         );
     }
     let name = n.name.clone().unwrap_or_default();
     if let Some(other) = seen.insert(id, name) {
-        c.problem(
+        c.add(
             k,
             format!("{id} is also the node_id of node `{other}` (expected each sidecar's own, unique node_id)"),
         );

@@ -11,13 +11,17 @@ use super::super::{
     RoleConfig, RoleTemplate, SiteRole, DEFAULT_HEALTH_PATH, DEFAULT_RELOAD_TIMEOUT,
     DEFAULT_VERIFY_TIMEOUT,
 };
-use super::Report;
 use crate::role::template::Template;
 use crate::role::{IDLE_VARIABLES, SITE_VARIABLES};
+use rdmalb_base::problems::ConfigCheck;
 use rdmalb_window::SiteSlot;
 
 /// `site`: a name from `sites`, or "idle" (the default).
-pub(super) fn initial_site(r: &mut Report, v: Option<&toml::Value>, sites: &[String]) -> SiteSlot {
+pub(super) fn initial_site(
+    r: &mut ConfigCheck,
+    v: Option<&toml::Value>,
+    sites: &[String],
+) -> SiteSlot {
     let Some(name) = r.field::<String>("site", v, "a site name from `sites` or \"idle\"") else {
         return SiteSlot::Idle;
     };
@@ -47,16 +51,16 @@ fn quoted(names: &[String]) -> String {
 
 /// `[role]`, or `None` when absent (role application off).
 pub(super) fn role(
-    r: &mut Report,
+    r: &mut ConfigCheck,
     v: Option<&toml::Value>,
     sites: &[String],
     initial: SiteSlot,
 ) -> Option<RoleConfig> {
     let v = v?;
-    let raw: RawRole = r.section("role", v);
-    let before = r.problems.len();
+    let raw: RawRole = r.value("role", v);
+    let before = r.count();
     let poll = raw.poll.as_deref().map(|t| {
-        r.duration(
+        r.duration_within(
             "role.poll",
             Some(t),
             Duration::from_millis(1),
@@ -66,7 +70,7 @@ pub(super) fn role(
     });
     let file = target_file(r, raw.file.as_deref());
     let reload = reload(r, raw.reload);
-    let reload_timeout = r.duration(
+    let reload_timeout = r.duration_within(
         "role.reload_timeout",
         raw.reload_timeout.as_deref(),
         DEFAULT_RELOAD_TIMEOUT,
@@ -78,9 +82,9 @@ pub(super) fn role(
             r.add("role.verify", "missing (expected the app's local address the verification probe connects to, e.g. \"127.0.0.1:8081\")");
             None
         }
-        Some(t) => r.socket_addr("role.verify", Some(t)),
+        Some(t) => r.ip_socket_addr("role.verify", Some(t)),
     };
-    let verify_timeout = r.duration(
+    let verify_timeout = r.duration_within(
         "role.verify_timeout",
         raw.verify_timeout.as_deref(),
         DEFAULT_VERIFY_TIMEOUT,
@@ -101,7 +105,7 @@ pub(super) fn role(
             }
         });
     let idle = raw.idle.as_ref().and_then(|v| {
-        let i: RawRoleIdle = r.section("role.idle", v);
+        let i: RawRoleIdle = r.value("role.idle", v);
         template(
             r,
             "role.idle",
@@ -126,7 +130,7 @@ pub(super) fn role(
                     );
                     continue;
                 }
-                let s: RawRoleSite = r.section(&key, v);
+                let s: RawRoleSite = r.value(&key, v);
                 if let Some(site) = site_role(r, &key, s) {
                     by_site.insert(name.clone(), site);
                 }
@@ -141,19 +145,14 @@ pub(super) fn role(
         ),
     }
     if let Some(name) = initial.index().and_then(|i| sites.get(i)) {
-        if !by_site.contains_key(name)
-            && !r
-                .problems
-                .iter()
-                .any(|p| p.key.starts_with(&format!("role.site.{name}")))
-        {
+        if !by_site.contains_key(name) && !r.has_problem_under(&format!("role.site.{name}")) {
             r.add(
                 "site",
                 format!("`{name}` has no [role.site.{name}] section; with [role] configured the sidecar applies the initial site at start-up (accepted: add [role.site.{name}], or site = \"idle\")"),
             );
         }
     }
-    if r.problems.len() > before {
+    if r.count() > before {
         return None;
     }
     Some(RoleConfig {
@@ -169,7 +168,7 @@ pub(super) fn role(
     })
 }
 
-fn target_file(r: &mut Report, text: Option<&str>) -> Option<PathBuf> {
+fn target_file(r: &mut ConfigCheck, text: Option<&str>) -> Option<PathBuf> {
     let Some(text) = text else {
         r.add("role.file", "missing (expected the path of the config file the app reads, e.g. \"/etc/nginx/conf.d/rdmalb-site.conf\")");
         return None;
@@ -181,7 +180,7 @@ fn target_file(r: &mut Report, text: Option<&str>) -> Option<PathBuf> {
         );
         return None;
     }
-    let path = r.base.join(text);
+    let path = r.path(text);
     let dir = path.parent().unwrap_or(Path::new("/"));
     if !dir.is_dir() {
         r.add(
@@ -203,7 +202,7 @@ fn target_file(r: &mut Report, text: Option<&str>) -> Option<PathBuf> {
     Some(path)
 }
 
-fn reload(r: &mut Report, argv: Option<Vec<String>>) -> Option<Vec<String>> {
+fn reload(r: &mut ConfigCheck, argv: Option<Vec<String>>) -> Option<Vec<String>> {
     let Some(argv) = argv else {
         r.add("role.reload", "missing (expected the reload command as an argv list, e.g. [\"nginx\", \"-s\", \"reload\"] or [\"sh\", \"-c\", \"kill -HUP $(cat /run/app.pid)\"])");
         return None;
@@ -237,7 +236,7 @@ fn is_host(h: &str) -> bool {
         })
 }
 
-fn site_role(r: &mut Report, key: &str, s: RawRoleSite) -> Option<SiteRole> {
+fn site_role(r: &mut ConfigCheck, key: &str, s: RawRoleSite) -> Option<SiteRole> {
     let mut ok = true;
     let hosts = match s.hosts {
         None => {
@@ -298,7 +297,7 @@ fn site_role(r: &mut Report, key: &str, s: RawRoleSite) -> Option<SiteRole> {
 /// Reads and parses a template file, checking every variable it uses is a
 /// built-in (`builtins`) or one of its `vars`.
 fn template(
-    r: &mut Report,
+    r: &mut ConfigCheck,
     key: &str,
     path: Option<&str>,
     vars: Option<&toml::Table>,
@@ -350,7 +349,7 @@ fn template(
         );
         return None;
     };
-    let path = r.base.join(text);
+    let path = r.path(text);
     let content = match std::fs::read_to_string(&path) {
         Ok(c) => c,
         Err(e) => {
