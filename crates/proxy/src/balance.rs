@@ -10,7 +10,7 @@
 //!   site + selector) the data path picks from, swapped with `ArcSwap` on
 //!   reload;
 //! - [`health`]: the active checker, one background loop per node;
-//! - [`windows`]: [`NodeWindows`], the connections to the nodes' windows
+//! - [`node_windows`]: [`NodeWindows`], the connections to the nodes' windows
 //!   (reconnecting, interval reads) the load-aware policy reads;
 //! - [`load`]: the load index of `weighted-least-load`.
 //!
@@ -22,13 +22,13 @@ pub mod health;
 mod least_load;
 pub mod load;
 mod node;
+pub mod node_windows;
 mod policy;
 mod selector;
-pub mod windows;
 
 pub use backends::{Backends, NoNode, PickError, SiteBackends};
 pub use least_load::WeightedLeastLoad;
 pub use node::{DownReason, HealthSnapshot, NodeState, Outcome, Pick, Thresholds, Transition};
+pub use node_windows::NodeWindows;
 pub use policy::Policy;
 pub use selector::{LeastConn, RandomTwo, RoundRobin, Selector};
-pub use windows::NodeWindows;

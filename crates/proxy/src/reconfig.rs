@@ -14,7 +14,7 @@
 //!   record, update counters);
 //! - [`agent`]: the loop that observes, plans and applies, plus the admin
 //!   move through the same lock and CAS;
-//! - [`windows`]: where windows come from, this proxy's own window and the
+//! - [`peers`]: where windows come from, this proxy's own window and the
 //!   links to peer proxies;
 //! - [`status`]: counters, metrics names and the `/status` document.
 //!
@@ -26,10 +26,10 @@
 pub mod agent;
 pub mod donor;
 pub mod history;
+pub mod peers;
 pub mod protocol;
 pub mod status;
 pub mod view;
-pub mod windows;
 
 #[cfg(test)]
 mod tests;
@@ -42,8 +42,8 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 pub use agent::{Agent, AgentSettings, ClaimOutcome, MoveError};
+pub use peers::{LocalWindow, OwnWindow, PeerLinks, ProxyWindows, WindowSource};
 pub use status::AgentStatus;
-pub use windows::{LocalWindow, OwnWindow, PeerLinks, ProxyWindows, WindowSource};
 
 use crate::balance::{Backends, NodeWindows};
 use crate::config::Config;

@@ -27,6 +27,7 @@
 #![deny(unsafe_code)]
 
 pub mod layout;
+pub mod link;
 pub mod memory;
 pub mod role;
 pub mod seqlock;
@@ -39,6 +40,7 @@ pub mod verbs;
 use std::fmt;
 
 pub use layout::site_table_hash;
+pub use link::{Endpoint, Link};
 pub use memory::WindowMemory;
 pub use role::{RoleState, RoleStatus, RoleStatusCode, RoleWord, SiteLock, SiteSlot};
 pub use seqlock::{

@@ -29,8 +29,8 @@ use futures_util::FutureExt;
 use rand::Rng;
 
 use super::load::{rank, Candidate, NodeLoad, Unknown};
+use super::node_windows::{read_now, NodeWindow, NodeWindows, Observation};
 use super::selector::Cursors;
-use super::windows::{read_now, NodeWindow, NodeWindows, Observation};
 use super::{NodeState, Selector};
 use crate::config::{Candidates, Config, LoadWeights, ReadMode};
 

@@ -259,29 +259,9 @@ pub struct Site {
     pub health_path: String,
 }
 
-/// Where a node's window is read from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum WindowEndpoint {
-    /// File under /dev/shm mapped by the proxy (same host).
-    Shm { path: PathBuf },
-    /// The sidecar's tcp responder (two-sided).
-    Tcp { addr: SocketAddr },
-    /// The sidecar's verbs control port; reads go over RDMA.
-    Verbs {
-        control: SocketAddr,
-        device: Option<String>,
-    },
-}
-
-impl WindowEndpoint {
-    pub fn transport_name(&self) -> &'static str {
-        match self {
-            WindowEndpoint::Shm { .. } => "shm",
-            WindowEndpoint::Tcp { .. } => "tcp",
-            WindowEndpoint::Verbs { .. } => "verbs",
-        }
-    }
-}
+/// Where a node's (or a peer proxy's) window is read from: the window
+/// crate's [`rdmalb_window::Endpoint`].
+pub use rdmalb_window::Endpoint as WindowEndpoint;
 
 /// `[[node]]`
 #[derive(Debug, Clone)]

@@ -29,7 +29,7 @@ use tokio::sync::{watch, Semaphore};
 use crate::balance::{Backends, HealthSnapshot, NodeWindows};
 use crate::qos::admission::{Admission, AdmissionStatus};
 
-pub use crate::balance::windows::LoadStatus;
+pub use crate::balance::node_windows::LoadStatus;
 use crate::config::{Config, HostPattern};
 use crate::reconfig::{Agent, AgentStatus};
 

@@ -40,11 +40,11 @@ pub const HEALTH_CHECKS: &str = crate::balance::health::HEALTH_CHECKS;
 
 /// `rdmalb_load_reads_total{node,transport}` counter: load reads used by
 /// `weighted-least-load` decisions.
-pub const LOAD_READS: &str = crate::balance::windows::LOAD_READS;
+pub const LOAD_READS: &str = crate::balance::node_windows::LOAD_READS;
 /// `rdmalb_load_unknown_total{node,reason}` counter: decisions that scored
 /// the node from local information only (stale, torn, timeout, unreadable,
 /// disconnected, unpublished).
-pub const LOAD_UNKNOWN: &str = crate::balance::windows::LOAD_UNKNOWN;
+pub const LOAD_UNKNOWN: &str = crate::balance::node_windows::LOAD_UNKNOWN;
 /// `rdmalb_qos_inflight` gauge: requests holding a `[qos]` admission slot.
 pub const QOS_INFLIGHT: &str = crate::qos::admission::INFLIGHT;
 /// `rdmalb_qos_queued{site}` gauge: requests waiting for an admission slot.

@@ -18,10 +18,10 @@ use tokio::time::Instant;
 
 use super::donor::{choose_donor, DonorQuery, SiteLimits};
 use super::history::HotTracker;
+use super::peers::{LocalWindow, WindowSource};
 use super::protocol::{self, HeldLock, LockAttempt, ProtocolError};
 use super::status::{self, Counters, NodeRole, SiteRole};
 use super::view::{read_node, site_load, Effective, NodeView, ViewError};
-use super::windows::{LocalWindow, WindowSource};
 use crate::balance::Backends;
 use crate::config::{Config, Reconfig, ReconfigMode};
 use crate::qos::guarantee::{QosAccount, QosPolicy};

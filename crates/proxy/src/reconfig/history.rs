@@ -82,7 +82,7 @@ impl HotTracker {
 
     /// [`observe`](Self::observe) with the QoS condition: `short` when the
     /// site's guarantee was missed this round while its demand exceeded
-    /// what it was served ([`SiteQos::short`](super::qos::SiteQos::short)).
+    /// what it was served ([`SiteQos::short`](crate::qos::guarantee::SiteQos::short)).
     /// Either condition keeps the streak going; a round with neither ends
     /// it.
     pub fn observe_round(

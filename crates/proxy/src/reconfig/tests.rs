@@ -13,9 +13,9 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 
+use super::peers::LocalWindow;
 use super::protocol;
 use super::view::{Effective, Freshness, NodeView};
-use super::windows::LocalWindow;
 use rdmalb_window::layout::word;
 use rdmalb_window::{RoleState, RoleStatus, RoleStatusCode, RoleWord, SiteSlot, WindowMemory};
 

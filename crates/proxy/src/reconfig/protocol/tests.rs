@@ -1,7 +1,7 @@
 use std::sync::Arc;
 
 use super::*;
-use crate::reconfig::windows::LocalWindow;
+use crate::reconfig::peers::LocalWindow;
 use rdmalb_window::{RoleState, SiteSlot, WindowMemory};
 
 fn window() -> LocalWindow {

@@ -1,9 +1,9 @@
 //! [`NodeWindows`]: the proxy's connections to its nodes' windows.
 //!
 //! Built from the config's `[[node]]` window endpoints (`transport` +
-//! `sidecar`): shm maps the sidecar's window file ([`ShmWindow`]), tcp
-//! authenticates to its responder with the cluster PSK ([`TcpWindow`]), verbs
-//! pairs an RC queue pair through its control port ([`VerbsWindow`]). Every
+//! `sidecar`): shm maps the sidecar's window file ([`ShmWindow`](rdmalb_window::ShmWindow)), tcp
+//! authenticates to its responder with the cluster PSK ([`TcpWindow`](rdmalb_window::TcpWindow)), verbs
+//! pairs an RC queue pair through its control port (`VerbsWindow`). Every
 //! connection checks the peer's header with [`Expect`]: magic, version,
 //! size, the hash of this proxy's site table and, when the node sets
 //! `node_id`, the node id.
@@ -28,8 +28,6 @@
 //! later and never with a panic.
 
 use std::collections::HashMap;
-use std::os::unix::fs::MetadataExt;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -38,9 +36,8 @@ use tokio::sync::{watch, Notify};
 
 use super::load::{NodeLoad, Unknown};
 use crate::config::{Config, ReadMode, WindowEndpoint};
-use rdmalb_window::{
-    Expect, LoadBlock, Psk, RemoteWindow, ShmWindow, TcpWindow, Torn, UnknownReason, WindowError,
-};
+use rdmalb_window::link::{Link, Peer};
+use rdmalb_window::{Expect, LoadBlock, Psk, RemoteWindow, Torn, UnknownReason, WindowError};
 
 /// First wait after a failed connection attempt; doubled up to
 /// [`BACKOFF_MAX`] while attempts keep failing.
@@ -104,39 +101,6 @@ impl LinkKey {
     }
 }
 
-/// A live connection and how to tell it has broken.
-struct Link {
-    window: Arc<dyn RemoteWindow>,
-    alive: Liveness,
-    /// The same window when it is shm, read inline by [`NodeWindow::read_inline`].
-    shm: Option<Arc<ShmWindow>>,
-}
-
-enum Liveness {
-    /// The mapped file's identity: a sidecar restart recreates the file.
-    Shm {
-        path: PathBuf,
-        dev: u64,
-        ino: u64,
-    },
-    Tcp(Arc<TcpWindow>),
-    #[cfg(feature = "verbs")]
-    Verbs(Arc<rdmalb_window::verbs::VerbsWindow>),
-}
-
-impl Link {
-    fn is_alive(&self) -> bool {
-        match &self.alive {
-            Liveness::Shm { path, dev, ino } => std::fs::metadata(path)
-                .map(|m| m.dev() == *dev && m.ino() == *ino)
-                .unwrap_or(false),
-            Liveness::Tcp(w) => !w.is_closed(),
-            #[cfg(feature = "verbs")]
-            Liveness::Verbs(w) => w.broken().is_none(),
-        }
-    }
-}
-
 /// One node's window: connection, settings, last reads, metrics.
 pub struct NodeWindow {
     /// The node's name (metric label).
@@ -179,7 +143,7 @@ impl NodeWindow {
 
     /// The window while connected.
     pub fn window(&self) -> Option<Arc<dyn RemoteWindow>> {
-        self.link.load().as_ref().map(|l| Arc::clone(&l.window))
+        self.link.load().as_ref().map(|l| Arc::clone(l.window()))
     }
 
     /// Connection state.
@@ -216,7 +180,7 @@ impl NodeWindow {
     /// not connected (then use [`read_now`] on [`NodeWindow::window`]).
     pub fn read_inline(&self) -> Option<Result<LoadBlock, Unknown>> {
         let link = self.link.load();
-        let shm = link.as_ref()?.shm.as_ref()?;
+        let shm = link.as_ref()?.shm()?;
         let mut retries = 0;
         loop {
             match rdmalb_window::decode_block(&shm.snapshot()) {
@@ -501,56 +465,13 @@ pub const LOAD_READS: &str = "rdmalb_load_reads_total";
 pub const LOAD_UNKNOWN: &str = "rdmalb_load_unknown_total";
 
 async fn connect(key: &LinkKey) -> Result<Link, WindowError> {
-    let missing_psk = || WindowError::Psk {
-        path: "cluster.psk_file".into(),
-        reason: "not loaded".into(),
-    };
-    match &key.endpoint {
-        WindowEndpoint::Shm { path } => {
-            let w = Arc::new(ShmWindow::open(path, &key.expect)?);
-            let m = std::fs::metadata(path)
-                .map_err(|e| WindowError::io(format!("inspecting {}", path.display()), e))?;
-            Ok(Link {
-                shm: Some(Arc::clone(&w)),
-                window: w,
-                alive: Liveness::Shm {
-                    path: path.clone(),
-                    dev: m.dev(),
-                    ino: m.ino(),
-                },
-            })
-        }
-        WindowEndpoint::Tcp { addr } => {
-            let psk = key.psk.as_ref().ok_or_else(missing_psk)?;
-            let w = Arc::new(TcpWindow::connect(*addr, psk, key.proxy_id, &key.expect).await?);
-            Ok(Link {
-                window: w.clone(),
-                alive: Liveness::Tcp(w),
-                shm: None,
-            })
-        }
-        #[cfg(not(feature = "verbs"))]
-        WindowEndpoint::Verbs { .. } => Err(WindowError::verbs_not_compiled()),
-        #[cfg(feature = "verbs")]
-        WindowEndpoint::Verbs { control, device } => {
-            let psk = key.psk.as_ref().ok_or_else(missing_psk)?;
-            let w = Arc::new(
-                rdmalb_window::verbs::VerbsWindow::connect(
-                    *control,
-                    psk,
-                    key.proxy_id,
-                    &key.expect,
-                    device.as_deref(),
-                )
-                .await?,
-            );
-            Ok(Link {
-                window: w.clone(),
-                alive: Liveness::Verbs(w),
-                shm: None,
-            })
-        }
-    }
+    Link::connect(Peer {
+        endpoint: &key.endpoint,
+        expect: &key.expect,
+        psk: key.psk.as_ref(),
+        id: key.proxy_id,
+    })
+    .await
 }
 
 /// Waits up to `d`; true when the node was removed or the proxy stops.
@@ -597,7 +518,7 @@ async fn supervise(
         }
         match attempt {
             Ok(link) => {
-                tracing::info!(node = %node.node, transport = node.transport(), peer = link.window.peer(), "window connected");
+                tracing::info!(node = %node.node, transport = node.transport(), peer = link.window().peer(), "window connected");
                 let link = Arc::new(link);
                 node.link.store(Some(Arc::clone(&link)));
                 node.set_state(LinkState::Connected {
@@ -651,7 +572,7 @@ async fn serve(
             if now >= next_read {
                 let load = match tokio::time::timeout(
                     s.deadline,
-                    read_now(node, link.window.as_ref(), s.staleness),
+                    read_now(node, link.window().as_ref(), s.staleness),
                 )
                 .await
                 {

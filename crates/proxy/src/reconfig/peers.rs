@@ -4,8 +4,6 @@
 //! the lock home, served to peers over shm and/or tcp), and a reconnecting
 //! set of links to peer proxies' windows ([`PeerLinks`]).
 
-use std::os::unix::fs::MetadataExt;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,12 +12,12 @@ use tokio::sync::watch;
 
 use crate::balance::NodeWindows;
 use crate::config::{Config, PeerProxy, ProxyWindow, WindowEndpoint};
+use rdmalb_window::link::{Link, Peer};
 use rdmalb_window::memory::DEFAULT_MODE;
 use rdmalb_window::tcp::{self, Psk, TcpServerHandle};
 use rdmalb_window::transport::check_atomic_word;
 use rdmalb_window::{
-    seqlock, Expect, RemoteWindow, ShmWindow, TcpWindow, TransportKind, WindowError, WindowFuture,
-    WindowMemory,
+    seqlock, Expect, RemoteWindow, TransportKind, WindowError, WindowFuture, WindowMemory,
 };
 
 /// Where the agent finds the windows it reads and changes. The proxy
@@ -159,35 +157,6 @@ impl Drop for OwnWindow {
 /// How often [`PeerLinks::maintain`] retries a missing or broken link.
 pub const RECONNECT: Duration = Duration::from_millis(500);
 
-/// One live link and what tells that it broke.
-enum Link {
-    Shm {
-        window: Arc<ShmWindow>,
-        /// Inode mapped: a restarted owner creates a new file.
-        ino: u64,
-        path: PathBuf,
-    },
-    Tcp(Arc<TcpWindow>),
-}
-
-impl Link {
-    fn window(&self) -> Arc<dyn RemoteWindow> {
-        match self {
-            Link::Shm { window, .. } => window.clone(),
-            Link::Tcp(t) => t.clone(),
-        }
-    }
-
-    fn is_broken(&self) -> bool {
-        match self {
-            Link::Shm { ino, path, .. } => {
-                std::fs::metadata(path).map_or(true, |m| m.ino() != *ino)
-            }
-            Link::Tcp(t) => t.is_closed(),
-        }
-    }
-}
-
 /// Links to peer proxies' windows (shm or tcp), re-established in the
 /// background when they break.
 pub struct PeerLinks {
@@ -216,7 +185,7 @@ impl PeerLinks {
         self.peers
             .iter()
             .find(|(p, _)| p.id == id)
-            .and_then(|(_, l)| l.load().as_ref().map(|l| l.window()))
+            .and_then(|(_, l)| l.load().as_ref().map(|l| Arc::clone(l.window())))
     }
 
     /// Ids of every configured peer.
@@ -227,7 +196,7 @@ impl PeerLinks {
     /// Connects every missing or broken link once.
     pub async fn connect_missing(&self) {
         for (peer, slot) in &self.peers {
-            if slot.load().as_ref().is_some_and(|l| !l.is_broken()) {
+            if slot.load().as_ref().is_some_and(|l| l.is_alive()) {
                 continue;
             }
             match self.connect(peer).await {
@@ -258,34 +227,24 @@ impl PeerLinks {
     }
 
     async fn connect(&self, peer: &PeerProxy) -> Result<Link, WindowError> {
+        // Peer windows hold the site locks and update counters: atomics
+        // that shm and tcp serve from the owner's CPU (docs/window.md).
+        if let WindowEndpoint::Verbs { control, .. } = &peer.window {
+            return Err(WindowError::NoDevice {
+                detail: format!("peer proxy window {control} over verbs is not supported"),
+            });
+        }
         let expect = Expect {
             node_id: Some(u64::from(peer.id)),
             site_hash: Some(self.site_hash),
         };
-        match &peer.window {
-            WindowEndpoint::Shm { path } => {
-                let ino = std::fs::metadata(path)
-                    .map_err(|e| WindowError::io(format!("inspecting {}", path.display()), e))?
-                    .ino();
-                Ok(Link::Shm {
-                    window: Arc::new(ShmWindow::open(path, &expect)?),
-                    ino,
-                    path: path.clone(),
-                })
-            }
-            WindowEndpoint::Tcp { addr } => {
-                let psk = self.psk.as_ref().ok_or_else(|| WindowError::Psk {
-                    path: "cluster.psk_file".into(),
-                    reason: "not configured; tcp peer windows need it".into(),
-                })?;
-                Ok(Link::Tcp(Arc::new(
-                    TcpWindow::connect(*addr, psk, self.me, &expect).await?,
-                )))
-            }
-            WindowEndpoint::Verbs { control, .. } => Err(WindowError::NoDevice {
-                detail: format!("peer proxy window {control} over verbs is not supported"),
-            }),
-        }
+        Link::connect(Peer {
+            endpoint: &peer.window,
+            expect: &expect,
+            psk: self.psk.as_ref(),
+            id: self.me,
+        })
+        .await
     }
 }
 
