@@ -1,6 +1,6 @@
 //! Metric handles of the data path, registered once per config snapshot so
 //! a request only increments atomics (no label hashing or allocation per
-//! request). Names follow `docs/metrics.md` / the balance contract:
+//! request). Names as listed in `docs/metrics.md`:
 //! `rdmalb_requests_total{site,node,code_class}`,
 //! `rdmalb_request_duration_seconds{site}`, `rdmalb_inflight{node}`,
 //! `rdmalb_upstream_errors_total{node,kind}`, `rdmalb_retries_total{site}`.
