@@ -19,7 +19,9 @@ use std::time::{Duration, Instant};
 
 use rdmalb_proxy::config::{PeerProxy, Reconfig, ReconfigMode, WindowEndpoint};
 use rdmalb_proxy::reconfig::donor::SiteLimits;
-use rdmalb_proxy::reconfig::{Agent, AgentSettings, ClaimOutcome, PeerLinks, WindowSource};
+use rdmalb_proxy::reconfig::{
+    Agent, AgentNode, AgentSettings, AgentSite, ClaimOutcome, PeerLinks, WindowSource,
+};
 use rdmalb_window::layout::word;
 use rdmalb_window::memory::DEFAULT_MODE;
 use rdmalb_window::tcp::{self, Psk, TcpServerHandle};
@@ -155,10 +157,17 @@ async fn measure(tcp: bool, iterations: usize, max_time: Duration) -> Vec<f64> {
                     min_nodes: 0,
                     max_nodes: 10,
                 };
-                (s.to_string(), limits)
+                AgentSite {
+                    name: s.to_string(),
+                    limits,
+                }
             })
             .collect(),
-        nodes: vec![("n0".into(), true, None)],
+        nodes: vec![AgentNode {
+            name: "n0".into(),
+            has_window: true,
+            configured_site: None,
+        }],
         read_policy: ReadPolicy::default(),
     };
     let own = Arc::new(WindowMemory::anonymous(1, hash).expect("own window"));

@@ -12,7 +12,9 @@ use crate::support::reconfig::{shm_path, site_hash, Endpoint, Nodes, Source, SIT
 use rand::Rng;
 use rdmalb_proxy::config::{PeerProxy, ProxyWindow, Reconfig, ReconfigMode, WindowEndpoint};
 use rdmalb_proxy::reconfig::donor::SiteLimits;
-use rdmalb_proxy::reconfig::{Agent, AgentSettings, ClaimOutcome, OwnWindow, PeerLinks};
+use rdmalb_proxy::reconfig::{
+    Agent, AgentNode, AgentSettings, AgentSite, ClaimOutcome, OwnWindow, PeerLinks,
+};
 use rdmalb_window::layout::site_lock_word;
 use rdmalb_window::{ReadPolicy, RoleState, SiteLock, SiteSlot};
 
@@ -152,11 +154,18 @@ async fn a_lock_left_by_a_killed_proxy_is_taken_after_lease_and_skew() {
                     min_nodes: 1,
                     max_nodes: 100,
                 };
-                (s.to_string(), limits)
+                AgentSite {
+                    name: s.to_string(),
+                    limits,
+                }
             })
             .collect(),
         nodes: (0..INITIAL.len())
-            .map(|n| (format!("n{n}"), true, None))
+            .map(|n| AgentNode {
+                name: format!("n{n}"),
+                has_window: true,
+                configured_site: None,
+            })
             .collect(),
         read_policy: ReadPolicy::default(),
     };

@@ -16,7 +16,7 @@ use crate::support::reconfig::{psk, shm_path, site_hash, Nodes, Source, SITES};
 use rand::{Rng, SeedableRng};
 use rdmalb_proxy::config::{PeerProxy, ProxyWindow, Reconfig, ReconfigMode, WindowEndpoint};
 use rdmalb_proxy::reconfig::donor::SiteLimits;
-use rdmalb_proxy::reconfig::{Agent, AgentSettings, OwnWindow, PeerLinks};
+use rdmalb_proxy::reconfig::{Agent, AgentNode, AgentSettings, AgentSite, OwnWindow, PeerLinks};
 use rdmalb_window::{ReadPolicy, SiteSlot};
 use tokio::sync::watch;
 
@@ -96,11 +96,18 @@ async fn start_proxies(tag: &str, nodes: &Nodes, tcp: bool, rng: &mut impl Rng) 
                         min_nodes: 1,
                         max_nodes: 100,
                     };
-                    (s.to_string(), limits)
+                    AgentSite {
+                        name: s.to_string(),
+                        limits,
+                    }
                 })
                 .collect(),
             nodes: (0..INITIAL.len())
-                .map(|n| (format!("n{n}"), true, None))
+                .map(|n| AgentNode {
+                    name: format!("n{n}"),
+                    has_window: true,
+                    configured_site: None,
+                })
                 .collect(),
             read_policy: ReadPolicy::default(),
         };

@@ -41,7 +41,7 @@ use arc_swap::ArcSwap;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-pub use agent::{Agent, AgentSettings, ClaimOutcome, MoveError};
+pub use agent::{Agent, AgentNode, AgentSettings, AgentSite, ClaimOutcome, MoveError};
 pub use peers::{LocalWindow, OwnWindow, PeerLinks, ProxyWindows, WindowSource};
 pub use status::AgentStatus;
 

@@ -33,6 +33,29 @@ use crate::config::AccessLog as Destination;
 const QUEUE: usize = 64 * 1024;
 
 /// One request, as logged.
+/// HAProxy's timers of one request in milliseconds, -1 when not reached:
+/// `tq` request head received, `tw` waiting (queue and node choice), `tc`
+/// connection to the node, `tr` node response head, `ta` the whole exchange.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timers {
+    pub tq: i64,
+    pub tw: i64,
+    pub tc: i64,
+    pub tr: i64,
+    pub ta: i64,
+}
+
+impl Timers {
+    /// None reached yet.
+    pub const NONE: Timers = Timers {
+        tq: -1,
+        tw: -1,
+        tc: -1,
+        tr: -1,
+        ta: -1,
+    };
+}
+
 #[derive(Debug, Clone)]
 pub struct AccessRecord {
     pub client: SocketAddr,
@@ -40,8 +63,7 @@ pub struct AccessRecord {
     pub listener: Arc<str>,
     pub site: Option<Arc<str>>,
     pub node: Option<Arc<str>>,
-    /// Tq, Tw, Tc, Tr, Ta in milliseconds, -1 when not reached.
-    pub timers: [i64; 5],
+    pub timers: Timers,
     pub status: u16,
     pub bytes: u64,
     pub termination: &'static str,
@@ -134,7 +156,7 @@ pub fn format_record(r: &AccessRecord, out: &mut String) {
         http::Version::HTTP_3 => "HTTP/3.0",
         _ => "HTTP/1.1",
     };
-    let [tq, tw, tc, tr, ta] = r.timers;
+    let Timers { tq, tw, tc, tr, ta } = r.timers;
     let _ = write!(
         out,
         "] {} {}/{} {tq}/{tw}/{tc}/{tr}/{ta} {} {} {} \"",

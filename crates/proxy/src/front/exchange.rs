@@ -9,7 +9,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use hyper::client::conn::http1::SendRequest;
 
-use super::access_log::AccessRecord;
+use super::access_log::{AccessRecord, Timers};
 use super::body::RequestBody;
 use super::error::ErrorKind;
 use super::state::{ConnCtx, Snapshot};
@@ -52,8 +52,8 @@ pub struct Exchange {
     pub admission: Option<Permit>,
     /// The node connection, returned to its pool on a complete response.
     pub conn: Option<(Arc<NodePool>, SendRequest<RequestBody>)>,
-    /// Tq, Tw, Tc, Tr (ms; -1 = not reached).
-    pub timers: [i64; 4],
+    /// Tq, Tw, Tc, Tr as they are reached; Ta is set when it settles.
+    pub timers: Timers,
     pub status: u16,
     pub bytes: u64,
     /// Set when the proxy answered with an error.
@@ -94,7 +94,7 @@ impl Exchange {
             pick: None,
             admission: None,
             conn: None,
-            timers: [-1; 4],
+            timers: Timers::NONE,
             status: 0,
             bytes: 0,
             error: None,
@@ -201,14 +201,16 @@ impl Exchange {
         // as soon as the response has ended.
         self.admission = None;
         if self.ctx.proxy.access.enabled() {
-            let [tq, tw, tc, tr] = self.timers;
             self.ctx.proxy.access.log(AccessRecord {
                 client: self.ctx.client,
                 date: self.date,
                 listener: Arc::clone(&self.ctx.listener),
                 site: self.site.and_then(|s| self.snap.site_names.get(s).cloned()),
                 node: node_name,
-                timers: [tq, tw, tc, tr, ms(elapsed)],
+                timers: Timers {
+                    ta: ms(elapsed),
+                    ..self.timers
+                },
                 status: self.status,
                 bytes: self.bytes,
                 termination,

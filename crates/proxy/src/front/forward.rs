@@ -36,7 +36,7 @@ pub async fn handle(
     ctx.conn.request_started();
     let snap = ctx.proxy.snapshot.load_full();
     let mut ex = Exchange::new(Arc::clone(&ctx), Arc::clone(&snap), start, &req);
-    ex.timers[0] = if req.version() == Version::HTTP_2 {
+    ex.timers.tq = if req.version() == Version::HTTP_2 {
         0
     } else {
         ms(ctx.conn.head_elapsed(start))
@@ -146,7 +146,7 @@ pub async fn handle(
                 return Ok(error(ex, kind));
             }
         };
-        ex.timers[1] = ms(t_pick.elapsed() + admit_wait);
+        ex.timers.tw = ms(t_pick.elapsed() + admit_wait);
         let node = pick.node.index;
         tried.insert(node);
         ex.node = Some(node);
@@ -183,7 +183,7 @@ pub async fn handle(
                 return Ok(error(ex, kind));
             }
         };
-        ex.timers[2] = if checkout.reused {
+        ex.timers.tc = if checkout.reused {
             0
         } else {
             ms(t_conn.elapsed())
@@ -228,7 +228,7 @@ pub async fn handle(
                 return Ok(error(ex, kind));
             }
         };
-        ex.timers[3] = ms(t_send.elapsed());
+        ex.timers.tr = ms(t_send.elapsed());
         ex.status = resp.status().as_u16();
         ex.outcome_pending = true;
         let upgraded = resp.status() == StatusCode::SWITCHING_PROTOCOLS && client_upgrade.is_some();

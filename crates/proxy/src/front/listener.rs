@@ -17,7 +17,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch, Semaphore};
 use tokio_rustls::TlsAcceptor;
 
-use super::access_log::AccessRecord;
+use super::access_log::{AccessRecord, Timers};
 use super::error::ProxyError;
 use super::io::{ConnIo, ConnShared, IoTimeouts};
 use super::state::{ConnCtx, Runtime};
@@ -345,7 +345,11 @@ fn head_failure(ctx: &ConnCtx, status: u16, termination: &'static str, kind: &'s
             listener: Arc::clone(&ctx.listener),
             site: None,
             node: None,
-            timers: [tq, -1, -1, -1, tq],
+            timers: Timers {
+                tq,
+                ta: tq,
+                ..Timers::NONE
+            },
             status,
             bytes: 0,
             termination,

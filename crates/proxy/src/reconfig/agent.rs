@@ -29,16 +29,33 @@ use rdmalb_window::layout::update_counter_word;
 use rdmalb_window::layout::word;
 use rdmalb_window::{ReadPolicy, RemoteWindow, RoleState, RoleWord, SiteSlot, WindowMemory};
 
+/// What the agent knows of one site.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentSite {
+    pub name: String,
+    pub limits: SiteLimits,
+}
+
+/// What the agent knows of one node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentNode {
+    pub name: String,
+    /// Only a node with a window can be read and claimed.
+    pub has_window: bool,
+    /// The site the config gives it (`None`: the idle pool).
+    pub configured_site: Option<usize>,
+}
+
 /// What the agent needs from the config (fixed at start; `[reconfig]` and
 /// the site table apply after a restart).
 #[derive(Debug, Clone)]
 pub struct AgentSettings {
     pub proxy_id: u16,
     pub reconfig: Reconfig,
-    /// Site names and limits, by site index.
-    pub sites: Vec<(String, SiteLimits)>,
-    /// Node names, whether each has a window, and its configured site.
-    pub nodes: Vec<(String, bool, Option<usize>)>,
+    /// The sites, by site index.
+    pub sites: Vec<AgentSite>,
+    /// The nodes, by node index (the config's `[[node]]` order).
+    pub nodes: Vec<AgentNode>,
     /// How node load blocks are read.
     pub read_policy: ReadPolicy,
 }
@@ -57,13 +74,20 @@ impl AgentSettings {
                         min_nodes: s.min_nodes,
                         max_nodes: s.max_nodes,
                     };
-                    (s.name.clone(), limits)
+                    AgentSite {
+                        name: s.name.clone(),
+                        limits,
+                    }
                 })
                 .collect(),
             nodes: c
                 .nodes
                 .iter()
-                .map(|n| (n.name.clone(), n.window.is_some(), n.site))
+                .map(|n| AgentNode {
+                    name: n.name.clone(),
+                    has_window: n.window.is_some(),
+                    configured_site: n.site,
+                })
                 .collect(),
             read_policy: ReadPolicy::default(),
         }
@@ -75,7 +99,7 @@ impl AgentSettings {
             Some(i) => self
                 .sites
                 .get(i)
-                .map_or_else(|| format!("site#{i}"), |s| s.0.clone()),
+                .map_or_else(|| format!("site#{i}"), |s| s.name.clone()),
         }
     }
 }
@@ -195,7 +219,7 @@ impl Agent {
         let local = (0..sites).map(|s| shared_counter(&own, s)).collect();
         let r = &settings.reconfig;
         let hot = HotTracker::adaptive(sites, r.history, r.history_max, r.high_watermark);
-        let qos = QosPolicy::none(settings.sites.iter().map(|s| s.0.clone()).collect());
+        let qos = QosPolicy::none(settings.sites.iter().map(|s| s.name.clone()).collect());
         Agent {
             work: tokio::sync::Mutex::new(Work {
                 local,
@@ -258,7 +282,7 @@ impl Agent {
             .nodes
             .iter()
             .enumerate()
-            .filter(|(_, n)| n.1)
+            .filter(|(_, n)| n.has_window)
             .map(|(i, _)| async move {
                 let w = self.source.node(i)?;
                 let w = w.as_ref();
@@ -337,16 +361,16 @@ impl Agent {
                         .await;
                     match &r {
                         Ok(ClaimOutcome::Claimed { node, epoch, .. }) => tracing::info!(
-                            site = %self.settings.sites[site].0, node = %node, epoch,
+                            site = %self.settings.sites[site].name, node = %node, epoch,
                             load = loads[site].unwrap_or(0.0),
                             "claimed a node for a hot site"
                         ),
                         Ok(other) => {
-                            tracing::debug!(site = %self.settings.sites[site].0, outcome = ?other, "hot site: no claim this round")
+                            tracing::debug!(site = %self.settings.sites[site].name, outcome = ?other, "hot site: no claim this round")
                         }
                         Err(e) => {
                             self.error("claim");
-                            tracing::warn!(site = %self.settings.sites[site].0, error = %e, "claim failed");
+                            tracing::warn!(site = %self.settings.sites[site].name, error = %e, "claim failed");
                         }
                     }
                     outcomes.push((site, r));
@@ -383,7 +407,11 @@ impl Agent {
     async fn read_all(&self) -> Vec<Result<NodeView, ViewError>> {
         let policy = self.settings.read_policy;
         let reads = self.settings.nodes.iter().enumerate().map(|(i, n)| {
-            let w = if n.1 { self.source.node(i) } else { None };
+            let w = if n.has_window {
+                self.source.node(i)
+            } else {
+                None
+            };
             async move {
                 match w {
                     Some(w) => read_node(i, w.as_ref(), &policy).await,
@@ -391,7 +419,7 @@ impl Agent {
                         node: i,
                         word: rdmalb_window::layout::word::ROLE,
                         source: rdmalb_window::WindowError::Closed {
-                            peer: if n.1 {
+                            peer: if n.has_window {
                                 "not connected".into()
                             } else {
                                 "no window".into()
@@ -406,7 +434,11 @@ impl Agent {
 
     fn note_moves(&self, work: &mut Work, views: &[Result<NodeView, ViewError>], now: Instant) {
         for v in views.iter().flatten() {
-            let (name, _, configured) = &self.settings.nodes[v.index];
+            let AgentNode {
+                name,
+                configured_site: configured,
+                ..
+            } = &self.settings.nodes[v.index];
             if work.last_epoch[v.index].is_none()
                 && v.role.state != RoleState::Unset
                 && v.role.site.index() != *configured
@@ -441,7 +473,7 @@ impl Agent {
 
     fn follow(&self, node: usize, site: SiteSlot, applied: bool) {
         let Some(routing) = &self.routing else { return };
-        let name = &self.settings.nodes[node].0;
+        let name = &self.settings.nodes[node].name;
         let b = routing.load();
         if let Some(n) = b.nodes().iter().find(|n| &n.name == name) {
             n.follow_role(site.index(), applied);
@@ -466,7 +498,7 @@ impl Agent {
             return;
         };
         let new = v.role.next(st.serving, RoleState::Switching);
-        let name = &self.settings.nodes[v.index].0;
+        let name = &self.settings.nodes[v.index].name;
         match protocol::claim(w.as_ref(), v.raw_role, new).await {
             Ok(true) => {
                 Counters::bump(&self.counters.rollbacks);
@@ -540,7 +572,7 @@ impl Agent {
         site: usize,
     ) -> Result<Result<HeldLock, ClaimOutcome>, ProtocolError> {
         let r = &self.settings.reconfig;
-        let label = self.settings.sites[site].0.clone();
+        let label = self.settings.sites[site].name.clone();
         Ok(
             match protocol::try_lock(
                 home,
@@ -571,7 +603,7 @@ impl Agent {
         match protocol::unlock(home, held).await {
             Ok(true) => {}
             Ok(false) => {
-                tracing::warn!(site = %self.settings.sites[held.site].0, "site lock lease ran out while held; another proxy took it")
+                tracing::warn!(site = %self.settings.sites[held.site].name, "site lock lease ran out while held; another proxy took it")
             }
             Err(e) => {
                 self.error("unlock");
@@ -590,7 +622,7 @@ impl Agent {
         work.local[site] = shared;
         work.hot.reset(site);
         Counters::bump(&self.counters.skipped_rounds);
-        metrics::counter!(status::SKIPPED, "site" => self.settings.sites[site].0.clone())
+        metrics::counter!(status::SKIPPED, "site" => self.settings.sites[site].name.clone())
             .increment(1);
         true
     }
@@ -659,10 +691,13 @@ impl Agent {
                 let fixed: Vec<usize> = (0..self.settings.sites.len())
                     .map(|s| {
                         let n = &self.settings.nodes;
-                        n.iter().filter(|n| !n.1 && n.2 == Some(s)).count()
+                        n.iter()
+                            .filter(|n| !n.has_window && n.configured_site == Some(s))
+                            .count()
                     })
                     .collect();
-                let limits: Vec<SiteLimits> = self.settings.sites.iter().map(|s| s.1).collect();
+                let limits: Vec<SiteLimits> =
+                    self.settings.sites.iter().map(|s| s.limits).collect();
                 let cooling = |i: usize| self.cooling(work, i, now);
                 let q = DonorQuery {
                     hot_site: site,
@@ -684,7 +719,7 @@ impl Agent {
             return Ok(None);
         };
         if node.is_some() {
-            let name = self.settings.nodes[chosen].0.clone();
+            let name = self.settings.nodes[chosen].name.clone();
             manual::movable(&v, to).map_err(|reason| ProtocolError::Window {
                 step: "checking the node",
                 peer: name.clone(),
@@ -713,7 +748,7 @@ impl Agent {
             deadline_ms,
         } = claim;
         let now = Instant::now();
-        let name = self.settings.nodes[chosen].0.clone();
+        let name = self.settings.nodes[chosen].name.clone();
         if rdmalb_base::time::unix_now_ms() >= deadline_ms {
             return Ok(ClaimOutcome::LeaseExpired);
         }

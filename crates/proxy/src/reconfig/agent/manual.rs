@@ -14,9 +14,9 @@ impl Agent {
             .settings
             .nodes
             .iter()
-            .position(|n| n.0 == node)
+            .position(|n| n.name == node)
             .ok_or_else(|| MoveError::UnknownNode(node.to_string()))?;
-        if !self.settings.nodes[index].1 {
+        if !self.settings.nodes[index].has_window {
             return Err(MoveError::NoWindow(node.to_string()));
         }
         let to = if site == "idle" {
@@ -26,7 +26,7 @@ impl Agent {
                 .settings
                 .sites
                 .iter()
-                .position(|s| s.0 == site)
+                .position(|s| s.name == site)
                 .ok_or_else(|| MoveError::UnknownSite(site.to_string()))?;
             SiteSlot::Site(i as u16)
         };

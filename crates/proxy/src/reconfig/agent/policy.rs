@@ -61,7 +61,7 @@ impl Agent {
             let Some(verdict) = work.hot.judge(s, offered, now) else {
                 continue;
             };
-            let site = self.settings.sites[s].0.clone();
+            let site = self.settings.sites[s].name.clone();
             let history = work.hot.history_of(s);
             let label = match verdict {
                 Verdict::Wasted => "wasted",

@@ -3,7 +3,7 @@
 
 use tokio::time::Instant;
 
-use super::{shared_counter, Agent, Work};
+use super::{shared_counter, Agent, AgentNode, Work};
 use crate::reconfig::status::{self, AgentStatus, NodeRole, RoleStatusView, SiteRole};
 use crate::reconfig::view::{Effective, NodeView, ViewError};
 
@@ -20,8 +20,8 @@ impl Agent {
             .sites
             .iter()
             .enumerate()
-            .map(|(s, (name, _))| SiteRole {
-                name: name.clone(),
+            .map(|(s, site)| SiteRole {
+                name: site.name.clone(),
                 load: loads[s],
                 above_high_ms: work
                     .hot
@@ -42,7 +42,11 @@ impl Agent {
             .iter()
             .enumerate()
             .map(|(i, r)| {
-                let (name, window, _) = &self.settings.nodes[i];
+                let AgentNode {
+                    name,
+                    has_window: window,
+                    ..
+                } = &self.settings.nodes[i];
                 let mut role = NodeRole {
                     name: name.clone(),
                     window: *window,

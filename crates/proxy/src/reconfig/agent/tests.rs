@@ -139,11 +139,18 @@ fn agent_routing(
                     min_nodes: 1,
                     max_nodes: 100,
                 };
-                (format!("s{s}"), limits)
+                AgentSite {
+                    name: format!("s{s}"),
+                    limits,
+                }
             })
             .collect(),
         nodes: (0..c.nodes.len())
-            .map(|i| (format!("n{i}"), true, None))
+            .map(|i| AgentNode {
+                name: format!("n{i}"),
+                has_window: true,
+                configured_site: None,
+            })
             .collect(),
         read_policy: ReadPolicy::default(),
     };
