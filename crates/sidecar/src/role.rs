@@ -367,8 +367,8 @@ impl Applier {
         .await
         .map_err(|e| SwitchError::new(RenderFailed, e))?;
 
-        if let Err(reason) = apply::reload(&role.reload, role.reload_timeout).await {
-            let reason = self.roll_back(role, &previous, reason).await;
+        if let Err(e) = apply::reload(&role.reload, role.reload_timeout).await {
+            let reason = self.roll_back(role, &previous, e.to_string()).await;
             return Err(SwitchError::new(ReloadFailed, reason));
         }
         let Some(i) = target.index() else {
@@ -390,8 +390,8 @@ impl Applier {
             header: role.verify_header.as_ref(),
             site: name,
         };
-        if let Err(reason) = apply::verify(&self.client, &probe, role.verify_timeout).await {
-            let reason = self.roll_back(role, &previous, reason).await;
+        if let Err(e) = apply::verify(&self.client, &probe, role.verify_timeout).await {
+            let reason = self.roll_back(role, &previous, e.to_string()).await;
             return Err(SwitchError::new(VerifyFailed, reason));
         }
         Ok(())

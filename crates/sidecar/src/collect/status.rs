@@ -36,8 +36,23 @@ pub struct NginxStatus {
     pub waiting: u64,
 }
 
+/// A status page body that is not the format configured: what it lacks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum StatusPageError {
+    #[error("no `Active connections: N` line")]
+    NginxActive,
+    #[error("no `server accepts handled requests` counters")]
+    NginxCounters,
+    #[error("no `Reading: N Writing: N Waiting: N` line")]
+    NginxStates,
+    #[error("no `BusyWorkers: N` line (is the URL `...server-status?auto`?)")]
+    ApacheBusy,
+    #[error("no `IdleWorkers: N` line")]
+    ApacheIdle,
+}
+
 /// Parses an nginx `stub_status` body.
-pub fn parse_nginx(text: &str) -> Result<NginxStatus, String> {
+pub fn parse_nginx(text: &str) -> Result<NginxStatus, StatusPageError> {
     let mut active = None;
     let mut counters = None;
     let mut rww = None;
@@ -65,10 +80,9 @@ pub fn parse_nginx(text: &str) -> Result<NginxStatus, String> {
             }
         }
     }
-    let active = active.ok_or("no `Active connections: N` line")?;
-    let (accepts, handled, requests) =
-        counters.ok_or("no `server accepts handled requests` counters")?;
-    let (reading, writing, waiting) = rww.ok_or("no `Reading: N Writing: N Waiting: N` line")?;
+    let active = active.ok_or(StatusPageError::NginxActive)?;
+    let (accepts, handled, requests) = counters.ok_or(StatusPageError::NginxCounters)?;
+    let (reading, writing, waiting) = rww.ok_or(StatusPageError::NginxStates)?;
     Ok(NginxStatus {
         active,
         accepts,
@@ -90,7 +104,7 @@ pub struct ApacheStatus {
 }
 
 /// Parses an Apache `mod_status?auto` body.
-pub fn parse_apache(text: &str) -> Result<ApacheStatus, String> {
+pub fn parse_apache(text: &str) -> Result<ApacheStatus, StatusPageError> {
     let (mut accesses, mut busy, mut idle, mut conns) = (None, None, None, None);
     for line in text.lines() {
         let Some((k, v)) = line.split_once(':') else {
@@ -107,9 +121,8 @@ pub fn parse_apache(text: &str) -> Result<ApacheStatus, String> {
     }
     Ok(ApacheStatus {
         total_accesses: accesses,
-        busy_workers: busy
-            .ok_or("no `BusyWorkers: N` line (is the URL `...server-status?auto`?)")?,
-        idle_workers: idle.ok_or("no `IdleWorkers: N` line")?,
+        busy_workers: busy.ok_or(StatusPageError::ApacheBusy)?,
+        idle_workers: idle.ok_or(StatusPageError::ApacheIdle)?,
         conns_total: conns,
     })
 }
@@ -119,7 +132,7 @@ pub fn reading_from_body(
     format: StatusFormat,
     body: &str,
     capacity: Option<u64>,
-) -> Result<Reading, String> {
+) -> Result<Reading, StatusPageError> {
     let mut r = Reading::default();
     match format {
         StatusFormat::Nginx => {
@@ -183,7 +196,8 @@ impl StatusCollector {
                 ))
             })??;
         let text = std::str::from_utf8(&body).map_err(|_| self.err("body is not UTF-8 text"))?;
-        reading_from_body(self.cfg.format, text, self.cfg.capacity).map_err(|e| self.err(e))
+        reading_from_body(self.cfg.format, text, self.cfg.capacity)
+            .map_err(|e| self.err(e.to_string()))
     }
 
     async fn fetch(&self) -> Result<Bytes, CollectError> {

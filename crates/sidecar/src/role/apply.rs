@@ -100,6 +100,68 @@ pub fn mode_of(previous: &Previous) -> u32 {
     }
 }
 
+/// Why the app's reload command failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    #[error("no reload command")]
+    NoCommand,
+    #[error("cannot start `{command}`: {source}")]
+    Start {
+        command: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("waiting for `{command}`: {source}")]
+    Wait {
+        command: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("`{command}` did not finish within {} (killed)", duration::format(*.timeout))]
+    Timeout { command: String, timeout: Duration },
+    /// A non-zero exit, with the tail of what the command wrote.
+    #[error("`{command}` exited with {status}{}{}", if .output.is_empty() { "" } else { ": " }, .output)]
+    Exited {
+        command: String,
+        status: std::process::ExitStatus,
+        output: String,
+    },
+}
+
+/// Why one verification request did not pass.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProbeFailure {
+    #[error("bad request: {0}")]
+    BadRequest(String),
+    /// The request failed (connect, reset, …), with its error chain.
+    #[error("{0}")]
+    Request(String),
+    #[error("status {0}")]
+    Status(http::StatusCode),
+    #[error("header {name}: {value} (expected {expected})")]
+    WrongHeader {
+        name: String,
+        value: String,
+        expected: String,
+    },
+    #[error("no {name} header (expected {expected})")]
+    MissingHeader { name: String, expected: String },
+    #[error("no answer")]
+    NoAnswer,
+}
+
+/// The app did not pass verification in time.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("GET http://{addr}{path} (Host: {host}) did not pass within {} ({attempts} attempts); last: {last}", duration::format(*.timeout))]
+pub struct VerifyError {
+    pub addr: std::net::SocketAddr,
+    pub path: String,
+    pub host: String,
+    pub timeout: Duration,
+    pub attempts: u32,
+    pub last: ProbeFailure,
+}
+
 /// Runs the reload command (no shell) and waits for it to exit, at most
 /// `timeout` (then it is killed). `Err` carries the reason: not startable,
 /// non-zero exit with the tail of its output, or the timeout.
@@ -107,10 +169,10 @@ pub fn mode_of(previous: &Previous) -> u32 {
 /// Only the process's exit is awaited, not the end of its output: a command
 /// that leaves a daemon holding its stdout (`sh -c "app &"`) still counts as
 /// done when it exits. Output is kept to its last [`OUTPUT_KEEP`] bytes.
-pub async fn reload(argv: &[String], timeout: Duration) -> Result<(), String> {
+pub async fn reload(argv: &[String], timeout: Duration) -> Result<(), ReloadError> {
     let shown = argv.join(" ");
     let Some((program, args)) = argv.split_first() else {
-        return Err("no reload command".into());
+        return Err(ReloadError::NoCommand);
     };
     let mut child = tokio::process::Command::new(program)
         .args(args)
@@ -119,7 +181,10 @@ pub async fn reload(argv: &[String], timeout: Duration) -> Result<(), String> {
         .stderr(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
-        .map_err(|e| format!("cannot start `{shown}`: {e}"))?;
+        .map_err(|source| ReloadError::Start {
+            command: shown.clone(),
+            source,
+        })?;
     let (err_buf, mut err_task) = capture(child.stderr.take());
     let (out_buf, mut out_task) = capture(child.stdout.take());
     let status = tokio::time::timeout(timeout, child.wait()).await;
@@ -134,12 +199,17 @@ pub async fn reload(argv: &[String], timeout: Duration) -> Result<(), String> {
     out_task.abort();
     let status = match status {
         Err(_) => {
-            return Err(format!(
-                "`{shown}` did not finish within {} (killed)",
-                duration::format(timeout)
-            ))
+            return Err(ReloadError::Timeout {
+                command: shown,
+                timeout,
+            })
         }
-        Ok(Err(e)) => return Err(format!("waiting for `{shown}`: {e}")),
+        Ok(Err(source)) => {
+            return Err(ReloadError::Wait {
+                command: shown,
+                source,
+            })
+        }
         Ok(Ok(status)) if status.success() => return Ok(()),
         Ok(Ok(status)) => status,
     };
@@ -153,11 +223,11 @@ pub async fn reload(argv: &[String], timeout: Duration) -> Result<(), String> {
         Some((i, _)) => &text[i..],
         None => text,
     };
-    Err(format!(
-        "`{shown}` exited with {status}{}{}",
-        if tail.is_empty() { "" } else { ": " },
-        tail.replace('\n', " | ")
-    ))
+    Err(ReloadError::Exited {
+        command: shown,
+        status,
+        output: tail.replace('\n', " | "),
+    })
 }
 
 /// How much of each output stream of the reload command is kept.
@@ -225,29 +295,30 @@ pub async fn verify(
     client: &Client<HttpConnector, Empty<Bytes>>,
     probe: &Probe<'_>,
     timeout: Duration,
-) -> Result<u32, String> {
+) -> Result<u32, VerifyError> {
     let deadline = Instant::now() + timeout;
     let mut attempts = 0u32;
-    let mut last = String::new();
+    let mut last: Option<ProbeFailure> = None;
     loop {
         attempts += 1;
         let left = deadline.saturating_duration_since(Instant::now());
         match tokio::time::timeout(left.min(VERIFY_ATTEMPT), attempt(client, probe)).await {
             Ok(Ok(())) => return Ok(attempts),
-            Ok(Err(e)) => last = e,
+            Ok(Err(e)) => last = Some(e),
             // An attempt cut short by the deadline says less than the
             // answer before it: keep that one.
-            Err(_) if !last.is_empty() => {}
-            Err(_) => last = "no answer".to_string(),
+            Err(_) if last.is_some() => {}
+            Err(_) => last = Some(ProbeFailure::NoAnswer),
         }
         if Instant::now() + VERIFY_RETRY >= deadline {
-            return Err(format!(
-                "GET http://{}{} (Host: {}) did not pass within {} ({attempts} attempts); last: {last}",
-                probe.addr,
-                probe.path,
-                probe.host,
-                duration::format(timeout)
-            ));
+            return Err(VerifyError {
+                addr: probe.addr,
+                path: probe.path.to_string(),
+                host: probe.host.to_string(),
+                timeout,
+                attempts,
+                last: last.unwrap_or(ProbeFailure::NoAnswer),
+            });
         }
         tokio::time::sleep(VERIFY_RETRY).await;
     }
@@ -256,20 +327,20 @@ pub async fn verify(
 async fn attempt(
     client: &Client<HttpConnector, Empty<Bytes>>,
     probe: &Probe<'_>,
-) -> Result<(), String> {
+) -> Result<(), ProbeFailure> {
     let uri = format!("http://{}{}", probe.addr, probe.path);
     let req = Request::get(uri)
         .header(header::HOST, probe.host)
         .header(header::USER_AGENT, "rdmalb-sidecar-verify")
         .body(Empty::<Bytes>::new())
-        .map_err(|e| format!("bad request: {e}"))?;
+        .map_err(|e| ProbeFailure::BadRequest(e.to_string()))?;
     let res = client
         .request(req)
         .await
-        .map_err(|e| rdmalb_base::error::chain(&e))?;
+        .map_err(|e| ProbeFailure::Request(rdmalb_base::error::chain(&e)))?;
     let status = res.status();
     if !(status.is_success() || status.is_redirection()) {
-        return Err(format!("status {status}"));
+        return Err(ProbeFailure::Status(status));
     }
     if let Some(name) = probe.header {
         match res
@@ -278,8 +349,19 @@ async fn attempt(
             .map(|v| v.to_str().unwrap_or("<binary>"))
         {
             Some(v) if v == probe.site => {}
-            Some(v) => return Err(format!("header {name}: {v} (expected {})", probe.site)),
-            None => return Err(format!("no {name} header (expected {})", probe.site)),
+            Some(v) => {
+                return Err(ProbeFailure::WrongHeader {
+                    name: name.to_string(),
+                    value: v.to_string(),
+                    expected: probe.site.to_string(),
+                })
+            }
+            None => {
+                return Err(ProbeFailure::MissingHeader {
+                    name: name.to_string(),
+                    expected: probe.site.to_string(),
+                })
+            }
         }
     }
     Ok(())
