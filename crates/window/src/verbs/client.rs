@@ -378,9 +378,12 @@ fn setup(
             detail: format!("{}: {detail}", dev.name),
         }
     })?;
-    engine
-        .spawn_poller()
-        .map_err(|detail| WindowError::io(detail, std::io::Error::other("thread spawn")))?;
+    engine.spawn_poller().map_err(|e| match e {
+        engine::EngineError::Thread(source) => {
+            WindowError::io("cannot start the completion thread", source)
+        }
+        other => WindowError::io(other.to_string(), std::io::Error::other("thread spawn")),
+    })?;
     Ok(VerbsWindow {
         engine,
         peer,

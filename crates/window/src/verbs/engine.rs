@@ -189,6 +189,30 @@ pub(crate) struct Engine {
     _device: Arc<Device>,
 }
 
+/// Why setting up an engine or posting to it failed: the step, and what
+/// the verbs library or the OS said.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum EngineError {
+    #[error("{0}")]
+    CreateChannel(String),
+    #[error("completion channel: {0}")]
+    ChannelMode(#[source] std::io::Error),
+    #[error("{0}")]
+    CreateCq(String),
+    #[error("{0}")]
+    CreateQp(String),
+    #[error("cannot allocate the local RDMA buffer")]
+    Buffer,
+    #[error("registering the local buffer: {0} (locked-memory limit? see `ulimit -l`)")]
+    Register(String),
+    #[error("control connection: {0}")]
+    ControlMode(#[source] std::io::Error),
+    #[error("cannot start the completion thread: {0}")]
+    Thread(#[source] std::io::Error),
+    #[error("{0}")]
+    Post(String),
+}
+
 /// Resources created before the queue pair is connected.
 pub(crate) struct Parts {
     pub device: Arc<Device>,
@@ -200,21 +224,23 @@ pub(crate) struct Parts {
 
 /// Creates the completion channel, queue, an RC queue pair (INIT, no remote
 /// access: nobody may read or write the proxy's memory) with `slots` send slots.
-pub(crate) fn create_parts(device: Arc<Device>, slots: usize) -> Result<Parts, String> {
+pub(crate) fn create_parts(device: Arc<Device>, slots: usize) -> Result<Parts, EngineError> {
     let channel = device
         .ctx
         .create_comp_channel()
-        .map_err(|e| rdmalb_base::error::chain(&e))?;
+        .map_err(|e| EngineError::CreateChannel(rdmalb_base::error::chain(&e)))?;
     channel
         .set_nonblocking(true)
-        .map_err(|e| format!("completion channel: {e}"))?;
+        .map_err(EngineError::ChannelMode)?;
     let mut b = device.ctx.create_cq_builder();
     b.setup_cqe(slots as u32 + 8)
         .setup_comp_channel(&channel, 0);
-    let cq = b.build().map_err(|e| rdmalb_base::error::chain(&e))?;
+    let cq = b
+        .build()
+        .map_err(|e| EngineError::CreateCq(rdmalb_base::error::chain(&e)))?;
     let qp = device
         .create_qp(&cq.clone().into(), slots as u32, AccessFlags::none())
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| EngineError::CreateQp(e.to_string()))?;
     Ok(Parts {
         device,
         qp,
@@ -232,8 +258,8 @@ impl Engine {
         control: TcpStream,
         op_timeout: Duration,
         peer: String,
-    ) -> Result<Arc<Engine>, String> {
-        let mem = SlotMemory::new(parts.slots).ok_or("cannot allocate the local RDMA buffer")?;
+    ) -> Result<Arc<Engine>, EngineError> {
+        let mem = SlotMemory::new(parts.slots).ok_or(EngineError::Buffer)?;
         // SAFETY: `mem` is a live allocation of `layout.size()` bytes; it is
         // dropped after the region (field order of `Engine`).
         let local_mr = unsafe {
@@ -243,15 +269,10 @@ impl Engine {
                 AccessFlags::LocalWrite,
             )
         }
-        .map_err(|e| {
-            format!(
-                "registering the local buffer: {} (locked-memory limit? see `ulimit -l`)",
-                rdmalb_base::error::chain(&e)
-            )
-        })?;
+        .map_err(|e| EngineError::Register(rdmalb_base::error::chain(&e)))?;
         control
             .set_nonblocking(true)
-            .map_err(|e| format!("control connection: {e}"))?;
+            .map_err(EngineError::ControlMode)?;
         let table = Table {
             pending: (0..parts.slots).map(|_| None).collect(),
             free: (0..parts.slots).rev().collect(),
@@ -275,13 +296,13 @@ impl Engine {
     }
 
     /// Starts the completion thread; it holds a reference until [`Engine::stop`].
-    pub(crate) fn spawn_poller(self: &Arc<Self>) -> Result<(), String> {
+    pub(crate) fn spawn_poller(self: &Arc<Self>) -> Result<(), EngineError> {
         let me = Arc::clone(self);
         std::thread::Builder::new()
             .name("rdmalb-verbs-cq".into())
             .spawn(move || me.poll_loop())
             .map(|_| ())
-            .map_err(|e| format!("cannot start the completion thread: {e}"))
+            .map_err(EngineError::Thread)
     }
 
     /// Asks the completion thread to exit (it releases the queue pair).
@@ -343,7 +364,7 @@ impl Engine {
         }
     }
 
-    fn post(&self, slot: usize, req: Request) -> Result<(), String> {
+    fn post(&self, slot: usize, req: Request) -> Result<(), EngineError> {
         let laddr = self.mem.addr(slot);
         let lkey = self.local_mr.lkey();
         let mut qp = lock(&self.qp);
@@ -368,7 +389,8 @@ impl Engine {
         // reserved until its completion is polled, and the buffer outlives
         // the queue pair.
         unsafe { h.setup_sge(lkey, laddr, len) };
-        g.post().map_err(|e| rdmalb_base::error::chain(&e))
+        g.post()
+            .map_err(|e| EngineError::Post(rdmalb_base::error::chain(&e)))
     }
 
     /// Returns a slot (and its permit) to the pool.
