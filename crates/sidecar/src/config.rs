@@ -126,7 +126,7 @@ pub struct RoleConfig {
 pub struct RoleTemplate {
     /// Where it was read from (for messages).
     pub path: PathBuf,
-    pub template: crate::role::template::Template,
+    pub template: crate::template::Template,
     /// `vars`: extra variables, by name.
     pub vars: std::collections::BTreeMap<String, String>,
 }

@@ -32,6 +32,7 @@ pub mod config;
 pub mod publish;
 pub mod role;
 pub mod serve;
+pub mod template;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

@@ -22,11 +22,10 @@
 //! as `serving`; `ROLE_APPLIED` is left alone and the epoch is not retried
 //! (a proxy rolls the node back by claiming it for the site it serves).
 //!
-//! - [`template`]: the `{{var}}` template syntax.
+//! - [`crate::template`]: the `{{var}}` template syntax (shared with config validation).
 //! - [`apply`]: file replacement, reload command, verification probe.
 
 pub mod apply;
-pub mod template;
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -34,26 +33,11 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{watch, Notify};
 
-use self::template::Vars;
 use super::config::{RoleConfig, RoleTemplate};
 use super::SidecarConfig;
+use crate::template::Vars;
 use rdmalb_window::layout::word;
 use rdmalb_window::{RoleState, RoleStatus, RoleStatusCode, RoleWord, SiteSlot, WindowMemory};
-
-/// Variables every site template may use (besides its own `vars`).
-pub const SITE_VARIABLES: &[&str] = &[
-    "site",
-    "node",
-    "node_id",
-    "hosts",
-    "hosts_quoted",
-    "primary_host",
-    "health_path",
-    "listen",
-    "port",
-];
-/// Variables the idle template may use (besides its own `vars`).
-pub const IDLE_VARIABLES: &[&str] = &["site", "node", "node_id", "listen", "port"];
 
 /// The variables for rendering `slot` (`None`: no template for it).
 pub fn variables<'a>(

@@ -15,6 +15,7 @@ use hyper_util::rt::TokioIo;
 
 use super::*;
 use crate::config;
+use crate::template::{IDLE_VARIABLES, SITE_VARIABLES};
 
 /// A test app: answers every request from the `site=` and `status=` lines
 /// of the config it has loaded (`live`), with header `x-site`.

@@ -11,8 +11,7 @@ use super::super::{
     RoleConfig, RoleTemplate, SiteRole, DEFAULT_HEALTH_PATH, DEFAULT_RELOAD_TIMEOUT,
     DEFAULT_VERIFY_TIMEOUT,
 };
-use crate::role::template::Template;
-use crate::role::{IDLE_VARIABLES, SITE_VARIABLES};
+use crate::template::{Template, IDLE_VARIABLES, SITE_VARIABLES};
 use rdmalb_base::problems::ConfigCheck;
 use rdmalb_window::SiteSlot;
 
@@ -318,7 +317,7 @@ fn template(
             ok = false;
             continue;
         }
-        if !crate::role::template::is_name(name) {
+        if !crate::template::is_name(name) {
             r.add(vkey, format!("`{name}` is not a variable name (accepted: letters, digits and _, not starting with a digit)"));
             ok = false;
             continue;

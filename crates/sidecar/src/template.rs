@@ -15,6 +15,21 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+/// Variables every site template may use (besides its own `vars`).
+pub const SITE_VARIABLES: &[&str] = &[
+    "site",
+    "node",
+    "node_id",
+    "hosts",
+    "hosts_quoted",
+    "primary_host",
+    "health_path",
+    "listen",
+    "port",
+];
+/// Variables the idle template may use (besides its own `vars`).
+pub const IDLE_VARIABLES: &[&str] = &["site", "node", "node_id", "listen", "port"];
+
 /// A parsed template.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Template {
