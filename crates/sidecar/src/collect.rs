@@ -24,75 +24,13 @@ use tokio::sync::watch;
 
 use super::config::CollectorConfig;
 
-/// A load-block field a collector can fill (see `rdmalb_window::layout`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Field {
-    /// CPU utilisation, parts per million.
-    Cpu,
-    /// Runnable tasks, in milli-tasks.
-    RunQueue,
-    /// Memory used, parts per million.
-    Mem,
-    /// Received bytes per second.
-    NetRx,
-    /// Transmitted bytes per second.
-    NetTx,
-    /// Active (established) connections to the app.
-    Connections,
-    /// Hardware + soft interrupts per second.
-    IrqRate,
-    /// Requests the app is serving right now.
-    AppBusy,
-    /// Requests the app can serve at once.
-    AppCapacity,
-    /// Requests served since the app started.
-    RequestsTotal,
-    /// Requests waiting in the app's queue.
-    AppQueue,
-}
-
-impl Field {
-    /// Every field, in load-block order.
-    pub const ALL: [Field; 11] = [
-        Field::Cpu,
-        Field::RunQueue,
-        Field::Mem,
-        Field::NetRx,
-        Field::NetTx,
-        Field::Connections,
-        Field::IrqRate,
-        Field::AppBusy,
-        Field::AppCapacity,
-        Field::RequestsTotal,
-        Field::AppQueue,
-    ];
-
-    /// Name used in /status, metrics labels and the push protocol.
-    pub fn name(self) -> &'static str {
-        match self {
-            Field::Cpu => "cpu_ppm",
-            Field::RunQueue => "run_queue_milli",
-            Field::Mem => "mem_ppm",
-            Field::NetRx => "net_rx_bps",
-            Field::NetTx => "net_tx_bps",
-            Field::Connections => "connections",
-            Field::IrqRate => "irq_rate",
-            Field::AppBusy => "busy",
-            Field::AppCapacity => "capacity",
-            Field::RequestsTotal => "requests_total",
-            Field::AppQueue => "queue",
-        }
-    }
-
-    fn index(self) -> usize {
-        self as usize
-    }
-}
+/// A load-block field a collector can fill: the window's one definition.
+pub use rdmalb_window::Field;
 
 /// A partial load sample: the fields one collector knows.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Reading {
-    values: [u64; 11],
+    values: [u64; Field::ALL.len()],
     known: u16,
 }
 

@@ -38,19 +38,11 @@ pub struct PublishStats {
 
 /// Maps a merged reading onto the load block's fields (unknown → 0).
 pub fn to_load_sample(r: &Reading) -> LoadSample {
-    LoadSample {
-        cpu_util_ppm: r.value(Field::Cpu),
-        run_queue_milli: r.value(Field::RunQueue),
-        mem_used_ppm: r.value(Field::Mem),
-        net_rx_bps: r.value(Field::NetRx),
-        net_tx_bps: r.value(Field::NetTx),
-        active_connections: r.value(Field::Connections),
-        irq_rate: r.value(Field::IrqRate),
-        app_busy: r.value(Field::AppBusy),
-        app_capacity: r.value(Field::AppCapacity),
-        requests_total: r.value(Field::RequestsTotal),
-        app_queue_len: r.value(Field::AppQueue),
+    let mut s = LoadSample::default();
+    for f in Field::ALL {
+        f.set(&mut s, r.value(f));
     }
+    s
 }
 
 /// The running publisher thread.

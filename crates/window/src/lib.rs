@@ -28,6 +28,7 @@
 
 pub mod layout;
 pub mod link;
+pub mod load;
 pub mod memory;
 pub mod role;
 pub mod seqlock;
@@ -41,6 +42,7 @@ use std::fmt;
 
 pub use layout::site_table_hash;
 pub use link::{Endpoint, Link};
+pub use load::Field;
 pub use memory::WindowMemory;
 pub use role::{RoleState, RoleStatus, RoleStatusCode, RoleWord, SiteLock, SiteSlot};
 pub use seqlock::{

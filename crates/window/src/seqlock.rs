@@ -23,36 +23,11 @@ use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::layout::{self, word, READ_WORDS};
+use super::load::Field;
+pub use super::load::LoadSample;
 use super::memory::WindowMemory;
 use super::transport::{Expect, RemoteWindow};
 use super::WindowError;
-
-/// What a load collector produces; [`publish`] stamps it with the time.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct LoadSample {
-    /// CPU utilisation, parts per million.
-    pub cpu_util_ppm: u64,
-    /// Run queue length, milli-tasks.
-    pub run_queue_milli: u64,
-    /// Memory used, parts per million.
-    pub mem_used_ppm: u64,
-    /// Network receive rate, bytes per second.
-    pub net_rx_bps: u64,
-    /// Network transmit rate, bytes per second.
-    pub net_tx_bps: u64,
-    /// Active connections to the application.
-    pub active_connections: u64,
-    /// Pending interrupt rate, per second.
-    pub irq_rate: u64,
-    /// Application workers busy.
-    pub app_busy: u64,
-    /// Application worker capacity.
-    pub app_capacity: u64,
-    /// Requests served in total.
-    pub requests_total: u64,
-    /// Application queue length.
-    pub app_queue_len: u64,
-}
 
 /// A validated load block as read from a window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -129,7 +104,7 @@ pub fn publish_at(mem: &WindowMemory, sample: &LoadSample, updated_at_ns: u64) {
 }
 
 /// Number of stores one publish makes.
-const PLAN_LEN: usize = 16;
+const PLAN_LEN: usize = 5 + Field::ALL.len();
 /// Stores `0..MARK_ODD` set the odd markers; a Release fence follows them.
 const MARK_ODD: usize = 2;
 
@@ -142,24 +117,16 @@ fn write_plan(cur_seq: u64, s: &LoadSample, at: u64) -> [(usize, u64); PLAN_LEN]
     // writer that died mid-write is reused as the odd marker.
     let odd = cur_seq | 1;
     let even = odd.wrapping_add(1);
-    [
-        (word::SEQ_BEGIN, odd),
-        (word::SEQ_END, odd),
-        (word::UPDATED_AT, at),
-        (word::CPU_UTIL, s.cpu_util_ppm),
-        (word::RUN_QUEUE, s.run_queue_milli),
-        (word::MEM_USED, s.mem_used_ppm),
-        (word::NET_RX, s.net_rx_bps),
-        (word::NET_TX, s.net_tx_bps),
-        (word::ACTIVE_CONNS, s.active_connections),
-        (word::IRQ_RATE, s.irq_rate),
-        (word::APP_BUSY, s.app_busy),
-        (word::APP_CAPACITY, s.app_capacity),
-        (word::REQUESTS_TOTAL, s.requests_total),
-        (word::APP_QUEUE, s.app_queue_len),
-        (word::SEQ_END, even),
-        (word::SEQ_BEGIN, even),
-    ]
+    let mut plan = [(0, 0); PLAN_LEN];
+    plan[0] = (word::SEQ_BEGIN, odd);
+    plan[1] = (word::SEQ_END, odd);
+    plan[2] = (word::UPDATED_AT, at);
+    for (i, f) in Field::ALL.into_iter().enumerate() {
+        plan[3 + i] = (f.word(), f.get(s));
+    }
+    plan[PLAN_LEN - 2] = (word::SEQ_END, even);
+    plan[PLAN_LEN - 1] = (word::SEQ_BEGIN, even);
+    plan
 }
 
 fn publish_words(w: &[AtomicU64; layout::WINDOW_WORDS], s: &LoadSample, at: u64) {
@@ -226,23 +193,15 @@ pub fn decode_block(raw: &[u64; READ_WORDS]) -> Result<LoadBlock, Torn> {
     if begin == 0 {
         return Err(Torn::NeverPublished);
     }
+    let mut sample = LoadSample::default();
+    for f in Field::ALL {
+        f.set(&mut sample, raw[f.word()]);
+    }
     Ok(LoadBlock {
         node_id: raw[word::NODE_ID],
         seq: begin,
         updated_at_ns: raw[word::UPDATED_AT],
-        sample: LoadSample {
-            cpu_util_ppm: raw[word::CPU_UTIL],
-            run_queue_milli: raw[word::RUN_QUEUE],
-            mem_used_ppm: raw[word::MEM_USED],
-            net_rx_bps: raw[word::NET_RX],
-            net_tx_bps: raw[word::NET_TX],
-            active_connections: raw[word::ACTIVE_CONNS],
-            irq_rate: raw[word::IRQ_RATE],
-            app_busy: raw[word::APP_BUSY],
-            app_capacity: raw[word::APP_CAPACITY],
-            requests_total: raw[word::REQUESTS_TOTAL],
-            app_queue_len: raw[word::APP_QUEUE],
-        },
+        sample,
     })
 }
 

@@ -612,7 +612,7 @@ async fn serve(
 }
 
 mod status;
-pub use status::{LastRead, LoadStatus, Published};
+pub use status::{LastRead, LoadStatus};
 
 #[cfg(test)]
 mod tests;

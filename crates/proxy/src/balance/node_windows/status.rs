@@ -29,44 +29,11 @@ pub struct LastRead {
     /// Age of the block when it was read, ms.
     pub block_age_ms: Option<f64>,
     pub seq: Option<u64>,
-    pub published: Option<Published>,
+    /// The published load fields, as the node published them.
+    pub published: Option<LoadSample>,
     pub normalised: Option<Normalised>,
     /// Load index the last decision computed (in-flight term included).
     pub index: Option<f64>,
-}
-
-/// The published load fields, as /status shows them.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct Published {
-    pub cpu_util_ppm: u64,
-    pub run_queue_milli: u64,
-    pub mem_used_ppm: u64,
-    pub net_rx_bps: u64,
-    pub net_tx_bps: u64,
-    pub active_connections: u64,
-    pub irq_rate: u64,
-    pub app_busy: u64,
-    pub app_capacity: u64,
-    pub app_queue_len: u64,
-    pub requests_total: u64,
-}
-
-impl From<&LoadSample> for Published {
-    fn from(s: &LoadSample) -> Self {
-        Published {
-            cpu_util_ppm: s.cpu_util_ppm,
-            run_queue_milli: s.run_queue_milli,
-            mem_used_ppm: s.mem_used_ppm,
-            net_rx_bps: s.net_rx_bps,
-            net_tx_bps: s.net_tx_bps,
-            active_connections: s.active_connections,
-            irq_rate: s.irq_rate,
-            app_busy: s.app_busy,
-            app_capacity: s.app_capacity,
-            app_queue_len: s.app_queue_len,
-            requests_total: s.requests_total,
-        }
-    }
 }
 
 impl NodeWindow {
@@ -83,7 +50,7 @@ impl NodeWindow {
                 result: o.load.unknown().map_or("fresh", Unknown::label),
                 block_age_ms: o.load.block().map(|b| ms(b.age(o.at))),
                 seq: o.load.block().map(|b| b.seq),
-                published: o.load.block().map(|b| Published::from(&b.sample)),
+                published: o.load.block().map(|b| b.sample),
                 normalised: o.load.block().map(|b| Normalised::of(&b.sample)),
                 index: o.index,
             }),
