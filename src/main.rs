@@ -6,7 +6,6 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use tracing_subscriber::EnvFilter;
 
 #[derive(Parser)]
 #[command(name = "rdmalb", version, about = "RDMA-aware layer-7 load balancer")]
@@ -41,7 +40,7 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging();
+    rdmalb_base::logging::init();
     match run(cli.command) {
         Ok(code) => code,
         Err(e) => {
@@ -49,16 +48,6 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-fn init_logging() {
-    let filter = EnvFilter::try_from_env("RDMALB_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_target(false)
-        .init();
 }
 
 /// Exit status 2 for an invalid config, 1 for any other failure.

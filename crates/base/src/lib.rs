@@ -8,6 +8,7 @@
 
 pub mod duration;
 pub mod error;
+pub mod logging;
 pub mod metrics;
 pub mod problems;
 pub mod shutdown;

@@ -13,6 +13,33 @@ pub fn config(text: &str) -> Config {
     crate::config::parse(text, Path::new("test.toml")).unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// Asserts that validating `text` fails with a problem whose key contains
+/// `key` and whose message contains `needle`, and that the messages name
+/// the file.
+pub fn rejects(text: &str, key: &str, needle: &str) {
+    rejects_where(text, key, needle, |k| k.contains(key));
+}
+
+/// [`rejects`] with the key matched exactly.
+pub fn rejects_at(text: &str, key: &str, needle: &str) {
+    rejects_where(text, key, needle, |k| k == key);
+}
+
+fn rejects_where(text: &str, key: &str, needle: &str, key_matches: impl Fn(&str) -> bool) {
+    let err =
+        crate::config::parse(text, Path::new("test.toml")).expect_err("config should be rejected");
+    assert!(
+        err.problems
+            .iter()
+            .any(|p| key_matches(&p.key) && p.message.contains(needle)),
+        "expected a problem at `{key}` mentioning `{needle}`, got:\n{err}"
+    );
+    assert!(
+        err.to_string().contains("test.toml"),
+        "message names the file"
+    );
+}
+
 /// A `[[node]]` table: `name` at `address`, configured for `site`.
 pub fn node(name: &str, address: impl Display, site: &str) -> String {
     format!("\n[[node]]\nname = \"{name}\"\naddress = \"{address}\"\nsite = \"{site}\"\n")

@@ -1,10 +1,11 @@
 //! One test per rejected `[reconfig]` value: each checks the key path and
 //! that the message says what would be accepted.
 
+use crate::fixtures::{config as ok, rejects_at as rejects};
 use std::path::Path;
 use std::time::Duration;
 
-use crate::config::{parse, Config, PeerProxy, ReconfigMode, WindowEndpoint};
+use crate::config::{PeerProxy, ReconfigMode, WindowEndpoint};
 
 /// Two sites, one node with a shm window (so "reconfigure" is allowed) and a
 /// psk file (so tcp proxy windows are allowed).
@@ -36,21 +37,6 @@ sidecar = "/dev/shm/rdmalb-n1"
 
 fn with(extra: &str) -> String {
     format!("{BASE}\n{extra}")
-}
-
-fn ok(text: &str) -> Config {
-    parse(text, Path::new("test.toml")).unwrap_or_else(|e| panic!("{e}"))
-}
-
-fn rejects(text: &str, key: &str, needle: &str) {
-    let err = parse(text, Path::new("test.toml")).expect_err("config should be rejected");
-    assert!(
-        err.problems
-            .iter()
-            .any(|p| p.key == key && p.message.contains(needle)),
-        "expected a problem at `{key}` mentioning `{needle}`, got:\n{err}"
-    );
-    assert!(err.to_string().contains("test.toml"));
 }
 
 #[test]

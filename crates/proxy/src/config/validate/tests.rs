@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::config::parse;
+use crate::fixtures::{config as ok, rejects};
 
 const BASE: &str = r#"
 [global]
@@ -25,25 +26,6 @@ name = "n1"
 address = "127.0.0.1:9001"
 site = "shop"
 "#;
-
-fn ok(text: &str) -> Config {
-    parse(text, Path::new("test.toml")).unwrap_or_else(|e| panic!("{e}"))
-}
-
-/// Asserts that validation fails with a problem at `key` whose message contains `needle`.
-fn rejects(text: &str, key: &str, needle: &str) {
-    let err = parse(text, Path::new("test.toml")).expect_err("config should be rejected");
-    assert!(
-        err.problems
-            .iter()
-            .any(|p| p.key.contains(key) && p.message.contains(needle)),
-        "expected a problem at `{key}` mentioning `{needle}`, got:\n{err}"
-    );
-    assert!(
-        err.to_string().contains("test.toml"),
-        "message names the file"
-    );
-}
 
 fn with(extra: &str) -> String {
     format!("{BASE}\n{extra}")

@@ -2,10 +2,10 @@
 //! `node_id`): each checks the key path and that the message says what
 //! would be accepted.
 
-use std::path::Path;
+use crate::fixtures::{config as ok, rejects};
 use std::time::Duration;
 
-use crate::config::{parse, Balance, Candidates, Config, ReadMode, Routing, WindowEndpoint};
+use crate::config::{Balance, Candidates, ReadMode, Routing, WindowEndpoint};
 
 const BASE: &str = r#"
 [global]
@@ -25,20 +25,6 @@ site = "shop"
 transport = "shm"
 sidecar = "/dev/shm/rdmalb-n1"
 "#;
-
-fn ok(text: &str) -> Config {
-    parse(text, Path::new("test.toml")).unwrap_or_else(|e| panic!("{e}"))
-}
-
-fn rejects(text: &str, key: &str, needle: &str) {
-    let err = parse(text, Path::new("test.toml")).expect_err("config should be rejected");
-    assert!(
-        err.problems
-            .iter()
-            .any(|p| p.key.contains(key) && p.message.contains(needle)),
-        "expected a problem at `{key}` mentioning `{needle}`, got:\n{err}"
-    );
-}
 
 fn routing(body: &str) -> String {
     format!("{BASE}\n[routing]\n{body}\n")
