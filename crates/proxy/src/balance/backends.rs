@@ -332,7 +332,11 @@ impl Backends {
     /// exactly as [`pick`](Self::pick).
     pub async fn pick_queued(&self, site: usize, exclude: &[usize]) -> Result<Pick, PickError> {
         if self.max_inflight == 0 {
-            return Ok(self.pick_loaded(site, exclude).await?);
+            // The baselines decide synchronously: no future to drive.
+            return match self.policy {
+                Policy::Local(_) => Ok(self.pick(site, exclude)?),
+                Policy::LoadAware(_) => Ok(self.pick_loaded(site, exclude).await?),
+            };
         }
         let Some(slots) = self.sites.get(site).map(|s| &s.slots) else {
             return Err(NoNode::Empty.into());

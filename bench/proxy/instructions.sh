@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Instructions per request of rdmalb binaries, counted, not timed:
+#
+#   bash bench/proxy/instructions.sh BIN [BIN ...]
+#   e.g. bash bench/proxy/instructions.sh /tmp/rdmalb-before target/release/rdmalb
+#
+# Timing figures on a shared 2-core machine move by several percent from run
+# to run; this one does not. Each binary runs `rdmalb proxy` (the config of
+# bench/proxy/rdmalb.toml.in: one worker, roundrobin, one nginx node with a
+# 1 KiB body) under valgrind's callgrind, and httperf sends exactly N1 and
+# then, in a second run, N2 keep-alive requests through it. Instructions per
+# request = (I(N2) - I(N1)) / (N2 - N1): start-up and shutdown cancel out.
+# The figure includes every thread of the proxy (the data path, the control
+# runtime, health checks every 10 s, metrics upkeep).
+#
+# Environment: N1=2000 N2=12000 CONNS=20 (keep-alive connections; requests
+# are spread evenly over them). Prints one line per binary and writes
+# bench/results/instructions-<date>.md.
+set -euo pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+# shellcheck source=scripts/lib/common.sh
+. "$ROOT/scripts/lib/common.sh"
+export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
+
+[ $# -ge 1 ] || die "usage: $0 BIN [BIN ...] (rdmalb binaries to compare)"
+N1=${N1:-2000}
+N2=${N2:-12000}
+CONNS=${CONNS:-20}
+RESULTS_DIR=${RESULTS_DIR:-$ROOT/bench/results}
+for t in valgrind httperf nginx; do
+    command -v "$t" >/dev/null 2>&1 || die "$t is not installed (bash scripts/setup.sh installs it)"
+done
+(( N2 > N1 && N1 % CONNS == 0 && N2 % CONNS == 0 )) ||
+    die "need N2 > N1, both multiples of CONNS ($N1, $N2, $CONNS)"
+
+WORK=$(mktemp -d /tmp/rdmalb-instructions.XXXXXX)
+BACKEND_PID=
+PROXY_PID=
+cleanup() {
+    [ -n "$PROXY_PID" ] && kill "$PROXY_PID" 2>/dev/null || true
+    [ -n "$BACKEND_PID" ] && kill "$BACKEND_PID" 2>/dev/null || true
+    wait 2>/dev/null || true
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+BODY=$(printf '%.0s0123456789abcdef' $(seq 64))
+free_port BACKEND_PORT 29000
+free_port LISTEN_PORT 29001
+sed -e "s|@DIR@|$WORK|g" -e "s|@BACKEND_PORT@|$BACKEND_PORT|g" -e "s|@BODY@|$BODY|g" \
+    -e "/@TEMPDIRS@/{r /dev/stdin" -e "d}" \
+    "$HERE/backend.nginx.conf.in" >"$WORK/backend.conf" < <(nginx_tempdirs "$WORK/tmp")
+nodes=$(printf '[[node]]\\nname = "b1"\\naddress = "127.0.0.1:%s"\\nsite = "bench"\\n' "$BACKEND_PORT")
+sed -e "s|@LISTEN_PORT@|$LISTEN_PORT|g" -e "s|@BALANCE@|roundrobin|" -e "s|@NODES@|$nodes|" \
+    "$HERE/rdmalb.toml.in" >"$WORK/rdmalb.toml"
+
+nginx -p "$WORK" -e "$WORK/backend-error.log" -c "$WORK/backend.conf" -g 'daemon off;' &
+BACKEND_PID=$!
+wait_port() { # PORT: until it accepts (bounded: 60 s)
+    local i
+    for ((i = 0; i < 600; i++)); do
+        (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+        sleep 0.1
+    done
+    die "nothing listens on port $1"
+}
+wait_port "$BACKEND_PORT"
+
+# One callgrind run: the proxy's instructions for N requests.
+count() { # BIN N -> instructions
+    local bin=$1 n=$2 out="$WORK/cg.$RANDOM"
+    valgrind --tool=callgrind --callgrind-out-file="$out" -q \
+        "$bin" proxy -c "$WORK/rdmalb.toml" >"$WORK/proxy.log" 2>&1 &
+    PROXY_PID=$!
+    wait_port "$LISTEN_PORT"
+    httperf --hog --server 127.0.0.1 --port "$LISTEN_PORT" --uri / \
+        --num-conns "$CONNS" --num-calls $((n / CONNS)) --rate 0 >"$WORK/httperf.out" 2>&1
+    grep -q "Reply status: 1xx=0 2xx=$n " "$WORK/httperf.out" ||
+        die "httperf did not get $n 2xx replies: $(grep 'Reply status' "$WORK/httperf.out")"
+    kill -TERM "$PROXY_PID"
+    wait "$PROXY_PID" || true
+    PROXY_PID=
+    # Every thread's events are in the one file: its "summary:" line.
+    awk '/^summary:/ {print $2}' "$out"
+}
+
+mkdir -p "$RESULTS_DIR"
+report=$RESULTS_DIR/instructions-$(date +%Y%m%d-%H%M).md
+{
+    echo "Instructions per request (callgrind), rdmalb proxy, one worker, roundrobin, 1 KiB from nginx,"
+    echo "httperf $CONNS keep-alive connections, (I($N2) - I($N1)) / ($N2 - $N1). Command: bash bench/proxy/instructions.sh $*"
+    echo
+    echo "| binary | instructions / request |"
+    echo "|---|---:|"
+} >"$report"
+for bin in "$@"; do
+    [ -x "$bin" ] || die "not an executable: $bin"
+    i1=$(count "$bin" "$N1")
+    i2=$(count "$bin" "$N2")
+    per=$(( (i2 - i1) / (N2 - N1) ))
+    printf '%s: %d instructions per request\n' "$bin" "$per"
+    printf '| `%s` | %d |\n' "$bin" "$per" >>"$report"
+done
+log "results: $report"
