@@ -5,8 +5,8 @@
 //! `ROLE_APPLIED` go through `ShmWindow`, as a same-host proxy's would).
 //!
 //! Run: `cargo bench --bench role_switch` (`-- --runs N`, default 20;
-//! `-- --app testsrv` for our test server instead of nginx, when the build
-//! has it; `-- --app nginx-plain` reloads with bare `nginx -s reload`, not
+//! `-- --app testsrv` for our test server instead of nginx, after `cargo
+//! build` made `target/debug/rdmalb-testbed` (or `RDMALB_TESTBED_BIN`); `-- --app nginx-plain` reloads with bare `nginx -s reload`, not
 //! waiting for nginx's old workers, for comparison only: such a switch can
 //! be published while old workers still answer with the old site). The sidecar runs in this process (`Sidecar::start`, the same
 //! code as `rdmalb sidecar`); nginx is Debian's, started with its own prefix
@@ -88,7 +88,7 @@ fn nginx(dir: &Path, port: u16, plain: bool) -> (App, String) {
     (app, role)
 }
 
-/// Starts `rdmalb testsrv` on `port` reading `<dir>/site.toml` (reloaded
+/// Starts `rdmalb-testbed testsrv` on `port` reading `<dir>/site.toml` (reloaded
 /// on SIGHUP); the probe checks its `X-Site` header.
 fn testsrv(dir: &Path, port: u16) -> (App, String) {
     let p = dir.display();
@@ -104,15 +104,20 @@ fn testsrv(dir: &Path, port: u16) -> (App, String) {
         ),
     )
     .unwrap();
-    let bin = std::env::var("RDMALB_BIN")
+    let bin = std::env::var("RDMALB_TESTBED_BIN")
         .map(PathBuf::from)
-        .unwrap_or_else(|_| repo().join("target/debug/rdmalb"));
+        .unwrap_or_else(|_| repo().join("target/debug/rdmalb-testbed"));
     let child = GroupChild::spawn(
-        Command::new(bin)
+        Command::new(&bin)
             .args(["testsrv", "-c"])
             .arg(dir.join("testsrv.toml")),
     )
-    .expect("start rdmalb testsrv");
+    .unwrap_or_else(|e| {
+        panic!(
+            "start {} testsrv (cargo build -p rdmalb-testbed): {e}",
+            bin.display()
+        )
+    });
     let app = child;
     wait_listening(port);
     let tpl = repo().join("conf/role/testsrv-site.toml.tpl");

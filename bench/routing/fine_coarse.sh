@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fine vs coarse load reads (seed 002 section 5.2.3, Fig. 9 and Table 1) on
-# the emulated cluster (`rdmalb cluster`, docs/testbed.md): the same
+# the emulated cluster (`rdmalb-testbed cluster`, docs/testbed.md): the same
 # heterogeneous trace through the same nodes and proxies under
 #   weighted-least-load with per-request reads, with interval:64ms, 256ms,
 #   1s, 4s snapshots, and roundrobin, leastconn, random (power of two).

@@ -1,4 +1,4 @@
-//! `rdmalb cluster`: an emulated cluster on loopback from a small spec.
+//! `rdmalb-testbed cluster`: an emulated cluster on loopback from a small spec.
 //!
 //! The spec (TOML, `deny_unknown_fields`, every problem reported with its
 //! key) names the sites, the initial node split (`"3:3:2"`: 3 nodes for
@@ -26,7 +26,7 @@
 //! also written into the proxies' `[[site]]` tables for the QoS policy.
 //!
 //! [`run`] ([`procs`]) starts K `rdmalb sidecar` (shm window, push
-//! collector) + K `rdmalb testsrv` + P `rdmalb proxy` processes, replays
+//! collector) + K `rdmalb-testbed testsrv` + P `rdmalb proxy` processes, replays
 //! the trace through the proxies with [`super::load`], writes the outputs
 //! ([`write_outputs`]) and tears everything down on every exit path.
 
@@ -377,7 +377,7 @@ pub fn parse_spec(text: &str, path: &Path) -> Result<Spec, ConfigErrors> {
         (None, Some(v)) => match v.try_into::<Generator>() {
             Ok(g) => TraceSource::Generate(g),
             Err(e) => {
-                add("trace", format!("{} (kinds: single-file, zipf, bursty, world-cup; keys as the `rdmalb trace` options)", e.message().trim()));
+                add("trace", format!("{} (kinds: single-file, zipf, bursty, world-cup; keys as the `rdmalb-testbed trace` options)", e.message().trim()));
                 TraceSource::Generate(Generator::SingleFile { size: "1k".into() })
             }
         },

@@ -1,4 +1,4 @@
-//! `rdmalb testsrv` configuration: the node file and the site file.
+//! `rdmalb-testbed testsrv` configuration: the node file and the site file.
 //!
 //! Two files on purpose. The **node file** holds what never changes while
 //! the node runs (listen address, slots, queue, service-time model, sidecar

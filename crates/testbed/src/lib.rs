@@ -1,15 +1,15 @@
 //! The testbed: everything needed to reproduce the seeds' cluster
 //! experiments on one machine (see `docs/testbed.md`).
 //!
-//! - [`server`]: `rdmalb testsrv`, an HTTP/1.1 backend node with a capacity
+//! - [`server`]: `rdmalb-testbed testsrv`, an HTTP/1.1 backend node with a capacity
 //!   model (W worker slots, a queue of Q, per-class service times) that
 //!   serves one site at a time, re-reads its site file on SIGHUP, and pushes
 //!   its modelled load to its sidecar ([`publish`]).
 //! - [`trace`]: request-list generators (single-file, Zipf, bursty,
 //!   world-cup-like) and exporters for httperf and wrk.
-//! - [`load`]: `rdmalb load`, the replay client reporting per-site time
+//! - [`load`]: `rdmalb-testbed load`, the replay client reporting per-site time
 //!   series ([`report`]).
-//! - [`cluster`]: `rdmalb cluster`, one command that runs K nodes with their
+//! - [`cluster`]: `rdmalb-testbed cluster`, one command that runs K nodes with their
 //!   sidecars and one or more proxies, replays a trace and plots per-site
 //!   throughput ([`plot`]), with per-site QoS-meeting percentages
 //!   ([`qos`]) and the number of node moves.

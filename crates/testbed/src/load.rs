@@ -1,4 +1,4 @@
-//! `rdmalb load`: replays a trace against a URL and reports per-site time
+//! `rdmalb-testbed load`: replays a trace against a URL and reports per-site time
 //! series ([`super::report`]).
 //!
 //! Two modes. **Closed loop**: N workers, each sending its next request as

@@ -1,4 +1,4 @@
-//! `rdmalb testsrv`: a backend node with a capacity model.
+//! `rdmalb-testbed testsrv`: a backend node with a capacity model.
 //!
 //! A real HTTP/1.1 keep-alive server (hyper) that behaves like a node of
 //! fixed capacity, so that 8+ "nodes" fit on a 2-core machine and the

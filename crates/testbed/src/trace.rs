@@ -183,7 +183,7 @@ pub enum BurstMode {
 }
 
 /// A generator and its parameters (the `[trace]` table of a cluster spec
-/// and the `rdmalb trace` subcommands). Sizes are text (`1k`), costs
+/// and the `rdmalb-testbed trace` subcommands). Sizes are text (`1k`), costs
 /// durations (`10ms`).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]

@@ -230,7 +230,7 @@ pub struct NodeEnd {
     pub applied: bool,
 }
 
-/// What `rdmalb cluster` writes into `cluster.json` besides the report.
+/// What `rdmalb-testbed cluster` writes into `cluster.json` besides the report.
 #[derive(Debug, Clone, Serialize)]
 pub struct Outcome {
     pub mode: String,
