@@ -95,6 +95,29 @@ async fn malformed_request_gets_400() {
     wait_access(&s, "400 0 PR \"<BADREQ>\"");
 }
 
+/// RFC 9112 section 3.2: an HTTP/1.1 request without a Host header, or with
+/// two, is answered 400 (not routed, not 404); HTTP/1.0 needs none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http11_without_exactly_one_host_gets_400() {
+    let s = setup("").await;
+    for bad in [
+        &b"GET / HTTP/1.1\r\nConnection: close\r\n\r\n"[..],
+        b"GET / HTTP/1.1\r\nHost: www.example.com\r\nHost: dead.example.com\r\nConnection: close\r\n\r\n",
+    ] {
+        let resp = raw_exchange(s.addr, bad);
+        assert!(
+            status_line(&resp).starts_with("HTTP/1.1 400"),
+            "{:?} -> {resp:?}",
+            String::from_utf8_lossy(bad)
+        );
+        assert!(resp.contains("Host header"), "{resp}");
+    }
+    // HTTP/1.0 may omit Host: no site matches it here, so 404.
+    let resp = raw_exchange(s.addr, b"GET / HTTP/1.0\r\n\r\n");
+    assert!(status_line(&resp).contains(" 404"), "{resp}");
+    still_serves(s.addr);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn oversized_head_gets_431() {
     let s = setup("[limits]\nmax_header_bytes = 2048\nmax_headers = 20\n").await;

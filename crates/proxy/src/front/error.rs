@@ -85,6 +85,9 @@ pub enum RetryType {
 pub enum ErrorKind {
     /// The request head could not be parsed.
     BadRequest,
+    /// An HTTP/1.1 request without exactly one Host header (RFC 9112
+    /// section 3.2 requires 400).
+    BadHost,
     /// The request head exceeded `limits.max_header_bytes` or `max_headers`.
     HeadTooLarge,
     /// The request head did not arrive within `timeouts.http_request`.
@@ -121,7 +124,7 @@ impl ErrorKind {
     /// Status code sent to the client when the response has not started.
     pub fn status(self) -> StatusCode {
         match self {
-            ErrorKind::BadRequest => StatusCode::BAD_REQUEST,
+            ErrorKind::BadRequest | ErrorKind::BadHost => StatusCode::BAD_REQUEST,
             ErrorKind::HeadTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             ErrorKind::RequestTimeout | ErrorKind::ClientTimeout => StatusCode::REQUEST_TIMEOUT,
             // Nobody reads it, but the access log wants a code (nginx uses 499).
@@ -141,6 +144,7 @@ impl ErrorKind {
     pub fn source(self) -> ErrorSource {
         match self {
             ErrorKind::BadRequest
+            | ErrorKind::BadHost
             | ErrorKind::HeadTooLarge
             | ErrorKind::RequestTimeout
             | ErrorKind::ClientTimeout
@@ -172,7 +176,7 @@ impl ErrorKind {
     /// then in which phase (R request, Q queue, C connect, H headers, D data).
     pub fn termination(self) -> &'static str {
         match self {
-            ErrorKind::BadRequest | ErrorKind::HeadTooLarge => "PR",
+            ErrorKind::BadRequest | ErrorKind::BadHost | ErrorKind::HeadTooLarge => "PR",
             ErrorKind::RequestTimeout => "cR",
             ErrorKind::ClientTimeout => "cD",
             ErrorKind::ClientAborted => "CD",
@@ -191,7 +195,7 @@ impl ErrorKind {
     /// `rdmalb_client_errors_total{kind}`).
     pub fn metric_kind(self) -> &'static str {
         match self {
-            ErrorKind::BadRequest => "400",
+            ErrorKind::BadRequest | ErrorKind::BadHost => "400",
             ErrorKind::HeadTooLarge => "431",
             ErrorKind::RequestTimeout | ErrorKind::ClientTimeout => "408",
             ErrorKind::ClientAborted => "aborted",
@@ -217,6 +221,9 @@ impl ErrorKind {
     pub fn message(self) -> &'static str {
         match self {
             ErrorKind::BadRequest => "bad request\n",
+            ErrorKind::BadHost => {
+                "bad request: an HTTP/1.1 request needs exactly one Host header (RFC 9112 section 3.2)\n"
+            }
             ErrorKind::HeadTooLarge => "request header fields too large\n",
             ErrorKind::RequestTimeout | ErrorKind::ClientTimeout => "request timeout\n",
             ErrorKind::ClientAborted => "client aborted\n",

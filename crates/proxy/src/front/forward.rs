@@ -46,6 +46,15 @@ pub async fn handle(
         return Ok(error(ex, ErrorKind::HeadTooLarge));
     }
 
+    // RFC 9112 section 3.2: exactly one Host in every HTTP/1.1 request
+    // (absolute-form included); HTTP/1.0 may omit it.
+    if req.version() == Version::HTTP_11 {
+        let mut hosts = req.headers().get_all(header::HOST).iter();
+        if hosts.next().is_none() || hosts.next().is_some() {
+            return Ok(error(ex, ErrorKind::BadHost));
+        }
+    }
+
     // The authority as a header value: a refcount bump for HTTP/1 (the
     // Host header), one small copy for HTTP/2 (:authority).
     let host: Option<HeaderValue> = match req.uri().authority() {
