@@ -118,6 +118,33 @@ async fn http11_without_exactly_one_host_gets_400() {
     still_serves(s.addr);
 }
 
+/// RFC 9112 section 6.1: a transfer coding the proxy does not understand is
+/// answered 501, not forwarded as if the body were plain chunked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_transfer_coding_gets_501() {
+    let s = setup("").await;
+    for bad in [
+        &b"POST /upload HTTP/1.1\r\nHost: www.example.com\r\nTransfer-Encoding: cow, chunked\r\nConnection: close\r\n\r\n3\r\nabc\r\n0\r\n\r\n"[..],
+        b"POST /upload HTTP/1.1\r\nHost: www.example.com\r\nTransfer-Encoding: cow\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+    ] {
+        let resp = raw_exchange(s.addr, bad);
+        assert!(
+            status_line(&resp).starts_with("HTTP/1.1 501"),
+            "{:?} -> {resp:?}",
+            String::from_utf8_lossy(bad)
+        );
+        assert!(resp.contains("transfer coding"), "{resp}");
+    }
+    // Plain chunked still goes through.
+    let resp = raw_exchange(
+        s.addr,
+        b"POST /upload HTTP/1.1\r\nHost: www.example.com\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+    );
+    assert!(status_line(&resp).contains(" 200"), "{resp}");
+    assert!(resp.contains("received 3"), "{resp}");
+    still_serves(s.addr);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn oversized_head_gets_431() {
     let s = setup("[limits]\nmax_header_bytes = 2048\nmax_headers = 20\n").await;

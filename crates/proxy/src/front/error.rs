@@ -88,6 +88,9 @@ pub enum ErrorKind {
     /// An HTTP/1.1 request without exactly one Host header (RFC 9112
     /// section 3.2 requires 400).
     BadHost,
+    /// The request names a transfer coding other than chunked (RFC 9112
+    /// section 6.1 answers 501).
+    UnknownTransferCoding,
     /// The request head exceeded `limits.max_header_bytes` or `max_headers`.
     HeadTooLarge,
     /// The request head did not arrive within `timeouts.http_request`.
@@ -125,6 +128,7 @@ impl ErrorKind {
     pub fn status(self) -> StatusCode {
         match self {
             ErrorKind::BadRequest | ErrorKind::BadHost => StatusCode::BAD_REQUEST,
+            ErrorKind::UnknownTransferCoding => StatusCode::NOT_IMPLEMENTED,
             ErrorKind::HeadTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             ErrorKind::RequestTimeout | ErrorKind::ClientTimeout => StatusCode::REQUEST_TIMEOUT,
             // Nobody reads it, but the access log wants a code (nginx uses 499).
@@ -145,6 +149,7 @@ impl ErrorKind {
         match self {
             ErrorKind::BadRequest
             | ErrorKind::BadHost
+            | ErrorKind::UnknownTransferCoding
             | ErrorKind::HeadTooLarge
             | ErrorKind::RequestTimeout
             | ErrorKind::ClientTimeout
@@ -176,7 +181,10 @@ impl ErrorKind {
     /// then in which phase (R request, Q queue, C connect, H headers, D data).
     pub fn termination(self) -> &'static str {
         match self {
-            ErrorKind::BadRequest | ErrorKind::BadHost | ErrorKind::HeadTooLarge => "PR",
+            ErrorKind::BadRequest
+            | ErrorKind::BadHost
+            | ErrorKind::UnknownTransferCoding
+            | ErrorKind::HeadTooLarge => "PR",
             ErrorKind::RequestTimeout => "cR",
             ErrorKind::ClientTimeout => "cD",
             ErrorKind::ClientAborted => "CD",
@@ -196,6 +204,7 @@ impl ErrorKind {
     pub fn metric_kind(self) -> &'static str {
         match self {
             ErrorKind::BadRequest | ErrorKind::BadHost => "400",
+            ErrorKind::UnknownTransferCoding => "501",
             ErrorKind::HeadTooLarge => "431",
             ErrorKind::RequestTimeout | ErrorKind::ClientTimeout => "408",
             ErrorKind::ClientAborted => "aborted",
@@ -221,6 +230,9 @@ impl ErrorKind {
     pub fn message(self) -> &'static str {
         match self {
             ErrorKind::BadRequest => "bad request\n",
+            ErrorKind::UnknownTransferCoding => {
+                "not implemented: a transfer coding other than chunked (RFC 9112 section 6.1)\n"
+            }
             ErrorKind::BadHost => {
                 "bad request: an HTTP/1.1 request needs exactly one Host header (RFC 9112 section 3.2)\n"
             }

@@ -55,6 +55,12 @@ pub async fn handle(
         }
     }
 
+    if req.headers().contains_key(header::TRANSFER_ENCODING)
+        && !headers::only_chunked(req.headers())
+    {
+        return Ok(error(ex, ErrorKind::UnknownTransferCoding));
+    }
+
     // The authority as a header value: a refcount bump for HTTP/1 (the
     // Host header), one small copy for HTTP/2 (:authority).
     let host: Option<HeaderValue> = match req.uri().authority() {

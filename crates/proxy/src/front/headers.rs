@@ -198,5 +198,19 @@ fn is_token(s: &str) -> bool {
         })
 }
 
+/// Whether every transfer coding the request names (over all its
+/// `Transfer-Encoding` lines) is `chunked`: the only one the proxy
+/// understands, so any other is answered 501 (RFC 9112 section 6.1)
+/// rather than dropped when the body is re-framed for the node.
+pub fn only_chunked(headers: &HeaderMap) -> bool {
+    headers.get_all(header::TRANSFER_ENCODING).iter().all(|v| {
+        v.to_str().is_ok_and(|s| {
+            s.split(',')
+                .map(|c| c.split(';').next().unwrap_or("").trim())
+                .all(|c| c.is_empty() || c.eq_ignore_ascii_case("chunked"))
+        })
+    })
+}
+
 #[cfg(test)]
 mod tests;

@@ -81,3 +81,22 @@ fn via_appends() {
     add_via(&mut h, &via);
     assert_eq!(h["via"], "1.1 rdmalb");
 }
+
+#[test]
+fn only_chunked_accepts_chunked_alone_in_any_case_and_spacing() {
+    let te = |lines: &[&str]| {
+        let mut h = HeaderMap::new();
+        for l in lines {
+            h.append(header::TRANSFER_ENCODING, HeaderValue::from_str(l).unwrap());
+        }
+        only_chunked(&h)
+    };
+    assert!(te(&[]));
+    assert!(te(&["chunked"]));
+    assert!(te(&[" Chunked "]));
+    assert!(te(&["chunked", "chunked"]));
+    assert!(!te(&["cow, chunked"]));
+    assert!(!te(&["cow", "chunked"]));
+    assert!(!te(&["gzip, chunked"]));
+    assert!(!te(&["identity"]));
+}
