@@ -621,4 +621,4 @@ mod group;
 pub mod reconfig;
 pub mod role;
 #[allow(unused_imports)]
-pub use group::{GroupChild, GroupNginx, NGINX};
+pub use group::{nginx_available, skip, GroupChild, GroupNginx, NGINX};

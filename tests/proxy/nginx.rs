@@ -7,10 +7,7 @@ use crate::support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn proxies_to_real_nginx() {
-    if !std::path::Path::new(NGINX).exists() {
-        eprintln!(
-            "SKIPPED proxies_to_real_nginx: {NGINX} is not installed (apt-get install nginx)"
-        );
+    if !nginx_available("proxies_to_real_nginx") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -114,4 +111,36 @@ http {{
         text,
         "xff=127.0.0.1|fwd=for=127.0.0.1;proto=http;host=www.example.com|via=1.1 rdmalb|host=www.example.com|proto=http\n"
     );
+}
+
+/// The skip of a test whose dependency is missing, run in a child process
+/// of this test binary (`skip_child`): under `CI=true` it fails the test,
+/// elsewhere it passes and records the skip for `scripts/test.sh`.
+#[test]
+fn a_missing_dependency_fails_under_ci_and_is_recorded_elsewhere() {
+    let dir = tempfile::tempdir().unwrap();
+    let record = dir.path().join("skips.txt");
+    let run = |ci: Option<&str>| {
+        let mut c = std::process::Command::new(std::env::current_exe().unwrap());
+        c.args(["--ignored", "--exact", "proxy::nginx::skip_child"])
+            .env("RDMALB_TEST_SKIPS", &record)
+            .env_remove("CI")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        if let Some(v) = ci {
+            c.env("CI", v);
+        }
+        c.status().unwrap()
+    };
+    assert!(!run(Some("true")).success(), "under CI=true a skip fails");
+    assert!(!record.exists(), "a failure is not recorded as a skip");
+    assert!(run(None).success(), "elsewhere a skip passes");
+    let text = std::fs::read_to_string(&record).unwrap();
+    assert_eq!(text, "skip_child: the dependency is missing\n");
+}
+
+#[test]
+#[ignore = "child process of a_missing_dependency_fails_under_ci_and_is_recorded_elsewhere"]
+fn skip_child() {
+    skip("skip_child", "the dependency is missing");
 }

@@ -68,6 +68,42 @@ pub struct GroupNginx {
     child: GroupChild,
 }
 
+/// Whether Debian's nginx is installed. Without it the calling test skips:
+/// see [`skip`].
+pub fn nginx_available(test: &str) -> bool {
+    if Path::new(NGINX).exists() {
+        return true;
+    }
+    skip(
+        test,
+        &format!("{NGINX} is not installed (apt-get install nginx)"),
+    );
+    false
+}
+
+/// A test that cannot run here because something it needs is missing.
+/// Under `CI=true` that fails the test: a missing dependency must not pass
+/// as a test. Elsewhere the skip is printed and, when `RDMALB_TEST_SKIPS`
+/// names a file, recorded there; `scripts/test.sh` counts those lines as
+/// skipped, not passed, in its summary.
+pub fn skip(test: &str, why: &str) {
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "{test}: {why}; under CI=true a missing dependency fails the test (bash scripts/setup.sh installs it)"
+    );
+    eprintln!("SKIPPED {test}: {why}");
+    if let Some(path) = std::env::var_os("RDMALB_TEST_SKIPS") {
+        use std::io::Write;
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+        {
+            let _ = writeln!(f, "{test}: {why}");
+        }
+    }
+}
+
 impl GroupNginx {
     /// The process guard alone (nginx keeps running until it drops).
     pub fn into_child(self) -> GroupChild {
@@ -78,8 +114,7 @@ impl GroupNginx {
     /// file exists and `app` accepts connections (bounded wait). `None` when
     /// nginx is not installed (the caller skips, printing why).
     pub fn start(dir: &Path, app: SocketAddr) -> Option<GroupNginx> {
-        if !Path::new(NGINX).exists() {
-            eprintln!("SKIPPED: {NGINX} is not installed (apt-get install nginx)");
+        if !nginx_available("nginx") {
             return None;
         }
         let p = dir.display();
