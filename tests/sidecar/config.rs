@@ -81,10 +81,6 @@ mode = "0640"
 [window.tcp]
 listen = "127.0.0.1:7101"
 psk_file = "cluster.psk"
-[window.verbs]
-control = "127.0.0.1:7201"
-psk_file = "cluster.psk"
-device = "rxe0"
 [[collector]]
 kind = "system"
 app_port = 8081
@@ -122,10 +118,7 @@ listen = "127.0.0.1:9201"
         c.window.tcp.as_ref().unwrap().psk_file,
         d.dir.path().join("cluster.psk")
     );
-    assert_eq!(
-        c.window.verbs.as_ref().unwrap().device.as_deref(),
-        Some("rxe0")
-    );
+    assert!(c.window.verbs.is_none());
     assert_eq!(c.collectors.len(), 5);
     match &c.collectors[0] {
         CollectorConfig::System(s) => {
@@ -416,6 +409,26 @@ fn rejects_short_psk() {
         "window.verbs.psk_file",
     );
     assert!(m.contains("at least 16"), "{m}");
+}
+
+/// Issue 12, defect 1: verbs peers use NIC atomics, shm peers and the tcp
+/// responder CPU atomics; on one node's control words the two are not
+/// atomic with each other, so two proxies could both win a claim. One
+/// atomicity domain per node: verbs is served alone.
+#[test]
+fn rejects_verbs_served_beside_shm_or_tcp() {
+    let d = Dir::new();
+    let verbs = "[window.verbs]\ncontrol = \"127.0.0.1:7201\"\npsk_file = \"cluster.psk\"";
+    let tcp = "[window.tcp]\nlisten = \"127.0.0.1:7101\"\npsk_file = \"cluster.psk\"";
+    for other in [SHM, tcp] {
+        let m = d.reject(&with_window(&format!("{other}\n{verbs}")), "window.verbs");
+        assert!(m.contains("not atomic with"), "{m}");
+        assert!(m.contains("verbs only"), "{m}");
+    }
+    // Each alone, and shm with tcp (both CPU atomics), stay accepted.
+    for ok in [verbs.to_string(), tcp.to_string(), format!("{SHM}{tcp}")] {
+        d.parse(&with_window(&ok)).unwrap();
+    }
 }
 
 #[test]

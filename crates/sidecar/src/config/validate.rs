@@ -275,6 +275,16 @@ fn window(r: &mut ConfigCheck, v: Option<&toml::Value>) -> WindowServing {
             });
         }
     }
+    if t.contains_key("verbs") && (t.contains_key("shm") || t.contains_key("tcp")) {
+        // One atomicity domain per node (issue 12, defect 1): a verbs peer's
+        // CAS/FAA runs on the NIC, an shm peer's and the tcp responder's on
+        // the CPU, and the two are not atomic with each other on the same
+        // control word, so two proxies could both win one claim.
+        r.add(
+            "window.verbs",
+            "cannot be served beside [window.shm] or [window.tcp]: the NIC's atomics (verbs CAS and fetch-and-add) are not atomic with the CPU atomics that shm peers and the tcp responder use on the same role and lock words, so two proxies reaching this node by different transports could both win a claim; serve this node over verbs only (a proxy on the same host reaches it over verbs too), or over shm and tcp only (docs/verbs.md, \"Security notes and atomics\")",
+        );
+    }
     if t.get("shm").is_none() && t.get("tcp").is_none() && t.get("verbs").is_none() {
         r.add("window", "no transport configured (configure at least one of [window.shm], [window.tcp], [window.verbs])");
     }
