@@ -63,9 +63,14 @@ pub struct SidecarConfig {
     pub collectors: Vec<CollectorConfig>,
     /// The admin endpoint, when configured.
     pub admin: Option<AdminConfig>,
-    /// The site this node serves at start-up (`site`, default idle): the
-    /// role word is initialised to it (ACTIVE, epoch 1).
+    /// The site this node serves at its first start (`site`, default
+    /// idle): the role word is initialised to it (ACTIVE, epoch 1). A
+    /// restart resumes the role recorded in `state_file` instead.
     pub site: SiteSlot,
+    /// Where the node's role (site served, site being applied, highest
+    /// epoch) is kept across restarts (`state_file`, default
+    /// `<node>.state` beside the config file); see `role::state`.
+    pub state_file: PathBuf,
     /// Role application (`[role]`); `None` = off: the sidecar never changes
     /// the app's config and answers every claim for another site with
     /// NO_TEMPLATE.

@@ -88,6 +88,13 @@ pub enum SidecarError {
         code: rdmalb_window::RoleStatusCode,
         reason: String,
     },
+    /// The role state file could not be read or written at start-up.
+    #[error("node {node}: {source}")]
+    State {
+        node: String,
+        #[source]
+        source: role::state::StateError,
+    },
     /// The publisher thread could not be spawned.
     #[error("node {node}: cannot start the publisher thread: {source}")]
     Thread {
@@ -100,7 +107,15 @@ pub enum SidecarError {
 /// Validates a sidecar config file without starting anything
 /// (`rdmalb check --sidecar -c FILE`).
 pub fn check(config_path: impl AsRef<Path>) -> Result<SidecarConfig, ConfigErrors> {
-    config::load(config_path.as_ref())
+    let cfg = config::load(config_path.as_ref())?;
+    // A state file the sidecar would refuse at start-up is reported now.
+    let file = role::state::StateFile::new(cfg.state_file.clone(), cfg.node.clone());
+    if let Err(e) = file.load() {
+        let mut r = rdmalb_base::problems::ConfigCheck::new(config_path.as_ref());
+        r.add("state_file", e.to_string());
+        return Err(r.into_errors());
+    }
+    Ok(cfg)
 }
 
 /// Runs the sidecar described by `config_path` until `shutdown` turns true
@@ -192,7 +207,12 @@ impl Sidecar {
         // The role word is initialised before the first load block is
         // published and before tcp/verbs serve the window: proxies never
         // claim a node whose load block is unknown (see role::Applier::init).
-        let mut applier = role::Applier::init(cfg.clone(), memory.clone());
+        let mut applier = role::Applier::init(cfg.clone(), memory.clone()).map_err(|source| {
+            SidecarError::State {
+                node: cfg.node.clone(),
+                source,
+            }
+        })?;
 
         let mut slots = Vec::new();
         for (i, c) in cfg.collectors.iter().enumerate() {

@@ -22,10 +22,16 @@
 //! as `serving`; `ROLE_APPLIED` is left alone and the epoch is not retried
 //! (a proxy rolls the node back by claiming it for the site it serves).
 //!
+//! Before it acts on a new epoch, and after each switch ends, the sidecar
+//! records the role in its state file ([`state`]); a restart resumes that
+//! role (finishing an apply it died in) at an epoch past every one it saw.
+//!
 //! - [`crate::template`]: the `{{var}}` template syntax (shared with config validation).
 //! - [`apply`]: file replacement, reload command, verification probe.
+//! - [`state`]: the role kept on disk across restarts.
 
 pub mod apply;
+pub mod state;
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -38,6 +44,7 @@ use super::SidecarConfig;
 use crate::template::Vars;
 use rdmalb_window::layout::word;
 use rdmalb_window::{RoleState, RoleStatus, RoleStatusCode, RoleWord, SiteSlot, WindowMemory};
+use state::Start;
 
 /// The variables for rendering `slot` (`None`: no template for it).
 pub fn variables<'a>(
@@ -131,6 +138,12 @@ pub struct Applier {
     handled: u64,
     /// Last undecodable role word logged (logged once per value).
     bad_word: Option<u64>,
+    /// How this run started (first start or resumed role).
+    start: state::Start,
+    /// Where the role is kept across restarts.
+    state: state::StateFile,
+    /// Highest epoch recorded in the state file.
+    recorded: u64,
     client: hyper_util::client::legacy::Client<
         hyper_util::client::legacy::connect::HttpConnector,
         http_body_util::Empty<bytes::Bytes>,
@@ -139,27 +152,47 @@ pub struct Applier {
 }
 
 impl Applier {
-    /// Initialises the role word to the configured initial site (ACTIVE,
-    /// epoch 1). Call once, before any transport serves the window and
+    /// Initialises the role word: on a first start to the configured initial
+    /// site (ACTIVE, epoch 1); on a restart to the role recorded in the
+    /// state file (the site being applied when the sidecar stopped, else the
+    /// site it served) at an epoch [`state::RESTART_GAP`] past the last one
+    /// recorded. Call once, before any transport serves the window and
     /// before the first load block is published (proxies never claim a node
     /// whose load block is unknown, so nobody CASes the word before this).
-    pub fn init(cfg: Arc<SidecarConfig>, memory: Arc<WindowMemory>) -> Applier {
+    pub fn init(
+        cfg: Arc<SidecarConfig>,
+        memory: Arc<WindowMemory>,
+    ) -> Result<Applier, state::StateError> {
+        let file = state::StateFile::new(cfg.state_file.clone(), cfg.node.clone());
+        let start = file.start(cfg.site, |name| state::site_slot(&cfg.sites, name))?;
         let role = RoleWord {
-            site: cfg.site,
+            site: start.target,
             state: RoleState::Active,
-            epoch: 1,
+            epoch: start.epoch,
         };
-        memory.words()[word::ROLE].store(role.encode(), Ordering::Release);
-        Applier {
+        if start.restarted {
+            tracing::info!(node = %cfg.node, role = %role, file = %file.path().display(),
+                "resuming the role recorded before the restart");
+        }
+        let mut a = Applier {
+            serving: start.serving.unwrap_or(SiteSlot::Idle),
+            start,
             cfg,
             memory,
-            serving: SiteSlot::Idle,
             applied: 0,
             handled: 0,
+            recorded: 0,
+            state: file,
             bad_word: None,
             client: apply::probe_client(),
             report: Arc::new(Mutex::new(RoleReport::default())),
-        }
+        };
+        // Recorded before the word is written: a crash from here on
+        // restarts past this epoch too.
+        a.state.store(&a.persisted(role.epoch, Some(role.site)))?;
+        a.recorded = role.epoch;
+        a.memory.words()[word::ROLE].store(role.encode(), Ordering::Release);
+        Ok(a)
     }
 
     /// Shared report for /status.
@@ -172,20 +205,38 @@ impl Applier {
         self.serving
     }
 
-    /// Applies and verifies the initial site (epoch 1), so the running app
-    /// matches the role word, then publishes applied/OK. Without `[role]`
-    /// the app is taken as configured by hand and published right away.
+    /// Applies and verifies the start-up role, so the running app matches
+    /// the role word, then publishes applied/OK. Without `[role]` the app is
+    /// taken as configured by hand and published right away.
+    ///
+    /// On a first start a failure is an error (the sidecar does not start).
+    /// On a restart it is published as FAILED, with the site the app served
+    /// before, and the sidecar keeps running: a proxy rolls the node back,
+    /// as after any failed switch (a node that died mid-apply is resolved
+    /// either way, never left SWITCHING).
     pub async fn start_up(&mut self) -> Result<(), SwitchError> {
-        let site = self.cfg.site;
-        if self.cfg.role.is_none() {
-            self.serving = site;
-            self.publish(1, site, RoleStatusCode::Ok);
-            self.set_applied(1);
-            self.handled = 1;
+        let Start {
+            epoch,
+            target,
+            restarted,
+            ..
+        } = self.start.clone();
+        self.handled = epoch;
+        if self.cfg.role.is_none() && !restarted {
+            self.serving = target;
+            self.publish(epoch, target, RoleStatusCode::Ok);
+            self.set_applied(epoch);
+            self.record(epoch, None);
             return Ok(());
         }
-        self.handled = 1;
-        self.apply(1, site, Instant::now()).await
+        match self.apply(epoch, target, Instant::now()).await {
+            Err(e) if restarted => {
+                tracing::error!(node = %self.cfg.node, epoch, code = %e.code,
+                    "the role resumed after a restart could not be applied; published as failed for a proxy to roll back");
+                Ok(())
+            }
+            r => r,
+        }
     }
 
     /// Watches the role word until `shutdown` and applies each new epoch.
@@ -227,6 +278,13 @@ impl Applier {
             return None;
         }
         self.handled = role.epoch;
+        let applying = match role.state {
+            RoleState::Switching | RoleState::Active if role.site != self.serving => {
+                Some(role.site)
+            }
+            _ => None,
+        };
+        self.record(role.epoch, applying);
         match role.state {
             RoleState::Switching => {}
             RoleState::Active if role.site != self.serving => {}
@@ -268,6 +326,7 @@ impl Applier {
             Ok(()) => {
                 let took = seen.elapsed();
                 self.serving = target;
+                self.record(epoch, None);
                 self.publish(epoch, target, RoleStatusCode::Ok);
                 self.set_applied(epoch);
                 metrics::histogram!("rdmalb_sidecar_role_switch_seconds", "node" => node.clone())
@@ -289,6 +348,7 @@ impl Applier {
                 Ok(())
             }
             Err(e) => {
+                self.record(epoch, None);
                 self.publish(epoch, self.serving, e.code);
                 metrics::counter!("rdmalb_sidecar_role_switches_total", "node" => node.clone(), "result" => e.code.as_str())
                     .increment(1);
@@ -405,6 +465,35 @@ impl Applier {
             return format!("{reason}; reload after restore failed: {e}");
         }
         reason
+    }
+
+    /// The state file's contents for `epoch` (`applying`: the site a switch
+    /// in progress goes to).
+    fn persisted(&self, epoch: u64, applying: Option<SiteSlot>) -> state::Persisted {
+        state::Persisted {
+            node: self.cfg.node.clone(),
+            epoch,
+            serving: state::site_name(&self.cfg.sites, self.serving),
+            applying: applying
+                .filter(|a| *a != self.serving)
+                .map(|a| state::site_name(&self.cfg.sites, a)),
+        }
+    }
+
+    /// Records the role in the state file. A write that fails is logged and
+    /// counted, and the sidecar goes on: the node keeps serving, but a
+    /// restart before the next good write could resume an older role.
+    fn record(&mut self, epoch: u64, applying: Option<SiteSlot>) {
+        let p = self.persisted(epoch.max(self.recorded), applying);
+        match self.state.store(&p) {
+            Ok(()) => self.recorded = p.epoch,
+            Err(e) => {
+                metrics::counter!("rdmalb_sidecar_role_state_write_errors_total", "node" => self.cfg.node.clone())
+                    .increment(1);
+                tracing::error!(node = %self.cfg.node, error = %e,
+                    "could not record the role; a restart now could resume an older role");
+            }
+        }
     }
 
     fn publish(&self, epoch: u64, serving: SiteSlot, code: RoleStatusCode) {

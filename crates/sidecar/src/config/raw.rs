@@ -18,6 +18,7 @@ pub const TOP_LEVEL_KEYS: &[&str] = &[
     "admin",
     "site",
     "role",
+    "state_file",
 ];
 
 /// Keys accepted inside `[window]`.

@@ -123,6 +123,7 @@ pub fn validate(text: &str, path: &Path) -> Result<SidecarConfig, ConfigErrors> 
     let site = role::initial_site(&mut r, table.get("site"), &sites);
     let role = role::role(&mut r, table.get("role"), &sites, site);
     check_port_clashes(&mut r, &window, &collectors, admin.as_ref());
+    let state_file = state_file(&mut r, table.get("state_file"), node.as_deref());
 
     let site_hash = rdmalb_window::layout::site_table_hash(&sites);
     let file = r.file().to_path_buf();
@@ -138,8 +139,50 @@ pub fn validate(text: &str, path: &Path) -> Result<SidecarConfig, ConfigErrors> 
         collectors,
         admin,
         site,
+        state_file,
         role,
     })
+}
+
+/// `state_file`: where the role survives a restart (default `<node>.state`
+/// beside the config file). Its directory must exist; the sidecar creates
+/// the file.
+fn state_file(r: &mut ConfigCheck, v: Option<&toml::Value>, node: Option<&str>) -> PathBuf {
+    let text: Option<String> = r.field(
+        "state_file",
+        v,
+        "a file path such as \"/var/lib/rdmalb/n1.state\"",
+    );
+    let path = match text.as_deref() {
+        Some("") => {
+            r.add(
+                "state_file",
+                "empty path (expected a file the sidecar may write, such as \"/var/lib/rdmalb/n1.state\")",
+            );
+            return PathBuf::new();
+        }
+        Some(t) => r.path(t),
+        None => r.path(&format!("{}.state", node.unwrap_or("sidecar"))),
+    };
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if path.is_dir() {
+        r.add(
+            "state_file",
+            format!("`{}` is a directory (expected a file path)", path.display()),
+        );
+    } else if !dir.is_dir() {
+        r.add(
+            "state_file",
+            format!(
+                "directory `{}` does not exist (create it, writable by the sidecar; the role state must survive restarts, so not under /tmp or /run)",
+                dir.display()
+            ),
+        );
+    }
+    path
 }
 
 fn node_name(r: &mut ConfigCheck, v: Option<&toml::Value>) -> Option<String> {

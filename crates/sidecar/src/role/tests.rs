@@ -149,7 +149,7 @@ health_path = "/health"
 /// A node whose applier has run its start-up (initial site applied).
 async fn started(initial: &str, role_extra: &str, blog: &str) -> (Node, Applier) {
     let n = node(initial, role_extra, blog).await;
-    let mut a = Applier::init(n.cfg.clone(), n.memory.clone());
+    let mut a = Applier::init(n.cfg.clone(), n.memory.clone()).unwrap();
     a.start_up().await.unwrap();
     (n, a)
 }
@@ -169,7 +169,7 @@ fn last_failure(a: &Applier) -> FailureRecord {
 #[tokio::test]
 async fn start_up_applies_and_verifies_the_initial_site() {
     let n = node("shop", "verify_header = \"x-site\"", "site={{site}}\n").await;
-    let mut a = Applier::init(n.cfg.clone(), n.memory.clone());
+    let mut a = Applier::init(n.cfg.clone(), n.memory.clone()).unwrap();
     assert_eq!(
         n.role(),
         RoleWord {
@@ -202,7 +202,7 @@ async fn a_claim_is_applied_verified_and_published() {
         "site={{site}}\nhosts={{hosts_quoted}}\n",
     )
     .await;
-    let mut a = Applier::init(n.cfg.clone(), n.memory.clone());
+    let mut a = Applier::init(n.cfg.clone(), n.memory.clone()).unwrap();
     a.start_up().await.unwrap();
     let claim = n.claim(BLOG, RoleState::Switching);
     assert_eq!(a.step().await, Some(claim.epoch));
@@ -317,7 +317,7 @@ async fn idle_renders_the_idle_template_without_verification() {
         "site={{site}}\n",
     )
     .await;
-    let mut a = Applier::init(n.cfg.clone(), n.memory.clone());
+    let mut a = Applier::init(n.cfg.clone(), n.memory.clone()).unwrap();
     a.start_up().await.unwrap();
     n.claim(SiteSlot::Idle, RoleState::Switching);
     a.step().await;
@@ -367,7 +367,7 @@ async fn without_role_section_the_initial_site_is_published_and_claims_get_no_te
     let text = "node = \"n1\"\nnode_id = 1\nsites = [\"shop\", \"blog\"]\nsite = \"blog\"\n[window.shm]\npath = \"/dev/shm/unused\"\n[[collector]]\nkind = \"system\"\n";
     let cfg = Arc::new(config::parse(text, &dir.path().join("s.toml")).unwrap());
     let memory = Arc::new(WindowMemory::anonymous(1, cfg.site_hash).unwrap());
-    let mut a = Applier::init(cfg, memory.clone());
+    let mut a = Applier::init(cfg, memory.clone()).unwrap();
     a.start_up().await.unwrap();
     let status = |m: &WindowMemory| RoleStatus::decode(m.load(word::ROLE_STATUS).unwrap()).unwrap();
     assert_eq!(status(&memory), st(1, BLOG, RoleStatusCode::Ok));
@@ -398,7 +398,7 @@ async fn without_role_section_the_initial_site_is_published_and_claims_get_no_te
 async fn start_up_failure_is_an_error_and_restores_the_file() {
     let n = node("blog", "", "site={{site}}\nfail-reload\n").await;
     std::fs::write(n.file(), "hand-written\n").unwrap();
-    let mut a = Applier::init(n.cfg.clone(), n.memory.clone());
+    let mut a = Applier::init(n.cfg.clone(), n.memory.clone()).unwrap();
     let e = a.start_up().await.unwrap_err();
     assert_eq!(e.code, RoleStatusCode::ReloadFailed);
     assert_eq!(std::fs::read_to_string(n.file()).unwrap(), "hand-written\n");
@@ -437,12 +437,13 @@ fn variables_cover_every_builtin() {
     let _ = Path::new("");
 }
 
-fn role_off() -> (Arc<SidecarConfig>, Arc<WindowMemory>) {
+/// A node without `[role]`; the dir holds its state file.
+fn role_off() -> (tempfile::TempDir, Arc<SidecarConfig>, Arc<WindowMemory>) {
     let dir = tempfile::tempdir().unwrap();
     let text = "node = \"n1\"\nnode_id = 1\nsites = [\"shop\", \"blog\"]\nsite = \"shop\"\n[window.shm]\npath = \"/dev/shm/unused\"\n[[collector]]\nkind = \"system\"\n";
     let cfg = Arc::new(config::parse(text, &dir.path().join("s.toml")).unwrap());
     let memory = Arc::new(WindowMemory::anonymous(1, cfg.site_hash).unwrap());
-    (cfg, memory)
+    (dir, cfg, memory)
 }
 
 fn cas_next(memory: &WindowMemory, site: SiteSlot) -> RoleWord {
@@ -454,8 +455,8 @@ fn cas_next(memory: &WindowMemory, site: SiteSlot) -> RoleWord {
 
 #[tokio::test(start_paused = true)]
 async fn the_watcher_wakes_on_the_publishers_notice_and_rechecks_without_one() {
-    let (cfg, memory) = role_off();
-    let mut a = Applier::init(cfg, memory.clone());
+    let (_dir, cfg, memory) = role_off();
+    let mut a = Applier::init(cfg, memory.clone()).unwrap();
     a.start_up().await.unwrap();
     let notify = Arc::new(Notify::new());
     let (stop, stop_rx) = watch::channel(false);
@@ -503,4 +504,63 @@ async fn with_poll_set_the_watcher_reads_the_word_on_its_own_timer() {
     assert_eq!(seen, Some(st(c.epoch, SITE, RoleStatusCode::NoTemplate)));
     stop.send(true).unwrap();
     task.await.unwrap();
+}
+
+/// A restart: a new applier over fresh window memory (the window dies with
+/// the sidecar), same config and state file.
+fn restart(n: &mut Node) -> Applier {
+    n.memory = Arc::new(WindowMemory::anonymous(1, n.cfg.site_hash).unwrap());
+    Applier::init(n.cfg.clone(), n.memory.clone()).unwrap()
+}
+
+#[tokio::test]
+async fn a_restart_resumes_the_site_moved_to_at_an_epoch_past_every_earlier_one() {
+    let (mut n, mut a) = started("shop", "", "site={{site}}\n").await;
+    let claim = n.claim(BLOG, RoleState::Switching);
+    assert_eq!(a.step().await, Some(claim.epoch));
+    assert_eq!(a.serving(), BLOG);
+    drop(a);
+    let mut a = restart(&mut n);
+    let role = n.role();
+    assert_eq!((role.site, role.state), (BLOG, RoleState::Active));
+    assert_eq!(role.epoch, claim.epoch + state::RESTART_GAP);
+    assert_eq!(n.word(word::ROLE_APPLIED), 0, "not applied before start-up");
+    a.start_up().await.unwrap();
+    assert_eq!(n.status(), st(role.epoch, BLOG, RoleStatusCode::Ok));
+    assert_eq!(n.word(word::ROLE_APPLIED), role.epoch);
+    assert_eq!(std::fs::read_to_string(n.live()).unwrap(), "site=blog\n");
+}
+
+#[tokio::test]
+async fn a_restart_after_dying_mid_apply_finishes_the_apply() {
+    let (mut n, a) = started("shop", "", "site={{site}}\n").await;
+    let claim = n.claim(BLOG, RoleState::Switching);
+    // What the sidecar records before it acts on the epoch; then it dies.
+    let mut a = a;
+    a.record(claim.epoch, Some(BLOG));
+    drop(a);
+    let mut a = restart(&mut n);
+    assert_eq!(n.role().site, BLOG, "the apply it died in is finished");
+    a.start_up().await.unwrap();
+    assert_eq!(n.status().code, RoleStatusCode::Ok);
+    assert_eq!(n.status().serving, BLOG);
+    assert_eq!(std::fs::read_to_string(n.live()).unwrap(), "site=blog\n");
+}
+
+#[tokio::test]
+async fn a_restart_whose_apply_fails_reports_failed_and_keeps_running() {
+    let (mut n, mut a) = started("shop", "", "site={{site}}\nfail-reload\n").await;
+    a.record(7, Some(BLOG));
+    drop(a);
+    let mut a = restart(&mut n);
+    let epoch = n.role().epoch;
+    a.start_up()
+        .await
+        .expect("a restart does not refuse to start");
+    assert_eq!(
+        n.status(),
+        st(epoch, SITE, RoleStatusCode::ReloadFailed),
+        "failed, still serving the site it served"
+    );
+    assert_eq!(n.word(word::ROLE_APPLIED), 0);
 }
