@@ -103,6 +103,28 @@ pub(super) fn validate(
     );
     let lock_skew = duration_or_zero(c, "reconfig.lock_skew", &raw.lock_skew, d.lock_skew);
     let cooldown = duration_or_zero(c, "reconfig.cooldown", &raw.cooldown, d.cooldown);
+    let switch_timeout = c.duration(
+        "reconfig.switch_timeout",
+        raw.switch_timeout.as_deref(),
+        d.switch_timeout,
+    );
+    not_shorter(
+        c,
+        ("reconfig.switch_timeout", switch_timeout),
+        ("reconfig.sensitivity", sensitivity),
+        "a switch is judged once per round",
+    );
+    let rollback_backoff_max = c.duration(
+        "reconfig.rollback_backoff_max",
+        raw.rollback_backoff_max.as_deref(),
+        d.rollback_backoff_max,
+    );
+    not_shorter(
+        c,
+        ("reconfig.rollback_backoff_max", rollback_backoff_max),
+        ("reconfig.sensitivity", sensitivity),
+        "rollbacks are decided once per round",
+    );
 
     let window = match raw.window {
         None => ProxyWindow::default(),
@@ -199,6 +221,8 @@ pub(super) fn validate(
         lock_lease,
         lock_skew,
         cooldown,
+        switch_timeout,
+        rollback_backoff_max,
         lock_home,
         window,
         peers,

@@ -406,6 +406,13 @@ pub struct Reconfig {
     pub lock_skew: Duration,
     /// A node moved by any proxy is not moved again for this long.
     pub cooldown: Duration,
+    /// A node SWITCHING for longer than this is overdue: reclaimed (CAS
+    /// back to the site it serves) when its sidecar is alive, shown parked
+    /// when its sidecar is gone.
+    pub switch_timeout: Duration,
+    /// Cap of the backoff between rollbacks of a node that keeps failing to
+    /// apply (S, 2S, 4S, ... after the second failure in a row).
+    pub rollback_backoff_max: Duration,
     /// Proxy id whose window holds the site locks.
     pub lock_home: u16,
     /// This proxy's own window (site locks if it is the lock home, and its
@@ -428,6 +435,8 @@ impl Default for Reconfig {
             lock_lease: Duration::from_secs(2),
             lock_skew: Duration::from_millis(500),
             cooldown: Duration::from_secs(5),
+            switch_timeout: Duration::from_secs(30),
+            rollback_backoff_max: Duration::from_secs(60),
             lock_home: 1,
             window: ProxyWindow::default(),
             peers: Vec::new(),

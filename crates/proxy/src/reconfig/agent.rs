@@ -107,8 +107,12 @@ impl AgentSettings {
 /// One change the agent decided on this round.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {
-    /// CAS a FAILED node back to the site its sidecar really serves.
+    /// CAS a FAILED node back to the site its sidecar really serves (at
+    /// once after a first failure, then with a growing backoff).
     Rollback { node: usize },
+    /// CAS a node SWITCHING past `switch_timeout`, whose sidecar is alive,
+    /// back to the site it serves.
+    Reclaim { node: usize },
     /// Claim a donor node for a hot site.
     Claim { site: usize },
 }
@@ -178,6 +182,8 @@ struct Work {
     moved_at: Vec<Option<Instant>>,
     /// Offered and served rates per interval, against the guarantees.
     qos: QosAccount,
+    /// Switching deadlines and failure streaks, by node.
+    track: Vec<NodeTrack>,
 }
 
 /// The reconfiguration agent of one proxy.
@@ -227,6 +233,7 @@ impl Agent {
                 last_epoch: vec![None; nodes],
                 moved_at: vec![None; nodes],
                 qos: QosAccount::new(qos.guarantees.clone()),
+                track: vec![NodeTrack::default(); nodes],
             }),
             qos,
             shown: Mutex::new((Vec::new(), Vec::new())),
@@ -318,6 +325,9 @@ impl Agent {
         let views = self.read_all().await;
         let now = Instant::now();
         self.note_moves(&mut work, &views, now);
+        for v in views.iter().flatten() {
+            work.track[v.index].observe(v, now);
+        }
         self.follow_roles(&views);
         let flat: Vec<NodeView> = views
             .iter()
@@ -345,14 +355,15 @@ impl Agent {
             .filter(|(s, l)| work.hot.observe_round(*s, **l, short[*s], now))
             .map(|(s, _)| s)
             .collect();
-        let plan = self.plan(&views, &hot, &loads);
+        let plan = self.plan(&mut work, &views, &hot, &loads, now);
         self.show(&work, &views, &loads, now);
         let mut outcomes = Vec::new();
         for action in &plan.actions {
             match *action {
-                Action::Rollback { node } => {
+                Action::Rollback { node } | Action::Reclaim { node } => {
                     if let Some(Ok(v)) = views.get(node) {
-                        self.rollback(&mut work, v, now).await;
+                        let reclaim = matches!(action, Action::Reclaim { .. });
+                        self.rollback(&mut work, v, now, reclaim).await;
                     }
                 }
                 Action::Claim { site } => {
@@ -383,16 +394,39 @@ impl Agent {
     /// The diff between what the sites need and what the nodes are.
     fn plan(
         &self,
+        work: &mut Work,
         views: &[Result<NodeView, ViewError>],
         hot: &[usize],
         loads: &[Option<f64>],
+        now: Instant,
     ) -> Plan {
-        let mut actions: Vec<Action> = views
-            .iter()
-            .flatten()
-            .filter(|v| v.is_live() && v.effective() == Effective::Failed)
-            .map(|v| Action::Rollback { node: v.index })
-            .collect();
+        let mut actions: Vec<Action> = Vec::new();
+        for v in views.iter().flatten().filter(|v| v.is_live()) {
+            if v.effective() == Effective::Failed && self.rollback_due(work, v, now) {
+                actions.push(Action::Rollback { node: v.index });
+            }
+        }
+        let timeout = self.settings.reconfig.switch_timeout;
+        for v in views.iter().flatten() {
+            let track = &mut work.track[v.index];
+            let Some(overdue) = track.overdue(v, timeout, now) else {
+                continue;
+            };
+            track.mark_timed_out();
+            let name = &self.settings.nodes[v.index].name;
+            let action = match overdue {
+                Overdue::Reclaim => "reclaimed",
+                Overdue::Park => "parked",
+            };
+            Counters::bump(&self.counters.switch_timeouts);
+            metrics::counter!(status::SWITCH_TIMEOUTS, "action" => action).increment(1);
+            tracing::warn!(node = %name, role = %v.role, live = v.is_live(), action,
+                timeout = %rdmalb_base::duration::format(timeout),
+                "node still switching past switch_timeout");
+            if overdue == Overdue::Reclaim {
+                actions.push(Action::Reclaim { node: v.index });
+            }
+        }
         if self.settings.reconfig.mode == ReconfigMode::Reconfigure {
             actions.extend(
                 self.claim_order(hot, loads)
@@ -490,9 +524,34 @@ impl Agent {
         metrics::counter!(status::ERRORS, "step" => step).increment(1);
     }
 
-    /// Sends a FAILED node back to the site its sidecar really serves
-    /// (role contract). No lock: the CAS from the value read decides.
-    async fn rollback(&self, work: &mut Work, v: &NodeView, now: Instant) {
+    /// Whether a FAILED node may be rolled back now (backoff after repeated
+    /// failures); logs and counts a backoff once per failure.
+    fn rollback_due(&self, work: &mut Work, v: &NodeView, now: Instant) -> bool {
+        let r = &self.settings.reconfig;
+        let track = &mut work.track[v.index];
+        let Some(at) = track.rollback_at(r.sensitivity, r.rollback_backoff_max) else {
+            return true;
+        };
+        if now >= at {
+            return true;
+        }
+        if track.announce() {
+            Counters::bump(&self.counters.rollback_backoffs);
+            metrics::counter!(status::ROLLBACK_BACKOFFS).increment(1);
+            tracing::warn!(
+                node = %self.settings.nodes[v.index].name,
+                failures = track.failures(),
+                wait = %rdmalb_base::duration::format(at.saturating_duration_since(now)),
+                "node keeps failing to apply its role (is its app down?): next rollback after a backoff"
+            );
+        }
+        false
+    }
+
+    /// Sends a FAILED node (or a live one overdue in SWITCHING, `reclaim`)
+    /// back to the site its sidecar really serves (role contract). No lock:
+    /// the CAS from the value read decides.
+    async fn rollback(&self, work: &mut Work, v: &NodeView, now: Instant, reclaim: bool) {
         let Some(st) = v.status else { return };
         let Some(w) = self.source.node(v.index) else {
             return;
@@ -510,7 +569,11 @@ impl Agent {
                 tracing::warn!(
                     node = %name, failed = %v.role, code = %st.code,
                     back_to = %self.settings.site_name(st.serving), epoch = new.epoch,
-                    "node failed to apply its role: rolled back"
+                    "{}", if reclaim {
+                        "node switching past switch_timeout: sent back to the site it serves"
+                    } else {
+                        "node failed to apply its role: rolled back"
+                    }
                 );
             }
             Ok(false) => {
@@ -819,6 +882,9 @@ fn shared_counter(own: &LocalWindow, site: usize) -> u64 {
 mod manual;
 mod policy;
 mod report;
+mod track;
+
+use track::{NodeTrack, Overdue};
 
 #[cfg(test)]
 mod tests;

@@ -39,6 +39,16 @@ pub const MOVES: &str = "rdmalb_reconfig_moves_total";
 pub const VERDICTS: &str = "rdmalb_reconfig_claim_verdicts_total";
 /// Gauge `rdmalb_reconfig_history_seconds{site}`: the site's current T.
 pub const HISTORY: &str = "rdmalb_reconfig_history_seconds";
+/// Counter `rdmalb_reconfig_switch_timeouts_total{action}`: nodes still
+/// SWITCHING past `switch_timeout`, `reclaimed` (sidecar alive: sent back to
+/// the site it serves) or `parked` (sidecar gone).
+pub const SWITCH_TIMEOUTS: &str = "rdmalb_reconfig_switch_timeouts_total";
+/// Counter `rdmalb_reconfig_rollback_backoffs_total`: failures in a row
+/// whose rollback waits for a backoff (the node's app stays down).
+pub const ROLLBACK_BACKOFFS: &str = "rdmalb_reconfig_rollback_backoffs_total";
+/// Gauge `rdmalb_reconfig_parked_nodes`: nodes switching past
+/// `switch_timeout` whose sidecar is gone.
+pub const PARKED: &str = "rdmalb_reconfig_parked_nodes";
 /// Gauge `rdmalb_reconfig_nodes{state}`: nodes by effective state.
 pub const NODES: &str = "rdmalb_reconfig_nodes";
 
@@ -54,6 +64,8 @@ pub struct Counters {
     pub rollbacks: AtomicU64,
     pub errors: AtomicU64,
     pub moves: AtomicU64,
+    pub switch_timeouts: AtomicU64,
+    pub rollback_backoffs: AtomicU64,
 }
 
 impl Counters {
@@ -74,6 +86,8 @@ impl Counters {
             rollbacks: g(&self.rollbacks),
             errors: g(&self.errors),
             moves: g(&self.moves),
+            switch_timeouts: g(&self.switch_timeouts),
+            rollback_backoffs: g(&self.rollback_backoffs),
         }
     }
 }
@@ -91,6 +105,10 @@ pub struct CountersSnapshot {
     pub errors: u64,
     /// Role changes seen on any node (see [`MOVES`]).
     pub moves: u64,
+    /// Nodes found switching past `switch_timeout` (see [`SWITCH_TIMEOUTS`]).
+    pub switch_timeouts: u64,
+    /// Rollbacks held back by a backoff (see [`ROLLBACK_BACKOFFS`]).
+    pub rollback_backoffs: u64,
 }
 
 /// The agent's part of `/status`.
@@ -153,6 +171,17 @@ pub struct NodeRole {
     pub load: Option<f64>,
     /// Whether the node is cooling down after a move.
     pub cooling: bool,
+    /// How long the node has been SWITCHING at its epoch (as this proxy
+    /// saw it).
+    pub switching_ms: Option<u64>,
+    /// SWITCHING past `switch_timeout` with its sidecar gone: nothing can
+    /// apply a role there until the sidecar is back.
+    pub parked: bool,
+    /// Failed applies in a row.
+    pub consecutive_failures: u32,
+    /// When FAILED and held back by the rollback backoff: milliseconds until
+    /// the next rollback.
+    pub rollback_in_ms: Option<u64>,
 }
 
 /// A decoded `ROLE_STATUS` for `/status`.

@@ -38,6 +38,7 @@ impl Agent {
             })
             .collect();
         let mut by_state = [0u32; 4];
+        let mut parked = 0u32;
         let nodes = views
             .iter()
             .enumerate()
@@ -60,6 +61,10 @@ impl Agent {
                     freshness: None,
                     load: None,
                     cooling: self.cooling(work, i, now),
+                    switching_ms: None,
+                    parked: false,
+                    consecutive_failures: work.track[i].failures(),
+                    rollback_in_ms: None,
                 };
                 match r {
                     Err(e) if *window => role.error = Some(e.to_string()),
@@ -78,6 +83,16 @@ impl Agent {
                         });
                         role.freshness = Some(v.freshness);
                         role.load = v.load;
+                        let track = &work.track[i];
+                        role.switching_ms = track.switching_for(now).map(|d| d.as_millis() as u64);
+                        role.parked = track.parked(v);
+                        parked += u32::from(role.parked);
+                        let r = &self.settings.reconfig;
+                        role.rollback_in_ms = (v.effective() == Effective::Failed)
+                            .then(|| track.rollback_at(r.sensitivity, r.rollback_backoff_max))
+                            .flatten()
+                            .filter(|at| *at > now)
+                            .map(|at| at.saturating_duration_since(now).as_millis() as u64);
                     }
                 }
                 role
@@ -94,6 +109,7 @@ impl Agent {
         {
             metrics::gauge!(status::NODES, "state" => e.as_str()).set(f64::from(n));
         }
+        metrics::gauge!(status::PARKED).set(f64::from(parked));
         if let Ok(mut g) = self.shown.lock() {
             *g = (sites, nodes);
         }

@@ -428,4 +428,5 @@ async fn routing_follows_a_claim_made_by_another_proxy_within_role_poll() {
     assert!(n2.serves(0));
 }
 
+mod faults;
 mod qos;
