@@ -19,8 +19,8 @@ use rdmalb_window::layout::site_lock_word;
 use rdmalb_window::{ReadPolicy, RoleState, SiteLock, SiteSlot};
 
 const INITIAL: [Option<u16>; 6] = [Some(0), Some(1), Some(1), Some(1), None, None];
-const LEASE_MS: u64 = 1500;
-const SKEW_MS: u64 = 300;
+const LEASE_MS: u64 = 2000;
+const SKEW_MS: u64 = 500;
 
 fn proxy_config(nodes: &Nodes, p1: &std::path::Path, p2: &std::path::Path) -> String {
     let (listener, _, _) = crate::support::listener_toml();

@@ -80,7 +80,7 @@ async fn start_proxies(tag: &str, nodes: &Nodes, tcp: bool, rng: &mut impl Rng) 
             sensitivity,
             history: Duration::from_millis(60),
             lock_lease: Duration::from_secs(2),
-            lock_skew: Duration::from_millis(200),
+            lock_skew: Duration::from_millis(500),
             cooldown: Duration::ZERO,
             lock_home: 1,
             peers,

@@ -59,6 +59,11 @@ pub mod word {
     pub const SITE_HASH: usize = 3;
     /// Window size in bytes (4096).
     pub const SIZE: usize = 4;
+    /// Generation: a random non-zero value drawn each time the window is
+    /// created. A proxy holding a site lock on a lock home checks it is
+    /// unchanged before each write under the lock: a restarted lock home
+    /// (fresh, free locks) has another generation.
+    pub const GENERATION: usize = 5;
 
     /// Seqlock word written first (odd while a write is in progress).
     pub const SEQ_BEGIN: usize = 8;

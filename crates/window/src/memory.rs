@@ -187,7 +187,13 @@ impl WindowMemory {
         w[word::NODE_ID].store(node_id, Ordering::Relaxed);
         w[word::SITE_HASH].store(site_hash, Ordering::Relaxed);
         w[word::SIZE].store(WINDOW_BYTES as u64, Ordering::Relaxed);
+        w[word::GENERATION].store(rand::random::<u64>() | 1, Ordering::Relaxed);
         w[word::MAGIC].store(layout::MAGIC, Ordering::Release);
+    }
+
+    /// The generation drawn when the window was created (header word 5).
+    pub fn generation(&self) -> u64 {
+        self.words()[word::GENERATION].load(Ordering::Acquire)
     }
 
     /// Node id from the header.

@@ -102,6 +102,31 @@ pub(super) fn validate(
         d.lock_lease,
     );
     let lock_skew = duration_or_zero(c, "reconfig.lock_skew", &raw.lock_skew, d.lock_skew);
+    // Fencing (docs/reconfiguration.md, "Faults"): writes under a lock are
+    // made only with one op timeout of lease left, and a lock is taken over
+    // only after lease + skew, so skew must cover a write that lands late.
+    if raw.lock_skew.is_some() && lock_skew < MIN_LOCK_SKEW {
+        c.add(
+            "reconfig.lock_skew",
+            format!(
+                "{} is shorter than one window operation timeout ({}): a write its holder started before the lease ran out could land after another proxy took the lock over (accepted: at least {}, plus the clock skew between proxies)",
+                duration::format(lock_skew),
+                duration::format(WINDOW_OP_TIMEOUT),
+                duration::format(MIN_LOCK_SKEW)
+            ),
+        );
+    }
+    if raw.lock_lease.is_some() && lock_lease < MIN_LOCK_LEASE {
+        c.add(
+            "reconfig.lock_lease",
+            format!(
+                "{} leaves no room for a claim: under the lock the agent reads every node, then makes two writes that each need {} of lease left (accepted: at least {})",
+                duration::format(lock_lease),
+                duration::format(WINDOW_OP_TIMEOUT),
+                duration::format(MIN_LOCK_LEASE)
+            ),
+        );
+    }
     let cooldown = duration_or_zero(c, "reconfig.cooldown", &raw.cooldown, d.cooldown);
     let switch_timeout = c.duration(
         "reconfig.switch_timeout",

@@ -444,6 +444,18 @@ impl Default for Reconfig {
     }
 }
 
+/// Bound on one remote window operation of the reconfiguration protocol
+/// (`reconfig::protocol::op`): a peer that stopped answering must not hang
+/// a round.
+pub const WINDOW_OP_TIMEOUT: Duration = Duration::from_millis(500);
+/// Shortest `lock_skew`: a write started under the lock may land up to one
+/// op timeout after its holder's deadline check, so a lock is taken over at
+/// least that long after its deadline.
+pub const MIN_LOCK_SKEW: Duration = WINDOW_OP_TIMEOUT;
+/// Shortest `lock_lease`: room for the fresh view under the lock and the
+/// two fenced write steps, each of which needs one op timeout of lease left.
+pub const MIN_LOCK_LEASE: Duration = Duration::from_millis(4 * 500);
+
 /// `[reconfig.window]`: how peers reach this proxy's window.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ProxyWindow {

@@ -19,7 +19,7 @@ use tokio::time::Instant;
 use super::donor::{choose_donor, DonorQuery, SiteLimits};
 use super::history::HotTracker;
 use super::peers::{LocalWindow, WindowSource};
-use super::protocol::{self, HeldLock, LockAttempt, ProtocolError};
+use super::protocol::{self, Fence, HeldLock, LockAttempt, ProtocolError};
 use super::status::{self, Counters, NodeRole, SiteRole};
 use super::view::{read_node, site_load, Effective, NodeView, ViewError};
 use crate::balance::Backends;
@@ -143,6 +143,15 @@ pub enum ClaimOutcome {
     LostCas { node: String },
     /// Our lease ran out before the claim (a very slow round): nothing done.
     LeaseExpired,
+    /// A node is already SWITCHING towards the site (another proxy's claim).
+    Coming { node: String },
+    /// The lock was taken over, or the lock home restarted, while we held
+    /// it: nothing more was written.
+    LockLost { reason: String },
+    /// The role CAS got no reply and reading the word back could not tell
+    /// whether it landed: the other proxies were told (as for a claim) and
+    /// the outcome is settled from the role word in the next rounds.
+    Unresolved { node: String, epoch: u64 },
 }
 
 /// Why an admin move was refused.
@@ -161,13 +170,36 @@ pub enum MoveError {
 }
 
 /// One claim in the making: the role's site, the site whose lock is held,
-/// whether an operator asked for it, and the lock's lease deadline.
-#[derive(Debug, Clone, Copy)]
+/// whether an operator asked for it, and the locks held for it (the site's
+/// and, when the node leaves another site, that site's), each re-validated
+/// before every write ([`protocol::fence`]).
+#[derive(Debug, Clone)]
 struct Claim {
     to: SiteSlot,
     site: usize,
     admin: bool,
-    deadline_ms: u64,
+    locks: Vec<HeldLock>,
+}
+
+/// What [`Agent::choose`] found on its fresh view.
+enum Choice {
+    /// Move this node (view as read).
+    Node(usize, NodeView),
+    /// Nothing fits the donor rules (or the admin's node is gone).
+    NoDonor,
+    /// A live node is already SWITCHING towards the site (another proxy's
+    /// claim whose counter bump has not reached us yet).
+    Coming(usize),
+}
+
+/// A claim whose role CAS got no reply and could not be settled by reading
+/// the word back: resolved from the role word in later rounds.
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    node: usize,
+    /// The role word our CAS would have written.
+    word: RoleWord,
+    admin: bool,
 }
 
 /// Mutable state of the agent, used by one round (or one admin move) at a
@@ -184,6 +216,8 @@ struct Work {
     qos: QosAccount,
     /// Switching deadlines and failure streaks, by node.
     track: Vec<NodeTrack>,
+    /// Claims whose outcome is not known yet.
+    pending: Vec<Pending>,
 }
 
 /// The reconfiguration agent of one proxy.
@@ -234,6 +268,7 @@ impl Agent {
                 moved_at: vec![None; nodes],
                 qos: QosAccount::new(qos.guarantees.clone()),
                 track: vec![NodeTrack::default(); nodes],
+                pending: Vec::new(),
             }),
             qos,
             shown: Mutex::new((Vec::new(), Vec::new())),
@@ -324,6 +359,7 @@ impl Agent {
         Counters::bump(&self.counters.rounds);
         let views = self.read_all().await;
         let now = Instant::now();
+        self.settle_pending(&mut work, &views).await;
         self.note_moves(&mut work, &views, now);
         for v in views.iter().flatten() {
             work.track[v.index].observe(v, now);
@@ -621,9 +657,13 @@ impl Agent {
             Ok(h) => h,
             Err(busy) => return Ok(busy),
         };
-        let outcome = self
-            .claim_locked(work, home.as_ref(), to, lock_site, node, held.deadline_ms)
-            .await;
+        let claim = Claim {
+            to,
+            site: lock_site,
+            admin: node.is_some(),
+            locks: vec![held],
+        };
+        let outcome = self.claim_locked(work, home.as_ref(), claim, node).await;
         self.unlock(home.as_ref(), held).await;
         outcome
     }
@@ -694,46 +734,50 @@ impl Agent {
         &self,
         work: &mut Work,
         home: &dyn RemoteWindow,
-        to: SiteSlot,
-        site: usize,
+        mut claim: Claim,
         node: Option<usize>,
-        deadline_ms: u64,
     ) -> Result<ClaimOutcome, ProtocolError> {
+        let (to, site) = (claim.to, claim.site);
         // Re-check under the lock: a proxy that claimed before we locked
         // bumped our counter before it unlocked.
         if node.is_none() && self.adopt_counter(work, site) {
             return Ok(ClaimOutcome::Skipped);
         }
-        let claim = Claim {
-            to,
-            site,
-            admin: node.is_some(),
-            deadline_ms,
-        };
         // The view before the lock may be stale: decide on a fresh one.
-        let Some((chosen, v)) = self.choose(work, site, to, node).await? else {
-            return Ok(ClaimOutcome::NoDonor);
+        let (chosen, v) = match self.choose(work, site, to, node).await? {
+            Choice::Node(i, v) => (i, v),
+            Choice::NoDonor => return Ok(ClaimOutcome::NoDonor),
+            Choice::Coming(i) => return Ok(self.coming(site, i)),
         };
         // Taking a node out of another site also takes that site's lock, so
         // two hot sites cannot both take the donor site's last spare node
         // (min_nodes). Decide again on a view read under both locks.
         let donor_site = v.role.site.index().filter(|d| *d != site);
         let Some(d) = donor_site else {
-            return self.cas_claim(work, claim, chosen, v).await;
+            return self.cas_claim(work, home, claim, chosen, v).await;
         };
         let held = match self.lock(home, d).await? {
             Ok(h) => h,
             Err(busy) => return Ok(busy),
         };
+        claim.locks.push(held);
         let outcome = match self.choose(work, site, to, node).await {
-            Ok(Some((i, v))) if v.role.site.index().is_none_or(|s| s == d) => {
-                self.cas_claim(work, claim, i, v).await
+            Ok(Choice::Node(i, v)) if v.role.site.index().is_none_or(|s| s == d) => {
+                self.cas_claim(work, home, claim, i, v).await
             }
+            Ok(Choice::Coming(i)) => Ok(self.coming(site, i)),
             Ok(_) => Ok(ClaimOutcome::NoDonor),
             Err(e) => Err(e),
         };
         self.unlock(home, held).await;
         outcome
+    }
+
+    fn coming(&self, site: usize, node: usize) -> ClaimOutcome {
+        let name = self.settings.nodes[node].name.clone();
+        tracing::debug!(site = %self.settings.sites[site].name, node = %name,
+            "a node is already switching to the site: no second claim");
+        ClaimOutcome::Coming { node: name }
     }
 
     /// Reads every node and picks the node to move: the donor rules for the
@@ -744,13 +788,27 @@ impl Agent {
         site: usize,
         to: SiteSlot,
         node: Option<usize>,
-    ) -> Result<Option<(usize, NodeView)>, ProtocolError> {
+    ) -> Result<Choice, ProtocolError> {
         let views: Vec<Option<NodeView>> =
             self.read_all().await.into_iter().map(Result::ok).collect();
         let now = Instant::now();
         let chosen = match node {
             Some(i) => i,
             None => {
+                // A live node on its way to the site is capacity already
+                // claimed for this hot event (a switch past its deadline
+                // does not count).
+                let timeout = self.settings.reconfig.switch_timeout;
+                if let Some(v) = views.iter().flatten().find(|v| {
+                    v.role.site == to
+                        && v.is_live()
+                        && v.effective() == Effective::Switching
+                        && work.track[v.index]
+                            .switching_for(now)
+                            .is_none_or(|d| d < timeout)
+                }) {
+                    return Ok(Choice::Coming(v.index));
+                }
                 let fixed: Vec<usize> = (0..self.settings.sites.len())
                     .map(|s| {
                         let n = &self.settings.nodes;
@@ -774,12 +832,12 @@ impl Agent {
                 };
                 match choose_donor(&q) {
                     Some(i) => i,
-                    None => return Ok(None),
+                    None => return Ok(Choice::NoDonor),
                 }
             }
         };
         let Some(v) = views.get(chosen).cloned().flatten() else {
-            return Ok(None);
+            return Ok(Choice::NoDonor);
         };
         if node.is_some() {
             let name = self.settings.nodes[chosen].name.clone();
@@ -793,39 +851,133 @@ impl Agent {
                 },
             })?;
         }
-        Ok(Some((chosen, v)))
+        Ok(Choice::Node(chosen, v))
     }
 
-    /// The second-level CAS and what follows a won claim.
+    /// Re-validates every lock of `claim` before a write (fencing). `None`:
+    /// write; `Some(outcome)`: stop, nothing more is written.
+    async fn fence(
+        &self,
+        home: &dyn RemoteWindow,
+        claim: &Claim,
+        step: &'static str,
+    ) -> Result<Option<ClaimOutcome>, ProtocolError> {
+        for held in &claim.locks {
+            let reason = match protocol::fence(home, held).await? {
+                Fence::Held => continue,
+                Fence::LeaseShort => return Ok(Some(ClaimOutcome::LeaseExpired)),
+                Fence::TakenOver => "the lock was taken over after its lease ran out",
+                Fence::HomeRestarted => "the lock home restarted (its window generation changed)",
+            };
+            Counters::bump(&self.counters.fenced);
+            metrics::counter!(status::FENCED, "step" => step).increment(1);
+            tracing::warn!(site = %self.settings.sites[held.site].name, step, reason,
+                "site lock lost while claiming: nothing more written");
+            return Ok(Some(ClaimOutcome::LockLost {
+                reason: reason.to_string(),
+            }));
+        }
+        Ok(None)
+    }
+
+    /// The second-level CAS, fenced. The other proxies' counters are bumped
+    /// first, under the lock: a claim that then loses its CAS costs them a
+    /// skipped round, while one whose bump came after the lease could let
+    /// another proxy claim twice for one hot event.
     async fn cas_claim(
         &self,
         work: &mut Work,
+        home: &dyn RemoteWindow,
         claim: Claim,
         chosen: usize,
         v: NodeView,
     ) -> Result<ClaimOutcome, ProtocolError> {
-        let Claim {
-            to,
-            site,
-            admin,
-            deadline_ms,
-        } = claim;
-        let now = Instant::now();
+        let (to, site, admin) = (claim.to, claim.site, claim.admin);
         let name = self.settings.nodes[chosen].name.clone();
-        if rdmalb_base::time::unix_now_ms() >= deadline_ms {
-            return Ok(ClaimOutcome::LeaseExpired);
-        }
         let Some(w) = self.source.node(chosen) else {
             return Ok(ClaimOutcome::NoDonor);
         };
+        if let Some(stop) = self.fence(home, &claim, "counters").await? {
+            return Ok(stop);
+        }
+        self.bump_peers(site).await;
+        if let Some(stop) = self.fence(home, &claim, "role").await? {
+            return Ok(stop);
+        }
         let new = v.role.next(to, RoleState::Switching);
-        if !protocol::claim(w.as_ref(), v.raw_role, new).await? {
+        let now = Instant::now();
+        let won = match protocol::claim(w.as_ref(), v.raw_role, new).await {
+            Ok(won) => won,
+            Err(e @ ProtocolError::Unresolved { .. }) => {
+                // It may have landed: count on it for the hot event (the
+                // peers know already), settle it from the word later.
+                Counters::bump(&self.counters.unresolved);
+                metrics::counter!(status::UNRESOLVED, "step" => "claim").increment(1);
+                tracing::warn!(node = %name, error = %e, "claim outcome unknown; settled from the role word in the next rounds");
+                self.landed(work, chosen, new, site, admin, now);
+                work.pending.push(Pending {
+                    node: chosen,
+                    word: new,
+                    admin,
+                });
+                work.local[site] = protocol::bump_counter(&self.own, site).await?;
+                return Ok(ClaimOutcome::Unresolved {
+                    node: name,
+                    epoch: new.epoch,
+                });
+            }
+            Err(e) => return Err(e),
+        };
+        if !won {
             Counters::bump(&self.counters.lost_cas);
             metrics::counter!(status::LOST_CAS).increment(1);
             return Ok(ClaimOutcome::LostCas { node: name });
         }
-        // The claim stands; what follows only informs the other proxies.
-        self.follow(chosen, to, false);
+        self.landed(work, chosen, new, site, admin, now);
+        self.claimed(w.as_ref(), &name, new, to, admin).await;
+        work.local[site] = protocol::bump_counter(&self.own, site).await?;
+        Ok(ClaimOutcome::Claimed {
+            node: name,
+            site: self.settings.site_name(to),
+            epoch: new.epoch,
+        })
+    }
+
+    /// Bumps site `site`'s update counter on every other proxy.
+    async fn bump_peers(&self, site: usize) {
+        let bumps = self.settings.reconfig.peers.iter().map(|peer| async move {
+            let r = match self.source.proxy(peer.id) {
+                Some(pw) => protocol::bump_counter(pw.as_ref(), site).await.map(|_| ()),
+                None => Err(ProtocolError::Window {
+                    step: "FAA of update counter",
+                    peer: format!("proxy {}", peer.id),
+                    source: rdmalb_window::WindowError::Closed {
+                        peer: format!("proxy {}", peer.id),
+                    },
+                }),
+            };
+            (peer.id, r)
+        });
+        for (peer, r) in futures_util::future::join_all(bumps).await {
+            if let Err(e) = r {
+                self.error("counter");
+                tracing::warn!(peer, error = %e, "could not bump a peer's update counter; it may claim for the same event");
+            }
+        }
+    }
+
+    /// What follows a role CAS that landed (or may have): routing, moves,
+    /// the hot history.
+    fn landed(
+        &self,
+        work: &mut Work,
+        chosen: usize,
+        new: RoleWord,
+        site: usize,
+        admin: bool,
+        now: Instant,
+    ) {
+        self.follow(chosen, new.site, false);
         self.moved();
         work.moved_at[chosen] = Some(now);
         work.last_epoch[chosen] = Some(new.epoch);
@@ -838,37 +990,53 @@ impl Agent {
                 .map_or(0.0, |q| q.offered_rps);
             work.hot.claimed(site, offered, now);
         }
-        if let Err(e) =
-            protocol::write_claim_record(w.as_ref(), self.settings.proxy_id, new.epoch).await
-        {
+    }
+
+    /// Records a claim known to have landed: the claim record on the node
+    /// (informational) and the claim counters.
+    async fn claimed(
+        &self,
+        w: &dyn RemoteWindow,
+        name: &str,
+        new: RoleWord,
+        to: SiteSlot,
+        admin: bool,
+    ) {
+        if let Err(e) = protocol::write_claim_record(w, self.settings.proxy_id, new.epoch).await {
             tracing::debug!(node = %name, error = %e, "claim record not written");
         }
-        for peer in &self.settings.reconfig.peers {
-            let bumped = match self.source.proxy(peer.id) {
-                Some(pw) => protocol::bump_counter(pw.as_ref(), site).await.map(|_| ()),
-                None => Err(ProtocolError::Window {
-                    step: "FAA of update counter",
-                    peer: format!("proxy {}", peer.id),
-                    source: rdmalb_window::WindowError::Closed {
-                        peer: format!("proxy {}", peer.id),
-                    },
-                }),
-            };
-            if let Err(e) = bumped {
-                self.error("counter");
-                tracing::warn!(peer = peer.id, error = %e, "could not bump a peer's update counter; it may claim for the same event");
-            }
-        }
-        work.local[site] = protocol::bump_counter(&self.own, site).await?;
         Counters::bump(&self.counters.claims);
         let by = if admin { "admin" } else { "agent" };
         metrics::counter!(status::CLAIMS, "site" => self.settings.site_name(to), "by" => by)
             .increment(1);
-        Ok(ClaimOutcome::Claimed {
-            node: name,
-            site: self.settings.site_name(to),
-            epoch: new.epoch,
-        })
+    }
+
+    /// Settles claims whose CAS got no reply, from this round's role words:
+    /// our word there means it landed; the word at or past our epoch with
+    /// another value means it did not (or was changed since: either way it
+    /// is not ours to count).
+    async fn settle_pending(&self, work: &mut Work, views: &[Result<NodeView, ViewError>]) {
+        let mut still = Vec::new();
+        for p in std::mem::take(&mut work.pending) {
+            let Some(Ok(v)) = views.get(p.node) else {
+                still.push(p);
+                continue;
+            };
+            let name = self.settings.nodes[p.node].name.clone();
+            if v.raw_role == p.word.encode() {
+                tracing::info!(node = %name, epoch = p.word.epoch, "the claim whose reply was lost landed");
+                if let Some(w) = self.source.node(p.node) {
+                    self.claimed(w.as_ref(), &name, p.word, p.word.site, p.admin)
+                        .await;
+                }
+            } else if v.role.epoch >= p.word.epoch {
+                tracing::info!(node = %name, epoch = p.word.epoch, now = %v.role,
+                    "the claim whose reply was lost did not land (or was changed since)");
+            } else {
+                still.push(p);
+            }
+        }
+        work.pending = still;
     }
 }
 

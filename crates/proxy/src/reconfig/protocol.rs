@@ -12,6 +12,13 @@
 //!
 //! Every function returns what happened; policy (retry or not, metrics)
 //! belongs to the agent.
+//!
+//! A CAS or fetch-and-add whose reply did not come (a timeout, a cut
+//! connection) may still have landed. It is never taken as failed: the
+//! word is read back (the role word and the lock word tell whether our value
+//! is there; a counter tells whether it moved) and, when that cannot
+//! settle it, the step returns [`ProtocolError::Unresolved`] so the agent
+//! acts as if it may have happened.
 
 use std::time::Duration;
 
@@ -37,6 +44,18 @@ pub enum ProtocolError {
     /// A site index past the 64 site slots of a window.
     #[error("site index {0} has no lock or counter word (at most 64 sites)")]
     NoSuchSite(usize),
+    /// A CAS whose reply was lost, and reading the word back could not tell
+    /// whether it landed: the caller must act as if it may have.
+    #[error("{step} on {peer}: no reply ({source}), and the word read back does not tell whether it landed")]
+    Unresolved {
+        /// Which step.
+        step: &'static str,
+        /// The window's peer name.
+        peer: String,
+        /// Why the reply was lost.
+        #[source]
+        source: WindowError,
+    },
     /// The lock word holds something no proxy writes.
     #[error("site lock word of site {site}: {source}")]
     BadLock {
@@ -51,7 +70,7 @@ pub enum ProtocolError {
 /// Bound on one remote operation: a peer that stopped answering (a stalled
 /// tcp responder) must not hang a round. A lock held by a hung round frees
 /// itself when its lease runs out.
-pub const OP_TIMEOUT: Duration = Duration::from_millis(500);
+pub const OP_TIMEOUT: Duration = crate::config::WINDOW_OP_TIMEOUT;
 
 /// Runs one window operation of step `step` on `w`, bounded by
 /// [`OP_TIMEOUT`].
@@ -75,6 +94,58 @@ pub(crate) async fn op<T>(
     })
 }
 
+/// Whether a failed operation may still have been applied by the peer
+/// (the request may have left before the reply was lost).
+fn may_have_landed(e: &ProtocolError) -> Option<&WindowError> {
+    match e {
+        ProtocolError::Window { source, .. }
+            if matches!(
+                source,
+                WindowError::Timeout { .. } | WindowError::Closed { .. } | WindowError::Io { .. }
+            ) =>
+        {
+            Some(source)
+        }
+        _ => None,
+    }
+}
+
+/// What a CAS of `word` from `expected` to `new` did when its reply was
+/// lost (`err`), told by reading the word back: `Ok(true)` it landed (the
+/// word holds `new`, a value only this CAS writes), `Ok(false)` it cannot
+/// land any more (`still_lost` says the word moved on without it), `Err`
+/// the original error, or [`ProtocolError::Unresolved`].
+async fn read_back(
+    step: &'static str,
+    w: &dyn RemoteWindow,
+    wd: usize,
+    new: u64,
+    err: ProtocolError,
+    still_lost: impl Fn(u64) -> bool,
+) -> Result<bool, ProtocolError> {
+    if may_have_landed(&err).is_none() {
+        return Err(err);
+    }
+    let ProtocolError::Window { source, .. } = err else {
+        return Err(err);
+    };
+    match op("reading back after a lost reply", w, w.read_word(wd)).await {
+        Ok(now) if now == new => Ok(true),
+        Ok(now) if still_lost(now) => Ok(false),
+        _ => Err(ProtocolError::Unresolved {
+            step,
+            peer: w.peer().to_string(),
+            source,
+        }),
+    }
+}
+
+/// The window generation of `home` (header word, read with the header).
+async fn generation(home: &dyn RemoteWindow) -> Result<u64, ProtocolError> {
+    let header = op("reading lock home generation", home, home.read_raw()).await?;
+    Ok(header[word::GENERATION])
+}
+
 /// A site lock this proxy holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HeldLock {
@@ -84,6 +155,46 @@ pub struct HeldLock {
     pub raw: u64,
     /// Lease deadline, unix ms.
     pub deadline_ms: u64,
+    /// The lock home's window generation when the lock was taken.
+    pub generation: u64,
+}
+
+/// Whether a held lock still fences a write ([`fence`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fence {
+    /// Ours, with at least one op timeout of lease left.
+    Held,
+    /// Less than one op timeout of lease left: a write started now could
+    /// land after another proxy took the lock over.
+    LeaseShort,
+    /// The lock word is not ours any more (taken over after our lease).
+    TakenOver,
+    /// The lock home's window has another generation (it restarted: its
+    /// locks are fresh and another proxy may hold ours).
+    HomeRestarted,
+}
+
+/// Re-validates `held` before a write made under it (fencing, issue 12
+/// defect 4): enough lease left for one more operation, the lock home's
+/// generation unchanged, and the lock word still ours (its value is unique
+/// to this acquisition: owner and deadline).
+pub async fn fence(home: &dyn RemoteWindow, held: &HeldLock) -> Result<Fence, ProtocolError> {
+    let left = held
+        .deadline_ms
+        .saturating_sub(rdmalb_base::time::unix_now_ms());
+    if left < OP_TIMEOUT.as_millis() as u64 {
+        return Ok(Fence::LeaseShort);
+    }
+    let generation = generation(home).await?;
+    if generation != held.generation {
+        return Ok(Fence::HomeRestarted);
+    }
+    let w = site_lock_word(held.site).ok_or(ProtocolError::NoSuchSite(held.site))?;
+    let raw = op("re-reading site lock", home, home.read_word(w)).await?;
+    if raw != held.raw {
+        return Ok(Fence::TakenOver);
+    }
+    Ok(Fence::Held)
 }
 
 /// Outcome of [`try_lock`].
@@ -116,6 +227,7 @@ pub async fn try_lock(
     skew: Duration,
 ) -> Result<LockAttempt, ProtocolError> {
     let w = site_lock_word(site).ok_or(ProtocolError::NoSuchSite(site))?;
+    let generation = generation(home).await?;
     let raw = op("reading site lock", home, home.read_word(w)).await?;
     let current =
         SiteLock::decode(raw).map_err(|source| ProtocolError::BadLock { site, source })?;
@@ -133,7 +245,15 @@ pub async fn try_lock(
     let mine = SiteLock::held(me, deadline_ms)
         .map_err(|source| ProtocolError::BadLock { site, source })?;
     let new = mine.encode();
-    let old = op("CAS of site lock", home, home.compare_swap(w, raw, new)).await?;
+    let old = match op("CAS of site lock", home, home.compare_swap(w, raw, new)).await {
+        Ok(old) => old,
+        // Our lock word is unique (owner and deadline): if it is there, the
+        // lock is ours; if another value is, someone else got it.
+        Err(e) => match read_back("CAS of site lock", home, w, new, e, |v| v != raw).await? {
+            true => raw,
+            false => !raw,
+        },
+    };
     if old != raw {
         return Ok(LockAttempt::Busy {
             owner: SiteLock::decode(old)
@@ -146,6 +266,7 @@ pub async fn try_lock(
         site,
         raw: new,
         deadline_ms,
+        generation,
     };
     Ok(match stolen_from {
         None => LockAttempt::Acquired(held),
@@ -157,30 +278,45 @@ pub async fn try_lock(
 /// longer holds our value (our lease ran out and another proxy took it).
 pub async fn unlock(home: &dyn RemoteWindow, held: HeldLock) -> Result<bool, ProtocolError> {
     let w = site_lock_word(held.site).ok_or(ProtocolError::NoSuchSite(held.site))?;
-    let old = op(
-        "CAS releasing site lock",
-        home,
-        home.compare_swap(w, held.raw, 0),
-    )
-    .await?;
-    Ok(old == held.raw)
+    let step = "CAS releasing site lock";
+    match op(step, home, home.compare_swap(w, held.raw, 0)).await {
+        Ok(old) => Ok(old == held.raw),
+        // Still ours after a lost reply: release it again (once).
+        Err(e) => match op("reading back after a lost reply", home, home.read_word(w)).await {
+            Ok(v) if v == held.raw => {
+                let old = op(step, home, home.compare_swap(w, held.raw, 0)).await?;
+                Ok(old == held.raw)
+            }
+            Ok(_) => Ok(true),
+            Err(_) => Err(e),
+        },
+    }
 }
 
 /// CASes node window `w`'s role word from `observed` (the raw value read)
 /// to `new`. Returns whether it swapped; false means another proxy changed
 /// the word since it was read.
+///
+/// When the reply is lost the word is read back: `new` there means ours
+/// landed (the epoch makes the value unique to this change); another
+/// word at our epoch means another proxy's CAS from the same value won.
+/// The word still at `observed` (ours may yet land) or past our epoch (ours
+/// may have landed and been changed since) is
+/// [`ProtocolError::Unresolved`].
 pub async fn claim(
     w: &dyn RemoteWindow,
     observed: u64,
     new: RoleWord,
 ) -> Result<bool, ProtocolError> {
-    let old = op(
-        "CAS of role word",
-        w,
-        w.compare_swap(word::ROLE, observed, new.encode()),
-    )
-    .await?;
-    Ok(old == observed)
+    let step = "CAS of role word";
+    let raw = new.encode();
+    match op(step, w, w.compare_swap(word::ROLE, observed, raw)).await {
+        Ok(old) => Ok(old == observed),
+        Err(e) => {
+            let lost = |v: u64| RoleWord::decode(v).is_ok_and(|r| r.epoch == new.epoch);
+            read_back(step, w, word::ROLE, raw, e, lost).await
+        }
+    }
 }
 
 /// Writes the claim record (proxy, time, epoch), each word by CAS from the
@@ -203,10 +339,31 @@ pub async fn write_claim_record(
 
 /// Fetch-and-adds one to site `site`'s update counter on proxy window `w`;
 /// returns the counter's new value.
+///
+/// The counter only tells its owner "something changed": when the reply is
+/// lost, a counter read back past its value before the FAA is enough
+/// (ours or another proxy's bump landed); one still at it gets the FAA
+/// again, since a bump too many costs the peer one skipped round and a
+/// missing one could let it claim twice for one hot event.
 pub async fn bump_counter(w: &dyn RemoteWindow, site: usize) -> Result<u64, ProtocolError> {
     let wd = update_counter_word(site).ok_or(ProtocolError::NoSuchSite(site))?;
-    let old = op("FAA of update counter", w, w.fetch_add(wd, 1)).await?;
-    Ok(old.wrapping_add(1))
+    let step = "FAA of update counter";
+    let before = op("reading update counter", w, w.read_word(wd)).await?;
+    match op(step, w, w.fetch_add(wd, 1)).await {
+        Ok(old) => Ok(old.wrapping_add(1)),
+        Err(e) => {
+            if may_have_landed(&e).is_none() {
+                return Err(e);
+            }
+            match op("reading back after a lost reply", w, w.read_word(wd)).await {
+                Ok(now) if now != before => Ok(now),
+                Ok(_) => op(step, w, w.fetch_add(wd, 1))
+                    .await
+                    .map(|o| o.wrapping_add(1)),
+                Err(_) => Err(e),
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -49,6 +49,12 @@ pub const ROLLBACK_BACKOFFS: &str = "rdmalb_reconfig_rollback_backoffs_total";
 /// Gauge `rdmalb_reconfig_parked_nodes`: nodes switching past
 /// `switch_timeout` whose sidecar is gone.
 pub const PARKED: &str = "rdmalb_reconfig_parked_nodes";
+/// Counter `rdmalb_reconfig_fenced_total{step}`: claims stopped before a
+/// write because the site lock was taken over or the lock home restarted.
+pub const FENCED: &str = "rdmalb_reconfig_fenced_total";
+/// Counter `rdmalb_reconfig_unresolved_total{step}`: CASes whose reply was
+/// lost and whose outcome reading back could not settle at once.
+pub const UNRESOLVED: &str = "rdmalb_reconfig_unresolved_total";
 /// Gauge `rdmalb_reconfig_nodes{state}`: nodes by effective state.
 pub const NODES: &str = "rdmalb_reconfig_nodes";
 
@@ -66,6 +72,8 @@ pub struct Counters {
     pub moves: AtomicU64,
     pub switch_timeouts: AtomicU64,
     pub rollback_backoffs: AtomicU64,
+    pub fenced: AtomicU64,
+    pub unresolved: AtomicU64,
 }
 
 impl Counters {
@@ -88,6 +96,8 @@ impl Counters {
             moves: g(&self.moves),
             switch_timeouts: g(&self.switch_timeouts),
             rollback_backoffs: g(&self.rollback_backoffs),
+            fenced: g(&self.fenced),
+            unresolved: g(&self.unresolved),
         }
     }
 }
@@ -109,6 +119,10 @@ pub struct CountersSnapshot {
     pub switch_timeouts: u64,
     /// Rollbacks held back by a backoff (see [`ROLLBACK_BACKOFFS`]).
     pub rollback_backoffs: u64,
+    /// Claims stopped by the fence (see [`FENCED`]).
+    pub fenced: u64,
+    /// CASes whose outcome was not known at once (see [`UNRESOLVED`]).
+    pub unresolved: u64,
 }
 
 /// The agent's part of `/status`.

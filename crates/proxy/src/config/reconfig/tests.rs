@@ -69,7 +69,7 @@ history_max = "2s"
 high_watermark = 0.9
 low_watermark = 0.1
 lock_lease = "3s"
-lock_skew = "0s"
+lock_skew = "600ms"
 cooldown = "0s"
 window = { shm = "/dev/shm/rdmalb-proxy-2", tcp = "127.0.0.1:7102" }
 
@@ -89,7 +89,7 @@ window = "127.0.0.1:7103"
     assert_eq!(r.sensitivity, Duration::from_millis(100));
     assert_eq!(r.history, Duration::from_secs(2));
     assert_eq!(r.history_max, Duration::from_secs(2), "T fixed");
-    assert_eq!(r.lock_skew, Duration::ZERO);
+    assert_eq!(r.lock_skew, Duration::from_millis(600));
     assert_eq!(r.cooldown, Duration::ZERO);
     assert_eq!(r.lock_home, 1, "default lock home: the lowest proxy id");
     assert_eq!(
@@ -436,4 +436,20 @@ fn reconfigure_needs_nodes_with_windows() {
         "",
     );
     rejects(&text, "reconfig.mode", "needs nodes with a sidecar window");
+}
+
+/// Issue 12, defect 4: a skew shorter than an op timeout lets a late write
+/// land after a takeover; a lease shorter than the fenced steps never claims.
+#[test]
+fn lock_skew_and_lease_too_short_for_the_fenced_steps() {
+    rejects(
+        &with("[reconfig]\nlock_skew = \"100ms\""),
+        "reconfig.lock_skew",
+        "operation timeout (500ms)",
+    );
+    rejects(
+        &with("[reconfig]\nlock_lease = \"1s\""),
+        "reconfig.lock_lease",
+        "at least 2s",
+    );
 }

@@ -96,7 +96,12 @@ fn agent_routing(
     sites: usize,
     routing: Option<Arc<ArcSwap<Backends>>>,
 ) -> Arc<Agent> {
-    let source = Source {
+    agent_over(c, id, sites, source(c), routing)
+}
+
+/// The cluster's windows, in process.
+fn source(c: &Cluster) -> Source {
+    Source {
         nodes: c
             .nodes
             .iter()
@@ -113,7 +118,17 @@ fn agent_routing(
                 )
             })
             .collect(),
-    };
+    }
+}
+
+/// An agent reaching the cluster through `source`.
+fn agent_over(
+    c: &Cluster,
+    id: u16,
+    sites: usize,
+    source: Source,
+    routing: Option<Arc<ArcSwap<Backends>>>,
+) -> Arc<Agent> {
     let reconfig = Reconfig {
         mode: ReconfigMode::Reconfigure,
         sensitivity: S,
@@ -429,4 +444,5 @@ async fn routing_follows_a_claim_made_by_another_proxy_within_role_poll() {
 }
 
 mod faults;
+mod fences;
 mod qos;

@@ -73,6 +73,7 @@ async fn an_expired_lease_is_stolen_only_after_the_skew() {
         site: 0,
         raw: dead,
         deadline_ms: deadline,
+        generation: held.generation,
     };
     assert!(!unlock(&home, stale).await.unwrap());
     assert!(unlock(&home, held).await.unwrap());
