@@ -179,3 +179,67 @@ async fn upstream_connections_are_reused() {
         www.accepted()
     );
 }
+
+/// RFC 9112 section 3.2.2: an absolute-form request is routed on its
+/// target's authority, and the node gets that authority as `Host`, not the
+/// client's own `Host` line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn absolute_form_forwards_the_authority_it_routed_on_as_host() {
+    let www = Backend::start("www").await;
+    let (listen, addr, _) = listener_toml();
+    let config = format!(
+        "{listen}[global]\naccess_log = \"off\"\n\n[[site]]\nname = \"www\"\nhosts = [\"www.example.com\"]\n\n{}",
+        node_toml("n1", www.addr, "www")
+    );
+    let _proxy = Proxy::start(&config, &[addr]);
+    let resp = raw_exchange(
+        addr,
+        b"GET http://www.example.com:8080/echo HTTP/1.1\r\nHost: other.example\r\nConnection: close\r\n\r\n",
+    );
+    assert!(status_line(&resp).contains(" 200 "), "{resp}");
+    assert!(resp.contains("x-backend: www"), "{resp}");
+    let body = resp.split("\r\n\r\n").nth(1).unwrap_or_default();
+    let h = echoed_headers(body);
+    assert_eq!(echoed(&h, "host"), vec!["www.example.com:8080"], "{body}");
+    assert!(body.starts_with("GET /echo HTTP/1.1\n"), "{body}");
+}
+
+/// RFC 9113 section 8.3.1: an HTTP/2 request whose `Host` names another
+/// entity than its `:authority` is malformed (400); one naming the same
+/// entity (case, default port) is served with `Host` = `:authority`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h2_host_differing_from_authority_gets_400() {
+    let www = Backend::start("www").await;
+    let (listen, addr, _) = listener_toml();
+    let config = format!(
+        "{listen}[global]\naccess_log = \"off\"\ndefault_site = \"www\"\n\n[[site]]\nname = \"www\"\nhosts = [\"www.example.com\"]\n\n{}",
+        node_toml("n1", www.addr, "www")
+    );
+    let _proxy = Proxy::start(&config, &[addr]);
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut send, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(stream),
+    )
+    .await
+    .unwrap();
+    tokio::spawn(conn);
+    let mut request = |host: &str| {
+        let req = http::Request::get("http://www.example.com/echo")
+            .header("host", host)
+            .body(http_body_util::Empty::<bytes::Bytes>::new())
+            .unwrap();
+        send.send_request(req)
+    };
+    let resp = request("other.example").await.unwrap();
+    assert_eq!(resp.status().as_u16(), 400);
+    assert!(resp.headers().get("x-backend").is_none());
+    let resp = request("WWW.example.com:80").await.unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    use http_body_util::BodyExt;
+    let body = resp.into_body().collect().await.unwrap().to_bytes();
+    let body = String::from_utf8_lossy(&body);
+    let h = echoed_headers(&body);
+    assert_eq!(echoed(&h, "host"), vec!["www.example.com"], "{body}");
+    assert_eq!(www.requests(), 1);
+}
