@@ -121,11 +121,8 @@ async fn forwarding_headers_added_and_hop_by_hop_removed() {
     assert!(resp.headers().get("x-backend-secret").is_none());
     let body = resp.text().await.unwrap();
     let h = echoed_headers(&body);
-    assert_eq!(
-        echoed(&h, "x-forwarded-for"),
-        vec!["203.0.113.9, 127.0.0.1"],
-        "{body}"
-    );
+    // The client is not a trusted proxy: its own list is replaced.
+    assert_eq!(echoed(&h, "x-forwarded-for"), vec!["127.0.0.1"], "{body}");
     assert_eq!(echoed(&h, "x-forwarded-proto"), vec!["http"]);
     assert_eq!(
         echoed(&h, "forwarded"),
@@ -242,4 +239,53 @@ async fn h2_host_differing_from_authority_gets_400() {
     let h = echoed_headers(&body);
     assert_eq!(echoed(&h, "host"), vec!["www.example.com"], "{body}");
     assert_eq!(www.requests(), 1);
+}
+
+/// `global.forwarded_for = "replace"` (the default): a client outside
+/// `global.trusted_proxies` cannot pass a forged `X-Forwarded-For` or
+/// `Forwarded` to the node; a trusted one gets its list appended to.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spoofed_forwarded_for_from_an_untrusted_client_does_not_reach_the_node() {
+    let www = Backend::start("www").await;
+    let forged = |trusted: &str| {
+        let (listen, addr, _) = listener_toml();
+        let config = format!(
+            "{listen}[global]\naccess_log = \"off\"\n{trusted}\n[[site]]\nname = \"www\"\nhosts = [\"www.example.com\"]\n\n{}",
+            node_toml("n1", www.addr, "www")
+        );
+        (Proxy::start(&config, &[addr]), addr)
+    };
+    let send = |addr| {
+        client()
+            .get(format!("http://{addr}/echo"))
+            .header("host", "www.example.com")
+            .header("x-forwarded-for", "203.0.113.9")
+            .header("forwarded", "for=203.0.113.9")
+            .send()
+    };
+    // The test client (127.0.0.1) is not trusted: its headers are replaced.
+    let (_proxy, addr) = forged("");
+    let body = send(addr).await.unwrap().text().await.unwrap();
+    let h = echoed_headers(&body);
+    assert_eq!(echoed(&h, "x-forwarded-for"), vec!["127.0.0.1"], "{body}");
+    assert_eq!(
+        echoed(&h, "forwarded"),
+        vec!["for=127.0.0.1;proto=http;host=www.example.com"],
+        "{body}"
+    );
+    assert!(!body.contains("203.0.113.9"), "{body}");
+    // A trusted peer (another proxy in front of this one) keeps its list.
+    let (_proxy, addr) = forged("trusted_proxies = [\"10.0.0.0/8\", \"127.0.0.0/8\"]\n");
+    let body = send(addr).await.unwrap().text().await.unwrap();
+    let h = echoed_headers(&body);
+    assert_eq!(
+        echoed(&h, "x-forwarded-for"),
+        vec!["203.0.113.9, 127.0.0.1"],
+        "{body}"
+    );
+    assert_eq!(
+        echoed(&h, "forwarded"),
+        vec!["for=203.0.113.9, for=127.0.0.1;proto=http;host=www.example.com"],
+        "{body}"
+    );
 }

@@ -124,7 +124,8 @@ pub async fn handle(
     if let Some(v) = &host {
         parts.headers.insert(header::HOST, v.clone());
     }
-    headers::add_forwarding(&mut parts.headers, &ctx.client_id, host_str);
+    let keep = snap.config.global.keeps_forwarded(ctx.client.ip());
+    headers::add_forwarding(&mut parts.headers, &ctx.client_id, host_str, keep);
     let via = match version {
         Version::HTTP_10 | Version::HTTP_09 => &snap.via_request[0],
         Version::HTTP_2 => &snap.via_request[2],
