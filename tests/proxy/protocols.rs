@@ -347,3 +347,64 @@ async fn idle_tls_h2_connection_gets_goaway() {
         "idle HTTP/2 connection over TLS was never closed"
     );
 }
+
+/// One HTTP/2 frame: type, flags, stream 0, `payload`.
+fn h2_frame(kind: u8, flags: u8, payload: &[u8]) -> Vec<u8> {
+    let len = (payload.len() as u32).to_be_bytes();
+    let mut f = vec![len[1], len[2], len[3], kind, flags, 0, 0, 0, 0];
+    f.extend_from_slice(payload);
+    f
+}
+
+/// PING ACKs the proxy never asked for (RFC 9113 section 6.7 says to
+/// ignore them) are counted in `rdmalb_h2_unsolicited_ping_acks_total`,
+/// not logged as one WARN line each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unsolicited_ping_acks_are_counted_not_logged_each() {
+    const PING: u8 = 6;
+    const ACK: u8 = 1;
+    let www = Backend::start("www").await;
+    let (listen, addr, admin) = listener_toml();
+    let config = format!(
+        "{listen}[global]\naccess_log = \"off\"\n\n[[site]]\nname = \"www\"\nhosts = [\"www.example.com\"]\n\n{}",
+        node_toml("n1", www.addr, "www")
+    );
+    let proxy = Proxy::start(&config, &[addr, admin]);
+    let mut sock = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    out.extend(h2_frame(4, 0, &[]));
+    for _ in 0..20 {
+        out.extend(h2_frame(PING, ACK, b"spoofed!"));
+    }
+    // A real PING last: its ACK proves the proxy read every frame before.
+    out.extend(h2_frame(PING, 0, b"sync-pt!"));
+    sock.write_all(&out).await.unwrap();
+    let mut header = [0u8; 9];
+    loop {
+        let read = tokio::time::timeout(
+            std::time::Duration::from_secs(20),
+            sock.read_exact(&mut header),
+        )
+        .await;
+        assert!(matches!(read, Ok(Ok(_))), "no PING ACK: {read:?}");
+        let len = u32::from_be_bytes([0, header[0], header[1], header[2]]) as usize;
+        let mut payload = vec![0u8; len];
+        sock.read_exact(&mut payload).await.unwrap();
+        if header[3] == PING && header[4] & ACK != 0 && payload == b"sync-pt!" {
+            break;
+        }
+    }
+    let warns: Vec<String> = proxy
+        .stderr_text()
+        .lines()
+        .filter(|l| l.contains("WARN") && l.contains("PING"))
+        .map(str::to_string)
+        .collect();
+    assert!(warns.is_empty(), "one WARN per frame: {warns:#?}");
+    let metrics = admin_text(admin, "/metrics").await;
+    assert_eq!(
+        metric(&metrics, "rdmalb_h2_unsolicited_ping_acks_total "),
+        20.0,
+        "{metrics}"
+    );
+}
