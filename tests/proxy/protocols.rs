@@ -208,32 +208,34 @@ async fn websocket_upgrade_round_trip() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn idle_h2_connection_gets_goaway() {
-    let www = Backend::start("www").await;
-    let (listen, addr, _) = listener_toml();
-    let config = format!(
-        "{listen}[global]\naccess_log = \"off\"\n[timeouts]\nkeep_alive = \"300ms\"\n\n[[site]]\nname = \"www\"\nhosts = [\"www.example.com\"]\n\n{}",
-        node_toml("n1", www.addr, "www")
-    );
-    let _proxy = Proxy::start(&config, &[addr]);
-    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let (mut send, conn) = hyper::client::conn::http2::handshake(
-        hyper_util::rt::TokioExecutor::new(),
-        hyper_util::rt::TokioIo::new(stream),
-    )
-    .await
-    .unwrap();
-    let conn = tokio::spawn(conn);
-    let req = http::Request::get("http://www.example.com/")
+/// Over `io`, an HTTP/2 client gets `uri` (200), then stays idle: the
+/// proxy ends the connection (GOAWAY, then close; bounded wait).
+async fn closed_when_idle<T>(io: T, uri: &str)
+where
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (mut send, conn) = h2_client(io).await;
+    let req = http::Request::get(uri)
         .body(http_body_util::Empty::<bytes::Bytes>::new())
         .unwrap();
     let resp = send.send_request(req).await.unwrap();
     assert_eq!(resp.status().as_u16(), 200);
     drop(resp);
-    // The proxy ends the idle connection (GOAWAY, then close); bounded wait.
     let ended = tokio::time::timeout(std::time::Duration::from_secs(20), conn).await;
-    assert!(ended.is_ok(), "idle HTTP/2 connection was never closed");
+    assert!(
+        ended.is_ok(),
+        "idle HTTP/2 connection to {uri} was never closed"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_h2_connection_gets_goaway() {
+    let www = Backend::start("www").await;
+    let (listen, addr, _) = listener_toml();
+    let config = www_config(&listen, "[timeouts]\nkeep_alive = \"300ms\"\n", www.addr);
+    let _proxy = Proxy::start(&config, &[addr]);
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    closed_when_idle(stream, "http://www.example.com/").await;
 }
 
 /// A proxy with one TLS listener (certificate for `a.test`, ALPN h2 and
@@ -328,24 +330,7 @@ async fn idle_tls_h2_connection_gets_goaway() {
     let a = Backend::start("a").await;
     let (_proxy, addr, der) = tls_proxy(&a, "[timeouts]\nkeep_alive = \"300ms\"\n\n");
     let tls = tls_connect(addr, &der, b"h2").await;
-    let (mut send, conn) = hyper::client::conn::http2::handshake(
-        hyper_util::rt::TokioExecutor::new(),
-        hyper_util::rt::TokioIo::new(tls),
-    )
-    .await
-    .unwrap();
-    let conn = tokio::spawn(conn);
-    let req = http::Request::get("https://a.test/")
-        .body(http_body_util::Empty::<bytes::Bytes>::new())
-        .unwrap();
-    let resp = send.send_request(req).await.unwrap();
-    assert_eq!(resp.status().as_u16(), 200);
-    drop(resp);
-    let ended = tokio::time::timeout(std::time::Duration::from_secs(20), conn).await;
-    assert!(
-        ended.is_ok(),
-        "idle HTTP/2 connection over TLS was never closed"
-    );
+    closed_when_idle(tls, "https://a.test/").await;
 }
 
 /// One HTTP/2 frame: type, flags, stream 0, `payload`.
@@ -365,11 +350,7 @@ async fn unsolicited_ping_acks_are_counted_not_logged_each() {
     const ACK: u8 = 1;
     let www = Backend::start("www").await;
     let (listen, addr, admin) = listener_toml();
-    let config = format!(
-        "{listen}[global]\naccess_log = \"off\"\n\n[[site]]\nname = \"www\"\nhosts = [\"www.example.com\"]\n\n{}",
-        node_toml("n1", www.addr, "www")
-    );
-    let proxy = Proxy::start(&config, &[addr, admin]);
+    let proxy = Proxy::start(&www_config(&listen, "", www.addr), &[addr, admin]);
     let mut sock = tokio::net::TcpStream::connect(addr).await.unwrap();
     let mut out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
     out.extend(h2_frame(4, 0, &[]));

@@ -184,11 +184,7 @@ async fn upstream_connections_are_reused() {
 async fn absolute_form_forwards_the_authority_it_routed_on_as_host() {
     let www = Backend::start("www").await;
     let (listen, addr, _) = listener_toml();
-    let config = format!(
-        "{listen}[global]\naccess_log = \"off\"\n\n[[site]]\nname = \"www\"\nhosts = [\"www.example.com\"]\n\n{}",
-        node_toml("n1", www.addr, "www")
-    );
-    let _proxy = Proxy::start(&config, &[addr]);
+    let _proxy = Proxy::start(&www_config(&listen, "", www.addr), &[addr]);
     let resp = raw_exchange(
         addr,
         b"GET http://www.example.com:8080/echo HTTP/1.1\r\nHost: other.example\r\nConnection: close\r\n\r\n",
@@ -208,19 +204,10 @@ async fn absolute_form_forwards_the_authority_it_routed_on_as_host() {
 async fn h2_host_differing_from_authority_gets_400() {
     let www = Backend::start("www").await;
     let (listen, addr, _) = listener_toml();
-    let config = format!(
-        "{listen}[global]\naccess_log = \"off\"\ndefault_site = \"www\"\n\n[[site]]\nname = \"www\"\nhosts = [\"www.example.com\"]\n\n{}",
-        node_toml("n1", www.addr, "www")
-    );
+    let config = www_config(&listen, "default_site = \"www\"\n", www.addr);
     let _proxy = Proxy::start(&config, &[addr]);
     let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let (mut send, conn) = hyper::client::conn::http2::handshake(
-        hyper_util::rt::TokioExecutor::new(),
-        hyper_util::rt::TokioIo::new(stream),
-    )
-    .await
-    .unwrap();
-    tokio::spawn(conn);
+    let (mut send, _conn) = h2_client(stream).await;
     let mut request = |host: &str| {
         let req = http::Request::get("http://www.example.com/echo")
             .header("host", host)
@@ -249,11 +236,10 @@ async fn spoofed_forwarded_for_from_an_untrusted_client_does_not_reach_the_node(
     let www = Backend::start("www").await;
     let forged = |trusted: &str| {
         let (listen, addr, _) = listener_toml();
-        let config = format!(
-            "{listen}[global]\naccess_log = \"off\"\n{trusted}\n[[site]]\nname = \"www\"\nhosts = [\"www.example.com\"]\n\n{}",
-            node_toml("n1", www.addr, "www")
-        );
-        (Proxy::start(&config, &[addr]), addr)
+        (
+            Proxy::start(&www_config(&listen, trusted, www.addr), &[addr]),
+            addr,
+        )
     };
     let send = |addr| {
         client()
