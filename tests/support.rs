@@ -599,6 +599,36 @@ pub fn metric(text: &str, prefix: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
+/// A config: `listen` (from [`listener_toml`]), `[global]` with the access
+/// log off and the lines `global` (which may go on with further sections),
+/// and one site `www` (`www.example.com`) served by node `n1` at `backend`.
+pub fn www_config(listen: &str, global: &str, backend: SocketAddr) -> String {
+    format!(
+        "{listen}[global]\naccess_log = \"off\"\n{global}\n[[site]]\nname = \"www\"\nhosts = [\"www.example.com\"]\n\n{}",
+        node_toml("n1", backend, "www")
+    )
+}
+
+/// An HTTP/2 client connection over `io` (a TCP or TLS stream), its
+/// connection task spawned.
+pub async fn h2_client<T>(
+    io: T,
+) -> (
+    hyper::client::conn::http2::SendRequest<http_body_util::Empty<Bytes>>,
+    tokio::task::JoinHandle<hyper::Result<()>>,
+)
+where
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (send, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        TokioIo::new(io),
+    )
+    .await
+    .expect("HTTP/2 handshake");
+    (send, tokio::spawn(conn))
+}
+
 /// A `[[node]]` section.
 pub fn node_toml(name: &str, addr: SocketAddr, site: &str) -> String {
     format!("[[node]]\nname = \"{name}\"\naddress = \"{addr}\"\nsite = \"{site}\"\n\n")

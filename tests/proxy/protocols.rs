@@ -208,30 +208,184 @@ async fn websocket_upgrade_round_trip() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn idle_h2_connection_gets_goaway() {
-    let www = Backend::start("www").await;
-    let (listen, addr, _) = listener_toml();
-    let config = format!(
-        "{listen}[global]\naccess_log = \"off\"\n[timeouts]\nkeep_alive = \"300ms\"\n\n[[site]]\nname = \"www\"\nhosts = [\"www.example.com\"]\n\n{}",
-        node_toml("n1", www.addr, "www")
-    );
-    let _proxy = Proxy::start(&config, &[addr]);
-    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let (mut send, conn) = hyper::client::conn::http2::handshake(
-        hyper_util::rt::TokioExecutor::new(),
-        hyper_util::rt::TokioIo::new(stream),
-    )
-    .await
-    .unwrap();
-    let conn = tokio::spawn(conn);
-    let req = http::Request::get("http://www.example.com/")
+/// Over `io`, an HTTP/2 client gets `uri` (200), then stays idle: the
+/// proxy ends the connection (GOAWAY, then close; bounded wait).
+async fn closed_when_idle<T>(io: T, uri: &str)
+where
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (mut send, conn) = h2_client(io).await;
+    let req = http::Request::get(uri)
         .body(http_body_util::Empty::<bytes::Bytes>::new())
         .unwrap();
     let resp = send.send_request(req).await.unwrap();
     assert_eq!(resp.status().as_u16(), 200);
     drop(resp);
-    // The proxy ends the idle connection (GOAWAY, then close); bounded wait.
     let ended = tokio::time::timeout(std::time::Duration::from_secs(20), conn).await;
-    assert!(ended.is_ok(), "idle HTTP/2 connection was never closed");
+    assert!(
+        ended.is_ok(),
+        "idle HTTP/2 connection to {uri} was never closed"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_h2_connection_gets_goaway() {
+    let www = Backend::start("www").await;
+    let (listen, addr, _) = listener_toml();
+    let config = www_config(&listen, "[timeouts]\nkeep_alive = \"300ms\"\n", www.addr);
+    let _proxy = Proxy::start(&config, &[addr]);
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    closed_when_idle(stream, "http://www.example.com/").await;
+}
+
+/// A proxy with one TLS listener (certificate for `a.test`, ALPN h2 and
+/// http/1.1) in front of `backend`, `extra` config sections added; returns
+/// it, its address and the certificate's DER.
+fn tls_proxy(backend: &Backend, extra: &str) -> (Proxy, std::net::SocketAddr, Vec<u8>) {
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key, der) = certificate(dir.path(), "a", &["a.test"]);
+    let addr = free_addr();
+    let config = format!(
+        "[global]\naccess_log = \"off\"\n\n{extra}[[listener]]\nname = \"tls\"\nlisten = \"{addr}\"\ntls = {{ certificates = [{{ cert = \"{}\", key = \"{}\" }}] }}\n\n[[site]]\nname = \"a\"\nhosts = [\"a.test\"]\n\n{}",
+        cert.display(),
+        key.display(),
+        node_toml("na", backend.addr, "a"),
+    );
+    (Proxy::start_in(dir, &config, &[addr]), addr, der)
+}
+
+/// A TLS connection to `addr` trusting `der`, offering only `alpn`.
+async fn tls_connect(
+    addr: std::net::SocketAddr,
+    der: &[u8],
+    alpn: &[u8],
+) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(rustls::pki_types::CertificateDer::from(der.to_vec()))
+        .unwrap();
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![alpn.to_vec()];
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let name = rustls::pki_types::ServerName::try_from("a.test").unwrap();
+    let tls = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
+        .connect(name, tcp)
+        .await
+        .unwrap();
+    assert_eq!(tls.get_ref().1.alpn_protocol(), Some(alpn), "ALPN");
+    tls
+}
+
+/// Everything the peer sends until it closes (bounded: a peer that keeps
+/// the connection open for 20 s fails the test).
+async fn read_to_close<S: tokio::io::AsyncRead + Unpin>(s: &mut S) -> Vec<u8> {
+    let mut out = Vec::new();
+    let read =
+        tokio::time::timeout(std::time::Duration::from_secs(20), s.read_to_end(&mut out)).await;
+    assert!(read.is_ok(), "the proxy kept the connection open: {out:?}");
+    out
+}
+
+/// ALPN decides the protocol on TLS listeners (RFC 9113 section 3.2): on a
+/// connection where it chose `h2`, an HTTP/1.1 request is an invalid
+/// connection preface and the connection is closed without an HTTP/1.1
+/// response; where it chose `http/1.1`, the HTTP/2 preface is an HTTP/1.1
+/// request with a bad version (400), never an HTTP/2 connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_serves_only_the_protocol_alpn_chose() {
+    let a = Backend::start("a").await;
+    let (_proxy, addr, der) = tls_proxy(&a, "");
+
+    let mut tls = tls_connect(addr, &der, b"h2").await;
+    tls.write_all(b"GET / HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let got = read_to_close(&mut tls).await;
+    let text = String::from_utf8_lossy(&got);
+    assert!(
+        !text.contains("HTTP/1.1"),
+        "HTTP/1.1 served over h2: {text}"
+    );
+    assert_eq!(a.requests(), 0, "the request reached the node");
+
+    let mut tls = tls_connect(addr, &der, b"http/1.1").await;
+    tls.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+        .await
+        .unwrap();
+    let got = read_to_close(&mut tls).await;
+    let text = String::from_utf8_lossy(&got);
+    assert!(text.starts_with("HTTP/1.1 400 "), "{text:?}");
+    assert_eq!(a.requests(), 0, "the request reached the node");
+}
+
+/// An HTTP/2 connection over TLS (ALPN) that started no request for
+/// `timeouts.keep_alive` gets GOAWAY, as a cleartext one does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_tls_h2_connection_gets_goaway() {
+    let a = Backend::start("a").await;
+    let (_proxy, addr, der) = tls_proxy(&a, "[timeouts]\nkeep_alive = \"300ms\"\n\n");
+    let tls = tls_connect(addr, &der, b"h2").await;
+    closed_when_idle(tls, "https://a.test/").await;
+}
+
+/// One HTTP/2 frame: type, flags, stream 0, `payload`.
+fn h2_frame(kind: u8, flags: u8, payload: &[u8]) -> Vec<u8> {
+    let len = (payload.len() as u32).to_be_bytes();
+    let mut f = vec![len[1], len[2], len[3], kind, flags, 0, 0, 0, 0];
+    f.extend_from_slice(payload);
+    f
+}
+
+/// PING ACKs the proxy never asked for (RFC 9113 section 6.7 says to
+/// ignore them) are counted in `rdmalb_h2_unsolicited_ping_acks_total`,
+/// not logged as one WARN line each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unsolicited_ping_acks_are_counted_not_logged_each() {
+    const PING: u8 = 6;
+    const ACK: u8 = 1;
+    let www = Backend::start("www").await;
+    let (listen, addr, admin) = listener_toml();
+    let proxy = Proxy::start(&www_config(&listen, "", www.addr), &[addr, admin]);
+    let mut sock = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    out.extend(h2_frame(4, 0, &[]));
+    for _ in 0..20 {
+        out.extend(h2_frame(PING, ACK, b"spoofed!"));
+    }
+    // A real PING last: its ACK proves the proxy read every frame before.
+    out.extend(h2_frame(PING, 0, b"sync-pt!"));
+    sock.write_all(&out).await.unwrap();
+    let mut header = [0u8; 9];
+    loop {
+        let read = tokio::time::timeout(
+            std::time::Duration::from_secs(20),
+            sock.read_exact(&mut header),
+        )
+        .await;
+        assert!(matches!(read, Ok(Ok(_))), "no PING ACK: {read:?}");
+        let len = u32::from_be_bytes([0, header[0], header[1], header[2]]) as usize;
+        let mut payload = vec![0u8; len];
+        sock.read_exact(&mut payload).await.unwrap();
+        if header[3] == PING && header[4] & ACK != 0 && payload == b"sync-pt!" {
+            break;
+        }
+    }
+    let warns: Vec<String> = proxy
+        .stderr_text()
+        .lines()
+        .filter(|l| l.contains("WARN") && l.contains("PING"))
+        .map(str::to_string)
+        .collect();
+    assert!(warns.is_empty(), "one WARN per frame: {warns:#?}");
+    let metrics = admin_text(admin, "/metrics").await;
+    assert_eq!(
+        metric(&metrics, "rdmalb_h2_unsolicited_ping_acks_total "),
+        20.0,
+        "{metrics}"
+    );
 }

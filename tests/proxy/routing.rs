@@ -121,11 +121,8 @@ async fn forwarding_headers_added_and_hop_by_hop_removed() {
     assert!(resp.headers().get("x-backend-secret").is_none());
     let body = resp.text().await.unwrap();
     let h = echoed_headers(&body);
-    assert_eq!(
-        echoed(&h, "x-forwarded-for"),
-        vec!["203.0.113.9, 127.0.0.1"],
-        "{body}"
-    );
+    // The client is not a trusted proxy: its own list is replaced.
+    assert_eq!(echoed(&h, "x-forwarded-for"), vec!["127.0.0.1"], "{body}");
     assert_eq!(echoed(&h, "x-forwarded-proto"), vec!["http"]);
     assert_eq!(
         echoed(&h, "forwarded"),
@@ -177,5 +174,104 @@ async fn upstream_connections_are_reused() {
         www.accepted() <= 2,
         "220 sequential requests opened {} upstream connections",
         www.accepted()
+    );
+}
+
+/// RFC 9112 section 3.2.2: an absolute-form request is routed on its
+/// target's authority, and the node gets that authority as `Host`, not the
+/// client's own `Host` line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn absolute_form_forwards_the_authority_it_routed_on_as_host() {
+    let www = Backend::start("www").await;
+    let (listen, addr, _) = listener_toml();
+    let _proxy = Proxy::start(&www_config(&listen, "", www.addr), &[addr]);
+    let resp = raw_exchange(
+        addr,
+        b"GET http://www.example.com:8080/echo HTTP/1.1\r\nHost: other.example\r\nConnection: close\r\n\r\n",
+    );
+    assert!(status_line(&resp).contains(" 200 "), "{resp}");
+    assert!(resp.contains("x-backend: www"), "{resp}");
+    let body = resp.split("\r\n\r\n").nth(1).unwrap_or_default();
+    let h = echoed_headers(body);
+    assert_eq!(echoed(&h, "host"), vec!["www.example.com:8080"], "{body}");
+    assert!(body.starts_with("GET /echo HTTP/1.1\n"), "{body}");
+}
+
+/// RFC 9113 section 8.3.1: an HTTP/2 request whose `Host` names another
+/// entity than its `:authority` is malformed (400); one naming the same
+/// entity (case, default port) is served with `Host` = `:authority`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h2_host_differing_from_authority_gets_400() {
+    let www = Backend::start("www").await;
+    let (listen, addr, _) = listener_toml();
+    let config = www_config(&listen, "default_site = \"www\"\n", www.addr);
+    let _proxy = Proxy::start(&config, &[addr]);
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut send, _conn) = h2_client(stream).await;
+    let mut request = |host: &str| {
+        let req = http::Request::get("http://www.example.com/echo")
+            .header("host", host)
+            .body(http_body_util::Empty::<bytes::Bytes>::new())
+            .unwrap();
+        send.send_request(req)
+    };
+    let resp = request("other.example").await.unwrap();
+    assert_eq!(resp.status().as_u16(), 400);
+    assert!(resp.headers().get("x-backend").is_none());
+    let resp = request("WWW.example.com:80").await.unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    use http_body_util::BodyExt;
+    let body = resp.into_body().collect().await.unwrap().to_bytes();
+    let body = String::from_utf8_lossy(&body);
+    let h = echoed_headers(&body);
+    assert_eq!(echoed(&h, "host"), vec!["www.example.com"], "{body}");
+    assert_eq!(www.requests(), 1);
+}
+
+/// `global.forwarded_for = "replace"` (the default): a client outside
+/// `global.trusted_proxies` cannot pass a forged `X-Forwarded-For` or
+/// `Forwarded` to the node; a trusted one gets its list appended to.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spoofed_forwarded_for_from_an_untrusted_client_does_not_reach_the_node() {
+    let www = Backend::start("www").await;
+    let forged = |trusted: &str| {
+        let (listen, addr, _) = listener_toml();
+        (
+            Proxy::start(&www_config(&listen, trusted, www.addr), &[addr]),
+            addr,
+        )
+    };
+    let send = |addr| {
+        client()
+            .get(format!("http://{addr}/echo"))
+            .header("host", "www.example.com")
+            .header("x-forwarded-for", "203.0.113.9")
+            .header("forwarded", "for=203.0.113.9")
+            .send()
+    };
+    // The test client (127.0.0.1) is not trusted: its headers are replaced.
+    let (_proxy, addr) = forged("");
+    let body = send(addr).await.unwrap().text().await.unwrap();
+    let h = echoed_headers(&body);
+    assert_eq!(echoed(&h, "x-forwarded-for"), vec!["127.0.0.1"], "{body}");
+    assert_eq!(
+        echoed(&h, "forwarded"),
+        vec!["for=127.0.0.1;proto=http;host=www.example.com"],
+        "{body}"
+    );
+    assert!(!body.contains("203.0.113.9"), "{body}");
+    // A trusted peer (another proxy in front of this one) keeps its list.
+    let (_proxy, addr) = forged("trusted_proxies = [\"10.0.0.0/8\", \"127.0.0.0/8\"]\n");
+    let body = send(addr).await.unwrap().text().await.unwrap();
+    let h = echoed_headers(&body);
+    assert_eq!(
+        echoed(&h, "x-forwarded-for"),
+        vec!["203.0.113.9, 127.0.0.1"],
+        "{body}"
+    );
+    assert_eq!(
+        echoed(&h, "forwarded"),
+        vec!["for=203.0.113.9, for=127.0.0.1;proto=http;host=www.example.com"],
+        "{body}"
     );
 }

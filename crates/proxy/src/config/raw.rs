@@ -23,6 +23,10 @@ pub struct RawGlobal {
     /// "off", "stdout" or a file path.
     pub access_log: Option<String>,
     pub via_name: Option<String>,
+    /// "replace" or "append".
+    pub forwarded_for: Option<String>,
+    /// Networks, e.g. "10.0.0.0/8", "::1/128", or bare addresses.
+    pub trusted_proxies: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

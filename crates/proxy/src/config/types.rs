@@ -1,6 +1,6 @@
 //! The validated, immutable proxy configuration the runtime uses.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -63,6 +63,120 @@ pub struct Global {
     pub access_log: AccessLog,
     /// Value of the `Via` header the proxy adds (`1.1 <via_name>`).
     pub via_name: String,
+    /// What becomes of the `X-Forwarded-For` / `Forwarded` a client sends.
+    pub forwarded_for: ForwardedFor,
+    /// Peers whose `X-Forwarded-For` / `Forwarded` are kept (appended to)
+    /// under [`ForwardedFor::Replace`]: the proxies in front of this one.
+    pub trusted_proxies: Vec<IpNetwork>,
+}
+
+impl Global {
+    /// Whether the `X-Forwarded-For` / `Forwarded` headers a request from
+    /// `client` arrives with are kept (this proxy appends its element) rather
+    /// than replaced by the client's own address.
+    pub fn keeps_forwarded(&self, client: IpAddr) -> bool {
+        match self.forwarded_for {
+            ForwardedFor::Append => true,
+            ForwardedFor::Replace => self.trusted_proxies.iter().any(|n| n.contains(client)),
+        }
+    }
+}
+
+/// `global.forwarded_for`: what becomes of the `X-Forwarded-For` and
+/// `Forwarded` headers a request arrives with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ForwardedFor {
+    /// Kept from clients in `global.trusted_proxies` (the client's address
+    /// is appended), replaced by the client's address for every other
+    /// client, so a client cannot make the node believe it is someone else.
+    Replace,
+    /// Kept from every client, the client's address appended (HAProxy's
+    /// `option forwardfor`, nginx's `$proxy_add_x_forwarded_for`): only
+    /// when every client is a trusted proxy.
+    Append,
+}
+
+impl ForwardedFor {
+    pub const ACCEPTED: &'static str = "\"replace\" or \"append\"";
+
+    pub fn parse(s: &str) -> Option<ForwardedFor> {
+        match s {
+            "replace" => Some(ForwardedFor::Replace),
+            "append" => Some(ForwardedFor::Append),
+            _ => None,
+        }
+    }
+}
+
+/// An IP network (`10.0.0.0/8`, `::1/128`) of `global.trusted_proxies`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IpNetwork {
+    addr: IpAddr,
+    prefix: u8,
+}
+
+impl IpNetwork {
+    /// Parses `address/prefix` or a bare address (one host). Refuses a
+    /// prefix longer than the address and an address with bits set after
+    /// the prefix (`10.0.0.1/8` is most likely a typo for a host or for
+    /// `10.0.0.0/8`); the error says what is wrong.
+    pub fn parse(text: &str) -> Result<IpNetwork, String> {
+        let (addr_text, prefix_text) = match text.split_once('/') {
+            Some((a, p)) => (a, Some(p)),
+            None => (text, None),
+        };
+        let addr: IpAddr = addr_text
+            .parse()
+            .map_err(|_| format!("`{addr_text}` is not an IP address"))?;
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        let prefix = match prefix_text {
+            None => max,
+            Some(p) => match p.parse::<u8>() {
+                Ok(n) if n <= max => n,
+                _ => return Err(format!("`/{p}` is not a prefix length from 0 to {max}")),
+            },
+        };
+        let net = IpNetwork { addr, prefix };
+        if net.first() != addr {
+            return Err(format!(
+                "`{addr}` has bits set after the /{prefix} prefix (the network is `{}/{prefix}`)",
+                net.first()
+            ));
+        }
+        Ok(net)
+    }
+
+    /// The network's first address (its address with the host bits cleared).
+    fn first(&self) -> IpAddr {
+        match self.addr {
+            IpAddr::V4(a) => IpAddr::V4((u32::from(a) & mask32(self.prefix)).into()),
+            IpAddr::V6(a) => IpAddr::V6((u128::from(a) & mask128(self.prefix)).into()),
+        }
+    }
+
+    /// Whether `ip` is in the network; an IPv4-mapped IPv6 address counts
+    /// as its IPv4 address.
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        match (self.addr, ip.to_canonical()) {
+            (IpAddr::V4(n), IpAddr::V4(a)) => u32::from(a) & mask32(self.prefix) == u32::from(n),
+            (IpAddr::V6(n), IpAddr::V6(a)) => u128::from(a) & mask128(self.prefix) == u128::from(n),
+            _ => false,
+        }
+    }
+}
+
+impl std::fmt::Display for IpNetwork {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.addr, self.prefix)
+    }
+}
+
+fn mask32(prefix: u8) -> u32 {
+    u32::MAX.checked_shl(32 - u32::from(prefix)).unwrap_or(0)
+}
+
+fn mask128(prefix: u8) -> u128 {
+    u128::MAX.checked_shl(128 - u32::from(prefix)).unwrap_or(0)
 }
 
 /// Balancing algorithm for picking a node within a site.

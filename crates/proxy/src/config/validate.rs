@@ -417,6 +417,35 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
         }
         idx
     });
+    let forwarded_for = match raw_global.forwarded_for.as_deref() {
+        None => ForwardedFor::Replace,
+        Some(f) => ForwardedFor::parse(f).unwrap_or_else(|| {
+            c.add(
+                "global.forwarded_for",
+                format!(
+                    "`{f}` is not a choice (expected {})",
+                    ForwardedFor::ACCEPTED
+                ),
+            );
+            ForwardedFor::Replace
+        }),
+    };
+    let mut trusted_proxies = Vec::new();
+    for (i, text) in raw_global.trusted_proxies.iter().flatten().enumerate() {
+        match IpNetwork::parse(text.trim()) {
+            Ok(net) => trusted_proxies.push(net),
+            Err(why) => c.add(
+                format!("global.trusted_proxies[{i}]"),
+                format!("{why} (expected an IPv4 or IPv6 network such as \"10.0.0.0/8\" or \"::1/128\", or one address)"),
+            ),
+        }
+    }
+    if forwarded_for == ForwardedFor::Append && !trusted_proxies.is_empty() {
+        c.add(
+            "global.trusted_proxies",
+            "has no effect with global.forwarded_for = \"append\", which keeps every client's X-Forwarded-For (expected no trusted_proxies, or forwarded_for = \"replace\")",
+        );
+    }
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let global = Global {
         proxy_id: c.int("global.proxy_id", raw_global.proxy_id, 1, 1, 65535) as u16,
@@ -441,6 +470,8 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
             Some(p) => AccessLog::File(c.path(p)),
         },
         via_name: raw_global.via_name.unwrap_or_else(|| "rdmalb".to_string()),
+        forwarded_for,
+        trusted_proxies,
     };
     let reconfig = super::reconfig::validate(&mut c, raw_reconfig, &global, &cluster, &nodes);
     let qos = super::qos::validate(&mut c, raw_qos);

@@ -88,6 +88,9 @@ pub enum ErrorKind {
     /// An HTTP/1.1 request without exactly one Host header (RFC 9112
     /// section 3.2 requires 400).
     BadHost,
+    /// An HTTP/2 request whose `Host` header names another host than its
+    /// `:authority` (malformed by RFC 9113 section 8.3.1: 400).
+    HostMismatch,
     /// The request names a transfer coding other than chunked (RFC 9112
     /// section 6.1 answers 501).
     UnknownTransferCoding,
@@ -127,7 +130,9 @@ impl ErrorKind {
     /// Status code sent to the client when the response has not started.
     pub fn status(self) -> StatusCode {
         match self {
-            ErrorKind::BadRequest | ErrorKind::BadHost => StatusCode::BAD_REQUEST,
+            ErrorKind::BadRequest | ErrorKind::BadHost | ErrorKind::HostMismatch => {
+                StatusCode::BAD_REQUEST
+            }
             ErrorKind::UnknownTransferCoding => StatusCode::NOT_IMPLEMENTED,
             ErrorKind::HeadTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             ErrorKind::RequestTimeout | ErrorKind::ClientTimeout => StatusCode::REQUEST_TIMEOUT,
@@ -149,6 +154,7 @@ impl ErrorKind {
         match self {
             ErrorKind::BadRequest
             | ErrorKind::BadHost
+            | ErrorKind::HostMismatch
             | ErrorKind::UnknownTransferCoding
             | ErrorKind::HeadTooLarge
             | ErrorKind::RequestTimeout
@@ -183,6 +189,7 @@ impl ErrorKind {
         match self {
             ErrorKind::BadRequest
             | ErrorKind::BadHost
+            | ErrorKind::HostMismatch
             | ErrorKind::UnknownTransferCoding
             | ErrorKind::HeadTooLarge => "PR",
             ErrorKind::RequestTimeout => "cR",
@@ -203,7 +210,7 @@ impl ErrorKind {
     /// `rdmalb_client_errors_total{kind}`).
     pub fn metric_kind(self) -> &'static str {
         match self {
-            ErrorKind::BadRequest | ErrorKind::BadHost => "400",
+            ErrorKind::BadRequest | ErrorKind::BadHost | ErrorKind::HostMismatch => "400",
             ErrorKind::UnknownTransferCoding => "501",
             ErrorKind::HeadTooLarge => "431",
             ErrorKind::RequestTimeout | ErrorKind::ClientTimeout => "408",
@@ -235,6 +242,9 @@ impl ErrorKind {
             }
             ErrorKind::BadHost => {
                 "bad request: an HTTP/1.1 request needs exactly one Host header (RFC 9112 section 3.2)\n"
+            }
+            ErrorKind::HostMismatch => {
+                "bad request: the Host header names another host than :authority (RFC 9113 section 8.3.1)\n"
             }
             ErrorKind::HeadTooLarge => "request header fields too large\n",
             ErrorKind::RequestTimeout | ErrorKind::ClientTimeout => "request timeout\n",

@@ -61,10 +61,19 @@ pub async fn handle(
         return Ok(error(ex, ErrorKind::UnknownTransferCoding));
     }
 
-    // The authority as a header value: a refcount bump for HTTP/1 (the
-    // Host header), one small copy for HTTP/2 (:authority).
+    // The host the request is routed on, which is also the Host the node
+    // gets: the target's authority when there is one (HTTP/2 `:authority`;
+    // an HTTP/1 absolute-form target, whose authority replaces Host: RFC
+    // 9112 section 3.2.2), else the Host header. A refcount bump for
+    // HTTP/1, one small copy for a target's authority.
     let host: Option<HeaderValue> = match req.uri().authority() {
-        Some(a) => HeaderValue::from_str(a.as_str()).ok(),
+        Some(a) => {
+            if req.version() == Version::HTTP_2 && !host_names_authority(&req, a.as_str()) {
+                return Ok(error(ex, ErrorKind::HostMismatch));
+            }
+            let hostport = a.as_str().rsplit_once('@').map_or(a.as_str(), |(_, h)| h);
+            HeaderValue::from_str(hostport).ok()
+        }
         None => req.headers().get(header::HOST).cloned(),
     };
     let host_str = host.as_ref().and_then(|h| h.to_str().ok());
@@ -112,12 +121,11 @@ pub async fn handle(
     // hyper already answered `100 Continue` to the client when the body
     // was first read; the node must not be asked again.
     parts.headers.remove(header::EXPECT);
-    if !parts.headers.contains_key(header::HOST) {
-        if let Some(v) = &host {
-            parts.headers.insert(header::HOST, v.clone());
-        }
+    if let Some(v) = &host {
+        parts.headers.insert(header::HOST, v.clone());
     }
-    headers::add_forwarding(&mut parts.headers, &ctx.client_id, host_str);
+    let keep = snap.config.global.keeps_forwarded(ctx.client.ip());
+    headers::add_forwarding(&mut parts.headers, &ctx.client_id, host_str, keep);
     let via = match version {
         Version::HTTP_10 | Version::HTTP_09 => &snap.via_request[0],
         Version::HTTP_2 => &snap.via_request[2],
@@ -364,6 +372,21 @@ impl Tried {
             self.len -= 1;
         }
     }
+}
+
+/// Whether every Host header of an HTTP/2 request names the same origin
+/// as its `:authority` (RFC 9113 section 8.3.1 makes a request whose Host
+/// identifies another entity malformed); true when there is none.
+fn host_names_authority<B>(req: &Request<B>, authority: &str) -> bool {
+    let default_port = if req.uri().scheme_str() == Some("https") {
+        443
+    } else {
+        80
+    };
+    req.headers().get_all(header::HOST).iter().all(|h| {
+        h.to_str()
+            .is_ok_and(|h| super::route::same_authority(h, authority, default_port))
+    })
 }
 
 /// Size of the request head as it arrived (request line and header

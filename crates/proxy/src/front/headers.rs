@@ -1,6 +1,6 @@
 //! Header rewriting between client and node: hop-by-hop removal (RFC 9110
-//! §7.6.1), `X-Forwarded-For`/`X-Forwarded-Proto`, `Forwarded` (RFC 7239)
-//! and `Via`.
+//! §7.6.1), `X-Forwarded-For`/`X-Forwarded-Proto`, `Forwarded` (RFC 7239;
+//! kept from trusted clients only, see `global.forwarded_for`) and `Via`.
 
 use std::fmt::Write as _;
 use std::net::IpAddr;
@@ -133,10 +133,22 @@ impl ClientId {
     }
 }
 
-/// Adds `X-Forwarded-For` (appended), `X-Forwarded-Proto` (replaced) and a
-/// `Forwarded` element (appended) for a request from `client` with the
-/// given Host.
-pub fn add_forwarding(headers: &mut HeaderMap, client: &ClientId, host: Option<&str>) {
+/// Adds `X-Forwarded-For`, `X-Forwarded-Proto` (replaced) and a
+/// `Forwarded` element for a request from `client` with the given Host.
+/// With `keep_incoming` (a trusted client: `global.forwarded_for` and
+/// `trusted_proxies`) the client's address and element are appended to the
+/// `X-Forwarded-For` and `Forwarded` it sent; without, those are dropped
+/// first, so the node sees only the address this proxy saw.
+pub fn add_forwarding(
+    headers: &mut HeaderMap,
+    client: &ClientId,
+    host: Option<&str>,
+    keep_incoming: bool,
+) {
+    if !keep_incoming {
+        headers.remove(&X_FORWARDED_FOR);
+        headers.remove(header::FORWARDED);
+    }
     if headers.contains_key(&X_FORWARDED_FOR) {
         let ip = client.ip.to_str().unwrap_or("unknown").to_string();
         append_list(headers, &X_FORWARDED_FOR, ip);

@@ -16,6 +16,16 @@
 //! call until its response body ended or was dropped). HTTP/2 connections
 //! (ALPN or the prior-knowledge preface) and upgraded connections skip the
 //! head and idle timers: HTTP/2 multiplexes and has its own flow control.
+//!
+//! It also holds a connection to the protocol its listener allows
+//! ([`Protocol`]), looking only at the first bytes, before hyper (whose
+//! automatic builder would pick HTTP/2 or HTTP/1.1 by those bytes alone)
+//! sees them: on TLS, ALPN decides (RFC 9113 section 3.2), so where it
+//! chose `h2` a connection that does not start with the HTTP/2 preface is
+//! closed (an invalid preface is a connection error, and GOAWAY may be
+//! omitted: section 3.4), and where it chose `http/1.1` or nothing the
+//! preface is an HTTP/1.1 request with a version this connection does not
+//! speak, answered 400. Cleartext listeners keep prior-knowledge HTTP/2.
 
 use std::future::Future;
 use std::io;
@@ -31,7 +41,23 @@ use tokio::time::Sleep;
 /// Written when a request head does not arrive in time.
 const REQUEST_TIMEOUT_REPLY: &[u8] = b"HTTP/1.1 408 Request Timeout\r\ncontent-type: text/plain\r\ncontent-length: 16\r\nconnection: close\r\n\r\nrequest timeout\n";
 
-const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n";
+/// Written when an HTTP/1.1-only connection starts with the HTTP/2 preface.
+const H2_ON_HTTP1_REPLY: &[u8] = b"HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain\r\ncontent-length: 65\r\nconnection: close\r\n\r\nbad request: HTTP/2 was not negotiated (ALPN) on this connection\n";
+
+/// The HTTP/2 client connection preface (RFC 9113 section 3.4).
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// The protocols a client connection may speak, as its listener decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    /// A cleartext listener: HTTP/2 with prior knowledge (the connection
+    /// starts with the preface), else HTTP/1.x.
+    Detect,
+    /// ALPN chose `h2`: HTTP/2 only.
+    Http2,
+    /// ALPN chose `http/1.1`, or nothing: HTTP/1.x only.
+    Http1,
+}
 
 /// State of one client connection shared between its byte stream and the
 /// request service.
@@ -50,6 +76,9 @@ pub struct ConnShared {
     pub head_at: AtomicU64,
     /// This wrapper answered 408 and closed.
     pub timed_out: AtomicBool,
+    /// This wrapper refused the connection's first bytes as not the
+    /// protocol ALPN chose (answered 400 on HTTP/1.1, closed on HTTP/2).
+    pub bad_preface: AtomicBool,
     /// The client speaks HTTP/2 (ALPN or prior knowledge).
     pub h2: AtomicBool,
 }
@@ -63,6 +92,7 @@ impl ConnShared {
             upgraded: AtomicBool::new(false),
             head_at: AtomicU64::new(0),
             timed_out: AtomicBool::new(false),
+            bad_preface: AtomicBool::new(false),
             h2: AtomicBool::new(false),
         }
     }
@@ -100,6 +130,7 @@ pin_project! {
         inner: S,
         shared: std::sync::Arc<ConnShared>,
         timeouts: IoTimeouts,
+        protocol: Protocol,
         // HTTP/2 (no head/idle timers).
         h2: bool,
         sniffed: bool,
@@ -113,25 +144,29 @@ pin_project! {
         write_armed: bool,
         write_timer: Option<Pin<Box<Sleep>>>,
         write_blocked: bool,
-        // Progress of the 408 reply once the head timer fired.
-        reply: Option<usize>,
+        // The wrapper's own reply (408, or 400 to the HTTP/2 preface) and
+        // how much of it was written.
+        reply: Option<(&'static [u8], usize)>,
     }
 }
 
 impl<S> ConnIo<S> {
-    /// Wraps `inner`; `h2` when ALPN already chose HTTP/2.
+    /// Wraps `inner`, which may speak `protocol`.
     pub fn new(
         inner: S,
         shared: std::sync::Arc<ConnShared>,
         timeouts: IoTimeouts,
-        h2: bool,
+        protocol: Protocol,
     ) -> Self {
+        let h2 = protocol == Protocol::Http2;
+        shared.h2.store(h2, Ordering::Relaxed);
         ConnIo {
             inner,
             shared,
             timeouts,
+            protocol,
             h2,
-            sniffed: h2,
+            sniffed: false,
             matched: 0,
             generation: 0,
             head_bytes: false,
@@ -159,27 +194,23 @@ fn fired(timer: &mut Option<Pin<Box<Sleep>>>, cx: &mut Context<'_>) -> bool {
 }
 
 impl<S: AsyncRead + AsyncWrite> ConnIo<S> {
-    /// Writes the 408 reply, then reports end-of-stream.
+    /// Writes the wrapper's own reply, then reports end-of-stream.
     fn poll_reply(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let mut this = self.project();
-        let Some(off) = this.reply.as_mut() else {
+        let Some((reply, off)) = this.reply.as_mut() else {
             return Poll::Ready(Ok(()));
         };
-        while *off < REQUEST_TIMEOUT_REPLY.len() {
-            match this
-                .inner
-                .as_mut()
-                .poll_write(cx, &REQUEST_TIMEOUT_REPLY[*off..])
-            {
+        while *off < reply.len() {
+            match this.inner.as_mut().poll_write(cx, &reply[*off..]) {
                 Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => {
-                    *off = REQUEST_TIMEOUT_REPLY.len() + 1;
+                    *off = reply.len() + 1;
                     return Poll::Ready(Ok(()));
                 }
                 Poll::Ready(Ok(n)) => *off += n,
                 Poll::Pending => return Poll::Pending,
             }
         }
-        if *off == REQUEST_TIMEOUT_REPLY.len() {
+        if *off == reply.len() {
             match this.inner.as_mut().poll_flush(cx) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(_) => *off += 1,
@@ -202,19 +233,43 @@ impl<S: AsyncRead + AsyncWrite> AsyncRead for ConnIo<S> {
         let before = buf.filled().len();
         let res = this.inner.poll_read(cx, buf);
         if !*this.sniffed {
-            // Decide HTTP/2 only on the whole preface, which may arrive in
-            // pieces: a slow HTTP/1 client sending "P" must keep its timers.
+            // Decide on the whole preface, which may arrive in pieces: a
+            // slow HTTP/1 client sending "P" must keep its timers.
             let got = &buf.filled()[before..];
             let want = &H2_PREFACE[*this.matched..];
             let n = got.len().min(want.len());
             if got[..n] != want[..n] {
                 *this.sniffed = true;
+                if *this.protocol == Protocol::Http2 {
+                    // Not HTTP/2 where ALPN chose it: hyper never sees
+                    // these bytes, the connection is closed.
+                    buf.set_filled(before);
+                    this.shared.bad_preface.store(true, Ordering::Relaxed);
+                    return Poll::Ready(Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        "not the HTTP/2 connection preface on a connection where ALPN chose h2",
+                    )));
+                }
             } else {
                 *this.matched += n;
                 if *this.matched == H2_PREFACE.len() {
                     *this.sniffed = true;
-                    *this.h2 = true;
-                    this.shared.h2.store(true, Ordering::Relaxed);
+                    match *this.protocol {
+                        Protocol::Http2 => {}
+                        Protocol::Detect => {
+                            *this.h2 = true;
+                            this.shared.h2.store(true, Ordering::Relaxed);
+                        }
+                        Protocol::Http1 => {
+                            // The rest of the preface never reaches hyper,
+                            // whose automatic builder would take it for
+                            // HTTP/2: answer 400 and end the stream.
+                            buf.set_filled(before);
+                            this.shared.bad_preface.store(true, Ordering::Relaxed);
+                            *this.reply = Some((H2_ON_HTTP1_REPLY, 0));
+                            return self.poll_reply(cx);
+                        }
+                    }
                 }
             }
         }
@@ -267,7 +322,7 @@ impl<S: AsyncRead + AsyncWrite> AsyncRead for ConnIo<S> {
                 if *this.head_bytes && !*this.write_blocked {
                     tracing::debug!("request head timeout: answering 408");
                     this.shared.timed_out.store(true, Ordering::Relaxed);
-                    *this.reply = Some(0);
+                    *this.reply = Some((REQUEST_TIMEOUT_REPLY, 0));
                     return self.poll_reply(cx);
                 }
                 // Idle keep-alive connection: end it quietly.
@@ -318,6 +373,9 @@ impl<S: AsyncRead + AsyncWrite> AsyncWrite for ConnIo<S> {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
+        if self.reply.is_some() {
+            return Poll::Ready(Err(answered()));
+        }
         let res = self.as_mut().project().inner.poll_write(cx, buf);
         self.guard_write(cx, res)
     }
@@ -327,6 +385,9 @@ impl<S: AsyncRead + AsyncWrite> AsyncWrite for ConnIo<S> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
+        if self.reply.is_some() {
+            return Poll::Ready(Err(answered()));
+        }
         let res = self.as_mut().project().inner.poll_write_vectored(cx, bufs);
         self.guard_write(cx, res)
     }
@@ -343,6 +404,15 @@ impl<S: AsyncRead + AsyncWrite> AsyncWrite for ConnIo<S> {
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         self.project().inner.poll_shutdown(cx)
     }
+}
+
+/// Nothing more is written on a connection the wrapper answered itself
+/// (hyper may still try to answer the partial head it saw).
+fn answered() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::BrokenPipe,
+        "the connection was already answered and closed",
+    )
 }
 
 #[cfg(test)]

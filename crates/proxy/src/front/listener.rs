@@ -1,7 +1,7 @@
 //! Client-facing listeners: bind, accept (bounded by
 //! `limits.max_connections`), TLS handshake, and one hyper connection per
-//! client speaking HTTP/1.1 or HTTP/2 (prior knowledge on plain listeners,
-//! ALPN on TLS ones). On shutdown the accept loop stops (so new connections
+//! client speaking HTTP/1.1 or HTTP/2 (prior knowledge on plain listeners;
+//! on TLS ones only what ALPN chose, held to it by [`ConnIo`]). On shutdown the accept loop stops (so new connections
 //! are refused) and every connection is asked to finish gracefully.
 
 use std::net::SocketAddr;
@@ -19,7 +19,7 @@ use tokio_rustls::TlsAcceptor;
 
 use super::access_log::{AccessRecord, Timers};
 use super::error::ProxyError;
-use super::io::{ConnIo, ConnShared, IoTimeouts};
+use super::io::{ConnIo, ConnShared, IoTimeouts, Protocol};
 use super::state::{ConnCtx, Runtime};
 use super::{forward, stats, tls};
 use crate::config::{Config, Listener};
@@ -252,7 +252,7 @@ async fn connection(
     let timeouts = l.timeouts;
     match &l.tls {
         None => {
-            let io = ConnIo::new(stream, Arc::clone(&ctx.conn), timeouts, false);
+            let io = ConnIo::new(stream, Arc::clone(&ctx.conn), timeouts, Protocol::Detect);
             drive(io, ctx, &l.builder, timeouts.keep_alive, shutdown).await;
         }
         Some(acceptor) => {
@@ -271,8 +271,12 @@ async fn connection(
                     return;
                 }
             };
-            let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
-            let io = ConnIo::new(stream, Arc::clone(&ctx.conn), timeouts, h2);
+            // ALPN decides (RFC 9113 section 3.2); no ALPN is HTTP/1.1.
+            let protocol = match stream.get_ref().1.alpn_protocol() {
+                Some(b"h2") => Protocol::Http2,
+                _ => Protocol::Http1,
+            };
+            let io = ConnIo::new(stream, Arc::clone(&ctx.conn), timeouts, protocol);
             drive(io, ctx, &l.builder, timeouts.keep_alive, shutdown).await;
         }
     }
@@ -320,6 +324,16 @@ async fn drive<I>(
     };
     if ctx.conn.timed_out.load(Ordering::Relaxed) {
         head_failure(&ctx, 408, "cR", "408");
+        return;
+    }
+    if ctx.conn.bad_preface.load(Ordering::Relaxed) {
+        if ctx.conn.h2.load(Ordering::Relaxed) {
+            // ALPN chose h2 but the client did not start HTTP/2.
+            stats::client_error("h2_preface");
+            tracing::debug!(client = %ctx.client, listener = %ctx.listener, "no HTTP/2 connection preface where ALPN chose h2: closed");
+        } else {
+            head_failure(&ctx, 400, "PR", "400");
+        }
         return;
     }
     let Err(e) = result else { return };

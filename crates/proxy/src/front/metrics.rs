@@ -29,6 +29,11 @@ pub const NODE_UP: &str = crate::balance::health::NODE_UP;
 pub const UPSTREAM_ERRORS: &str = "rdmalb_upstream_errors_total";
 /// `rdmalb_client_errors_total{kind}` counter (400, 408, 431, …).
 pub const CLIENT_ERRORS: &str = "rdmalb_client_errors_total";
+/// `rdmalb_h2_unsolicited_ping_acks_total` counter: HTTP/2 PING ACKs from
+/// clients that answer no PING the proxy sent (counted from h2's own log
+/// event, which the logging set-up keeps out of the log:
+/// [`rdmalb_base::logging`]).
+pub const H2_UNSOLICITED_PING_ACKS: &str = rdmalb_base::logging::H2_UNSOLICITED_PING_ACKS;
 /// `rdmalb_retries_total{site}` counter.
 pub const RETRIES: &str = "rdmalb_retries_total";
 /// `rdmalb_connections{listener}` gauge: open client connections.
@@ -99,6 +104,12 @@ fn describe() {
         CLIENT_ERRORS,
         "Requests rejected for client errors, by status"
     );
+    describe_counter!(
+        H2_UNSOLICITED_PING_ACKS,
+        "HTTP/2 PING frames with the ACK flag from clients that answer no PING the proxy sent (ignored, RFC 9113 section 6.7)"
+    );
+    // Shown at 0 from the start: an operator can alert on its rate.
+    metrics::counter!(H2_UNSOLICITED_PING_ACKS).increment(0);
     describe_counter!(
         RETRIES,
         "Requests retried on another node after a connect failure"

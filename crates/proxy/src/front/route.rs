@@ -123,5 +123,40 @@ pub fn normalize_host(raw: &str) -> Option<std::borrow::Cow<'_, str>> {
     }
 }
 
+/// Whether two authorities (`host[:port]`, any case, `userinfo@` ignored)
+/// name the same origin once normalized as RFC 3986 section 6.2 says: host
+/// case and a trailing dot do not matter, and a missing or empty port is
+/// `default_port` (80 for `http`, 443 for `https`). RFC 9113 section 8.3.1
+/// compares an HTTP/2 request's Host with its `:authority` this way.
+pub fn same_authority(a: &str, b: &str, default_port: u16) -> bool {
+    match (
+        host_and_port(a, default_port),
+        host_and_port(b, default_port),
+    ) {
+        (Some(x), Some(y)) => x == y,
+        _ => false,
+    }
+}
+
+/// The normalized host and the port of an authority.
+fn host_and_port(raw: &str, default_port: u16) -> Option<(std::borrow::Cow<'_, str>, u16)> {
+    let raw = raw.trim();
+    let raw = raw.rsplit_once('@').map_or(raw, |(_, h)| h);
+    let (host, port) = if raw.starts_with('[') {
+        let end = raw.find(']')?;
+        (&raw[..=end], &raw[end + 1..])
+    } else {
+        match raw.rfind(':') {
+            Some(i) => (&raw[..i], &raw[i..]),
+            None => (raw, ""),
+        }
+    };
+    let port = match port {
+        "" | ":" => default_port,
+        p => p.strip_prefix(':')?.parse().ok()?,
+    };
+    Some((normalize_host(host)?, port))
+}
+
 #[cfg(test)]
 mod tests;

@@ -562,3 +562,86 @@ fn qos_zero_max_queue() {
 fn qos_unknown_key() {
     rejects(&with("[qos]\nmaxinflight = 4"), "qos", "maxinflight");
 }
+
+#[test]
+fn forwarded_for_defaults_to_replace_and_trusts_only_the_listed_networks() {
+    let c = ok(BASE);
+    assert_eq!(c.global.forwarded_for, ForwardedFor::Replace);
+    assert!(!c.global.keeps_forwarded("127.0.0.1".parse().unwrap()));
+    let c = ok(&BASE.replace(
+        "balance = \"roundrobin\"",
+        "balance = \"roundrobin\"\ntrusted_proxies = [\"10.0.0.0/8\", \"192.0.2.7\", \"fd00::/8\", \"::1/128\"]",
+    ));
+    let keeps = |ip: &str| c.global.keeps_forwarded(ip.parse().unwrap());
+    assert!(keeps("10.1.2.3"));
+    assert!(keeps("::ffff:10.1.2.3"), "IPv4-mapped IPv6 counts as IPv4");
+    assert!(keeps("192.0.2.7"));
+    assert!(!keeps("192.0.2.8"));
+    assert!(!keeps("11.0.0.1"));
+    assert!(keeps("fd12::1"));
+    assert!(keeps("::1"));
+    assert!(!keeps("::2"));
+    assert!(!keeps("127.0.0.1"));
+    let c = ok(&BASE.replace(
+        "balance = \"roundrobin\"",
+        "balance = \"roundrobin\"\nforwarded_for = \"append\"",
+    ));
+    assert_eq!(c.global.forwarded_for, ForwardedFor::Append);
+    assert!(c.global.keeps_forwarded("203.0.113.9".parse().unwrap()));
+    let all = ok(&BASE.replace(
+        "balance = \"roundrobin\"",
+        "balance = \"roundrobin\"\ntrusted_proxies = [\"0.0.0.0/0\", \"::/0\"]",
+    ));
+    assert!(all.global.keeps_forwarded("203.0.113.9".parse().unwrap()));
+    assert!(all.global.keeps_forwarded("2001:db8::1".parse().unwrap()));
+}
+
+#[test]
+fn rejects_unknown_forwarded_for() {
+    rejects(
+        &BASE.replace("balance = \"roundrobin\"", "forwarded_for = \"keep\""),
+        "global.forwarded_for",
+        "expected \"replace\" or \"append\"",
+    );
+}
+
+#[test]
+fn rejects_bad_trusted_proxies_naming_each_entry() {
+    let text = |list: &str| {
+        BASE.replace(
+            "balance = \"roundrobin\"",
+            &format!("trusted_proxies = [\"10.0.0.0/8\", {list}]"),
+        )
+    };
+    for (list, needle) in [
+        ("\"10.0.0/8\"", "`10.0.0` is not an IP address"),
+        ("\"localhost\"", "`localhost` is not an IP address"),
+        (
+            "\"10.0.0.0/33\"",
+            "`/33` is not a prefix length from 0 to 32",
+        ),
+        ("\"::1/129\"", "`/129` is not a prefix length from 0 to 128"),
+        ("\"10.0.0.0/\"", "`/` is not a prefix length"),
+        ("\"10.0.0.1/8\"", "the network is `10.0.0.0/8`"),
+    ] {
+        crate::fixtures::rejects_at(&text(list), "global.trusted_proxies[1]", needle);
+        crate::fixtures::rejects_at(
+            &text(list),
+            "global.trusted_proxies[1]",
+            "expected an IPv4 or IPv6 network",
+        );
+    }
+    rejects(&text("10"), "global", "expected a string");
+}
+
+#[test]
+fn rejects_trusted_proxies_with_append() {
+    rejects(
+        &BASE.replace(
+            "balance = \"roundrobin\"",
+            "forwarded_for = \"append\"\ntrusted_proxies = [\"10.0.0.0/8\"]",
+        ),
+        "global.trusted_proxies",
+        "has no effect with global.forwarded_for = \"append\"",
+    );
+}

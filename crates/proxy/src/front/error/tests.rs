@@ -4,6 +4,9 @@ use super::*;
 fn only_connect_failures_are_retry_safe() {
     let all = [
         ErrorKind::BadRequest,
+        ErrorKind::BadHost,
+        ErrorKind::HostMismatch,
+        ErrorKind::UnknownTransferCoding,
         ErrorKind::HeadTooLarge,
         ErrorKind::RequestTimeout,
         ErrorKind::ClientTimeout,

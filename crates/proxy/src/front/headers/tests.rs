@@ -50,7 +50,7 @@ fn forwarding_headers_append() {
         ("forwarded", "for=10.0.0.1"),
     ]);
     let id = ClientId::new("192.0.2.7".parse().unwrap(), "https");
-    add_forwarding(&mut h, &id, Some("example.com:8443"));
+    add_forwarding(&mut h, &id, Some("example.com:8443"), true);
     assert_eq!(h["x-forwarded-for"], "10.0.0.1, 192.0.2.7");
     assert_eq!(h["x-forwarded-proto"], "https");
     assert_eq!(
@@ -62,13 +62,35 @@ fn forwarding_headers_append() {
         &mut h,
         &ClientId::new("::1".parse().unwrap(), "http"),
         Some("a.example"),
+        false,
     );
     assert_eq!(h["forwarded"], "for=\"[::1]\";proto=http;host=a.example");
     // IPv4-mapped IPv6 peers are logged as IPv4.
     let mut h = HeaderMap::new();
     let id = ClientId::new("::ffff:192.0.2.1".parse().unwrap(), "http");
-    add_forwarding(&mut h, &id, None);
+    add_forwarding(&mut h, &id, None, false);
     assert_eq!(h["x-forwarded-for"], "192.0.2.1");
+}
+
+#[test]
+fn forwarding_headers_from_an_untrusted_client_are_replaced() {
+    let mut h = map(&[
+        ("x-forwarded-for", "203.0.113.9"),
+        ("x-forwarded-for", "198.51.100.1"),
+        ("forwarded", "for=203.0.113.9;by=evil"),
+        ("x-forwarded-proto", "https"),
+    ]);
+    let id = ClientId::new("192.0.2.7".parse().unwrap(), "http");
+    add_forwarding(&mut h, &id, Some("a.example"), false);
+    assert_eq!(
+        h.get_all("x-forwarded-for").iter().collect::<Vec<_>>(),
+        ["192.0.2.7"]
+    );
+    assert_eq!(
+        h.get_all("forwarded").iter().collect::<Vec<_>>(),
+        ["for=192.0.2.7;proto=http;host=a.example"]
+    );
+    assert_eq!(h["x-forwarded-proto"], "http");
 }
 
 #[test]

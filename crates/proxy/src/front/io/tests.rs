@@ -14,7 +14,7 @@ fn timeouts() -> IoTimeouts {
 async fn partial_head_gets_408_after_http_request() {
     let (client, server) = tokio::io::duplex(4096);
     let shared = Arc::new(ConnShared::new(Instant::now()));
-    let mut io = ConnIo::new(server, Arc::clone(&shared), timeouts(), false);
+    let mut io = ConnIo::new(server, Arc::clone(&shared), timeouts(), Protocol::Detect);
     let (mut cr, mut cw) = tokio::io::split(client);
     // "P" alone must not be taken for the HTTP/2 preface.
     cw.write_all(b"P").await.unwrap();
@@ -36,7 +36,7 @@ async fn partial_head_gets_408_after_http_request() {
 async fn h2_preface_in_pieces_disables_head_timers() {
     let (client, server) = tokio::io::duplex(4096);
     let shared = Arc::new(ConnShared::new(Instant::now()));
-    let mut io = ConnIo::new(server, Arc::clone(&shared), timeouts(), false);
+    let mut io = ConnIo::new(server, Arc::clone(&shared), timeouts(), Protocol::Detect);
     let (_cr, mut cw) = tokio::io::split(client);
     let mut buf = [0u8; 64];
     cw.write_all(&H2_PREFACE[..5]).await.unwrap();
@@ -55,7 +55,7 @@ async fn h2_preface_in_pieces_disables_head_timers() {
 async fn idle_keep_alive_closes_quietly() {
     let (client, server) = tokio::io::duplex(4096);
     let shared = Arc::new(ConnShared::new(Instant::now()));
-    let mut io = ConnIo::new(server, Arc::clone(&shared), timeouts(), false);
+    let mut io = ConnIo::new(server, Arc::clone(&shared), timeouts(), Protocol::Detect);
     let (_cr, _cw) = tokio::io::split(client);
     // One request came and went.
     shared.request_started();
@@ -63,4 +63,56 @@ async fn idle_keep_alive_closes_quietly() {
     let mut buf = [0u8; 16];
     assert_eq!(io.read(&mut buf).await.unwrap(), 0);
     assert!(!shared.timed_out.load(Ordering::Relaxed));
+}
+
+#[tokio::test(start_paused = true)]
+async fn h2_preface_on_an_http1_connection_gets_400_and_never_reaches_hyper() {
+    let (client, server) = tokio::io::duplex(4096);
+    let shared = Arc::new(ConnShared::new(Instant::now()));
+    let mut io = ConnIo::new(server, Arc::clone(&shared), timeouts(), Protocol::Http1);
+    let (mut cr, mut cw) = tokio::io::split(client);
+    let mut buf = [0u8; 64];
+    cw.write_all(&H2_PREFACE[..18]).await.unwrap();
+    assert_eq!(io.read(&mut buf).await.unwrap(), 18);
+    cw.write_all(&H2_PREFACE[18..]).await.unwrap();
+    // The rest is withheld; the stream ends after the wrapper's 400.
+    assert_eq!(io.read(&mut buf).await.unwrap(), 0);
+    assert!(shared.bad_preface.load(Ordering::Relaxed));
+    assert!(!shared.h2.load(Ordering::Relaxed));
+    assert!(
+        io.write_all(b"HTTP/1.1 400").await.is_err(),
+        "a second answer"
+    );
+    drop(io);
+    let mut reply = Vec::new();
+    cr.read_to_end(&mut reply).await.unwrap();
+    assert_eq!(reply, H2_ON_HTTP1_REPLY);
+    let text = String::from_utf8_lossy(&reply);
+    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    assert!(
+        head.contains(&format!("content-length: {}", body.len())),
+        "{text}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn http1_on_an_h2_connection_is_refused_before_hyper_reads_it() {
+    let (client, server) = tokio::io::duplex(4096);
+    let shared = Arc::new(ConnShared::new(Instant::now()));
+    let mut io = ConnIo::new(server, Arc::clone(&shared), timeouts(), Protocol::Http2);
+    assert!(shared.h2.load(Ordering::Relaxed));
+    let (_cr, mut cw) = tokio::io::split(client);
+    let mut buf = [0u8; 64];
+    cw.write_all(b"GET / HTTP/1.1\r\n").await.unwrap();
+    let err = io.read(&mut buf).await.unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::InvalidData);
+    assert!(shared.bad_preface.load(Ordering::Relaxed));
+    // The preface itself is let through.
+    let (client, server) = tokio::io::duplex(4096);
+    let shared = Arc::new(ConnShared::new(Instant::now()));
+    let mut io = ConnIo::new(server, Arc::clone(&shared), timeouts(), Protocol::Http2);
+    let (_cr, mut cw) = tokio::io::split(client);
+    cw.write_all(H2_PREFACE).await.unwrap();
+    assert_eq!(io.read(&mut buf).await.unwrap(), H2_PREFACE.len());
+    assert!(!shared.bad_preface.load(Ordering::Relaxed));
 }

@@ -69,3 +69,19 @@ fn normalizes_hosts() {
         Some(std::borrow::Cow::Borrowed(_))
     ));
 }
+
+#[test]
+fn same_authority_normalizes_case_dot_and_default_port() {
+    assert!(same_authority("www.example.com", "WWW.Example.COM.", 80));
+    assert!(same_authority("www.example.com:80", "www.example.com", 80));
+    assert!(same_authority("www.example.com:", "www.example.com", 80));
+    assert!(same_authority("a.test:443", "a.test", 443));
+    assert!(same_authority("user@a.test:8080", "a.test:8080", 80));
+    assert!(same_authority("[::1]:80", "[::1]", 80));
+    assert!(!same_authority("a.test:443", "a.test", 80));
+    assert!(!same_authority("a.test:8080", "a.test", 80));
+    assert!(!same_authority("a.test", "b.test", 80));
+    assert!(!same_authority("[::1]:80", "[::2]", 80));
+    assert!(!same_authority("a.test:http", "a.test", 80));
+    assert!(!same_authority("", "", 80));
+}
