@@ -14,9 +14,26 @@ pub fn unix_now_ns() -> u64 {
     since_epoch(SystemTime::now()).as_nanos() as u64
 }
 
-/// Now, in milliseconds since the Unix epoch (leases, claim records).
+/// The environment variable that offsets this process's [`unix_now_ms`] by
+/// a signed number of milliseconds: clock skew for the fault-injection
+/// campaign (`rdmalb-testbed chaos`), never for production.
+pub const CLOCK_OFFSET_ENV: &str = "RDMALB_CLOCK_OFFSET_MS";
+
+fn clock_offset_ms() -> i64 {
+    static OFFSET: std::sync::OnceLock<i64> = std::sync::OnceLock::new();
+    *OFFSET.get_or_init(|| {
+        std::env::var(CLOCK_OFFSET_ENV)
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
+    })
+}
+
+/// Now, in milliseconds since the Unix epoch (leases, claim records),
+/// offset by [`CLOCK_OFFSET_ENV`] when set.
 pub fn unix_now_ms() -> u64 {
-    since_epoch(SystemTime::now()).as_millis() as u64
+    let ms = since_epoch(SystemTime::now()).as_millis() as u64;
+    ms.saturating_add_signed(clock_offset_ms())
 }
 
 /// Now, in whole seconds since the Unix epoch.

@@ -55,6 +55,33 @@ pub enum TestbedCommand {
     Load(LoadArgs),
     /// Run an emulated cluster (nodes, sidecars, proxies) and replay a trace through it.
     Cluster(ClusterArgs),
+    /// Run the seeded fault-injection campaign against a cluster of real
+    /// proxies, sidecars and nodes (docs/reliability.md).
+    Chaos(ChaosArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ChaosArgs {
+    /// Seed of the fault schedule (the same seed replays the same schedule).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// How long faults are injected (then everything is healed and the
+    /// cluster must settle).
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub duration: Duration,
+    /// How the proxies reach the node windows: shm, or tcp (through
+    /// fault-injecting relays).
+    #[arg(long, default_value = "shm")]
+    pub transport: String,
+    /// Mean gap between fault starts.
+    #[arg(long, default_value = "1500ms", value_parser = parse_duration)]
+    pub gap: Duration,
+    /// Bound for every node to be ACTIVE and OK after the faults stop.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub settle: Duration,
+    /// Output directory (configs, logs, faults.txt, chaos.json).
+    #[arg(short, long)]
+    pub output: PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -238,6 +265,41 @@ pub fn run(cmd: TestbedCommand) -> Result<ExitCode, CliError> {
         }
         TestbedCommand::Trace(a) => trace(a.what),
         TestbedCommand::Load(a) => load(a),
+        TestbedCommand::Chaos(a) => {
+            let transport = match a.transport.as_str() {
+                "shm" => super::cluster::WindowTransport::Shm,
+                "tcp" => super::cluster::WindowTransport::Tcp,
+                other => {
+                    return Err(CliError::Usage(format!(
+                        "--transport {other}: expected shm or tcp"
+                    )))
+                }
+            };
+            let opts = super::chaos::Options {
+                seed: a.seed,
+                duration: a.duration,
+                transport,
+                gap: a.gap,
+                settle: a.settle,
+                out: a.output,
+            };
+            let rt = runtime(2)?;
+            let outcome = rt.block_on(async {
+                let (tx, rx) = watch::channel(false);
+                tokio::spawn(async move {
+                    rdmalb_base::shutdown::termination().await;
+                    tracing::info!("chaos: interrupted; healing and tearing down");
+                    let _ = tx.send(true);
+                });
+                super::chaos::run(&opts, rx).await
+            })?;
+            print!("{}", outcome.text());
+            Ok(if outcome.violations.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
+        }
         TestbedCommand::Cluster(a) => {
             let spec = match super::cluster::load_spec(&a.config) {
                 Ok(s) => s,

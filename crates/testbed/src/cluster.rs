@@ -30,8 +30,8 @@
 //! the trace through the proxies with [`super::load`], writes the outputs
 //! ([`write_outputs`]) and tears everything down on every exit path.
 
-mod gen;
-mod procs;
+pub(crate) mod gen;
+pub(crate) mod procs;
 
 pub use gen::{NodeEnd, Outcome, QosOut};
 

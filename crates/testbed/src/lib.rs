@@ -13,6 +13,8 @@
 //!   sidecars and one or more proxies, replays a trace and plots per-site
 //!   throughput ([`plot`]), with per-site QoS-meeting percentages
 //!   ([`qos`]) and the number of node moves.
+//! - [`chaos`]: `rdmalb-testbed chaos`, the seeded fault-injection
+//!   campaign against a cluster of real proxies, sidecars and nodes.
 //!
 //! The testbed sits on top of the library: it starts `sidecar` and `proxy`
 //! as separate processes and uses only the sidecar's push client in-process.
@@ -23,6 +25,7 @@
 #![deny(unsafe_code)]
 
 pub mod capacity;
+pub mod chaos;
 pub mod cli;
 pub mod cluster;
 pub mod config;

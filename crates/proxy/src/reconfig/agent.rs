@@ -1003,6 +1003,7 @@ impl Agent {
         admin: bool,
     ) {
         if let Err(e) = protocol::write_claim_record(w, self.settings.proxy_id, new.epoch).await {
+            Counters::bump(&self.counters.claim_record_errors);
             tracing::debug!(node = %name, error = %e, "claim record not written");
         }
         Counters::bump(&self.counters.claims);

@@ -321,12 +321,16 @@ pub async fn claim(
 
 /// Writes the claim record (proxy, time, epoch), each word by CAS from the
 /// value read. Informational (`/status`): a lost race here changes nothing.
+/// The epoch word is cleared first and written last, so a reader that sees
+/// the same non-zero epoch before and after reading the other two words has
+/// read one whole record.
 pub async fn write_claim_record(
     w: &dyn RemoteWindow,
     proxy: u16,
     epoch: u64,
 ) -> Result<(), ProtocolError> {
     for (wd, value) in [
+        (word::CLAIM_EPOCH, 0),
         (word::CLAIM_PROXY, u64::from(proxy)),
         (word::CLAIM_TIME, rdmalb_base::time::unix_now_ms()),
         (word::CLAIM_EPOCH, epoch),

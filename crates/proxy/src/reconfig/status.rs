@@ -74,6 +74,7 @@ pub struct Counters {
     pub rollback_backoffs: AtomicU64,
     pub fenced: AtomicU64,
     pub unresolved: AtomicU64,
+    pub claim_record_errors: AtomicU64,
 }
 
 impl Counters {
@@ -98,6 +99,7 @@ impl Counters {
             rollback_backoffs: g(&self.rollback_backoffs),
             fenced: g(&self.fenced),
             unresolved: g(&self.unresolved),
+            claim_record_errors: g(&self.claim_record_errors),
         }
     }
 }
@@ -123,6 +125,8 @@ pub struct CountersSnapshot {
     pub fenced: u64,
     /// CASes whose outcome was not known at once (see [`UNRESOLVED`]).
     pub unresolved: u64,
+    /// Claims whose (informational) claim record could not be written.
+    pub claim_record_errors: u64,
 }
 
 /// The agent's part of `/status`.

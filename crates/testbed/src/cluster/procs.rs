@@ -105,18 +105,18 @@ impl Drop for Procs {
     }
 }
 
-fn io(p: &Path, e: std::io::Error) -> ClusterError {
+pub(crate) fn io(p: &Path, e: std::io::Error) -> ClusterError {
     ClusterError::Io {
         what: p.display().to_string(),
         source: e,
     }
 }
 
-fn write(p: &Path, text: &str) -> Result<(), ClusterError> {
+pub(crate) fn write(p: &Path, text: &str) -> Result<(), ClusterError> {
     std::fs::write(p, text).map_err(|e| io(p, e))
 }
 
-fn free_addr() -> Result<SocketAddr, ClusterError> {
+pub(crate) fn free_addr() -> Result<SocketAddr, ClusterError> {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map_err(|e| ClusterError::Io {
@@ -127,7 +127,7 @@ fn free_addr() -> Result<SocketAddr, ClusterError> {
 
 /// A fresh 32-byte pre-shared key for this run's tcp windows, created
 /// with mode 0600 (the sidecar and proxy refuse a key "other" can read).
-fn write_psk(p: &Path) -> Result<(), ClusterError> {
+pub(crate) fn write_psk(p: &Path) -> Result<(), ClusterError> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let key: [u8; 32] = rand::random();
@@ -141,14 +141,14 @@ fn write_psk(p: &Path) -> Result<(), ClusterError> {
         .map_err(|e| io(p, e))
 }
 
-fn toml_text(t: &toml::Table) -> String {
+pub(crate) fn toml_text(t: &toml::Table) -> String {
     toml::to_string(t).unwrap_or_default()
 }
 
 /// The appliance binary the cluster runs its sidecars and proxies with:
 /// `RDMALB_BIN` when set, else `rdmalb` beside this binary (as cargo and
 /// an install lay them out), else `rdmalb` on the `PATH`.
-fn appliance_binary(testbed: &Path) -> Result<std::path::PathBuf, ClusterError> {
+pub(crate) fn appliance_binary(testbed: &Path) -> Result<std::path::PathBuf, ClusterError> {
     if let Some(p) = std::env::var_os("RDMALB_BIN") {
         return Ok(p.into());
     }
