@@ -35,7 +35,7 @@ fn server() -> Server {
             ..Default::default()
         },
     );
-    let psk = Psk::new("the-right-key-0123456789").unwrap();
+    let psk = Psk::generate();
     let (tx, rx) = tokio::sync::watch::channel(false);
     let handle = tcp::serve(mem.clone(), "127.0.0.1:0".parse().unwrap(), psk.clone(), rx).unwrap();
     Server {
@@ -98,7 +98,7 @@ fn read_reply(s: &mut TcpStream, keys: &mut SessionKeys, pending: &mut Vec<u8>) 
 #[tokio::test]
 async fn wrong_psk_is_refused() {
     let srv = server();
-    let wrong = Psk::new("not-the-right-key-0123").unwrap();
+    let wrong = Psk::generate();
     let err = TcpWindow::connect(srv.handle.local_addr(), &wrong, 1, &Expect::ANY)
         .await
         .unwrap_err();
@@ -260,7 +260,7 @@ fn tampered_frame_closes_the_connection() {
 #[tokio::test]
 async fn shutdown_signal_stops_the_responder_and_closes_clients() {
     let mem = Arc::new(WindowMemory::anonymous(1, 1).unwrap());
-    let psk = Psk::new("0123456789abcdef").unwrap();
+    let psk = Psk::generate();
     let (tx, rx) = tokio::sync::watch::channel(false);
     let handle = tcp::serve(mem, "127.0.0.1:0".parse().unwrap(), psk.clone(), rx).unwrap();
     let addr = handle.local_addr();
@@ -338,7 +338,7 @@ async fn many_requests_in_flight_on_one_connection() {
 #[test]
 fn trickled_handshake_is_cut_at_the_deadline() {
     let mem = Arc::new(WindowMemory::anonymous(1, 1).unwrap());
-    let psk = Psk::new("the-right-key-0123456789").unwrap();
+    let psk = Psk::generate();
     let (_tx, rx) = tokio::sync::watch::channel(false);
     let opts = ServeOptions {
         handshake_deadline: Duration::from_secs(2),
@@ -401,7 +401,7 @@ async fn silent_connections_do_not_keep_a_real_client_out() {
 #[tokio::test]
 async fn sessions_beyond_the_limit_are_refused() {
     let mem = Arc::new(WindowMemory::anonymous(1, 1).unwrap());
-    let psk = Psk::new("the-right-key-0123456789").unwrap();
+    let psk = Psk::generate();
     let (_tx, rx) = tokio::sync::watch::channel(false);
     let opts = ServeOptions {
         max_sessions: 1,

@@ -22,9 +22,21 @@ use std::path::Path;
 pub use rdmalb_base::problems::{ConfigErrors, Problem};
 pub use types::*;
 
-/// Reads and validates a proxy config file.
+/// Reads and validates a proxy config file, and the pre-shared key file it
+/// names (the same check the windows make when they start, so `rdmalb
+/// check` and a real start agree on what is a usable key).
 pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
-    parse(&rdmalb_base::problems::read(path)?, path)
+    let config = parse(&rdmalb_base::problems::read(path)?, path)?;
+    if let Some(key) = &config.cluster.psk_file {
+        if let Err(e) = rdmalb_window::Psk::from_file(key) {
+            return Err(ConfigErrors::single(
+                path,
+                "cluster.psk_file",
+                e.to_string(),
+            ));
+        }
+    }
+    Ok(config)
 }
 
 /// Validates config text; `path` names the file in messages and anchors

@@ -390,7 +390,7 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
     if needs_psk && cluster.psk_file.is_none() {
         c.add(
             "cluster.psk_file",
-            "missing: nodes use the tcp or verbs transport, which require authentication (expected a path to a pre-shared key file of at least 16 bytes)",
+            "missing: nodes use the tcp or verbs transport, which require authentication (expected the path of a pre-shared key file made by `rdmalb psk --out FILE`)",
         );
     }
 
