@@ -53,6 +53,7 @@ enum Stage {
 
 struct Conn {
     stream: TcpStream,
+    peer: SocketAddr,
     thread: Option<JoinHandle<()>>,
     stage: Stage,
 }
@@ -405,6 +406,7 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
                     id,
                     Conn {
                         stream: registered,
+                        peer,
                         thread: Some(t),
                         stage: Stage::Handshake,
                     },
@@ -435,9 +437,7 @@ fn evict_for_new_handshake(conns: &mut HashMap<u64, Conn>, shared: &Shared) {
     if let Some(c) = oldest {
         c.stage = Stage::Evicted;
         let _ = c.stream.shutdown(Shutdown::Both);
-        if let Ok(peer) = c.stream.peer_addr() {
-            shared.refuse(Refusal::HandshakeEvicted, peer);
-        }
+        shared.refuse(Refusal::HandshakeEvicted, c.peer);
     }
 }
 
