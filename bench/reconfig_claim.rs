@@ -31,7 +31,8 @@ use rdmalb_window::{
 };
 use tokio::sync::watch;
 
-const PSK: &str = "bench-only-pre-shared-key-0123456789";
+/// A key for this bench only, in the text form `rdmalb psk` prints.
+const PSK: &str = "rdmalb-psk-v1:3944676e7d97fc0db32b7bd6aa983607ccdf2212a76576d9a32a52e9432c3e36";
 const SITES: [&str; 2] = ["a", "b"];
 
 struct Source {

@@ -28,7 +28,8 @@ use rdmalb_window::{
 };
 
 const RESPONDER_ENV: &str = "RDMALB_BENCH_RESPONDER";
-const PSK: &str = "bench-only-pre-shared-key-0123456789";
+/// A key for this bench only, in the text form `rdmalb psk` prints.
+const PSK: &str = "rdmalb-psk-v1:3944676e7d97fc0db32b7bd6aa983607ccdf2212a76576d9a32a52e9432c3e36";
 const BUSY_LEVELS: [usize; 5] = [0, 1, 2, 4, 8];
 
 fn main() {

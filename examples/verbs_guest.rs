@@ -345,7 +345,7 @@ async fn header_checks(a: &ClientArgs) -> Result<()> {
             .map(|e| e.to_string())
             .unwrap_or_else(|| "connected".into()),
     );
-    let bad_key = Psk::new("definitely-not-the-right-key-0123456789")?;
+    let bad_key = Psk::generate();
     let r = VerbsWindow::connect(
         a.connect,
         &bad_key,

@@ -26,8 +26,7 @@ log "no-verbs: dependency tree has no sideway / rdma-mummy-sys"
 cargo build -p rdmalb --no-default-features --locked --quiet --bin rdmalb
 cp "$TARGET/debug/rdmalb" "$WORK/rdmalb"
 
-head -c 32 /dev/urandom >"$WORK/cluster.psk"
-chmod 0600 "$WORK/cluster.psk"
+"$WORK/rdmalb" psk --out "$WORK/cluster.psk"
 cat >"$WORK/proxy.toml" <<TOML
 [admin]
 listen = "127.0.0.1:0"

@@ -36,6 +36,14 @@ enum Command {
         #[arg(long)]
         sidecar: bool,
     },
+    /// Generate a pre-shared key for the tcp and verbs windows (256 random
+    /// bits as `rdmalb-psk-v1:` and hex): printed, or written to a new file.
+    Psk {
+        /// Write the key to this new file (mode 0600; never overwrites)
+        /// instead of printing it.
+        #[arg(short, long)]
+        out: Option<PathBuf>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -55,6 +63,14 @@ const CONFIG_INVALID: u8 = 2;
 
 fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
+        Command::Psk { out } => {
+            let key = rdmalb_window::Psk::generate();
+            match out {
+                Some(path) => key.write_new_file(&path)?,
+                None => println!("{}", key.to_text()),
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Check { config, sidecar } => {
             let result = if sidecar {
                 rdmalb_sidecar::check(&config)

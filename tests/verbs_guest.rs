@@ -25,7 +25,7 @@ pub async fn verbs_target() -> Target {
     // table; reuse that memory rather than repeating the suite's constants.
     let base = conformance::tcp_target().await;
     let owner = base.owner.clone();
-    let psk = Psk::new("verbs-conformance-key-0123456789").unwrap();
+    let psk = Psk::generate();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let server = VerbsServer::start(
         owner.clone(),

@@ -351,6 +351,21 @@ async fn unknown_paths_and_methods_are_refused() {
 }
 
 #[tokio::test]
+async fn mutations_are_refused_without_a_token_file() {
+    let admin = start().await;
+    let r = client()
+        .post(format!("{}/reconfig/move?node=a&site=web", admin.url))
+        .header("authorization", "Bearer anything-at-all-0123456789abcdef")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    let body = r.text().await.unwrap();
+    assert!(body.contains("token_file"), "{body}");
+    admin.stop().await;
+}
+
+#[tokio::test]
 async fn reload_shows_in_status() {
     let admin = start().await;
     let before = get_status(&admin.url).await;

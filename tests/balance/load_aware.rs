@@ -253,7 +253,7 @@ fn has_rdma_device() -> bool {
 fn psk_file(dir: &Path) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
     let p = dir.join("cluster.psk");
-    std::fs::write(&p, "routing-e2e-key-0123456789\n").unwrap();
+    std::fs::write(&p, rdmalb_window::Psk::generate().to_text()).unwrap();
     std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
     p
 }

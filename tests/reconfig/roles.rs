@@ -4,13 +4,19 @@
 //! admin move (`POST /reconfig/move`, the agent's lock + CAS path) sends an
 //! idle node to a site: it serves that site only once applied and checked;
 //! moved away again, it gets no new request of the old site from the moment
-//! the move returns. `/status` shows the roles, `/metrics` the claims.
+//! the move returns. `/status` shows the roles, `/metrics` the claims. A
+//! move needs the admin bearer token and is refused from another origin.
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use std::os::unix::fs::PermissionsExt;
+
 use crate::support::reconfig::{Endpoint, Nodes, SITES};
-use crate::support::{eventually, Backend};
+use crate::support::{eventually, Backend, Proxy};
+
+/// The admin token the proxies here are started with (`[admin] token_file`).
+const TOKEN: &str = "admin-test-token-8c1f5e0b7a2d4c6e9f3a1b5d7e9c0a2f";
 
 async fn served_by(client: &reqwest::Client, listen: SocketAddr, host: &str) -> String {
     let r = client
@@ -27,33 +33,72 @@ async fn served_by(client: &reqwest::Client, listen: SocketAddr, host: &str) -> 
         .to_string()
 }
 
+/// `POST /reconfig/move?{query}` with `headers`: status, JSON body and the
+/// `WWW-Authenticate` header.
+async fn post_with(
+    client: &reqwest::Client,
+    admin: SocketAddr,
+    query: &str,
+    headers: &[(&str, &str)],
+) -> (u16, serde_json::Value, Option<String>) {
+    let mut req = client.post(format!("http://{admin}/reconfig/move?{query}"));
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let r = req.send().await.expect("admin");
+    let code = r.status().as_u16();
+    let challenge = r
+        .headers()
+        .get("www-authenticate")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let text = r.text().await.unwrap_or_default();
+    (
+        code,
+        serde_json::from_str(&text).unwrap_or_default(),
+        challenge,
+    )
+}
+
+/// An admin move as an operator makes it: with the bearer token.
 async fn post(
     client: &reqwest::Client,
     admin: SocketAddr,
     query: &str,
 ) -> (u16, serde_json::Value) {
-    let r = client
-        .post(format!("http://{admin}/reconfig/move?{query}"))
-        .send()
-        .await
-        .expect("admin");
-    let code = r.status().as_u16();
-    let text = r.text().await.unwrap_or_default();
-    (code, serde_json::from_str(&text).unwrap_or_default())
+    let bearer = format!("Bearer {TOKEN}");
+    let (code, body, _) = post_with(client, admin, query, &[("authorization", &bearer)]).await;
+    (code, body)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn admin_moves_route_a_node_to_its_new_site_and_never_misroute() {
-    // n0 serves hot, n1 cold, n2 is idle.
-    let nodes = Nodes::start("admin", &[Some(0), Some(1), None], false);
+/// Three nodes behind a real proxy in rigid mode (n0 serves hot, n1 cold,
+/// n2 is idle), its admin listener guarded by [`TOKEN`].
+struct Farm {
+    nodes: Nodes,
+    _backends: [Backend; 3],
+    proxy: Proxy,
+    listen: SocketAddr,
+    admin: SocketAddr,
+    status: serde_json::Value,
+}
+
+async fn farm(tag: &str) -> Farm {
+    let nodes = Nodes::start(tag, &[Some(0), Some(1), None], false);
     nodes.behaviour.lock().unwrap().apply_delay = vec![Duration::from_millis(100); 3];
     let backends = [
         Backend::start("n0").await,
         Backend::start("n1").await,
         Backend::start("n2").await,
     ];
+    let dir = tempfile::tempdir().expect("tempdir");
+    let token = dir.path().join("admin.token");
+    std::fs::write(&token, format!("{TOKEN}\n")).unwrap();
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+    // listener_toml ends with the [admin] table: the token file joins it.
     let (listener, listen, admin) = crate::support::listener_toml();
-    let mut config = format!("[health]\ninterval = \"100ms\"\nrise = 2\n\n{listener}");
+    let mut config = format!(
+        "[health]\ninterval = \"100ms\"\nrise = 2\n\n{listener}token_file = \"admin.token\"\n\n"
+    );
     for s in SITES {
         config.push_str(&format!(
             "[[site]]\nname = \"{s}\"\nhosts = [\"{s}.test\"]\n\n"
@@ -71,7 +116,7 @@ async fn admin_moves_route_a_node_to_its_new_site_and_never_misroute() {
         ));
     }
     config.push_str("[reconfig]\nmode = \"rigid\"\nsensitivity = \"50ms\"\nhistory = \"50ms\"\n");
-    let proxy = crate::support::Proxy::start(&config, &[listen, admin]);
+    let proxy = Proxy::start_in(dir, &config, &[listen, admin]);
     let client = crate::support::client();
 
     // /status shows every node's role.
@@ -96,6 +141,27 @@ async fn admin_moves_route_a_node_to_its_new_site_and_never_misroute() {
             }
         })
         .await;
+    Farm {
+        nodes,
+        _backends: backends,
+        proxy,
+        listen,
+        admin,
+        status,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_moves_route_a_node_to_its_new_site_and_never_misroute() {
+    let Farm {
+        nodes,
+        _backends,
+        proxy,
+        listen,
+        admin,
+        status,
+    } = farm("admin").await;
+    let client = crate::support::client();
     assert_eq!(status["reconfig"]["mode"], "rigid");
     assert_eq!(status["reconfig"]["nodes"][2]["site"], "idle");
     assert_eq!(status["reconfig"]["nodes"][0]["epoch"], 1);
@@ -169,4 +235,60 @@ async fn admin_moves_route_a_node_to_its_new_site_and_never_misroute() {
         .sum::<f64>();
     assert_eq!(claims, 2.0, "{metrics}");
     drop(proxy);
+}
+
+/// Mutations need the bearer token (401 with a Bearer challenge without it
+/// or with a wrong one) and are refused when a browser could have sent them
+/// for another site (403); reads stay open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_moves_need_the_token_and_refuse_other_origins() {
+    let f = farm("admin-auth").await;
+    let client = crate::support::client();
+    let bearer = format!("Bearer {TOKEN}");
+    let auth = ("authorization", bearer.as_str());
+    let own_origin = format!("http://{}", f.admin);
+    let move_n2 = "node=n2&site=hot";
+
+    let (code, body, challenge) = post_with(&client, f.admin, move_n2, &[]).await;
+    assert_eq!(code, 401, "without a token: {body}");
+    assert!(
+        challenge
+            .as_deref()
+            .is_some_and(|c| c.starts_with("Bearer")),
+        "{challenge:?}"
+    );
+    let wrong = format!("Bearer {}", TOKEN.replace('8', "9"));
+    let (code, body, challenge) =
+        post_with(&client, f.admin, move_n2, &[("authorization", &wrong)]).await;
+    assert_eq!(code, 401, "with a wrong token: {body}");
+    assert!(challenge.is_some());
+    for cross in [
+        ("origin", "http://evil.example"),
+        ("origin", "null"),
+        ("sec-fetch-site", "cross-site"),
+        ("content-type", "application/x-www-form-urlencoded"),
+        ("content-type", "text/plain"),
+    ] {
+        let (code, body, _) = post_with(&client, f.admin, move_n2, &[auth, cross]).await;
+        assert_eq!(code, 403, "{cross:?}: {body}");
+    }
+    // Nothing moved; reads need no token.
+    let status: serde_json::Value =
+        serde_json::from_str(&crate::support::admin_text(f.admin, "/status").await).unwrap();
+    assert_eq!(status["reconfig"]["nodes"][2]["site"], "idle");
+
+    let (code, body, _) = post_with(
+        &client,
+        f.admin,
+        move_n2,
+        &[
+            auth,
+            ("origin", &own_origin),
+            ("sec-fetch-site", "same-origin"),
+        ],
+    )
+    .await;
+    assert_eq!(code, 200, "with the token: {body}");
+    assert_eq!(body["outcome"], "claimed");
+    drop(f.proxy);
 }

@@ -77,7 +77,7 @@ fn check_accepts_the_shipped_example() {
     )
     .unwrap();
     let psk = d.path().join("cluster.psk");
-    std::fs::write(&psk, "0123456789abcdef0123456789abcdef").unwrap();
+    std::fs::write(&psk, rdmalb_window::Psk::generate().to_text()).unwrap();
     std::fs::set_permissions(&psk, std::fs::Permissions::from_mode(0o600)).unwrap();
     let out = Command::new(BIN)
         .args(["check", "--sidecar", "-c"])

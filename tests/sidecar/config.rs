@@ -16,7 +16,7 @@ impl Dir {
     fn new() -> Dir {
         let dir = tempfile::tempdir().unwrap();
         let psk = dir.path().join("cluster.psk");
-        std::fs::write(&psk, "0123456789abcdef0123456789abcdef\n").unwrap();
+        std::fs::write(&psk, rdmalb_window::Psk::generate().to_text()).unwrap();
         std::fs::set_permissions(&psk, std::fs::Permissions::from_mode(0o600)).unwrap();
         Dir { dir }
     }
@@ -389,7 +389,7 @@ fn rejects_missing_psk_file() {
 fn rejects_world_readable_psk_file() {
     let d = Dir::new();
     let p = d.dir.path().join("open.psk");
-    std::fs::write(&p, "0123456789abcdef0123").unwrap();
+    std::fs::write(&p, rdmalb_window::Psk::generate().to_text()).unwrap();
     std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
     let m = d.reject(
         &with_window("[window.tcp]\nlisten = \"127.0.0.1:7101\"\npsk_file = \"open.psk\""),
@@ -408,7 +408,10 @@ fn rejects_short_psk() {
         &with_window("[window.verbs]\ncontrol = \"127.0.0.1:7201\"\npsk_file = \"short.psk\""),
         "window.verbs.psk_file",
     );
-    assert!(m.contains("at least 16"), "{m}");
+    assert!(
+        m.contains("not a generated key") && m.contains("rdmalb psk"),
+        "{m}"
+    );
 }
 
 /// Issue 12, defect 1: verbs peers use NIC atomics, shm peers and the tcp

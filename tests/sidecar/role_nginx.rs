@@ -58,7 +58,7 @@ impl Node {
         let tpl = Path::new(env!("CARGO_MANIFEST_DIR")).join("conf/role/nginx-site.conf.tpl");
         std::fs::write(dir.path().join("news.tpl"), news_template).unwrap();
         let psk = dir.path().join("cluster.psk");
-        std::fs::write(&psk, "role-e2e-key-0123456789abcdef\n").unwrap();
+        Psk::generate().write_new_file(&psk).unwrap();
         std::fs::set_permissions(&psk, std::fs::Permissions::from_mode(0o600)).unwrap();
         let (admin, tcp) = (free_addr(), free_addr());
         let config = format!(

@@ -27,7 +27,7 @@ impl Setup {
     fn new() -> Setup {
         let dir = tempfile::tempdir().unwrap();
         let psk = dir.path().join("cluster.psk");
-        std::fs::write(&psk, "e2e-test-key-0123456789abcdef\n").unwrap();
+        Psk::generate().write_new_file(&psk).unwrap();
         std::fs::set_permissions(&psk, std::fs::Permissions::from_mode(0o600)).unwrap();
         Setup { dir }
     }
@@ -189,14 +189,7 @@ async fn sidecar_publishes_live_load_over_shm_tcp_and_admin() {
         Err(WindowError::SiteTableMismatch { .. }) => {}
         other => panic!("expected a site-table mismatch, got {other:?}"),
     }
-    match TcpWindow::connect(
-        addrs.tcp.unwrap(),
-        &Psk::new("not-the-cluster-key-at-all").unwrap(),
-        2,
-        &expect(),
-    )
-    .await
-    {
+    match TcpWindow::connect(addrs.tcp.unwrap(), &Psk::generate(), 2, &expect()).await {
         Err(WindowError::Auth { .. })
         | Err(WindowError::Closed { .. })
         | Err(WindowError::Protocol { .. })

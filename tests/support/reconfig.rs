@@ -27,9 +27,15 @@ pub fn site_hash() -> u64 {
     rdmalb_window::site_table_hash(&SITES)
 }
 
+/// The key every test of a run shares (a fixed key: processes started
+/// separately must agree on it).
 pub fn psk() -> Psk {
-    Psk::new(b"reconfig-test-psk-0123456789").expect("psk")
+    Psk::new(TEST_PSK).expect("psk")
 }
+
+/// A key for tests only, in the text form `rdmalb psk` prints.
+pub const TEST_PSK: &str =
+    "rdmalb-psk-v1:ad4f963edfbac5c1fe650062eafcb10eb67a390a6c1f9a3af47dc728b0d94731";
 
 /// A unique /dev/shm path for this test process.
 pub fn shm_path(tag: &str) -> PathBuf {

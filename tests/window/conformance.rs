@@ -83,7 +83,7 @@ pub async fn shm_target() -> Target {
 /// tcp: the owner serves anonymous memory on a loopback port.
 pub async fn tcp_target() -> Target {
     let owner = Arc::new(WindowMemory::anonymous(NODE, site_hash()).unwrap());
-    let psk = rdmalb_window::tcp::Psk::new("conformance-test-key-0123456789").unwrap();
+    let psk = rdmalb_window::tcp::Psk::generate();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let server = rdmalb_window::tcp::serve(
         owner.clone(),

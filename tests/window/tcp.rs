@@ -1,10 +1,12 @@
 //! tcp-specific refusals: peers without the pre-shared key get nothing
 //! (wrong key, no handshake, garbage, forged frames), the responder enforces
-//! the remote-atomic area itself (not only the client), and stopping the
-//! responder closes its connections.
+//! the remote-atomic area itself (not only the client), stopping the
+//! responder closes its connections, and unauthenticated connections can
+//! neither hold a slot past the handshake deadline nor keep a real client out.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,7 +14,7 @@ use rdmalb_window::layout::word;
 use rdmalb_window::seqlock::snapshot;
 use rdmalb_window::tcp::auth::{ClientHandshake, SessionKeys, SERVER_CHALLENGE_LEN};
 use rdmalb_window::tcp::frame::{self, ErrorCode, Frame, Message, Reply, Request};
-use rdmalb_window::tcp::{self, Psk, TcpServerHandle};
+use rdmalb_window::tcp::{self, Psk, ServeOptions, TcpServerHandle};
 use rdmalb_window::{
     publish, Expect, LoadSample, RemoteWindow, TcpWindow, WindowError, WindowMemory,
 };
@@ -33,7 +35,7 @@ fn server() -> Server {
             ..Default::default()
         },
     );
-    let psk = Psk::new("the-right-key-0123456789").unwrap();
+    let psk = Psk::generate();
     let (tx, rx) = tokio::sync::watch::channel(false);
     let handle = tcp::serve(mem.clone(), "127.0.0.1:0".parse().unwrap(), psk.clone(), rx).unwrap();
     Server {
@@ -96,7 +98,7 @@ fn read_reply(s: &mut TcpStream, keys: &mut SessionKeys, pending: &mut Vec<u8>) 
 #[tokio::test]
 async fn wrong_psk_is_refused() {
     let srv = server();
-    let wrong = Psk::new("not-the-right-key-0123").unwrap();
+    let wrong = Psk::generate();
     let err = TcpWindow::connect(srv.handle.local_addr(), &wrong, 1, &Expect::ANY)
         .await
         .unwrap_err();
@@ -258,7 +260,7 @@ fn tampered_frame_closes_the_connection() {
 #[tokio::test]
 async fn shutdown_signal_stops_the_responder_and_closes_clients() {
     let mem = Arc::new(WindowMemory::anonymous(1, 1).unwrap());
-    let psk = Psk::new("0123456789abcdef").unwrap();
+    let psk = Psk::generate();
     let (tx, rx) = tokio::sync::watch::channel(false);
     let handle = tcp::serve(mem, "127.0.0.1:0".parse().unwrap(), psk.clone(), rx).unwrap();
     let addr = handle.local_addr();
@@ -329,4 +331,89 @@ async fn many_requests_in_flight_on_one_connection() {
     }
     assert_eq!(srv.mem.load(word::ROLE + 1), Some(N));
     assert!(srv.handle.requests_served() >= N + N / 10);
+}
+
+/// A client sending its HELLO one byte a second never lets a single read
+/// wait long, yet it is cut at the whole-handshake deadline.
+#[test]
+fn trickled_handshake_is_cut_at_the_deadline() {
+    let mem = Arc::new(WindowMemory::anonymous(1, 1).unwrap());
+    let psk = Psk::generate();
+    let (_tx, rx) = tokio::sync::watch::channel(false);
+    let opts = ServeOptions {
+        handshake_deadline: Duration::from_secs(2),
+        ..ServeOptions::default()
+    };
+    let handle =
+        tcp::serve_with(mem, "127.0.0.1:0".parse().unwrap(), psk.clone(), rx, opts).unwrap();
+    let mut s = TcpStream::connect(handle.local_addr()).unwrap();
+    let (_hs, hello) = ClientHandshake::start(&psk, 9);
+    let mut writer = s.try_clone().unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let trickle = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            for b in hello {
+                if stop.load(Ordering::SeqCst) || writer.write_all(&[b]).is_err() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_secs(1));
+            }
+        })
+    };
+    // A generous bound on waiting, still far short of the 48 s the whole
+    // HELLO takes at this pace (after which the responder would answer).
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let got = s.read(&mut [0u8; 1]);
+    stop.store(true, Ordering::SeqCst);
+    trickle.join().unwrap();
+    let closed = match &got {
+        Ok(0) => true,
+        Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+        Ok(_) => false,
+    };
+    assert!(
+        closed,
+        "responder still holds a trickling handshake: {got:?}"
+    );
+}
+
+/// Connections that never say anything fill every slot a connection in the
+/// handshake can have; a client with the key still connects and is served.
+#[tokio::test]
+async fn silent_connections_do_not_keep_a_real_client_out() {
+    let srv = server();
+    let addr = srv.handle.local_addr();
+    let silent: Vec<TcpStream> = (0..tcp::MAX_CONNECTIONS)
+        .map(|_| TcpStream::connect(addr).unwrap())
+        .collect();
+    // The responder accepts in order, so this one comes after all of them.
+    let w = TcpWindow::connect(addr, &srv.psk, 1, &Expect::ANY)
+        .await
+        .unwrap();
+    assert_eq!(w.read_word(word::ROLE).await.unwrap(), 0);
+    assert!(srv.handle.refusals().handshakes_evicted > 0);
+    drop(silent);
+}
+
+/// Sessions have a limit of their own: a client authenticating beyond it is
+/// closed and counted, and the sessions already open keep being served.
+#[tokio::test]
+async fn sessions_beyond_the_limit_are_refused() {
+    let mem = Arc::new(WindowMemory::anonymous(1, 1).unwrap());
+    let psk = Psk::generate();
+    let (_tx, rx) = tokio::sync::watch::channel(false);
+    let opts = ServeOptions {
+        max_sessions: 1,
+        ..ServeOptions::default()
+    };
+    let handle =
+        tcp::serve_with(mem, "127.0.0.1:0".parse().unwrap(), psk.clone(), rx, opts).unwrap();
+    let first = TcpWindow::connect(handle.local_addr(), &psk, 1, &Expect::ANY)
+        .await
+        .unwrap();
+    let second = TcpWindow::connect(handle.local_addr(), &psk, 2, &Expect::ANY).await;
+    assert!(second.is_err(), "a second session was served");
+    assert_eq!(handle.refusals().sessions_full, 1);
+    assert_eq!(first.read_word(word::ROLE).await.unwrap(), 0);
 }

@@ -167,7 +167,7 @@ pub struct ShmServe {
 #[derive(Debug, Clone)]
 pub struct TcpServe {
     pub listen: SocketAddr,
-    /// Pre-shared key file (checked: readable, ≥ 16 bytes, not world-accessible).
+    /// Pre-shared key file (checked: readable, a key made by `rdmalb psk`, not world-accessible).
     pub psk_file: PathBuf,
 }
 

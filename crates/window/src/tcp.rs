@@ -26,10 +26,14 @@ use std::time::Duration;
 
 pub use auth::Psk;
 pub use client::TcpWindow;
-pub use server::{serve, TcpServerHandle};
+pub use server::{serve, serve_with, Refusals, ServeOptions, TcpServerHandle};
 
-/// How long either side waits for the peer's handshake messages, and how
-/// long a client waits to establish the connection.
+/// How long a responder gives a client for the whole handshake (by default),
+/// and how long a client waits to establish the connection.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
-/// Connections a responder serves at once; more are closed on accept.
+/// Authenticated sessions a responder serves at once (by default); a client
+/// authenticating beyond this is closed.
 pub const MAX_CONNECTIONS: usize = 256;
+/// Connections a responder lets sit in the handshake at once (by default);
+/// a new connection closes the oldest of them when all are taken.
+pub const MAX_HANDSHAKES: usize = 16;

@@ -65,6 +65,7 @@ pub struct RawHealth {
 #[serde(deny_unknown_fields)]
 pub struct RawAdmin {
     pub listen: Option<String>,
+    pub token_file: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -217,7 +217,7 @@ pub(super) fn validate(
     if tcp_used && cluster.psk_file.is_none() {
         c.add(
             "cluster.psk_file",
-            "missing: proxy windows use the tcp transport, which requires authentication (expected a path to a pre-shared key file of at least 16 bytes)",
+            "missing: proxy windows use the tcp transport, which requires authentication (expected the path of a pre-shared key file made by `rdmalb psk --out FILE`)",
         );
     }
     if mode == ReconfigMode::Reconfigure {

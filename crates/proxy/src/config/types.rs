@@ -279,6 +279,9 @@ pub struct HealthCheck {
 #[derive(Debug, Clone)]
 pub struct Admin {
     pub listen: SocketAddr,
+    /// File holding the bearer token that mutating calls
+    /// (`POST /reconfig/move`) must present; without it they are refused.
+    pub token_file: Option<PathBuf>,
 }
 
 /// `[[listener]]`

@@ -146,8 +146,18 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
         ) as u32,
     };
     let admin = raw_admin.and_then(|a| {
+        let token_file = match a.token_file.as_deref() {
+            Some("") => {
+                c.add(
+                    "admin.token_file",
+                    "empty path (expected the path of a file holding the admin token)",
+                );
+                None
+            }
+            t => t.map(|p| c.path(p)),
+        };
         c.socket_addr("admin.listen", a.listen.as_deref())
-            .map(|listen| Admin { listen })
+            .map(|listen| Admin { listen, token_file })
     });
     let cluster = Cluster {
         psk_file: raw_cluster.psk_file.as_deref().map(|p| c.path(p)),
@@ -390,7 +400,7 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
     if needs_psk && cluster.psk_file.is_none() {
         c.add(
             "cluster.psk_file",
-            "missing: nodes use the tcp or verbs transport, which require authentication (expected a path to a pre-shared key file of at least 16 bytes)",
+            "missing: nodes use the tcp or verbs transport, which require authentication (expected the path of a pre-shared key file made by `rdmalb psk --out FILE`)",
         );
     }
 

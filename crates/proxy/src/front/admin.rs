@@ -4,9 +4,13 @@
 //! `POST /reconfig/move` ([`reconfig`]).
 //! Format documented in `docs/operations.md`.
 //!
-//! A small HTTP/1.1 server, separate from the data path and meant for a
-//! management network: bounded connections, a header-read timeout, `GET` and
-//! `HEAD` only (405 otherwise), 404 for any other path. It reads the same
+//! A small HTTP/1.1 server, separate from the data path and meant for
+//! loopback or a management network: bounded connections, a header-read
+//! timeout, 404 for any other path. `/metrics` and `/status` take `GET` and
+//! `HEAD` (405 otherwise) and need no credentials; the one mutating call,
+//! `POST /reconfig/move`, goes through [`guard`]: a bearer token from
+//! `[admin] token_file` (refused with 403 when none is configured) and no
+//! request a browser could send for another site. It reads the same
 //! `ArcSwap`s the data path swaps on reload, so it always shows the config
 //! in force.
 
@@ -33,6 +37,7 @@ pub use crate::balance::node_windows::LoadStatus;
 use crate::config::{Config, HostPattern};
 use crate::reconfig::{Agent, AgentStatus};
 
+pub mod guard;
 pub mod reconfig;
 
 /// Most admin connections served at once; more wait in the accept queue.
@@ -322,13 +327,22 @@ pub async fn serve(listener: TcpListener, state: AdminState, mut shutdown: watch
         };
         let state = state.clone();
         let mut conn_shutdown = shutdown.clone();
+        // The address this connection came in on: the admin listener's own
+        // origin for the cross-origin check of mutating calls.
+        let local = match stream.local_addr() {
+            Ok(a) => a,
+            Err(e) => {
+                tracing::debug!(peer = %peer, error = %e, "admin connection lost before serving");
+                continue;
+            }
+        };
         tokio::spawn(async move {
             let _permit = permit;
             let svc = service_fn(move |req: Request<Incoming>| {
                 let state = state.clone();
                 async move {
                     let resp = if req.uri().path() == reconfig::MOVE_PATH {
-                        reconfig::move_node(&state, &req).await
+                        reconfig::move_node(&state, &req, local).await
                     } else {
                         handle(&state, &req)
                     };

@@ -15,11 +15,12 @@ use rdmalb_base::problems::ConfigCheck;
 
 mod role;
 
-/// A pre-shared key file: present, at least 16 bytes, not accessible by
-/// "other" (the key authenticates claims on this node).
+/// A pre-shared key file: present, holding a key made by `rdmalb psk` (256
+/// random bits), not accessible by "other" (the key authenticates claims on
+/// this node).
 fn psk_file(r: &mut ConfigCheck, key: &str, text: Option<&str>) -> Option<PathBuf> {
     let Some(text) = text else {
-        r.add(key, "missing (expected the path of a pre-shared key file, at least 16 bytes, mode 0600 or 0640)");
+        r.add(key, "missing (expected the path of a pre-shared key file made by `rdmalb psk --out FILE`, mode 0600 or 0640)");
         return None;
     };
     if text.is_empty() {
@@ -37,7 +38,7 @@ fn psk_file(r: &mut ConfigCheck, key: &str, text: Option<&str>) -> Option<PathBu
         Err(rdmalb_window::WindowError::Psk { reason, .. }) => {
             r.add(
                 key,
-                format!("`{}`: {reason} (accepted: a file of at least 16 bytes with no permissions for \"other\")", path.display()),
+                format!("`{}`: {reason} (accepted: a key made by `rdmalb psk`, in a file with no permissions for \"other\")", path.display()),
             );
             None
         }

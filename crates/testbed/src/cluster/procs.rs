@@ -125,20 +125,19 @@ pub(crate) fn free_addr() -> Result<SocketAddr, ClusterError> {
         })
 }
 
-/// A fresh 32-byte pre-shared key for this run's tcp windows, created
-/// with mode 0600 (the sidecar and proxy refuse a key "other" can read).
+/// A fresh pre-shared key for this run's tcp windows, as `rdmalb psk`
+/// makes one (256 random bits in text form), created with mode 0600 (the
+/// sidecar and proxy refuse a key "other" can read). A key left by an
+/// earlier run in the same directory is replaced.
 pub(crate) fn write_psk(p: &Path) -> Result<(), ClusterError> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let key: [u8; 32] = rand::random();
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(p)
-        .and_then(|mut f| f.write_all(&key))
-        .map_err(|e| io(p, e))
+    match std::fs::remove_file(p) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io(p, e)),
+    }
+    rdmalb_window::Psk::generate()
+        .write_new_file(p)
+        .map_err(|e| io(p, std::io::Error::other(e.to_string())))
 }
 
 pub(crate) fn toml_text(t: &toml::Table) -> String {

@@ -59,7 +59,7 @@ async fn shm_link_breaks_when_the_owner_recreates_the_file() {
 #[tokio::test]
 async fn tcp_link_needs_the_key_and_breaks_when_the_responder_stops() {
     let mem = Arc::new(WindowMemory::anonymous(7, hash()).unwrap());
-    let psk = Psk::new("0123456789abcdef0123456789abcdef").unwrap();
+    let psk = Psk::generate();
     let (stop_tx, stop_rx) = watch::channel(false);
     let server = crate::tcp::serve(
         Arc::clone(&mem),

@@ -18,6 +18,13 @@
 //! over a per-direction frame counter and the frame bytes, so frames cannot
 //! be injected, altered, replayed or reordered by someone on the path.
 //! Frames are not encrypted: load figures and control words are not secret.
+//!
+//! The server's CHALLENGE is an HMAC under the key that anyone who connects
+//! gets before proving anything, so the key must resist offline guessing:
+//! it is 256 random bits, written as text in one encoding ([`PSK_PREFIX`]
+//! and 64 hex digits, what `rdmalb psk` prints), and anything that looks
+//! like a passphrase or is short or repetitive is refused with a message
+//! that says how to make a key. See `docs/window.md`, "Keys".
 
 use std::path::Path;
 
@@ -38,10 +45,19 @@ pub const CLIENT_HELLO_LEN: usize = 8 + 8 + 32;
 pub const SERVER_CHALLENGE_LEN: usize = 8 + 32 + 32;
 /// Client FINISH length.
 pub const CLIENT_FINISH_LEN: usize = 32;
-/// Shortest accepted pre-shared key.
-pub const MIN_PSK_LEN: usize = 16;
+/// What opens a key in its text form (`rdmalb-psk-v1:` and hex digits).
+pub const PSK_PREFIX: &str = "rdmalb-psk-v1:";
+/// Bytes of a generated key, and the fewest a key may have (256 bits).
+pub const PSK_LEN: usize = 32;
+/// Fewest distinct byte values a key may have: 32 random bytes have about
+/// 30 (fewer than 16 has a probability far below 2^-64), while repeated
+/// patterns such as `0123456789abcdef` × 4 have 8 or fewer.
+const MIN_DISTINCT_BYTES: usize = 16;
+/// How to make a key, for every refusal.
+const MAKE_ONE: &str =
+    "make one with `rdmalb psk --out FILE` (or `rdmalb psk > FILE` and `chmod 600 FILE`)";
 
-/// A pre-shared key. `Debug` does not print it.
+/// A pre-shared key: 256 or more random bits. `Debug` does not print it.
 #[derive(Clone)]
 pub struct Psk(Vec<u8>);
 
@@ -58,9 +74,52 @@ impl Psk {
         self.0 == other.0
     }
 
+    /// A fresh random key of [`PSK_LEN`] bytes from the OS generator.
+    pub fn generate() -> Psk {
+        let mut k = vec![0u8; PSK_LEN];
+        rand::rngs::OsRng.fill_bytes(&mut k);
+        Psk(k)
+    }
+
+    /// The key's text form, as key files hold it: [`PSK_PREFIX`] and the
+    /// key in lowercase hex. It is the secret itself: never log it.
+    pub fn to_text(&self) -> String {
+        let mut t = String::with_capacity(PSK_PREFIX.len() + 2 * self.0.len());
+        t.push_str(PSK_PREFIX);
+        for b in &self.0 {
+            t.push_str(&format!("{b:02x}"));
+        }
+        t
+    }
+
+    /// Write the key's text form and a newline to a new file at `path`,
+    /// created with mode 0600; an existing file is never overwritten.
+    pub fn write_new_file(&self, path: impl AsRef<Path>) -> Result<(), WindowError> {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        let path = path.as_ref();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(path)
+            .and_then(|mut f| {
+                f.write_all(format!("{}\n", self.to_text()).as_bytes())?;
+                f.sync_all()
+            })
+            .map_err(|e| WindowError::Psk {
+                path: path.display().to_string(),
+                reason: if e.kind() == std::io::ErrorKind::AlreadyExists {
+                    "already exists; not overwriting a key (remove it first to replace it)".into()
+                } else {
+                    format!("cannot write it: {e}")
+                },
+            })
+    }
+
     /// Read a key file. The file must not be accessible to other users (no
-    /// "other" permission bits) and must hold at least 16 bytes after
-    /// trailing whitespace is removed (so `echo KEY > file` works).
+    /// "other" permission bits) and must hold a key in text form (see
+    /// [`Psk::new`]).
     pub fn from_file(path: impl AsRef<Path>) -> Result<Psk, WindowError> {
         use std::os::unix::fs::PermissionsExt;
         let path = path.as_ref();
@@ -83,7 +142,10 @@ impl Psk {
         Psk::from_bytes(&bytes).map_err(err)
     }
 
-    /// A key from bytes (trailing whitespace removed), at least 16 bytes.
+    /// A key from its text form: [`PSK_PREFIX`] (optional) and at least 64
+    /// hex digits, whitespace around it ignored. Passphrases, binary data,
+    /// fewer than 256 bits and repetitive keys (fewer than 16 distinct byte
+    /// values) are refused.
     pub fn new(bytes: impl AsRef<[u8]>) -> Result<Psk, WindowError> {
         Psk::from_bytes(bytes.as_ref()).map_err(|reason| WindowError::Psk {
             path: "<inline>".into(),
@@ -92,18 +154,49 @@ impl Psk {
     }
 
     fn from_bytes(bytes: &[u8]) -> Result<Psk, String> {
-        let end = bytes
-            .iter()
-            .rposition(|b| !b.is_ascii_whitespace())
-            .map_or(0, |i| i + 1);
-        let key = &bytes[..end];
-        if key.len() < MIN_PSK_LEN {
+        let Ok(text) = std::str::from_utf8(bytes) else {
             return Err(format!(
-                "key is {} bytes, at least {MIN_PSK_LEN} are required",
-                key.len()
+                "holds binary data, not a key in text form ({PSK_PREFIX} and 64 hex digits); {MAKE_ONE}"
+            ));
+        };
+        let text = text.trim();
+        let hex = text.strip_prefix(PSK_PREFIX).unwrap_or(text);
+        if hex.is_empty() || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(format!(
+                "not a generated key (passphrases are refused: the handshake lets anyone \
+                 who connects test guesses offline); expected `{PSK_PREFIX}` and at least \
+                 64 hex digits (256 random bits); {MAKE_ONE}"
             ));
         }
-        Ok(Psk(key.to_vec()))
+        if hex.len() % 2 != 0 {
+            return Err(format!(
+                "has an odd number of hex digits ({}); {MAKE_ONE}",
+                hex.len()
+            ));
+        }
+        let key: Vec<u8> = (0..hex.len())
+            .step_by(2)
+            .filter_map(|i| u8::from_str_radix(&hex[i..i + 2], 16).ok())
+            .collect();
+        if key.len() < PSK_LEN {
+            return Err(format!(
+                "holds {} bits, at least {} random bits are required; {MAKE_ONE}",
+                key.len() * 8,
+                PSK_LEN * 8
+            ));
+        }
+        let mut seen = [false; 256];
+        for b in &key {
+            seen[usize::from(*b)] = true;
+        }
+        let distinct = seen.iter().filter(|s| **s).count();
+        if distinct < MIN_DISTINCT_BYTES {
+            return Err(format!(
+                "does not look random ({distinct} distinct byte values; a generated key \
+                 has about 30); {MAKE_ONE}"
+            ));
+        }
+        Ok(Psk(key))
     }
 
     fn mac(&self, label: &[u8], proxy_id: u64, nc: &[u8; 32], ns: &[u8; 32]) -> HmacSha256 {

@@ -38,7 +38,7 @@ fn server_start_without_device_fails_cleanly() {
         return;
     }
     let mem = std::sync::Arc::new(crate::WindowMemory::anonymous(1, 2).unwrap());
-    let psk = crate::Psk::new("0123456789abcdef0123").unwrap();
+    let psk = crate::Psk::generate();
     let (_tx, rx) = tokio::sync::watch::channel(false);
     let err = VerbsServer::start(mem, "127.0.0.1:0".parse().unwrap(), psk, None, rx).unwrap_err();
     assert!(matches!(err, WindowError::NoDevice { .. }), "{err:?}");
@@ -53,7 +53,7 @@ async fn client_connect_without_device_fails_cleanly() {
     }
     // The device is opened before any connection attempt, so no listener
     // is needed: the error must name the device problem, not the network.
-    let psk = crate::Psk::new("0123456789abcdef0123").unwrap();
+    let psk = crate::Psk::generate();
     let addr = "127.0.0.1:9".parse().unwrap();
     let err = VerbsWindow::connect(addr, &psk, 1, &crate::Expect::ANY, Some("rxe0"))
         .await

@@ -241,7 +241,7 @@ async fn pump(
 async fn a_slow_peer_costs_at_most_the_deadline_and_is_counted() {
     let dir = tempfile::tempdir().unwrap();
     let psk_path = dir.path().join("psk");
-    std::fs::write(&psk_path, "0123456789abcdef0123").unwrap();
+    std::fs::write(&psk_path, rdmalb_window::Psk::generate().to_text()).unwrap();
     std::fs::set_permissions(
         &psk_path,
         std::os::unix::fs::PermissionsExt::from_mode(0o600),

@@ -219,7 +219,7 @@ async fn verbs_without_rdma_device_fails_at_start() {
     }
     let dir = tempfile::tempdir().unwrap();
     let psk = dir.path().join("psk");
-    std::fs::write(&psk, "0123456789abcdef0123").unwrap();
+    std::fs::write(&psk, rdmalb_window::Psk::generate().to_text()).unwrap();
     std::fs::set_permissions(&psk, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     let cfg = config(
         dir.path(),
@@ -236,7 +236,7 @@ async fn verbs_without_rdma_device_fails_at_start() {
 async fn tcp_window_reconnects_after_the_responder_restarts() {
     let dir = tempfile::tempdir().unwrap();
     let psk_path = dir.path().join("psk");
-    std::fs::write(&psk_path, "0123456789abcdef0123").unwrap();
+    std::fs::write(&psk_path, rdmalb_window::Psk::generate().to_text()).unwrap();
     std::fs::set_permissions(
         &psk_path,
         std::os::unix::fs::PermissionsExt::from_mode(0o600),

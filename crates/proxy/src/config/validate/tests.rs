@@ -217,6 +217,24 @@ fn bad_admin_listen() {
 }
 
 #[test]
+fn empty_admin_token_file() {
+    rejects(
+        &with("[admin]\nlisten = \"127.0.0.1:9100\"\ntoken_file = \"\""),
+        "admin.token_file",
+        "empty path",
+    );
+}
+
+#[test]
+fn admin_token_file_is_relative_to_the_config() {
+    let c = ok(&with(
+        "[admin]\nlisten = \"127.0.0.1:9100\"\ntoken_file = \"admin.token\"",
+    ));
+    let admin = c.admin.unwrap();
+    assert_eq!(admin.token_file.as_deref(), Some(Path::new("admin.token")));
+}
+
+#[test]
 fn missing_listener() {
     let text = BASE.replace("[[listener]]\nlisten = \"127.0.0.1:8080\"", "");
     rejects(&text, "listener", "at least one");

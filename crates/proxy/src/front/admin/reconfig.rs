@@ -2,11 +2,17 @@
 //! the agent's own site lock and role-word CAS (so it is safe against every
 //! proxy's agent). `site=idle` sends the node to the idle pool.
 //!
+//! A mutating call: it needs `Authorization: Bearer <token>` and is refused
+//! from another origin ([`super::guard`]; 401 / 403 before anything else
+//! is looked at but the method).
+//!
 //! Answers JSON: 200 with `{"outcome":"claimed",...}` when the role word
 //! changed; 409 when the lock was busy, the CAS lost, or the node cannot
 //! move now (the reason says why); 404 for an unknown node or site; 400 for
 //! a bad query; 503 when the proxy runs no agent; 502 when a window could
 //! not be reached.
+
+use std::net::SocketAddr;
 
 use bytes::Bytes;
 use http::{header, HeaderValue, Request, Response, StatusCode};
@@ -63,13 +69,20 @@ fn params(query: Option<&str>) -> Result<(String, String), String> {
     }
 }
 
-/// Answers `POST /reconfig/move`.
-pub async fn move_node<B>(state: &AdminState, req: &Request<B>) -> Response<Full<Bytes>> {
+/// Answers `POST /reconfig/move` on a connection that came in on `local`.
+pub async fn move_node<B>(
+    state: &AdminState,
+    req: &Request<B>,
+    local: SocketAddr,
+) -> Response<Full<Bytes>> {
     if req.method() != http::Method::POST {
         let mut r = error(StatusCode::METHOD_NOT_ALLOWED, "use POST");
         r.headers_mut()
             .insert(header::ALLOW, HeaderValue::from_static("POST"));
         return r;
+    }
+    if let Some(refused) = super::guard::refusal(state, req, local) {
+        return refused;
     }
     let Some(agent) = &state.reconfig else {
         return error(

@@ -2,8 +2,8 @@ use super::*;
 use crate::tcp::frame::{decode, Message, Request};
 use std::os::unix::fs::PermissionsExt;
 
-fn key(s: &str) -> Psk {
-    Psk::new(s).unwrap()
+fn key() -> Psk {
+    Psk::generate()
 }
 
 fn handshake(client_psk: &Psk, server_psk: &Psk) -> Result<(SessionKeys, SessionKeys), AuthError> {
@@ -17,7 +17,7 @@ fn handshake(client_psk: &Psk, server_psk: &Psk) -> Result<(SessionKeys, Session
 
 #[test]
 fn matching_keys_authenticate_and_tag_frames() {
-    let k = key("0123456789abcdef-shared");
+    let k = key();
     let (mut c, mut s) = handshake(&k, &k).unwrap();
     let f = Frame {
         id: 3,
@@ -45,13 +45,13 @@ fn matching_keys_authenticate_and_tag_frames() {
 
 #[test]
 fn wrong_key_is_detected_by_the_client() {
-    let r = handshake(&key("client-key-0123456789"), &key("server-key-0123456789"));
+    let r = handshake(&key(), &key());
     assert_eq!(r.err(), Some(AuthError::ServerProof));
 }
 
 #[test]
 fn forged_finish_is_refused_by_the_server() {
-    let k = key("0123456789abcdef");
+    let k = key();
     let (_c, hello) = ClientHandshake::start(&k, 1);
     let (s, _challenge) = ServerHandshake::respond(&k, &hello).unwrap();
     assert_eq!(s.finish(&[0u8; 32]).err(), Some(AuthError::ClientProof));
@@ -65,7 +65,7 @@ fn forged_finish_is_refused_by_the_server() {
 
 #[test]
 fn reflected_server_proof_is_not_a_client_proof() {
-    let k = key("0123456789abcdef");
+    let k = key();
     let (_c, hello) = ClientHandshake::start(&k, 1);
     let (s, challenge) = ServerHandshake::respond(&k, &hello).unwrap();
     let mut fin = [0u8; 32];
@@ -77,15 +77,66 @@ fn reflected_server_proof_is_not_a_client_proof() {
 fn psk_file_checks() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("psk");
-    std::fs::write(&p, "0123456789abcdef\n").unwrap();
+    std::fs::write(&p, format!("{}\n", key().to_text())).unwrap();
     std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
     let e = Psk::from_file(&p).unwrap_err().to_string();
     assert!(e.contains("chmod 600"), "{e}");
     std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o640)).unwrap();
     assert!(Psk::from_file(&p).is_ok());
-    std::fs::write(&p, "short\n").unwrap();
+    std::fs::write(&p, "rdmalb-psk-v1:00112233445566778899aabbccddeeff\n").unwrap();
     let e = Psk::from_file(&p).unwrap_err().to_string();
-    assert!(e.contains("at least 16"), "{e}");
+    assert!(e.contains("holds 128 bits, at least 256"), "{e}");
     assert!(Psk::from_file(dir.path().join("missing")).is_err());
-    assert_eq!(format!("{:?}", key("0123456789abcdef")), "Psk(<redacted>)");
+    assert_eq!(format!("{:?}", key()), "Psk(<redacted>)");
+}
+
+#[test]
+fn generated_keys_round_trip_through_their_text_and_files() {
+    let k = key();
+    let text = k.to_text();
+    assert!(text.starts_with(PSK_PREFIX), "{text}");
+    assert_eq!(text.len(), PSK_PREFIX.len() + 2 * PSK_LEN);
+    assert!(Psk::new(&text).unwrap().same_as(&k));
+    // Bare hex (`openssl rand -hex 32`), upper case and a newline work too.
+    let bare = format!("{}\n", text[PSK_PREFIX.len()..].to_uppercase());
+    assert!(Psk::new(bare).unwrap().same_as(&k));
+    assert!(!key().same_as(&k));
+
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("new.psk");
+    k.write_new_file(&p).unwrap();
+    let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    assert!(Psk::from_file(&p).unwrap().same_as(&k));
+    let e = key().write_new_file(&p).unwrap_err().to_string();
+    assert!(e.contains("already exists"), "{e}");
+    assert!(Psk::from_file(&p).unwrap().same_as(&k));
+}
+
+/// A key file must hold 256 random bits in the generated encoding; the
+/// error names the file and says how to make a key.
+#[test]
+fn weak_key_files_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("cluster.psk");
+    for weak in [
+        "correct horse battery staple\n",
+        "the-right-key-0123456789abcdef0123456789",
+        &"a".repeat(64),
+        &"0123456789abcdef".repeat(4),
+        "rdmalb-psk-v1:0123456789abcdef",
+    ] {
+        std::fs::write(&p, weak).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let e = match Psk::from_file(&p) {
+            Ok(_) => panic!("accepted a weak key: {weak:?}"),
+            Err(e) => e.to_string(),
+        };
+        assert!(e.contains(&p.display().to_string()), "{e}");
+        assert!(e.contains("rdmalb psk"), "{e}");
+    }
+    // Raw bytes from /dev/urandom are strong but not in a key encoding.
+    let raw: Vec<u8> = (0u8..32).map(|i| i.wrapping_mul(97) ^ 0x5a).collect();
+    std::fs::write(&p, raw).unwrap();
+    assert!(Psk::from_file(&p).is_err());
 }
