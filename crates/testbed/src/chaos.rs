@@ -91,6 +91,11 @@ pub struct Outcome {
     pub sidecar_restarts: u64,
     pub settled_after_s: Option<f64>,
     pub violations: Vec<String>,
+    /// Per proxy: claims counted by its current run, claim records of that
+    /// run seen in the windows, and claims without a record.
+    pub proxy_claims: Vec<(u64, u64, u64)>,
+    /// Every claim record seen: (node, epoch, proxy, claim time unix ms).
+    pub claim_records: Vec<(usize, u64, u64, u64)>,
 }
 
 impl Outcome {
@@ -797,12 +802,13 @@ pub async fn run(
     let violations = Arc::new(Mutex::new(Vec::new()));
     let tally = Arc::new(Traffic::default());
     let (stop_tx, stop_rx) = channel::channel(false);
+    let (watch_tx, watch_rx) = channel::channel(false);
     let watcher = tokio::spawn(watch::run(
         c.nodes.iter().map(|n| n.shm.clone()).collect(),
         Duration::from_millis(10),
         t0,
         findings.clone(),
-        stop_rx.clone(),
+        watch_rx,
     ));
     let clients = traffic(&c, t0, tally.clone(), violations.clone(), stop_rx.clone());
     // Claims each proxy's current run had already seen (claim records are
@@ -880,7 +886,17 @@ pub async fn run(
     for t in clients {
         let _ = t.await;
     }
-    watcher.abort();
+    // Without traffic no site stays hot, so the claims stop: read the
+    // proxies' counters, then give the checker time to see the last
+    // records.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let mut counted = Vec::new();
+    for &(_, admin) in &c.proxy_addrs {
+        counted.push(proxy_claims(admin).await);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let _ = watch_tx.send(true);
+    let _ = watcher.await;
 
     let mut all = violations.lock().map(|v| v.clone()).unwrap_or_default();
     let f = findings
@@ -909,8 +925,9 @@ pub async fn run(
         ));
     }
     // Counters and claim records agree, per proxy run.
+    let mut proxy_counts = Vec::new();
     if !interrupted {
-        for (i, &(_, admin)) in c.proxy_addrs.iter().enumerate() {
+        for i in 0..c.proxy_addrs.len() {
             let id = i as u64 + 1;
             let seen = f
                 .claims
@@ -919,7 +936,11 @@ pub async fn run(
                     *p == id && !baseline.get(&id).is_some_and(|b| b.contains(&(*n, *e)))
                 })
                 .count() as u64;
-            match proxy_claims(admin).await {
+            let got = counted.get(i).copied().flatten();
+            if let Some((claims, unrecorded)) = got {
+                proxy_counts.push((claims, seen, unrecorded));
+            }
+            match got {
                 Some((claims, unrecorded)) if claims == seen + unrecorded => {}
                 Some((claims, unrecorded)) => all.push(format!(
                     "proxy{id}: counted {claims} claims ({unrecorded} without a claim record), the windows hold {seen} claim records of its run"
@@ -948,6 +969,12 @@ pub async fn run(
         sidecar_restarts: f.reopened.iter().sum(),
         settled_after_s: settled,
         violations: all,
+        proxy_claims: proxy_counts,
+        claim_records: f
+            .claims
+            .iter()
+            .map(|((n, e), (p, t))| (*n + 1, *e, *p, *t))
+            .collect(),
     };
     let mut faults_text = format!(
         "# rdmalb-testbed chaos --seed {} --transport {} --duration {}s\n",

@@ -67,7 +67,8 @@ fn idle_expired(
 
 /// The client's request body, forwarded to the node.
 pub struct RequestBody {
-    inner: Incoming,
+    /// `None`: a request without a body, replayed to another node.
+    inner: Option<Incoming>,
     idle: Duration,
     timer: Option<Pin<Box<Sleep>>>,
     armed: bool,
@@ -80,8 +81,20 @@ pub struct RequestBody {
 impl RequestBody {
     pub fn new(inner: Incoming, idle: Duration) -> Self {
         RequestBody {
-            inner,
+            inner: Some(inner),
             idle,
+            timer: None,
+            armed: false,
+            progress: None,
+            start: Instant::now(),
+        }
+    }
+
+    /// The body of a request that has none, for a replay.
+    pub fn empty() -> Self {
+        RequestBody {
+            inner: None,
+            idle: Duration::ZERO,
             timer: None,
             armed: false,
             progress: None,
@@ -106,7 +119,10 @@ impl Body for RequestBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = self.get_mut();
-        match Pin::new(&mut this.inner).poll_frame(cx) {
+        let Some(inner) = this.inner.as_mut() else {
+            return Poll::Ready(None);
+        };
+        match Pin::new(inner).poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => {
                 this.armed = false;
                 if let Some(p) = &this.progress {
@@ -129,11 +145,13 @@ impl Body for RequestBody {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+        self.inner.as_ref().is_none_or(Body::is_end_stream)
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
+        self.inner
+            .as_ref()
+            .map_or_else(|| SizeHint::with_exact(0), Body::size_hint)
     }
 }
 

@@ -215,6 +215,10 @@ pub async fn handle(
         let (Some(p), Some(b)) = (parts.take(), body.take()) else {
             return Ok(error(ex, ErrorKind::UpstreamProtocol));
         };
+        // A copy of the head to replay when the node answers 421 (it moved
+        // to another site after this proxy last read its role word): only
+        // where nodes can move, only without a body, only once.
+        let replay = (snap.roles_move && !has_body && tried.len() < 2).then(|| head_copy(&p));
         let t_send = Instant::now();
         let sent = sender.try_send_request(Request::from_parts(p, b));
         let result = wait_response(sent, timeouts.server, progress.as_deref(), start).await;
@@ -252,6 +256,25 @@ pub async fn handle(
             }
         };
         ex.timers.tr = ms(t_send.elapsed());
+        if resp.status() == StatusCode::MISDIRECTED_REQUEST {
+            if let Some(head) = replay {
+                // RFC 9110 15.5.20: a 421 may be retried on another
+                // connection, whatever the method. The node serves another
+                // site now: routing skips it until its role word is read
+                // again, and the request goes to another node.
+                if let Some(pick) = ex.pick.take() {
+                    pick.node.follow_role(pick.node.assigned_site(), false);
+                }
+                tracing::warn!(site = %name_of(&snap.site_names, site), node = %name_of(&snap.node_names, node),
+                    "node answered 421 (it no longer serves the site): request replayed on another node");
+                if let Some(s) = snap.stats.sites.get(site) {
+                    s.retries.increment(1);
+                }
+                parts = Some(head);
+                body = Some(RequestBody::empty());
+                continue;
+            }
+        }
         ex.status = resp.status().as_u16();
         ex.outcome_pending = true;
         let upgraded = resp.status() == StatusCode::SWITCHING_PROTOCOLS && client_upgrade.is_some();
@@ -270,6 +293,17 @@ pub async fn handle(
         let body = ResponseBody::upstream(rbody, timeouts.server, ex);
         return Ok(Response::from_parts(rparts, body));
     }
+}
+
+/// A copy of a request head without a body (method, target, version,
+/// headers), for a replay.
+fn head_copy(p: &http::request::Parts) -> http::request::Parts {
+    let mut r = Request::new(());
+    *r.method_mut() = p.method.clone();
+    *r.uri_mut() = p.uri.clone();
+    *r.version_mut() = p.version;
+    *r.headers_mut() = p.headers.clone();
+    r.into_parts().0
 }
 
 // Large, but it lives for one poll on the cold path; boxing would cost an

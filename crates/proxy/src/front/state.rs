@@ -38,6 +38,10 @@ pub struct Snapshot {
     pub admission: Arc<Admission>,
     /// Each site's queue in [`admission`](Self::admission), by site index.
     pub qos_slots: SiteSlots,
+    /// Whether nodes can change site (some node has a sidecar window):
+    /// then a request without a body keeps a copy of its head, to replay
+    /// it on another node if the first answers 421 (it moved meanwhile).
+    pub roles_move: bool,
 }
 
 impl Snapshot {
@@ -58,6 +62,7 @@ impl Snapshot {
         Snapshot {
             admission,
             qos_slots,
+            roles_move: config.nodes.iter().any(|n| n.window.is_some()),
             routes: RouteTable::build(&config),
             pools: Pools::build(&config, previous.map(|p| &p.pools)),
             stats: Stats::build(&config, previous.map(|p| &p.stats)),
