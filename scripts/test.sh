@@ -8,7 +8,8 @@
 #    verbs config with a clear message
 # 4. runs every unit test and the end-to-end tests (real sockets, real nginx,
 #    the real rdmalb and rdmalb-testbed binaries)
-# 5. runs the demo cluster's smoke check (scripts/demo.sh --smoke)
+# 5. runs a short seeded fault-injection campaign over shm and over tcp
+#    (rdmalb-testbed chaos) and the demo cluster's smoke check (scripts/demo.sh --smoke)
 # 6. runs the verbs transport for real inside a Soft-RoCE QEMU guest (scripts/rxe-test.sh)
 # and ends with one summary line: "summary: N passed, N failed, N skipped".
 set -euo pipefail
@@ -83,6 +84,28 @@ if [ "$rc" -ne 0 ]; then
     failed=$((failed > 0 ? failed : 1))
     exit 1
 fi
+
+stage "fault-injection campaign, short run (rdmalb-testbed chaos; docs/reliability.md)"
+# 12 s of faults each over shm and over tcp (about 25 s per run with start-up,
+# healing and settling). The seeds replay the same fault schedules; set
+# RDMALB_CHAOS_SEED to try others (shm gets the seed, tcp the seed + 1).
+chaos_seed=${RDMALB_CHAOS_SEED:-11}
+for transport in shm tcp; do
+    seed=$chaos_seed
+    [ "$transport" = tcp ] && seed=$((chaos_seed + 1))
+    out=$log_dir/chaos-$transport
+    rm -rf "$out"
+    if timeout 180 target/debug/rdmalb-testbed chaos --seed "$seed" --duration 12s \
+        --transport "$transport" -o "$out" >"$out.txt" 2>"$out.log"; then
+        cat "$out.txt"
+        passed=$((passed + 1))
+    else
+        cat "$out.txt" 2>/dev/null || true
+        tail -n 40 "$out.log"
+        echo "chaos ($transport, seed $seed) failed; logs: $out"
+        failed=$((failed + 1)); exit 1
+    fi
+done
 
 stage "demo cluster smoke check (scripts/demo.sh --smoke)"
 if bash scripts/demo.sh --smoke; then passed=$((passed + 1)); else failed=$((failed + 1)); exit 1; fi

@@ -866,17 +866,27 @@ pub async fn run(
         note_start(&mut baseline, p, &findings);
     }
 
-    // Settle: every node ACTIVE and OK, within the bound.
+    // Settle: every node ACTIVE and OK, read after the healing and so for
+    // a whole second, within the bound.
     let settle_from = Instant::now();
     let mut settled = None;
+    let mut steady_since: Option<Instant> = None;
     while !interrupted && settle_from.elapsed() < opts.settle {
         let left = findings
             .lock()
-            .map(|f| watch::unsettled(&f))
+            .map(|f| watch::unsettled(&f, settle_from))
             .unwrap_or_default();
-        if left.is_empty() && c.proxies.iter_mut().all(Managed::alive) {
-            settled = Some(settle_from.elapsed().as_secs_f64());
-            break;
+        let alive = c.proxies.iter_mut().all(Managed::alive)
+            && c.sidecars.iter_mut().all(Managed::alive)
+            && c.apps.iter_mut().all(Managed::alive);
+        if left.is_empty() && alive {
+            let since = *steady_since.get_or_insert_with(Instant::now);
+            if since.elapsed() >= Duration::from_secs(1) {
+                settled = Some(since.duration_since(settle_from).as_secs_f64());
+                break;
+            }
+        } else {
+            steady_since = None;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -905,7 +915,7 @@ pub async fn run(
         .map_err(|_| ClusterError::NotReady("checker poisoned".into()))?;
     all.extend(f.violations.iter().cloned());
     if settled.is_none() && !interrupted {
-        let left: Vec<String> = watch::unsettled(&f)
+        let left: Vec<String> = watch::unsettled(&f, settle_from)
             .into_iter()
             .map(|i| {
                 let s = &f.nodes[i];

@@ -23,6 +23,8 @@ pub struct Seen {
     pub role: Option<RoleWord>,
     pub applied: u64,
     pub status: Option<RoleStatus>,
+    /// When the window was last read.
+    pub read_at: Option<Instant>,
 }
 
 /// What the checker found.
@@ -152,6 +154,7 @@ async fn poll(i: usize, n: &mut Node, start: Instant, out: &Mutex<Findings>) {
         role: Some(role),
         applied,
         status: RoleStatus::decode(status).ok(),
+        read_at: Some(Instant::now()),
     };
 }
 
@@ -166,12 +169,16 @@ pub fn claims_by_proxy(f: &Findings, since_ms: &BTreeMap<u64, u64>) -> BTreeMap<
     by
 }
 
-/// The nodes (0-based) not settled: not ACTIVE with their status OK.
-pub fn unsettled(f: &Findings) -> BTreeSet<usize> {
+/// The nodes (0-based) not settled: not ACTIVE with their status OK, or
+/// not read since `since`.
+pub fn unsettled(f: &Findings, since: Instant) -> BTreeSet<usize> {
     f.nodes
         .iter()
         .enumerate()
         .filter(|(_, s)| {
+            if s.read_at.is_none_or(|t| t < since) {
+                return true;
+            }
             let Some(r) = s.role else { return true };
             let ok = s.status.is_some_and(|st| {
                 st.epoch == r.epoch && st.code == rdmalb_window::RoleStatusCode::Ok
