@@ -44,7 +44,10 @@ use serde::Serialize;
 use tokio::sync::watch as channel;
 
 use crate::cluster::gen::{self, NodePlan, IDLE};
-use crate::cluster::procs::{appliance_binary, free_addr, io, toml_text, write, write_psk};
+use crate::cluster::procs::{
+    appliance_binary, free_addr, io, plan_node, write, write_node, write_proxy, write_psk,
+    write_sidecar, write_templates,
+};
 use crate::cluster::{parse_spec, ClusterError, Spec, WindowTransport};
 use plan::{Fault, Kind, Shape};
 use relay::{LinkFault, Relay};
@@ -340,17 +343,13 @@ async fn start(opts: &Options, out: &Path) -> Result<Cluster, ClusterError> {
         .chain(std::iter::once(IDLE));
     let mut nodes = Vec::new();
     for site in roles {
-        let n = nodes.len() + 1;
-        nodes.push(NodePlan {
-            name: format!("n{n}"),
-            site: site.to_string(),
-            listen: free_addr()?,
-            push: conf.join(format!("n{n}.push.sock")),
-            shm: PathBuf::from(format!("/dev/shm/rdmalb-chaos-{tag}-n{n}")),
-            tcp: if tcp { Some(free_addr()?) } else { None },
-            site_file: conf.join(format!("n{n}.site.toml")),
-            pid_file: conf.join(format!("n{n}.pid")),
-        });
+        nodes.push(plan_node(
+            &conf,
+            nodes.len() + 1,
+            site,
+            &format!("chaos-{tag}"),
+            tcp,
+        )?);
     }
     let mut c = Cluster {
         fail_flags: nodes
@@ -369,27 +368,9 @@ async fn start(opts: &Options, out: &Path) -> Result<Cluster, ClusterError> {
         relays: Vec::new(),
         proxy_addrs: Vec::new(),
     };
-    write(&conf.join("site.toml.tpl"), gen::SITE_TEMPLATE)?;
-    write(&conf.join("idle.toml.tpl"), gen::IDLE_TEMPLATE)?;
+    write_templates(&conf)?;
     for n in &c.nodes {
-        let hosts = if n.site == IDLE {
-            String::new()
-        } else {
-            format!("hosts = [\"{}.localhost\"]\n", n.site)
-        };
-        write(&n.site_file, &format!("site = \"{}\"\n{hosts}", n.site))?;
-        let mut t = spec.node.clone();
-        for (k, v) in [
-            ("name", n.name.clone()),
-            ("listen", n.listen.to_string()),
-            ("site_file", n.site_file.display().to_string()),
-            ("pid_file", n.pid_file.display().to_string()),
-            ("push", n.push.display().to_string()),
-        ] {
-            t.insert(k.into(), toml::Value::String(v));
-        }
-        let p = conf.join(format!("{}.testsrv.toml", n.name));
-        write(&p, &toml_text(&t))?;
+        let p = write_node(&spec, n, &conf)?;
         let mut m = managed(&exe, &n.name, "testsrv", &p, &logs);
         m.start()?;
         c.apps.push(m);
@@ -401,35 +382,22 @@ async fn start(opts: &Options, out: &Path) -> Result<Cluster, ClusterError> {
     })
     .await?;
     for (i, n) in c.nodes.iter().enumerate() {
-        let mut t = gen::sidecar(&spec, n, i + 1, &conf, psk.as_deref());
         // The reload fails while the node's flag file exists (the
         // campaign's "app reload fails" fault).
-        if let Some(toml::Value::Table(role)) = t.get_mut("role") {
-            role.insert(
-                "reload".into(),
-                toml::Value::Array(
-                    [
-                        "sh".to_string(),
-                        "-c".to_string(),
-                        format!(
-                            "test ! -e {} && kill -HUP $(cat {})",
-                            c.fail_flags[i].display(),
-                            n.pid_file.display()
-                        ),
-                    ]
-                    .map(toml::Value::String)
-                    .to_vec(),
-                ),
-            );
-        }
-        let p = conf.join(format!("{}.sidecar.toml", n.name));
-        let text = toml_text(&t);
-        rdmalb_sidecar::config::parse(&text, &p).map_err(|e| ClusterError::Generated {
-            component: "sidecar".into(),
-            table: "sidecar".into(),
-            errors: e,
+        let reload = format!(
+            "test ! -e {} && kill -HUP $(cat {})",
+            c.fail_flags[i].display(),
+            n.pid_file.display()
+        );
+        let p = write_sidecar(&spec, n, i + 1, &conf, psk.as_deref(), |t| {
+            if let Some(toml::Value::Table(role)) = t.get_mut("role") {
+                let argv = ["sh".to_string(), "-c".to_string(), reload];
+                role.insert(
+                    "reload".into(),
+                    toml::Value::Array(argv.map(toml::Value::String).to_vec()),
+                );
+            }
         })?;
-        write(&p, &text)?;
         let mut m = managed(
             &appliance,
             &format!("{}-sidecar", n.name),
@@ -468,14 +436,7 @@ async fn start(opts: &Options, out: &Path) -> Result<Cluster, ClusterError> {
                 }
             }
         }
-        let p = conf.join(format!("proxy{id}.toml"));
-        let text = toml_text(&t);
-        rdmalb_proxy::config::parse(&text, &p).map_err(|e| ClusterError::Generated {
-            component: "proxy".into(),
-            table: "proxy".into(),
-            errors: e,
-        })?;
-        write(&p, &text)?;
+        let p = write_proxy(&t, &conf.join(format!("proxy{id}.toml")))?;
         let mut m = managed(&appliance, &format!("proxy{id}"), "proxy", &p, &logs);
         m.start()?;
         c.proxies.push(m);

@@ -128,27 +128,28 @@ pub(super) fn validate(
         );
     }
     let cooldown = duration_or_zero(c, "reconfig.cooldown", &raw.cooldown, d.cooldown);
-    let switch_timeout = c.duration(
+    // Both are acted on once per round, so neither is shorter than S.
+    let per_round = |c: &mut ConfigCheck, key: &str, text: Option<&str>, default: Duration| {
+        let v = c.duration(key, text, default);
+        not_shorter(
+            c,
+            (key, v),
+            ("reconfig.sensitivity", sensitivity),
+            "it is acted on once per round",
+        );
+        v
+    };
+    let switch_timeout = per_round(
+        c,
         "reconfig.switch_timeout",
         raw.switch_timeout.as_deref(),
         d.switch_timeout,
     );
-    not_shorter(
+    let rollback_backoff_max = per_round(
         c,
-        ("reconfig.switch_timeout", switch_timeout),
-        ("reconfig.sensitivity", sensitivity),
-        "a switch is judged once per round",
-    );
-    let rollback_backoff_max = c.duration(
         "reconfig.rollback_backoff_max",
         raw.rollback_backoff_max.as_deref(),
         d.rollback_backoff_max,
-    );
-    not_shorter(
-        c,
-        ("reconfig.rollback_backoff_max", rollback_backoff_max),
-        ("reconfig.sensitivity", sensitivity),
-        "rollbacks are decided once per round",
     );
 
     let window = match raw.window {

@@ -144,6 +144,99 @@ pub(crate) fn toml_text(t: &toml::Table) -> String {
     toml::to_string(t).unwrap_or_default()
 }
 
+/// Plans node `n` (1-based) starting at `site`: free loopback ports, its
+/// files in `conf`, its shm window `/dev/shm/rdmalb-<tag>-n<n>`, and a tcp
+/// responder address when `tcp`.
+pub(crate) fn plan_node(
+    conf: &Path,
+    n: usize,
+    site: &str,
+    tag: &str,
+    tcp: bool,
+) -> Result<NodePlan, ClusterError> {
+    Ok(NodePlan {
+        name: format!("n{n}"),
+        site: site.to_string(),
+        listen: free_addr()?,
+        push: conf.join(format!("n{n}.push.sock")),
+        shm: PathBuf::from(format!("/dev/shm/rdmalb-{tag}-n{n}")),
+        tcp: if tcp { Some(free_addr()?) } else { None },
+        site_file: conf.join(format!("n{n}.site.toml")),
+        pid_file: conf.join(format!("n{n}.pid")),
+    })
+}
+
+/// Writes the site and idle templates the sidecars render.
+pub(crate) fn write_templates(conf: &Path) -> Result<(), ClusterError> {
+    write(&conf.join("site.toml.tpl"), gen::SITE_TEMPLATE)?;
+    write(&conf.join("idle.toml.tpl"), gen::IDLE_TEMPLATE)
+}
+
+/// Writes node `n`'s initial site file and its testsrv config (validated
+/// by testsrv's own parser); returns the config's path.
+pub(crate) fn write_node(spec: &Spec, n: &NodePlan, conf: &Path) -> Result<PathBuf, ClusterError> {
+    let hosts = if n.site == IDLE {
+        String::new()
+    } else {
+        format!("hosts = [\"{}.localhost\"]\n", n.site)
+    };
+    write(&n.site_file, &format!("site = \"{}\"\n{hosts}", n.site))?;
+    let mut t = spec.node.clone();
+    for (k, v) in [
+        ("name", n.name.clone()),
+        ("listen", n.listen.to_string()),
+        ("site_file", n.site_file.display().to_string()),
+        ("pid_file", n.pid_file.display().to_string()),
+        ("push", n.push.display().to_string()),
+    ] {
+        t.insert(k.into(), toml::Value::String(v));
+    }
+    let p = conf.join(format!("{}.testsrv.toml", n.name));
+    let text = toml_text(&t);
+    crate::config::parse_node(&text, &p).map_err(|e| ClusterError::Generated {
+        component: "testsrv".into(),
+        table: "node".into(),
+        errors: e,
+    })?;
+    write(&p, &text)?;
+    Ok(p)
+}
+
+/// Writes node `n`'s sidecar config ([`gen::sidecar`], then `edit`),
+/// validated by the sidecar's own parser; returns its path.
+pub(crate) fn write_sidecar(
+    spec: &Spec,
+    n: &NodePlan,
+    id: usize,
+    conf: &Path,
+    psk: Option<&Path>,
+    edit: impl FnOnce(&mut toml::Table),
+) -> Result<PathBuf, ClusterError> {
+    let mut t = gen::sidecar(spec, n, id, conf, psk);
+    edit(&mut t);
+    let p = conf.join(format!("{}.sidecar.toml", n.name));
+    let text = toml_text(&t);
+    rdmalb_sidecar::config::parse(&text, &p).map_err(|e| ClusterError::Generated {
+        component: "sidecar".into(),
+        table: "sidecar".into(),
+        errors: e,
+    })?;
+    write(&p, &text)?;
+    Ok(p)
+}
+
+/// Writes a proxy config `t` to `p`, validated by the proxy's own parser.
+pub(crate) fn write_proxy(t: &toml::Table, p: &Path) -> Result<PathBuf, ClusterError> {
+    let text = toml_text(t);
+    rdmalb_proxy::config::parse(&text, p).map_err(|e| ClusterError::Generated {
+        component: "proxy".into(),
+        table: "proxy".into(),
+        errors: e,
+    })?;
+    write(p, &text)?;
+    Ok(p.to_path_buf())
+}
+
 /// The appliance binary the cluster runs its sidecars and proxies with:
 /// `RDMALB_BIN` when set, else `rdmalb` beside this binary (as cargo and
 /// an install lay them out), else `rdmalb` on the `PATH`.
@@ -221,17 +314,13 @@ pub async fn run(
         .flat_map(|(site, &count)| std::iter::repeat_n(site.as_str(), count as usize))
         .chain(std::iter::repeat_n(IDLE, spec.idle as usize));
     for site in roles {
-        let n = nodes.len() + 1;
-        nodes.push(NodePlan {
-            name: format!("n{n}"),
-            site: site.to_string(),
-            listen: free_addr()?,
-            push: conf.join(format!("n{n}.push.sock")),
-            shm: PathBuf::from(format!("/dev/shm/rdmalb-cluster-{tag}-n{n}")),
-            tcp: if tcp { Some(free_addr()?) } else { None },
-            site_file: conf.join(format!("n{n}.site.toml")),
-            pid_file: conf.join(format!("n{n}.pid")),
-        });
+        nodes.push(plan_node(
+            &conf,
+            nodes.len() + 1,
+            site,
+            &format!("cluster-{tag}"),
+            tcp,
+        )?);
     }
     let mut procs = Procs {
         children: Vec::new(),
@@ -241,37 +330,13 @@ pub async fn run(
             .chain((1..=spec.proxies).map(|id| gen::proxy_window(tag, id)))
             .collect(),
     };
-    write(&conf.join("site.toml.tpl"), gen::SITE_TEMPLATE)?;
-    write(&conf.join("idle.toml.tpl"), gen::IDLE_TEMPLATE)?;
+    write_templates(&conf)?;
 
     // Nodes first: a sidecar with [role] applies its initial site at
     // start-up (render, SIGHUP through the pid file, verify), so its node
     // must be up; the nodes' pushes retry until their sidecar listens.
     for n in &nodes {
-        let hosts = if n.site == IDLE {
-            String::new()
-        } else {
-            format!("hosts = [\"{}.localhost\"]\n", n.site)
-        };
-        write(&n.site_file, &format!("site = \"{}\"\n{hosts}", n.site))?;
-        let mut t = spec.node.clone();
-        for (k, v) in [
-            ("name", n.name.clone()),
-            ("listen", n.listen.to_string()),
-            ("site_file", n.site_file.display().to_string()),
-            ("pid_file", n.pid_file.display().to_string()),
-            ("push", n.push.display().to_string()),
-        ] {
-            t.insert(k.into(), toml::Value::String(v));
-        }
-        let p = conf.join(format!("{}.testsrv.toml", n.name));
-        let text = toml_text(&t);
-        crate::config::parse_node(&text, &p).map_err(|e| ClusterError::Generated {
-            component: "testsrv".into(),
-            table: "node".into(),
-            errors: e,
-        })?;
-        write(&p, &text)?;
+        let p = write_node(spec, n, &conf)?;
         procs.spawn(&exe, &n.name, &["testsrv"], &p, &logs)?;
     }
     wait_for(
@@ -283,15 +348,7 @@ pub async fn run(
     )
     .await?;
     for (i, n) in nodes.iter().enumerate() {
-        let t = gen::sidecar(spec, n, i + 1, &conf, psk.as_deref());
-        let p = conf.join(format!("{}.sidecar.toml", n.name));
-        let text = toml_text(&t);
-        rdmalb_sidecar::config::parse(&text, &p).map_err(|e| ClusterError::Generated {
-            component: "sidecar".into(),
-            table: "sidecar".into(),
-            errors: e,
-        })?;
-        write(&p, &text)?;
+        let p = write_sidecar(spec, n, i + 1, &conf, psk.as_deref(), |_| {})?;
         procs.spawn(
             &appliance,
             &format!("{}-sidecar", n.name),
@@ -312,14 +369,7 @@ pub async fn run(
     for id in 1..=spec.proxies {
         let (listen, admin) = (free_addr()?, free_addr()?);
         let t = gen::proxy(spec, id, &nodes, (listen, admin), tag, psk.as_deref());
-        let p = conf.join(format!("proxy{id}.toml"));
-        let text = toml_text(&t);
-        rdmalb_proxy::config::parse(&text, &p).map_err(|e| ClusterError::Generated {
-            component: "proxy".into(),
-            table: "proxy".into(),
-            errors: e,
-        })?;
-        write(&p, &text)?;
+        let p = write_proxy(&t, &conf.join(format!("proxy{id}.toml")))?;
         procs.spawn(&appliance, &format!("proxy{id}"), &["proxy"], &p, &logs)?;
         urls.push(format!("http://{listen}"));
     }

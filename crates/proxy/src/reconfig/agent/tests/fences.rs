@@ -145,6 +145,25 @@ async fn hot_until_attempt(c: &Cluster, a: &Agent) -> Result<ClaimOutcome, Proto
     panic!("no claim attempted in 30 rounds");
 }
 
+/// Proxy 2's agent reaching every node through a [`Faulty`] window whose
+/// role CASes behave as `mode`; rounds until it attempts a claim.
+async fn claim_through_faulty_nodes(
+    c: &Cluster,
+    mode: u8,
+) -> (Arc<Agent>, Result<ClaimOutcome, ProtocolError>) {
+    let faulty: Vec<_> = c
+        .nodes
+        .iter()
+        .map(|m| Some(Faulty::new(direct(m))))
+        .collect();
+    for f in faulty.iter().flatten() {
+        f.role_cas.store(mode, Ordering::SeqCst);
+    }
+    let a = agent2(c, None, &faulty);
+    let out = hot_until_attempt(c, &a).await;
+    (a, out)
+}
+
 fn counter(m: &WindowMemory, site: usize) -> u64 {
     m.load(update_counter_word(site).unwrap()).unwrap()
 }
@@ -152,16 +171,7 @@ fn counter(m: &WindowMemory, site: usize) -> u64 {
 #[tokio::test(start_paused = true)]
 async fn a_claim_whose_reply_is_lost_is_read_back_and_counted() {
     let c = cluster(&[Some(0), Some(1), Some(1)], 2);
-    let faulty: Vec<_> = c
-        .nodes
-        .iter()
-        .map(|m| Some(Faulty::new(direct(m))))
-        .collect();
-    for f in faulty.iter().flatten() {
-        f.role_cas.store(CAS_REPLY_LOST, Ordering::SeqCst);
-    }
-    let a = agent2(&c, None, &faulty);
-    let out = hot_until_attempt(&c, &a).await;
+    let (a, out) = claim_through_faulty_nodes(&c, CAS_REPLY_LOST).await;
     assert!(
         matches!(out, Ok(ClaimOutcome::Claimed { .. })),
         "the CAS landed, its reply was lost: {out:?}"
@@ -174,16 +184,7 @@ async fn a_claim_whose_reply_is_lost_is_read_back_and_counted() {
 #[tokio::test(start_paused = true)]
 async fn a_claim_that_lands_late_is_settled_from_the_role_word() {
     let c = cluster(&[Some(0), Some(1), Some(1)], 2);
-    let faulty: Vec<_> = c
-        .nodes
-        .iter()
-        .map(|m| Some(Faulty::new(direct(m))))
-        .collect();
-    for f in faulty.iter().flatten() {
-        f.role_cas.store(CAS_LATE, Ordering::SeqCst);
-    }
-    let a = agent2(&c, None, &faulty);
-    let out = hot_until_attempt(&c, &a).await;
+    let (a, out) = claim_through_faulty_nodes(&c, CAS_LATE).await;
     assert!(
         matches!(out, Ok(ClaimOutcome::Unresolved { .. })),
         "no reply, the word still at the old value: {out:?}"
