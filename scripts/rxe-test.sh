@@ -3,7 +3,7 @@
 #
 # Builds the `verbs_guest` example, boots the project's own guest runner
 # (scripts/rxe-vm/run.sh: Debian kernel with rdma_rxe, busybox initramfs, rxe0
-# on a dummy netdev, this folder's test binaries shared over 9p) and runs inside it:
+# on a dummy netdev, the test binaries shared with it over 9p) and runs inside it:
 #   1. `solo`: a VerbsServer over a live window (publisher thread) and 3 clients
 #      in one process, then the "sidecar gone" check;
 #   2. the window conformance suite (tests/window_conformance.rs cases, via

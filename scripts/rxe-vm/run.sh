@@ -168,7 +168,7 @@ fi
 if [ -z "$deb" ]; then
     # Offline: the newest kernel fetched earlier still does.
     deb=$(compgen -G "$W/debs/linux-image-*-amd64_*.deb" | sort -V | tail -n1 || true)
-    [ -n "$deb" ] || cannot 101 "cannot get a Debian kernel package (${KPKG:-linux-image-amd64}: no apt lists or no network, and nothing cached in $W/debs)"
+    [ -n "$deb" ] || cannot 101 "cannot get the Debian kernel package ${KPKG:-linux-image-amd64} (no apt lists, no network, or no such package) and none is cached in $W/debs"
     KPKG=$(basename "${deb%%_*}")
     warn "using the cached $KPKG"
 fi
