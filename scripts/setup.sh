@@ -26,8 +26,11 @@ PACKAGES=(
     procps iproute2
     # run-time libraries of the verbs transport (loaded with dlopen)
     rdma-core ibverbs-providers libibverbs1 librdmacm1
-    # the Soft-RoCE guest test (QEMU + busybox initramfs + kernel modules)
-    qemu-system-x86 busybox-static cpio kmod
+    # the Soft-RoCE guest runner, scripts/rxe-vm/run.sh (QEMU, busybox
+    # initramfs, kernel modules; xz unpacks the kernel). Its kernel,
+    # linux-image-amd64, is fetched by the runner with `apt-get download` into
+    # its cache and never installed on this machine.
+    qemu-system-x86 busybox-static cpio kmod xz-utils
     # plots of benchmark results; the reconfiguration experiments' driver
     gnuplot-nox python3
 )
@@ -97,6 +100,11 @@ for tool in nginx haproxy wrk httperf curl cmake clang pgrep ss taskset; do
     command -v "$tool" >/dev/null 2>&1 || [ -x "/usr/sbin/$tool" ] ||
         die "$tool is still not on PATH after installing; check the apt output above"
 done
+
+# The guest runner's own list of what it needs (on x86_64, the only host it runs on).
+if [ "$(uname -m)" = x86_64 ] && ! rxe_missing=$(bash "$HERE/rxe-vm/run.sh" --check); then
+    die "the Soft-RoCE guest runner still lacks: $(echo "$rxe_missing" | paste -sd, - | sed "s/,/, /g")"
+fi
 
 if ! command -v cargo >/dev/null 2>&1 && [ ! -x "$HOME/.cargo/bin/cargo" ]; then
     warn "cargo not found: install Rust with rustup (https://rustup.rs) before building"

@@ -10,7 +10,8 @@
 #    the real rdmalb and rdmalb-testbed binaries)
 # 5. runs a short seeded fault-injection campaign over shm and over tcp
 #    (rdmalb-testbed chaos) and the demo cluster's smoke check (scripts/demo.sh --smoke)
-# 6. runs the verbs transport for real inside a Soft-RoCE QEMU guest (scripts/rxe-test.sh)
+# 6. runs the verbs transport for real inside a Soft-RoCE QEMU guest (scripts/rxe-test.sh,
+#    booted by the project's own runner scripts/rxe-vm/run.sh)
 # and ends with one summary line: "summary: N passed, N failed, N skipped".
 set -euo pipefail
 cd "$(dirname "$0")/.."
