@@ -233,6 +233,7 @@ impl Backends {
                     ),
                 };
                 node.set_thresholds(thresholds);
+                node.set_checked(n.check);
                 node
             })
             .collect();

@@ -15,7 +15,8 @@
 //! [`HealthChecks::resync`] nudge), starts loops for new nodes and stops the
 //! loops of removed ones; a node kept across the reload keeps its loop and
 //! its state, and picks up the new path, Host, interval and thresholds on its
-//! next round. Every loop takes the shutdown watch and stops cleanly
+//! next round. A node with `check = false` keeps an idle loop that probes
+//! nothing (it is assumed up, see `node`). Every loop takes the shutdown watch and stops cleanly
 //! (mini-redis `shutdown.rs` style).
 
 use std::net::SocketAddr;
@@ -240,6 +241,16 @@ async fn node_loop(
             set_up_gauge(current, current.is_up());
         }
         node = Arc::clone(current);
+        if !node.is_checked() {
+            // `check = false`: assumed up, never probed. The loop stays so a
+            // reload that switches checks on finds it running.
+            let interval = snap.health().interval;
+            drop(snap);
+            tokio::select! {
+                _ = rdmalb_base::shutdown::requested(&mut shutdown) => return,
+                _ = tokio::time::sleep(interval) => continue,
+            }
+        }
         if !node.role_applied() {
             // A moved node is checked for its new site only once the sidecar
             // has applied the role; a pass before that proves nothing.

@@ -154,6 +154,8 @@ pub struct RawNode {
     pub device: Option<String>,
     /// The sidecar's node_id, checked against its window header.
     pub node_id: Option<i64>,
+    /// Active health checks (HAProxy's `check`); default true.
+    pub check: Option<bool>,
 }
 
 /// `[reconfig]`: the reconfiguration agent (see `config::reconfig`).

@@ -394,6 +394,12 @@ pub struct Node {
     /// The sidecar's `node_id`: when set, a window whose header names
     /// another node is refused.
     pub node_id: Option<u16>,
+    /// Whether active health checks run (HAProxy's `server ... check`).
+    /// Without them the node is assumed up: neither checks nor failed
+    /// requests take it down, as HAProxy never marks down a server without
+    /// `check`. Default `true`, unlike HAProxy: rdmalb has always checked
+    /// every node, and configs written for that keep their meaning.
+    pub check: bool,
 }
 
 /// Cluster-wide settings shared by proxies and sidecars.

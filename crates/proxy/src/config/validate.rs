@@ -388,6 +388,7 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
                 site,
                 window,
                 node_id,
+                check: n.check.unwrap_or(true),
             });
         }
     }
