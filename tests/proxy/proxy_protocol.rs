@@ -175,7 +175,8 @@ async fn accept_proxy_closes_connections_without_a_valid_header_and_keeps_servin
     let (listen, admin) = (free_addr(), free_addr());
     let config = format!(
         "[[listener]]\nname = \"pp\"\nlisten = \"{listen}\"\naccept_proxy = true\n\n\
-         [admin]\nlisten = \"{admin}\"\n\n[global]\naccess_log = \"off\"\n\n\
+         [admin]\nlisten = \"{admin}\"\n\n\
+         [global]\naccess_log = \"off\"\ntrusted_proxies = [\"192.0.2.0/24\"]\n\n\
          [[site]]\nname = \"www\"\nhosts = [\"www.example.com\"]\n\n{}",
         node_toml("n1", backend.addr, "www")
     );
@@ -200,16 +201,27 @@ async fn accept_proxy_closes_connections_without_a_valid_header_and_keeps_servin
         );
     }
     // A valid header: served, with the header's client address; UNKNOWN
-    // keeps the real peer's.
+    // keeps the real peer's. trusted_proxies judges the header's address:
+    // 192.0.2.7 is trusted (its X-Forwarded-For is kept), 198.51.100.1
+    // is not (replaced).
+    let port = listen.port();
+    let with_xff = request.replace("Connection", "X-Forwarded-For: 203.0.113.5\r\nConnection");
     let cases = [
         (
-            format!("PROXY TCP4 192.0.2.7 127.0.0.1 4000 {}\r\n", listen.port()),
+            format!("PROXY TCP4 192.0.2.7 127.0.0.1 4000 {port}\r\n{request}"),
             "192.0.2.7",
         ),
-        ("PROXY UNKNOWN\r\n".to_string(), "127.0.0.1"),
+        (format!("PROXY UNKNOWN\r\n{request}"), "127.0.0.1"),
+        (
+            format!("PROXY TCP4 192.0.2.7 127.0.0.1 4000 {port}\r\n{with_xff}"),
+            "203.0.113.5, 192.0.2.7",
+        ),
+        (
+            format!("PROXY TCP4 198.51.100.1 127.0.0.1 4000 {port}\r\n{with_xff}"),
+            "198.51.100.1",
+        ),
     ];
-    for (header, client) in cases {
-        let bytes = format!("{header}{request}");
+    for (bytes, client) in cases {
         // Off the runtime: the backend answers on it.
         let resp = tokio::task::spawn_blocking(move || raw_exchange(listen, bytes.as_bytes()))
             .await
