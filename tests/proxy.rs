@@ -5,5 +5,6 @@ mod errors;
 mod nginx;
 mod ops;
 mod protocols;
+mod proxy_protocol;
 mod routing;
 mod streaming;

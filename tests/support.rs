@@ -648,6 +648,7 @@ pub async fn read_some(s: &mut tokio::net::TcpStream, want: usize) -> Vec<u8> {
 }
 
 mod group;
+pub mod haproxy;
 pub mod reconfig;
 pub mod role;
 #[allow(unused_imports)]

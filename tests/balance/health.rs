@@ -321,3 +321,72 @@ async fn reload_changes_the_backend_set_and_keeps_health() {
 fn write(path: &Path, text: &str) {
     std::fs::write(path, text).unwrap();
 }
+
+/// `[[node]] check = false` (HAProxy's `server` without `check`): a node
+/// whose health path fails is assumed up and keeps its traffic, and failed
+/// requests do not eject it (HAProxy never marks an unchecked server down);
+/// its checked neighbour with the same failing health path is taken down.
+#[tokio::test]
+async fn a_node_without_check_is_assumed_up() {
+    let a = node("a").await;
+    let b = node("b").await;
+    let c = node("c").await;
+    a.health.store(500, Ordering::SeqCst);
+    b.health.store(500, Ordering::SeqCst);
+    let (listen, admin) = (free_addr(), free_addr());
+    let text = config_text(listen, admin, &[&a, &b, &c]).replace(
+        &format!("name = \"a\"\naddress = \"{}\"\n", a.addr),
+        &format!("name = \"a\"\naddress = \"{}\"\ncheck = false\n", a.addr),
+    );
+    let text = text.replace(
+        &format!("name = \"b\"\naddress = \"{}\"\n", b.addr),
+        &format!("name = \"b\"\naddress = \"{}\"\ncheck = true\n", b.addr),
+    );
+    assert!(text.contains("check = false") && text.contains("check = true"));
+    let proxy = Proxy::start(&text, &[listen, admin]);
+
+    // b (checked, same failing path) goes down; by then a's loop has had
+    // as many rounds, and c's count proves checks keep running.
+    status_until(admin, "b down, c checked several times", |s| {
+        node_status(s, "b")["state"] == "down"
+            && node_status(s, "c")["health"]["checks_total"]
+                .as_u64()
+                .unwrap()
+                >= 6
+    })
+    .await;
+    let s = crate::support::admin_status(admin).await;
+    let a_status = node_status(&s, "a");
+    assert_eq!(a_status["state"], "up", "{s:#}");
+    assert_eq!(a_status["health"]["check"], false, "{s:#}");
+    assert_eq!(a_status["health"]["checks_total"], 0, "{s:#}");
+    assert_eq!(node_status(&s, "b")["health"]["check"], true, "{s:#}");
+
+    // a keeps its share of the traffic; b gets none.
+    let b_before = b.served.load(Ordering::SeqCst);
+    let mut from_a = 0;
+    for _ in 0..10 {
+        let (code, from) = request(listen).await;
+        assert_eq!(code, 200);
+        from_a += usize::from(from == "a");
+    }
+    assert!(
+        from_a >= 4,
+        "a served {from_a} of 10\n{}",
+        proxy.stderr_text()
+    );
+    assert_eq!(b.served.load(Ordering::SeqCst), b_before);
+
+    // Failed requests do not eject an unchecked node (passive_failures = 2).
+    a.app.store(500, Ordering::SeqCst);
+    for _ in 0..10 {
+        request(listen).await;
+    }
+    let s = crate::support::admin_status(admin).await;
+    assert_eq!(node_status(&s, "a")["state"], "up", "{s:#}");
+    assert_eq!(
+        node_status(&s, "a")["health"]["ejections_total"],
+        0,
+        "{s:#}"
+    );
+}

@@ -242,11 +242,20 @@ async fn idle_h2_connection_gets_goaway() {
 /// http/1.1) in front of `backend`, `extra` config sections added; returns
 /// it, its address and the certificate's DER.
 fn tls_proxy(backend: &Backend, extra: &str) -> (Proxy, std::net::SocketAddr, Vec<u8>) {
+    tls_proxy_with(backend, extra, "")
+}
+
+/// [`tls_proxy`] with `listener` lines added to the listener.
+fn tls_proxy_with(
+    backend: &Backend,
+    extra: &str,
+    listener: &str,
+) -> (Proxy, std::net::SocketAddr, Vec<u8>) {
     let dir = tempfile::tempdir().unwrap();
     let (cert, key, der) = certificate(dir.path(), "a", &["a.test"]);
     let addr = free_addr();
     let config = format!(
-        "[global]\naccess_log = \"off\"\n\n{extra}[[listener]]\nname = \"tls\"\nlisten = \"{addr}\"\ntls = {{ certificates = [{{ cert = \"{}\", key = \"{}\" }}] }}\n\n[[site]]\nname = \"a\"\nhosts = [\"a.test\"]\n\n{}",
+        "[global]\naccess_log = \"off\"\n\n{extra}[[listener]]\nname = \"tls\"\nlisten = \"{addr}\"\n{listener}tls = {{ certificates = [{{ cert = \"{}\", key = \"{}\" }}] }}\n\n[[site]]\nname = \"a\"\nhosts = [\"a.test\"]\n\n{}",
         cert.display(),
         key.display(),
         node_toml("na", backend.addr, "a"),
@@ -257,6 +266,16 @@ fn tls_proxy(backend: &Backend, extra: &str) -> (Proxy, std::net::SocketAddr, Ve
 /// A TLS connection to `addr` trusting `der`, offering only `alpn`.
 async fn tls_connect(
     addr: std::net::SocketAddr,
+    der: &[u8],
+    alpn: &[u8],
+) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    tls_connect_over(tcp, der, alpn).await
+}
+
+/// [`tls_connect`] over a connection already made (and written to).
+async fn tls_connect_over(
+    tcp: tokio::net::TcpStream,
     der: &[u8],
     alpn: &[u8],
 ) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
@@ -271,7 +290,6 @@ async fn tls_connect(
         .with_root_certificates(roots)
         .with_no_client_auth();
     config.alpn_protocols = vec![alpn.to_vec()];
-    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
     let name = rustls::pki_types::ServerName::try_from("a.test").unwrap();
     let tls = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
         .connect(name, tcp)
@@ -387,5 +405,39 @@ async fn unsolicited_ping_acks_are_counted_not_logged_each() {
         metric(&metrics, "rdmalb_h2_unsolicited_ping_acks_total "),
         20.0,
         "{metrics}"
+    );
+}
+
+/// On a TLS listener with `accept_proxy` the PROXY header comes before the
+/// TLS handshake (HAProxy's `bind ... accept-proxy ssl`), and the client
+/// address it carries reaches the node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_listener_reads_the_proxy_header_before_the_handshake() {
+    let a = Backend::start("a").await;
+    let (proxy, addr, der) = tls_proxy_with(&a, "", "accept_proxy = true\n");
+    let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut header = b"\r\n\r\n\0\r\nQUIT\n\x21\x11\x00\x0c".to_vec();
+    header.extend_from_slice(&[192, 0, 2, 9, 127, 0, 0, 1, 0x13, 0x88, 0x01, 0xbb]);
+    tcp.write_all(&header).await.unwrap();
+    let mut tls = tls_connect_over(tcp, &der, b"http/1.1").await;
+    tls.write_all(b"GET /who HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let resp = String::from_utf8_lossy(&read_to_close(&mut tls).await).into_owned();
+    assert!(
+        resp.starts_with("HTTP/1.1 200"),
+        "{resp}\n{}",
+        proxy.stderr_text()
+    );
+    let body = resp.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    assert_eq!(
+        echoed(&echoed_headers(body), "x-forwarded-for"),
+        ["192.0.2.9"],
+        "{resp}"
+    );
+    assert_eq!(
+        echoed(&echoed_headers(body), "x-forwarded-proto"),
+        ["https"],
+        "{resp}"
     );
 }

@@ -114,6 +114,16 @@ impl GroupNginx {
     /// file exists and `app` accepts connections (bounded wait). `None` when
     /// nginx is not installed (the caller skips, printing why).
     pub fn start(dir: &Path, app: SocketAddr) -> Option<GroupNginx> {
+        Self::start_with(
+            dir,
+            app,
+            &format!("server {{ listen {app}; return 404; }}\n"),
+        )
+    }
+
+    /// [`start`](Self::start) with `site` as the first `site.conf` (it must
+    /// listen on `app`).
+    pub fn start_with(dir: &Path, app: SocketAddr, site: &str) -> Option<GroupNginx> {
         if !nginx_available("nginx") {
             return None;
         }
@@ -128,11 +138,7 @@ impl GroupNginx {
             ),
         )
         .unwrap();
-        std::fs::write(
-            dir.join("site.conf"),
-            format!("server {{ listen {app}; return 404; }}\n"),
-        )
-        .unwrap();
+        std::fs::write(dir.join("site.conf"), site).unwrap();
         let child = GroupChild::spawn(
             Command::new(NGINX)
                 .arg("-p")

@@ -19,7 +19,7 @@ use arc_swap::ArcSwap;
 use super::node::{Slots, Thresholds, HEALTH_EPOCH};
 use super::policy::Policy;
 use super::{NodeState, NodeWindows, Pick};
-use crate::config::{Config, HealthCheck, HostPattern};
+use crate::config::{Config, HealthCheck, HostPattern, SendProxy};
 
 /// Why no node could be picked for a site.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -147,6 +147,8 @@ pub struct Backends {
     sites: Vec<SiteBackends>,
     policy: Policy,
     health: HealthCheck,
+    /// `[[node]] send_proxy` by node index: the header health checks send.
+    send_proxy: Vec<Option<SendProxy>>,
     /// `limits.max_inflight_per_node` (0 = unlimited).
     max_inflight: usize,
     /// `timeouts.queue`.
@@ -233,6 +235,7 @@ impl Backends {
                     ),
                 };
                 node.set_thresholds(thresholds);
+                node.set_checked(n.check);
                 node
             })
             .collect();
@@ -272,6 +275,7 @@ impl Backends {
             sites,
             policy,
             health: config.health.clone(),
+            send_proxy: config.nodes.iter().map(|n| n.send_proxy).collect(),
             max_inflight: config.limits.max_inflight_per_node,
             queue: config.timeouts.queue,
             built_at: SystemTime::now(),
@@ -448,6 +452,10 @@ impl Backends {
     }
 
     /// `[health]` settings of this snapshot.
+    pub fn send_proxy_of(&self, node: &NodeState) -> Option<SendProxy> {
+        self.send_proxy.get(node.index).copied().flatten()
+    }
+
     pub fn health(&self) -> &HealthCheck {
         &self.health
     }

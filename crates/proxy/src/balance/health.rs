@@ -15,7 +15,8 @@
 //! [`HealthChecks::resync`] nudge), starts loops for new nodes and stops the
 //! loops of removed ones; a node kept across the reload keeps its loop and
 //! its state, and picks up the new path, Host, interval and thresholds on its
-//! next round. Every loop takes the shutdown watch and stops cleanly
+//! next round. A node with `check = false` keeps an idle loop that probes
+//! nothing (it is assumed up, see `node`). Every loop takes the shutdown watch and stops cleanly
 //! (mini-redis `shutdown.rs` style).
 
 use std::net::SocketAddr;
@@ -28,11 +29,13 @@ use http::{header, Method, Request, StatusCode};
 use http_body_util::Empty;
 use hyper_util::rt::TokioIo;
 use rand::Rng;
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 
 use super::{Backends, NodeState, Transition};
+use crate::config::SendProxy;
 
 /// Gauge `rdmalb_node_up{node,site}`: 1 up, 0 down (or removed).
 pub const NODE_UP: &str = "rdmalb_node_up";
@@ -61,23 +64,37 @@ pub enum CheckError {
 }
 
 /// One HTTP check of `addr`: `GET path` with `Host: host`, passing on 2xx/3xx
-/// within `timeout`. Returns the status on a pass.
+/// within `timeout`. Returns the status on a pass. A node with `send_proxy`
+/// is first sent a PROXY header for no client (v1 `UNKNOWN`, v2 `LOCAL`),
+/// as HAProxy's checks do, so a node that requires the header accepts them.
 pub async fn check_once(
     addr: SocketAddr,
     host: &str,
     path: &str,
     timeout: Duration,
+    send_proxy: Option<SendProxy>,
 ) -> Result<StatusCode, CheckError> {
-    match tokio::time::timeout(timeout, check_inner(addr, host, path)).await {
+    match tokio::time::timeout(timeout, check_inner(addr, host, path, send_proxy)).await {
         Ok(r) => r,
         Err(_) => Err(CheckError::Timeout(timeout)),
     }
 }
 
-async fn check_inner(addr: SocketAddr, host: &str, path: &str) -> Result<StatusCode, CheckError> {
-    let stream = TcpStream::connect(addr)
+async fn check_inner(
+    addr: SocketAddr,
+    host: &str,
+    path: &str,
+    send_proxy: Option<SendProxy>,
+) -> Result<StatusCode, CheckError> {
+    let mut stream = TcpStream::connect(addr)
         .await
         .map_err(CheckError::Connect)?;
+    if let Some(version) = send_proxy {
+        stream
+            .write_all(crate::proxy_protocol::encode_local(version))
+            .await
+            .map_err(CheckError::Connect)?;
+    }
     // Best effort: a check is one small request, Nagle only delays it.
     let _ = stream.set_nodelay(true);
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
@@ -240,6 +257,16 @@ async fn node_loop(
             set_up_gauge(current, current.is_up());
         }
         node = Arc::clone(current);
+        if !node.is_checked() {
+            // `check = false`: assumed up, never probed. The loop stays so a
+            // reload that switches checks on finds it running.
+            let interval = snap.health().interval;
+            drop(snap);
+            tokio::select! {
+                _ = rdmalb_base::shutdown::requested(&mut shutdown) => return,
+                _ = tokio::time::sleep(interval) => continue,
+            }
+        }
         if !node.role_applied() {
             // A moved node is checked for its new site only once the sidecar
             // has applied the role; a pass before that proves nothing.
@@ -257,11 +284,12 @@ async fn node_loop(
             .unwrap_or_else(|| node.address.to_string());
         let timeout = snap.health().timeout;
         let interval = snap.health().interval;
+        let send_proxy = snap.send_proxy_of(&node);
         drop(snap);
 
         let result = tokio::select! {
             _ = rdmalb_base::shutdown::requested(&mut shutdown) => return,
-            r = check_once(node.address, &host, &path, timeout) => r,
+            r = check_once(node.address, &host, &path, timeout, send_proxy) => r,
         };
         if let Err(e) = &result {
             tracing::debug!(node = %node.name, site = %site_label(&node), error = %e, "health check failed");

@@ -15,6 +15,11 @@
 //!   5xx, protocol error) eject an up node; it then needs `rise` consecutive
 //!   passed active checks *counted from the ejection* to come back. A
 //!   successful request resets the passive streak. `0` disables ejection.
+//! - a node with `check = false` (HAProxy's `server` without `check`) is
+//!   assumed up: no active checks, no passive ejection (nothing could bring
+//!   it back), and a role move does not take it down (routing still waits
+//!   for the role to be applied). Switching `check` off on reload brings a
+//!   down node up.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -109,6 +114,8 @@ pub enum Transition {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct HealthSnapshot {
     pub up: bool,
+    /// Whether active checks run (`[[node]] check`); false: assumed up.
+    pub check: bool,
     /// Set while down.
     pub down_reason: Option<DownReason>,
     /// Current streak of passed active checks.
@@ -154,6 +161,8 @@ pub(crate) struct Shared {
     rise: AtomicU32,
     fall: AtomicU32,
     passive_failures: AtomicU32,
+    /// `[[node]] check` of the snapshot in force (updated on reload).
+    checked: AtomicBool,
     machine: Mutex<Machine>,
     /// Site the node's role word assigns it ([`ROLE_STATIC`]: no role word
     /// seen, the configured site applies; [`ROLE_IDLE`]: idle pool). Written
@@ -180,6 +189,7 @@ impl Shared {
             rise: AtomicU32::new(t.rise),
             fall: AtomicU32::new(t.fall),
             passive_failures: AtomicU32::new(t.passive_failures),
+            checked: AtomicBool::new(true),
             machine: Mutex::new(Machine::default()),
             role_site: AtomicU32::new(ROLE_STATIC),
             role_applied: AtomicBool::new(true),
@@ -367,7 +377,7 @@ impl NodeState {
         if before == after {
             return false;
         }
-        if before.0 != after.0 {
+        if before.0 != after.0 && s.checked.load(Ordering::Relaxed) {
             s.up.store(false, Ordering::Relaxed);
             m.down_reason = Some(DownReason::Role);
             m.consecutive_ok = 0;
@@ -394,6 +404,40 @@ impl NodeState {
         self.shared.set_thresholds(t)
     }
 
+    /// Whether active checks run for this node (`[[node]] check`).
+    pub fn is_checked(&self) -> bool {
+        self.shared.checked.load(Ordering::Relaxed)
+    }
+
+    /// Applies `[[node]] check` (at build and on reload). Turning checks off
+    /// brings a down node up at once: without checks nothing else could,
+    /// and HAProxy treats a server without `check` as up.
+    pub(crate) fn set_checked(&self, checked: bool) {
+        let s = &*self.shared;
+        if s.checked.swap(checked, Ordering::Relaxed) == checked || checked {
+            return;
+        }
+        let mut m = s.machine();
+        m.consecutive_ok = 0;
+        m.consecutive_fail = 0;
+        s.passive_streak.store(0, Ordering::Relaxed);
+        if s.up.load(Ordering::Relaxed) {
+            return;
+        }
+        s.up.store(true, Ordering::Relaxed);
+        bump_epoch();
+        m.down_reason = None;
+        m.last_change_unix = Some(rdmalb_base::time::unix_now_secs());
+        drop(m);
+        self.publish_up();
+        tracing::info!(
+            node = %self.name,
+            address = %self.address,
+            site = self.site_name.as_deref().unwrap_or("idle"),
+            "node up: health checks switched off (check = false), assumed up"
+        );
+    }
+
     /// Passive health: called by the data path after every upstream attempt.
     /// Returns the transition it caused, if any (the caller need not log it:
     /// this method already does).
@@ -408,6 +452,10 @@ impl NodeState {
             if s.passive_streak.load(Ordering::Relaxed) != 0 {
                 s.passive_streak.store(0, Ordering::Relaxed);
             }
+            return None;
+        }
+        if !s.checked.load(Ordering::Relaxed) {
+            // Never marked down without checks (HAProxy without `check`).
             return None;
         }
         let streak = s.passive_streak.fetch_add(1, Ordering::Relaxed) + 1;
@@ -500,6 +548,7 @@ impl NodeState {
         let m = s.machine();
         HealthSnapshot {
             up: s.up.load(Ordering::Relaxed),
+            check: s.checked.load(Ordering::Relaxed),
             down_reason: m.down_reason,
             consecutive_ok: m.consecutive_ok,
             consecutive_fail: m.consecutive_fail,

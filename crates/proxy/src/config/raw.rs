@@ -105,6 +105,8 @@ pub struct RawListener {
     pub name: Option<String>,
     pub listen: Option<String>,
     pub tls: Option<RawTls>,
+    /// Every connection starts with a PROXY protocol header.
+    pub accept_proxy: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -154,6 +156,10 @@ pub struct RawNode {
     pub device: Option<String>,
     /// The sidecar's node_id, checked against its window header.
     pub node_id: Option<i64>,
+    /// Active health checks (HAProxy's `check`); default true.
+    pub check: Option<bool>,
+    /// "v1" or "v2": a PROXY protocol header starts every connection.
+    pub send_proxy: Option<String>,
 }
 
 /// `[reconfig]`: the reconfiguration agent (see `config::reconfig`).

@@ -290,6 +290,10 @@ pub struct Listener {
     pub name: String,
     pub listen: SocketAddr,
     pub tls: Option<Tls>,
+    /// Every connection must start with a PROXY protocol header (v1 or v2,
+    /// HAProxy's `bind ... accept-proxy`); the address it carries is the
+    /// client's. A connection without a valid one is closed.
+    pub accept_proxy: bool,
 }
 
 /// TLS on a listener: one or more certificates, chosen by SNI.
@@ -394,6 +398,36 @@ pub struct Node {
     /// The sidecar's `node_id`: when set, a window whose header names
     /// another node is refused.
     pub node_id: Option<u16>,
+    /// Whether active health checks run (HAProxy's `server ... check`).
+    /// Without them the node is assumed up: neither checks nor failed
+    /// requests take it down, as HAProxy never marks down a server without
+    /// `check`. Default `true`, unlike HAProxy: rdmalb has always checked
+    /// every node, and configs written for that keep their meaning.
+    pub check: bool,
+    /// PROXY protocol header sent first on every connection to the node,
+    /// health checks included (HAProxy's `send-proxy`, `send-proxy-v2`).
+    pub send_proxy: Option<SendProxy>,
+}
+
+/// `[[node]] send_proxy`: the PROXY protocol version a node is sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendProxy {
+    /// The text header (`send-proxy`).
+    V1,
+    /// The binary header (`send-proxy-v2`).
+    V2,
+}
+
+impl SendProxy {
+    pub const ACCEPTED: &'static str = "\"v1\" or \"v2\"";
+
+    pub fn parse(s: &str) -> Option<SendProxy> {
+        match s {
+            "v1" => Some(SendProxy::V1),
+            "v2" => Some(SendProxy::V2),
+            _ => None,
+        }
+    }
 }
 
 /// Cluster-wide settings shared by proxies and sidecars.

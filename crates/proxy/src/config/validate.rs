@@ -191,6 +191,7 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
             name: l.name.unwrap_or_else(|| format!("listener{i}")),
             listen,
             tls,
+            accept_proxy: l.accept_proxy.unwrap_or(false),
         });
     }
 
@@ -380,6 +381,18 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
             );
         }
         let node_id = routing::node_id(&mut c, &key, &n, &mut node_ids);
+        let send_proxy = n.send_proxy.as_deref().and_then(|v| {
+            SendProxy::parse(v).or_else(|| {
+                c.add(
+                    format!("{key}.send_proxy"),
+                    format!(
+                        "`{v}` is not a PROXY protocol version (expected {})",
+                        SendProxy::ACCEPTED
+                    ),
+                );
+                None
+            })
+        });
         if let Some(address) = address {
             nodes.push(Node {
                 index: nodes.len(),
@@ -388,6 +401,8 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
                 site,
                 window,
                 node_id,
+                check: n.check.unwrap_or(true),
+                send_proxy,
             });
         }
     }

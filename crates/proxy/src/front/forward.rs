@@ -180,7 +180,7 @@ pub async fn handle(
             return Ok(error(ex, ErrorKind::ConnectFailed));
         };
         let t_conn = Instant::now();
-        let checkout = match pool.checkout().await {
+        let checkout = match pool.checkout(ctx.client, ctx.local).await {
             Ok(c) => c,
             Err(e) => {
                 let kind = match e {

@@ -3,6 +3,12 @@
 //! client speaking HTTP/1.1 or HTTP/2 (prior knowledge on plain listeners;
 //! on TLS ones only what ALPN chose, held to it by [`ConnIo`]). On shutdown the accept loop stops (so new connections
 //! are refused) and every connection is asked to finish gracefully.
+//!
+//! On an `accept_proxy` listener each connection first gives its PROXY
+//! protocol header (read before any TLS handshake, within
+//! `timeouts.http_request`); the client address it carries is the
+//! connection's from then on. A missing or malformed header closes the
+//! connection without a response.
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -23,6 +29,7 @@ use super::io::{ConnIo, ConnShared, IoTimeouts, Protocol};
 use super::state::{ConnCtx, Runtime};
 use super::{forward, stats, tls};
 use crate::config::{Config, Listener};
+use crate::proxy_protocol::{self, Header};
 
 /// A listener bound at start-up.
 pub struct Bound {
@@ -30,6 +37,7 @@ pub struct Bound {
     pub addr: SocketAddr,
     tcp: std::net::TcpListener,
     tls: Option<TlsAcceptor>,
+    accept_proxy: bool,
 }
 
 /// Binds every listener (and loads their certificates) before anything is
@@ -55,6 +63,7 @@ fn bind(l: &Listener) -> Result<Bound, ProxyError> {
         addr,
         tcp,
         tls,
+        accept_proxy: l.accept_proxy,
     })
 }
 
@@ -87,6 +96,7 @@ pub struct Shared {
     pub addr: SocketAddr,
     tcp: std::net::TcpListener,
     tls: Option<TlsAcceptor>,
+    accept_proxy: bool,
     builder: auto::Builder<TokioExecutor>,
     limit: Arc<Semaphore>,
     gauge: metrics::Gauge,
@@ -101,6 +111,7 @@ impl Shared {
             addr: bound.addr,
             tcp: bound.tcp,
             tls: bound.tls,
+            accept_proxy: bound.accept_proxy,
             builder: builder(config),
             limit: Arc::new(Semaphore::new(config.limits.max_connections)),
             timeouts: IoTimeouts {
@@ -215,25 +226,17 @@ async fn serve(
             _ = rdmalb_base::shutdown::requested(&mut shutdown) => break,
         };
         let _ = stream.set_nodelay(true);
-        let tls = l.tls.is_some();
-        let ctx = Arc::new(ConnCtx {
-            proxy: Arc::clone(&runtime),
-            client,
-            listener: Arc::clone(&l.name),
-            tls,
-            client_id: super::headers::ClientId::new(
-                client.ip(),
-                if tls { "https" } else { "http" },
-            ),
-            conn: Arc::new(ConnShared::new(Instant::now())),
-        });
         let l = Arc::clone(&l);
+        let runtime = Arc::clone(&runtime);
         let shutdown = shutdown.clone();
         let drain = drain.clone();
         let local = local.clone();
         l.gauge.increment(1.0);
         tokio::spawn(async move {
-            connection(stream, &l, ctx, shutdown).await;
+            let mut stream = stream;
+            if let Some(ctx) = accepted(&l, &mut stream, client, runtime).await {
+                connection(stream, &l, ctx, shutdown).await;
+            }
             l.gauge.decrement(1.0);
             drop(permit);
             drop(drain);
@@ -241,6 +244,55 @@ async fn serve(
         });
     }
     tracing::debug!(listener = %l.name, address = %l.addr, "accept loop stopped");
+}
+
+/// The connection's context: its client address (from the PROXY header on
+/// an `accept_proxy` listener) and the address it reached. `None`: the
+/// header was missing or malformed, the connection is to be closed.
+async fn accepted(
+    l: &Shared,
+    stream: &mut TcpStream,
+    peer: SocketAddr,
+    runtime: Arc<Runtime>,
+) -> Option<Arc<ConnCtx>> {
+    let mut client = peer;
+    let mut local = None;
+    if l.accept_proxy {
+        match proxy_protocol::read_header(stream, l.timeouts.http_request).await {
+            Ok(Header::Proxied {
+                source,
+                destination,
+            }) => {
+                client = source;
+                local = Some(destination);
+            }
+            Ok(Header::Local) => {}
+            Err(e) => {
+                stats::client_error("proxy_header");
+                tracing::debug!(peer = %peer, listener = %l.name, error = %e, "no valid PROXY header: connection closed");
+                return None;
+            }
+        }
+    }
+    let local = match local {
+        Some(a) => a,
+        // A wildcard listener knows the address a connection reached only
+        // by asking the socket; only a PROXY header to a node needs it.
+        None if l.addr.ip().is_unspecified() && runtime.snapshot.load().sends_proxy => {
+            stream.local_addr().unwrap_or(l.addr)
+        }
+        None => l.addr,
+    };
+    let tls = l.tls.is_some();
+    Some(Arc::new(ConnCtx {
+        proxy: runtime,
+        client,
+        local,
+        listener: Arc::clone(&l.name),
+        tls,
+        client_id: super::headers::ClientId::new(client.ip(), if tls { "https" } else { "http" }),
+        conn: Arc::new(ConnShared::new(Instant::now())),
+    }))
 }
 
 async fn connection(

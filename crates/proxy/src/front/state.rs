@@ -42,6 +42,9 @@ pub struct Snapshot {
     /// then a request without a body keeps a copy of its head, to replay
     /// it on another node if the first answers 421 (it moved meanwhile).
     pub roles_move: bool,
+    /// Whether some node has `send_proxy` (connections on wildcard
+    /// listeners then look up the address they were accepted on).
+    pub sends_proxy: bool,
 }
 
 impl Snapshot {
@@ -63,6 +66,7 @@ impl Snapshot {
             admission,
             qos_slots,
             roles_move: config.nodes.iter().any(|n| n.window.is_some()),
+            sends_proxy: config.nodes.iter().any(|n| n.send_proxy.is_some()),
             routes: RouteTable::build(&config),
             pools: Pools::build(&config, previous.map(|p| &p.pools)),
             stats: Stats::build(&config, previous.map(|p| &p.stats)),
@@ -110,7 +114,12 @@ impl Runtime {
 #[derive(Debug)]
 pub struct ConnCtx {
     pub proxy: Arc<Runtime>,
+    /// The client's address: the peer's, or the one its PROXY header
+    /// carried on an `accept_proxy` listener.
     pub client: SocketAddr,
+    /// The address the client connected to (likewise), for the PROXY
+    /// header of `send_proxy` nodes.
+    pub local: SocketAddr,
     pub listener: Arc<str>,
     pub tls: bool,
     /// Forwarding-header text for this client, formatted once.

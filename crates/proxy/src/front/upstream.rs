@@ -8,6 +8,12 @@
 //! another node. A connection goes back to the pool when its response body
 //! has been read to the end; one whose response was cut short is dropped
 //! (hyper closes it).
+//!
+//! A node with `send_proxy` gets a PROXY protocol header first on every
+//! connection, naming the client it is made for. Such a connection is
+//! never reused for another client connection (HAProxy does not share
+//! them either): rdmalb does not pool them at all, so each request to the
+//! node opens its own connection.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -16,10 +22,11 @@ use std::time::{Duration, Instant};
 
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 use super::body::RequestBody;
-use crate::config::Config;
+use crate::config::{Config, SendProxy};
 
 /// Why no connection to a node could be had.
 #[derive(Debug, thiserror::Error)]
@@ -56,6 +63,8 @@ struct Idle {
 /// request reuses connections driven by its own thread's runtime.
 pub struct NodePool {
     addr: SocketAddr,
+    /// `[[node]] send_proxy`: connections are made per request, not pooled.
+    send_proxy: Option<SendProxy>,
     idle: Box<[Mutex<Vec<Idle>>]>,
     max_idle: usize,
     idle_timeout: Duration,
@@ -72,9 +81,10 @@ impl std::fmt::Debug for NodePool {
 }
 
 impl NodePool {
-    fn new(addr: SocketAddr, config: &Config) -> NodePool {
+    fn new(addr: SocketAddr, send_proxy: Option<SendProxy>, config: &Config) -> NodePool {
         NodePool {
             addr,
+            send_proxy,
             // Slot 0 serves threads that are not workers (tests, tools).
             idle: (0..=config.global.workers.max(1))
                 .map(|_| Mutex::new(Vec::new()))
@@ -101,8 +111,17 @@ impl NodePool {
         self.stack().lock().unwrap_or_else(|e| e.into_inner()).pop()
     }
 
-    /// A pooled connection if one is alive, else a new one.
-    pub async fn checkout(&self) -> Result<Checkout, ConnectError> {
+    /// A pooled connection if one is alive, else a new one. `client` (the
+    /// client's address) and `local` (the address it connected to) are what
+    /// a `send_proxy` node's PROXY header says.
+    pub async fn checkout(
+        &self,
+        client: SocketAddr,
+        local: SocketAddr,
+    ) -> Result<Checkout, ConnectError> {
+        if let Some(version) = self.send_proxy {
+            return self.connect(Some((version, client, local))).await;
+        }
         while let Some(mut idle) = self.pop() {
             if idle.sender.is_closed() || idle.since.elapsed() > self.idle_timeout {
                 continue;
@@ -125,10 +144,13 @@ impl NodePool {
                 _ => continue,
             }
         }
-        self.connect().await
+        self.connect(None).await
     }
 
-    async fn connect(&self) -> Result<Checkout, ConnectError> {
+    async fn connect(
+        &self,
+        proxy_header: Option<(SendProxy, SocketAddr, SocketAddr)>,
+    ) -> Result<Checkout, ConnectError> {
         let addr = self.addr;
         let stream =
             match tokio::time::timeout(self.connect_timeout, TcpStream::connect(addr)).await {
@@ -141,7 +163,16 @@ impl NodePool {
                 Ok(Err(source)) => return Err(ConnectError::Failed { addr, source }),
                 Ok(Ok(s)) => s,
             };
+        let mut stream = stream;
         let _ = stream.set_nodelay(true);
+        if let Some((version, client, local)) = proxy_header {
+            // A new socket's send buffer is empty: this does not wait.
+            let header = crate::proxy_protocol::encode(version, client, local);
+            stream
+                .write_all(&header)
+                .await
+                .map_err(|source| ConnectError::Failed { addr, source })?;
+        }
         let (sender, conn) = http1::Builder::new()
             .handshake(TokioIo::new(stream))
             .await
@@ -159,7 +190,7 @@ impl NodePool {
 
     /// Returns a connection whose response was read to the end.
     pub fn checkin(&self, sender: SendRequest<RequestBody>) {
-        if sender.is_closed() || self.max_idle == 0 {
+        if sender.is_closed() || self.max_idle == 0 || self.send_proxy.is_some() {
             return;
         }
         let mut idle = self.stack().lock().unwrap_or_else(|e| e.into_inner());
@@ -199,8 +230,10 @@ impl Pools {
             .nodes
             .iter()
             .map(|n| match old.get(&n.address) {
-                Some(pool) if pool.same_settings(config) => Arc::clone(pool),
-                _ => Arc::new(NodePool::new(n.address, config)),
+                Some(pool) if pool.same_settings(config) && pool.send_proxy == n.send_proxy => {
+                    Arc::clone(pool)
+                }
+                _ => Arc::new(NodePool::new(n.address, n.send_proxy, config)),
             })
             .collect();
         Pools { by_index }

@@ -120,13 +120,17 @@ async fn check_once_passes_2xx_3xx_and_fails_otherwise() {
     let b = backend(204).await;
     let t = Duration::from_secs(5);
     assert_eq!(
-        check_once(b.addr, "h.test", "/p?q=1", t).await.unwrap(),
+        check_once(b.addr, "h.test", "/p?q=1", t, None)
+            .await
+            .unwrap(),
         StatusCode::NO_CONTENT
     );
     b.status.store(302, Ordering::SeqCst);
-    assert!(check_once(b.addr, "h.test", "/", t).await.is_ok());
+    assert!(check_once(b.addr, "h.test", "/", t, None).await.is_ok());
     b.status.store(503, Ordering::SeqCst);
-    let e = check_once(b.addr, "h.test", "/", t).await.unwrap_err();
+    let e = check_once(b.addr, "h.test", "/", t, None)
+        .await
+        .unwrap_err();
     assert!(matches!(e, CheckError::Status(s) if s.as_u16() == 503));
     assert_eq!(e.to_string(), "status 503");
     assert_eq!(
@@ -143,7 +147,7 @@ async fn check_once_reports_connect_failure() {
         .unwrap()
         .local_addr()
         .unwrap();
-    let e = check_once(addr, "h", "/", Duration::from_secs(5))
+    let e = check_once(addr, "h", "/", Duration::from_secs(5), None)
         .await
         .unwrap_err();
     assert!(matches!(e, CheckError::Connect(_)), "{e}");
@@ -154,7 +158,7 @@ async fn check_once_times_out_on_a_silent_server() {
     // Accepts connections (kernel backlog) but never answers.
     let silent = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = silent.local_addr().unwrap();
-    let e = check_once(addr, "h", "/", Duration::from_millis(50))
+    let e = check_once(addr, "h", "/", Duration::from_millis(50), None)
         .await
         .unwrap_err();
     assert!(matches!(e, CheckError::Timeout(_)), "{e}");

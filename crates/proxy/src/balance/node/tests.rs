@@ -160,6 +160,40 @@ fn zero_passive_failures_disables_ejection() {
 }
 
 #[test]
+fn a_node_without_check_is_never_taken_down() {
+    let n = node(2, 1, 1);
+    n.set_checked(false);
+    assert!(!n.health().check);
+    // Failed requests do not eject it (HAProxy without `check`).
+    for _ in 0..5 {
+        assert_eq!(n.report(Outcome::ConnectFailed), None);
+    }
+    assert!(n.is_up());
+    assert_eq!(n.health().ejections_total, 0);
+    assert_eq!(n.health().passive_streak, 0);
+    // A role move keeps it up; routing waits for the role to be applied.
+    assert!(n.follow_role(Some(1), false));
+    assert!(n.is_up());
+    assert!(!n.serves(1));
+    assert!(n.follow_role(Some(1), true));
+    assert!(n.serves(1) && n.is_up());
+}
+
+#[test]
+fn switching_checks_off_brings_a_down_node_up_and_on_again_keeps_it() {
+    let n = node(2, 1, 0);
+    assert_eq!(fail(&n), Some(Transition::Down(DownReason::Checks)));
+    n.set_checked(false);
+    let h = n.health();
+    assert!(h.up && !h.check, "{h:?}");
+    assert_eq!(h.down_reason, None);
+    n.set_checked(true);
+    assert!(n.is_up() && n.health().check);
+    // Checked again: the next failure (fall = 1) takes it down.
+    assert_eq!(fail(&n), Some(Transition::Down(DownReason::Checks)));
+}
+
+#[test]
 fn thresholds_of_zero_behave_as_one() {
     let t = Thresholds::from_config(&crate::config::HealthCheck {
         path: "/".into(),

@@ -86,6 +86,38 @@ fn unknown_key_in_site_entry() {
 }
 
 #[test]
+fn check_send_proxy_and_accept_proxy_default_off_and_parse() {
+    let c = ok(BASE);
+    assert!(c.nodes[0].check);
+    assert_eq!(c.nodes[0].send_proxy, None);
+    assert!(!c.listeners[0].accept_proxy);
+    let c = ok(&BASE
+        .replace(
+            "site = \"shop\"\n",
+            "site = \"shop\"\ncheck = false\nsend_proxy = \"v2\"\n",
+        )
+        .replace(
+            "listen = \"127.0.0.1:8080\"",
+            "listen = \"127.0.0.1:8080\"\naccept_proxy = true",
+        ));
+    assert!(!c.nodes[0].check);
+    assert_eq!(c.nodes[0].send_proxy, Some(SendProxy::V2));
+    assert!(c.listeners[0].accept_proxy);
+}
+
+#[test]
+fn bad_send_proxy() {
+    rejects(
+        &BASE.replace(
+            "site = \"shop\"\n",
+            "site = \"shop\"\nsend_proxy = \"v3\"\n",
+        ),
+        "node[0] (n1).send_proxy",
+        "\"v1\" or \"v2\"",
+    );
+}
+
+#[test]
 fn bad_balance() {
     rejects(
         &BASE.replace("\"roundrobin\"", "\"fastest\""),
