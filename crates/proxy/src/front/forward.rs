@@ -26,6 +26,9 @@ use crate::qos::admission::Refused;
 /// How many times a request may be re-sent because a pooled connection
 /// turned out to be closed before anything was written on it.
 const STALE_RETRIES: usize = 3;
+/// How many times a request without a body is replayed on another node
+/// after a 421 (the node it went to had moved to another site).
+const MISDIRECTED_REPLAYS: usize = 2;
 
 /// Serves one request.
 pub async fn handle(
@@ -149,10 +152,14 @@ pub async fn handle(
         Some(RequestBody::new(body, timeouts.client).with_progress(progress.clone(), start));
     let mut parts = Some(parts);
 
-    // Nodes this request already tried (at most two: one retry).
+    // Nodes this request already tried: the first, one retry after a failed
+    // connect, and up to MISDIRECTED_REPLAYS after a 421, each budget on
+    // its own.
     let mut tried = Tried::default();
     let mut last_error: Option<ErrorKind> = None;
     let mut stale = 0;
+    let mut connect_retried = false;
+    let mut misdirected = 0;
     loop {
         let t_pick = Instant::now();
         let pick = match snap.backends.pick_queued(site, tried.as_slice()).await {
@@ -191,12 +198,13 @@ pub async fn handle(
                     site = %name_of(&snap.site_names, site),
                     node = %snap.node_names.get(node).map_or("?", |n| n),
                     error = %e,
-                    retry = tried.len() < 2,
+                    retry = !connect_retried,
                     "cannot connect to node"
                 );
                 ex.attempt_failed(Outcome::ConnectFailed);
                 last_error = Some(kind);
-                if tried.len() < 2 {
+                if !connect_retried {
+                    connect_retried = true;
                     // Nothing was sent: safe to replay on another node.
                     if let Some(s) = snap.stats.sites.get(site) {
                         s.retries.increment(1);
@@ -218,7 +226,8 @@ pub async fn handle(
         // A copy of the head to replay when the node answers 421 (it moved
         // to another site after this proxy last read its role word): only
         // where nodes can move, only without a body, only once.
-        let replay = (snap.roles_move && !has_body && tried.len() < 2).then(|| head_copy(&p));
+        let replay = (snap.roles_move && !has_body && misdirected < MISDIRECTED_REPLAYS)
+            .then(|| head_copy(&p));
         let t_send = Instant::now();
         let sent = sender.try_send_request(Request::from_parts(p, b));
         let result = wait_response(sent, timeouts.server, progress.as_deref(), start).await;
@@ -270,6 +279,7 @@ pub async fn handle(
                 if let Some(s) = snap.stats.sites.get(site) {
                     s.retries.increment(1);
                 }
+                misdirected += 1;
                 parts = Some(head);
                 body = Some(RequestBody::empty());
                 continue;
@@ -380,17 +390,13 @@ fn name_of(names: &[Arc<str>], index: usize) -> &str {
 /// Nodes already tried by one request, without a heap allocation.
 #[derive(Default)]
 struct Tried {
-    nodes: [usize; 2],
+    nodes: [usize; 2 + MISDIRECTED_REPLAYS],
     len: usize,
 }
 
 impl Tried {
     fn as_slice(&self) -> &[usize] {
         &self.nodes[..self.len]
-    }
-
-    fn len(&self) -> usize {
-        self.len
     }
 
     fn insert(&mut self, node: usize) {
