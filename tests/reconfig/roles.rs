@@ -411,3 +411,50 @@ async fn misdirected_case(tag: &str, dead: bool) {
         assert_eq!(r.headers()["x-backend"], "n-good");
     }
 }
+
+/// Chaos campaign finding (seed 2002 over tcp): a proxy (re)started while
+/// other proxies had moved its nodes routed by the sites its config gives
+/// them until it read their role words, and their apps answered 421. A
+/// node with a window now gets traffic only once its role word has been
+/// read: here one whose window cannot be read gets none at all, while a
+/// node without a window serves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_whose_role_word_was_never_read_gets_no_traffic() {
+    let (unknown, hits) = misdirected_node().await;
+    let good = Backend::start("n-good").await;
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no-such-window");
+    let (listener, listen, _admin) = crate::support::listener_toml();
+    let mut config = format!(
+        "[global]\nbalance = \"roundrobin\"\n\n[health]\npath = \"/health\"\ninterval = \"100ms\"\n\n{listener}\n"
+    );
+    for s in SITES {
+        config.push_str(&format!(
+            "[[site]]\nname = \"{s}\"\nhosts = [\"{s}.test\"]\n\n"
+        ));
+    }
+    config.push_str(&format!(
+        "[[node]]\nname = \"n0\"\naddress = \"{unknown}\"\nsite = \"hot\"\ntransport = \"shm\"\nsidecar = \"{}\"\n\n[[node]]\nname = \"n1\"\naddress = \"{}\"\nsite = \"hot\"\n",
+        missing.display(),
+        good.addr
+    ));
+    let _proxy = Proxy::start(&config, &[listen]);
+    let client = crate::support::client();
+    // Both nodes pass their health checks; give them time to be up.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    for i in 0..20 {
+        let r = client
+            .get(format!("http://{listen}/page{i}"))
+            .header("host", "hot.test")
+            .send()
+            .await
+            .expect("request");
+        assert_eq!(r.status(), 200, "request {i}");
+        assert_eq!(r.headers()["x-backend"], "n-good");
+    }
+    assert_eq!(
+        hits.load(Ordering::SeqCst),
+        0,
+        "a node whose role word was never read got requests"
+    );
+}

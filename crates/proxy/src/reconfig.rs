@@ -108,6 +108,18 @@ impl Reconfiguration {
             deadline: AGENT_READ_DEADLINE.max(config.routing.read_deadline),
             ..ReadPolicy::default()
         };
+        // A node with a window gets traffic only once its role word has
+        // been read: the site its [[node]] entry gives may be stale (other
+        // proxies may have moved it while this one was down).
+        for n in routing.load().nodes() {
+            if config
+                .nodes
+                .iter()
+                .any(|c| c.name == n.name && c.window.is_some())
+            {
+                n.await_role();
+            }
+        }
         let source = Arc::new(ProxyWindows {
             nodes,
             peers: Arc::clone(&peers),

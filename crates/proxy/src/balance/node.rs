@@ -347,6 +347,13 @@ impl NodeState {
         }
     }
 
+    /// Takes the node out of routing until its role word is read (the
+    /// agent's first [`follow_role`](Self::follow_role)): its configured
+    /// site is only a guess.
+    pub(crate) fn await_role(&self) {
+        self.shared.role_applied.store(false, Ordering::Release);
+    }
+
     /// Whether the sidecar has applied the node's role (always true for a
     /// node without a role word).
     pub fn role_applied(&self) -> bool {
