@@ -87,7 +87,12 @@ async fn until(w: &dyn RemoteWindow, what: &str, pred: impl Fn(&LoadBlock) -> bo
         &format!("{what} on {}", w.peer()),
         Duration::from_secs(10),
         || async move {
-            let b = fresh(w).await;
+            // The window file exists a moment before the first publish (the
+            // sidecar records its role first): not fresh yet is "not yet".
+            let b = match read_load(w, &policy()).await {
+                LoadRead::Fresh(b) => b,
+                other => return Err(format!("not fresh yet: {other:?}")),
+            };
             if pred(&b) {
                 Ok(b)
             } else {
