@@ -22,8 +22,9 @@ PACKAGES=(
     build-essential pkg-config cmake clang libclang-dev
     # real backends and the comparison proxies, load generators
     haproxy wrk httperf curl openssl
-    # process and socket tools the scripts use (pgrep, ss, taskset is in util-linux)
-    procps iproute2
+    # process and socket tools the scripts use (pgrep, ss, taskset is in util-linux);
+    # systemd for `systemd-analyze verify` of the shipped units (conf/systemd/)
+    procps iproute2 systemd
     # run-time libraries of the verbs transport (loaded with dlopen)
     rdma-core ibverbs-providers libibverbs1 librdmacm1
     # the Soft-RoCE guest runner, scripts/rxe-vm/run.sh (QEMU, busybox

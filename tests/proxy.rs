@@ -8,3 +8,4 @@ mod protocols;
 mod proxy_protocol;
 mod routing;
 mod streaming;
+mod systemd;
