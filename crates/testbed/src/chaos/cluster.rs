@@ -1,0 +1,358 @@
+//! The campaign's cluster: starting it (generated configs, relays) and
+//! injecting and healing faults in it.
+
+use super::traffic::{client, request};
+use super::*;
+
+/// The running cluster.
+pub(super) struct Cluster {
+    pub(super) nodes: Vec<NodePlan>,
+    pub(super) apps: Vec<Managed>,
+    pub(super) sidecars: Vec<Managed>,
+    pub(super) proxies: Vec<Managed>,
+    pub(super) relays: Vec<Relay>,
+    /// Per proxy: its listener and admin addresses.
+    pub(super) proxy_addrs: Vec<(SocketAddr, SocketAddr)>,
+    /// Files that make a node's reload command fail while they exist.
+    pub(super) fail_flags: Vec<PathBuf>,
+    pub(super) shm_files: Vec<PathBuf>,
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        // Proxies first (they read the windows), then sidecars, then apps.
+        self.proxies.clear();
+        self.sidecars.clear();
+        self.apps.clear();
+        for f in &self.shm_files {
+            let _ = std::fs::remove_file(f);
+        }
+    }
+}
+
+pub(super) fn spec(opts: &Options, out: &Path) -> Result<Spec, ClusterError> {
+    let text = format!(
+        r#"sites = ["a", "b", "c"]
+split = "3:3:2"
+idle = 1
+mode = "reconfigure"
+proxies = 3
+transport = "{transport}"
+seed = {seed}
+[trace]
+kind = "single-file"
+[node]
+slots = 4
+queue = 32
+cpu_fraction = 0.0
+[proxy.reconfig]
+sensitivity = "100ms"
+history = "600ms"
+history_max = "600ms"
+cooldown = "2s"
+switch_timeout = "6s"
+rollback_backoff_max = "4s"
+lock_lease = "2s"
+lock_skew = "{LOCK_SKEW_MS}ms"
+[proxy.health]
+interval = "100ms"
+fall = 2
+"#,
+        transport = opts.transport.as_str(),
+        seed = opts.seed
+    );
+    parse_spec(&text, &out.join("chaos-spec.toml")).map_err(|e| ClusterError::Generated {
+        component: "chaos spec".into(),
+        table: "chaos".into(),
+        errors: e,
+    })
+}
+
+/// Starts everything and waits until every site answers through every proxy.
+pub(super) async fn start(opts: &Options, out: &Path) -> Result<Cluster, ClusterError> {
+    let exe = std::env::current_exe().map_err(|e| ClusterError::Io {
+        what: "cannot locate the rdmalb-testbed binary".into(),
+        source: e,
+    })?;
+    let appliance = appliance_binary(&exe)?;
+    let (conf, logs) = (out.join("conf"), out.join("logs"));
+    for d in [out, &conf, &logs] {
+        std::fs::create_dir_all(d).map_err(|e| io(d, e))?;
+    }
+    let spec = spec(opts, out)?;
+    let tcp = opts.transport == WindowTransport::Tcp;
+    let psk = if tcp {
+        let p = conf.join("cluster.psk");
+        write_psk(&p)?;
+        Some(p)
+    } else {
+        None
+    };
+    let tag = std::process::id();
+    let roles = SITES
+        .iter()
+        .zip([3usize, 3, 2])
+        .flat_map(|(s, n)| std::iter::repeat_n(*s, n))
+        .chain(std::iter::once(IDLE));
+    let mut nodes = Vec::new();
+    for site in roles {
+        nodes.push(plan_node(
+            &conf,
+            nodes.len() + 1,
+            site,
+            &format!("chaos-{tag}"),
+            tcp,
+        )?);
+    }
+    let mut c = Cluster {
+        fail_flags: nodes
+            .iter()
+            .map(|n| conf.join(format!("{}.reload-fails", n.name)))
+            .collect(),
+        shm_files: nodes
+            .iter()
+            .map(|n| n.shm.clone())
+            .chain((1..=3).map(|id| gen::proxy_window(tag, id)))
+            .collect(),
+        nodes,
+        apps: Vec::new(),
+        sidecars: Vec::new(),
+        proxies: Vec::new(),
+        relays: Vec::new(),
+        proxy_addrs: Vec::new(),
+    };
+    write_templates(&conf)?;
+    for n in &c.nodes {
+        let p = write_node(&spec, n, &conf)?;
+        let mut m = managed(&exe, &n.name, "testsrv", &p, &logs);
+        m.start()?;
+        c.apps.push(m);
+    }
+    wait(&mut c, "nodes up", |c| {
+        c.nodes
+            .iter()
+            .all(|n| n.pid_file.exists() && std::net::TcpStream::connect(n.listen).is_ok())
+    })
+    .await?;
+    for (i, n) in c.nodes.iter().enumerate() {
+        // The reload fails while the node's flag file exists (the
+        // campaign's "app reload fails" fault).
+        let reload = format!(
+            "test ! -e {} && kill -HUP $(cat {})",
+            c.fail_flags[i].display(),
+            n.pid_file.display()
+        );
+        let p = write_sidecar(&spec, n, i + 1, &conf, psk.as_deref(), |t| {
+            if let Some(toml::Value::Table(role)) = t.get_mut("role") {
+                let argv = ["sh".to_string(), "-c".to_string(), reload];
+                role.insert(
+                    "reload".into(),
+                    toml::Value::Array(argv.map(toml::Value::String).to_vec()),
+                );
+            }
+        })?;
+        let mut m = managed(
+            &appliance,
+            &format!("{}-sidecar", n.name),
+            "sidecar",
+            &p,
+            &logs,
+        );
+        m.start()?;
+        c.sidecars.push(m);
+    }
+    wait(&mut c, "sidecar windows", |c| {
+        c.nodes.iter().all(|n| {
+            n.shm.exists()
+                && n.tcp
+                    .is_none_or(|a| std::net::TcpStream::connect(a).is_ok())
+        })
+    })
+    .await?;
+    // Over tcp, every proxy reaches every sidecar through that node's relay.
+    for n in &c.nodes {
+        if let Some(a) = n.tcp {
+            c.relays
+                .push(Relay::start(a).await.map_err(|e| ClusterError::Io {
+                    what: "cannot start a relay".into(),
+                    source: e,
+                })?);
+        }
+    }
+    for id in 1..=3u32 {
+        let addrs = (free_addr()?, free_addr()?);
+        let mut t = gen::proxy(&spec, id, &c.nodes, addrs, tag, psk.as_deref());
+        if let Some(toml::Value::Array(nodes)) = t.get_mut("node") {
+            for (i, node) in nodes.iter_mut().enumerate() {
+                if let (Some(r), toml::Value::Table(nt)) = (c.relays.get(i), node) {
+                    nt.insert("sidecar".into(), toml::Value::String(r.addr().to_string()));
+                }
+            }
+        }
+        let p = write_proxy(&t, &conf.join(format!("proxy{id}.toml")))?;
+        let mut m = managed(&appliance, &format!("proxy{id}"), "proxy", &p, &logs);
+        m.start()?;
+        c.proxies.push(m);
+        c.proxy_addrs.push(addrs);
+    }
+    let client = client();
+    wait_async(&mut c, "every site served through every proxy", |c| {
+        let client = client.clone();
+        let addrs = c.proxy_addrs.clone();
+        async move {
+            for (listen, _) in addrs {
+                for s in SITES {
+                    if request(&client, listen, s, "/health").await.0 != 200 {
+                        return false;
+                    }
+                }
+            }
+            true
+        }
+    })
+    .await?;
+    Ok(c)
+}
+
+pub(super) fn managed(exe: &Path, name: &str, sub: &str, config: &Path, logs: &Path) -> Managed {
+    Managed {
+        name: name.to_string(),
+        exe: exe.to_path_buf(),
+        args: vec![sub.to_string(), "-c".into(), config.display().to_string()],
+        log: logs.join(format!("{name}.log")),
+        child: None,
+        stopped: false,
+        skew_ms: 0,
+    }
+}
+
+pub(super) const START_BOUND: Duration = Duration::from_secs(60);
+
+pub(super) async fn wait(
+    c: &mut Cluster,
+    what: &str,
+    ready: impl Fn(&Cluster) -> bool,
+) -> Result<(), ClusterError> {
+    let end = Instant::now() + START_BOUND;
+    while !ready(c) {
+        if Instant::now() > end {
+            return Err(ClusterError::NotReady(format!("chaos: start-up: {what}")));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(())
+}
+
+pub(super) async fn wait_async<F, Fut>(
+    c: &mut Cluster,
+    what: &str,
+    ready: F,
+) -> Result<(), ClusterError>
+where
+    F: Fn(&Cluster) -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let end = Instant::now() + START_BOUND;
+    while !ready(c).await {
+        if Instant::now() > end {
+            return Err(ClusterError::NotReady(format!("chaos: start-up: {what}")));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(())
+}
+
+impl Cluster {
+    /// Applies `f`; returns a line for the history.
+    pub(super) fn inject(
+        &mut self,
+        f: &Fault,
+        findings: &watch::Findings,
+    ) -> Result<String, ClusterError> {
+        let mut line = f.to_string();
+        match f.kind {
+            Kind::KillProxy => self.proxies[f.target].kill(),
+            Kind::StopProxy => self.proxies[f.target].stop(),
+            Kind::SkewProxy => self.proxies[f.target].restart_with_skew(f.amount)?,
+            Kind::KillSidecar => {
+                // Mid-apply when we can: a node that is switching now.
+                let switching = findings
+                    .nodes
+                    .iter()
+                    .position(|s| s.role.is_some_and(|r| s.applied != r.epoch));
+                let t = switching.unwrap_or(f.target);
+                if switching.is_some() {
+                    line.push_str(&format!(" -> n{} (mid-apply)", t + 1));
+                }
+                self.sidecars[t].kill();
+            }
+            Kind::StopSidecar => self.sidecars[f.target].stop(),
+            Kind::ReloadFails => write(&self.fail_flags[f.target], "")?,
+            Kind::KillApp => self.apps[f.target].kill(),
+            Kind::LinkDelay => self.relays[f.target].set(LinkFault::Delay(Duration::from_millis(
+                f.amount.unsigned_abs(),
+            ))),
+            Kind::LinkDrop => self.relays[f.target].set(LinkFault::Drop),
+            Kind::LinkCut => self.relays[f.target].set(LinkFault::Cut),
+            Kind::LinkHalfOpen => self.relays[f.target].set(LinkFault::HalfOpen),
+        }
+        Ok(line)
+    }
+
+    /// Undoes `f` (restarts what it killed, with its clock back); returns
+    /// whether a proxy started a new run.
+    pub(super) fn heal(&mut self, f: &Fault) -> Result<bool, ClusterError> {
+        match f.kind {
+            Kind::KillProxy | Kind::StopProxy => return self.proxies[f.target].ensure_running(),
+            Kind::SkewProxy => {
+                self.proxies[f.target].restart_with_skew(0)?;
+                return Ok(true);
+            }
+            Kind::KillSidecar => {
+                for s in &mut self.sidecars {
+                    s.ensure_running()?;
+                }
+            }
+            Kind::StopSidecar => {
+                self.sidecars[f.target].ensure_running()?;
+            }
+            Kind::ReloadFails => {
+                let _ = std::fs::remove_file(&self.fail_flags[f.target]);
+            }
+            Kind::KillApp => {
+                self.apps[f.target].ensure_running()?;
+            }
+            Kind::LinkDelay | Kind::LinkDrop | Kind::LinkCut | Kind::LinkHalfOpen => {
+                self.relays[f.target].set(LinkFault::Healthy)
+            }
+        }
+        Ok(false)
+    }
+
+    /// Everything back: flags removed, links healed, every process running
+    /// with its own clock. Returns the proxies that started a new run.
+    pub(super) fn heal_all(&mut self) -> Result<Vec<usize>, ClusterError> {
+        for f in &self.fail_flags {
+            let _ = std::fs::remove_file(f);
+        }
+        for r in &self.relays {
+            r.set(LinkFault::Healthy);
+        }
+        for a in &mut self.apps {
+            a.ensure_running()?;
+        }
+        for s in &mut self.sidecars {
+            s.ensure_running()?;
+        }
+        let mut restarted = Vec::new();
+        for (i, p) in self.proxies.iter_mut().enumerate() {
+            if p.skew_ms != 0 {
+                p.restart_with_skew(0)?;
+                restarted.push(i);
+            } else if p.ensure_running()? {
+                restarted.push(i);
+            }
+        }
+        Ok(restarted)
+    }
+}
