@@ -62,6 +62,14 @@ async fn post_with(
     )
 }
 
+/// The `[[site]]` tables of [`SITES`], each with host `<site>.test`.
+fn sites_toml() -> String {
+    SITES
+        .iter()
+        .map(|s| format!("[[site]]\nname = \"{s}\"\nhosts = [\"{s}.test\"]\n\n"))
+        .collect()
+}
+
 /// An admin move as an operator makes it: with the bearer token.
 async fn post(
     client: &reqwest::Client,
@@ -101,11 +109,7 @@ async fn farm(tag: &str) -> Farm {
     let mut config = format!(
         "[health]\ninterval = \"100ms\"\nrise = 2\n\n{listener}token_file = \"admin.token\"\n\n"
     );
-    for s in SITES {
-        config.push_str(&format!(
-            "[[site]]\nname = \"{s}\"\nhosts = [\"{s}.test\"]\n\n"
-        ));
-    }
+    config.push_str(&sites_toml());
     for (i, e) in nodes.endpoints.iter().enumerate() {
         let Endpoint::Shm(path) = e else {
             unreachable!()
@@ -379,11 +383,7 @@ async fn misdirected_case(tag: &str, dead: bool) {
     let mut config = format!(
         "[global]\nbalance = \"roundrobin\"\n\n[health]\npath = \"/health\"\ninterval = \"100ms\"\n\n{listener}\n"
     );
-    for s in SITES {
-        config.push_str(&format!(
-            "[[site]]\nname = \"{s}\"\nhosts = [\"{s}.test\"]\n\n"
-        ));
-    }
+    config.push_str(&sites_toml());
     for (i, (e, (addr, extra))) in nodes.endpoints.iter().zip(&addrs).enumerate() {
         let Endpoint::Shm(path) = e else {
             unreachable!()
@@ -428,11 +428,7 @@ async fn a_node_whose_role_word_was_never_read_gets_no_traffic() {
     let mut config = format!(
         "[global]\nbalance = \"roundrobin\"\n\n[health]\npath = \"/health\"\ninterval = \"100ms\"\n\n{listener}\n"
     );
-    for s in SITES {
-        config.push_str(&format!(
-            "[[site]]\nname = \"{s}\"\nhosts = [\"{s}.test\"]\n\n"
-        ));
-    }
+    config.push_str(&sites_toml());
     config.push_str(&format!(
         "[[node]]\nname = \"n0\"\naddress = \"{unknown}\"\nsite = \"hot\"\ntransport = \"shm\"\nsidecar = \"{}\"\n\n[[node]]\nname = \"n1\"\naddress = \"{}\"\nsite = \"hot\"\n",
         missing.display(),
