@@ -2,6 +2,7 @@
 
 mod conf;
 mod errors;
+mod halog;
 mod nginx;
 mod ops;
 mod protocols;

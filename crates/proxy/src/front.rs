@@ -65,6 +65,7 @@ pub async fn run(config: Config) -> Result<(), ProxyError> {
         backends: Arc::new(ArcSwap::new(backends)),
         access,
         windows: Arc::clone(&windows),
+        connections: std::sync::atomic::AtomicUsize::new(0),
     });
 
     // This proxy's window and the agent: routing follows the nodes' role

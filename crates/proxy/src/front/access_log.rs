@@ -1,21 +1,24 @@
-//! The access log: one line per request in an HAProxy `httplog`-like
-//! format, written by a dedicated thread so the data path never blocks on
-//! the terminal or the disk.
+//! The access log: one line per request in HAProxy's `option httplog`
+//! format, exactly as HAProxy's lines look in a syslog file, so `halog`
+//! and the other tools written for HAProxy logs read it. Written by a
+//! dedicated thread so the data path never blocks on the terminal or the
+//! disk.
 //!
 //! ```text
-//! 127.0.0.1:41234 [21/Nov/2026:15:40:00.123] web www/n1 0/0/1/2/3 200 1234 -- "GET /index.html HTTP/1.1"
+//! Nov 21 15:40:00 edge-1 rdmalb[4242]: 127.0.0.1:41234 [21/Nov/2026:15:40:00.123] web www/n1 0/0/1/2/3 200 1234 - - ---- 3/2/1/1/0 0/0 "GET /index.html HTTP/1.1"
 //! ```
 //!
-//! Fields: client address, request date (UTC, millisecond precision),
-//! listener, site/node (`<NOSITE>`, `<NOSRV>` when none was chosen),
-//! timers `Tq/Tw/Tc/Tr/Ta` in milliseconds (`Tq` request head received,
-//! `Tw` waiting for a node slot, `Tc` TCP connect to the node (0 on a reused
-//! connection), `Tr` node response headers, `Ta` whole exchange; -1 when the
-//! phase was not reached), status, bytes sent to the client, HAProxy-style
-//! termination state (`--` normal, `CD` client disconnect, `SC` connection
-//! to the node failed, `sH` node timeout before headers, `SD` node aborted
-//! mid-body, `cR` request head timeout, `PR` refused by the proxy), and the
-//! request line.
+//! Fields (HAProxy configuration manual, "HTTP log format"): the syslog
+//! prefix (date of the line, host name, `rdmalb[pid]:`), client ip:port,
+//! accept date (UTC, millisecond precision), frontend (the listener, with a
+//! `~` suffix on TLS), backend/server (site/node; `<NOSRV>` when no node
+//! was chosen, `<NOSITE>` as the backend when no site matched), timers
+//! `TR/Tw/Tc/Tr/Ta` in milliseconds (HAProxy 2.x meaning, -1 when the phase
+//! was not reached), status (-1 when none), bytes sent to the client (head
+//! and body), captured request/response cookies (`- -`: rdmalb captures
+//! none), the 4-character termination state, `actconn/feconn/beconn/
+//! srv_conn/retries`, `srv_queue/backend_queue`, and the quoted request
+//! line. Dates are UTC (HAProxy and syslog write local time).
 
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -56,17 +59,42 @@ impl Timers {
     };
 }
 
+/// HAProxy's connection counts of one request, taken when it is logged
+/// (this request included): `actconn` connections open on the process,
+/// `feconn` on the listener, `beconn` requests in flight for the site,
+/// `srv_conn` for the node, `retries` of this request (each one went to
+/// another node, which HAProxy calls a redispatch and marks with `+`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub actconn: usize,
+    pub feconn: usize,
+    pub beconn: usize,
+    pub srv_conn: usize,
+    pub retries: u32,
+}
+
+/// One request, as logged.
 #[derive(Debug, Clone)]
 pub struct AccessRecord {
     pub client: SocketAddr,
     pub date: SystemTime,
     pub listener: Arc<str>,
+    /// The connection came over TLS (`~` after the frontend name).
+    pub tls: bool,
     pub site: Option<Arc<str>>,
     pub node: Option<Arc<str>>,
     pub timers: Timers,
+    /// 0 when no response was produced (logged as -1).
     pub status: u16,
     pub bytes: u64,
+    /// The first two characters of HAProxy's termination state (the last
+    /// two, cookie persistence, are always `--`).
     pub termination: &'static str,
+    pub counts: Counts,
+    /// `srv_queue/backend_queue`: requests ahead of this one in the node's
+    /// queue (rdmalb has none: always 0) and in the proxy's `[qos]`
+    /// admission queue when it arrived.
+    pub queues: (usize, usize),
     /// `None` when the request could not be parsed (logged as `<BADREQ>`).
     pub method: Option<http::Method>,
     pub target: String,
@@ -125,11 +153,12 @@ impl AccessLogger {
 fn writer(mut rx: mpsc::Receiver<AccessRecord>, out: Box<dyn std::io::Write + Send>) {
     let mut out = std::io::BufWriter::with_capacity(64 * 1024, out);
     let mut line = String::with_capacity(256);
+    let tag = SyslogTag::of_this_process();
     while let Some(rec) = rx.blocking_recv() {
         let mut next = Some(rec);
         while let Some(rec) = next {
             line.clear();
-            format_record(&rec, &mut line);
+            format_record(&rec, &tag, SystemTime::now(), &mut line);
             line.push('\n');
             if out.write_all(line.as_bytes()).is_err() {
                 return;
@@ -145,9 +174,38 @@ fn writer(mut rx: mpsc::Receiver<AccessRecord>, out: Box<dyn std::io::Write + Se
     let _ = out.flush();
 }
 
-/// Formats one record (without the trailing newline).
-pub fn format_record(r: &AccessRecord, out: &mut String) {
-    let _ = write!(out, "{} [", r.client);
+/// The host and program part of the syslog prefix, as a syslog daemon
+/// writes it into a file: `host rdmalb[pid]:`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SyslogTag {
+    pub host: String,
+    pub program: String,
+    pub pid: u32,
+}
+
+impl SyslogTag {
+    /// This machine's short host name (as syslog daemons write it) and
+    /// this process.
+    pub fn of_this_process() -> SyslogTag {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+        let host = host.trim().split('.').next().unwrap_or_default();
+        SyslogTag {
+            host: if host.is_empty() { "localhost" } else { host }.to_string(),
+            program: "rdmalb".to_string(),
+            pid: std::process::id(),
+        }
+    }
+}
+
+/// Formats one record (without the trailing newline); `now` is the date
+/// of the syslog prefix.
+pub fn format_record(r: &AccessRecord, tag: &SyslogTag, now: SystemTime, out: &mut String) {
+    format_syslog_date(now, out);
+    let _ = write!(
+        out,
+        " {} {}[{}]: {} [",
+        tag.host, tag.program, tag.pid, r.client
+    );
     format_date(r.date, out);
     let version = match r.version {
         http::Version::HTTP_09 => "HTTP/0.9",
@@ -159,22 +217,41 @@ pub fn format_record(r: &AccessRecord, out: &mut String) {
     let Timers { tq, tw, tc, tr, ta } = r.timers;
     let _ = write!(
         out,
-        "] {} {}/{} {tq}/{tw}/{tc}/{tr}/{ta} {} {} {} \"",
+        "] {}{} {}/{} {tq}/{tw}/{tc}/{tr}/{ta} ",
         r.listener,
+        if r.tls { "~" } else { "" },
         r.site.as_deref().unwrap_or("<NOSITE>"),
         r.node.as_deref().unwrap_or("<NOSRV>"),
-        r.status,
+    );
+    if r.status == 0 {
+        out.push_str("-1");
+    } else {
+        let _ = write!(out, "{}", r.status);
+    }
+    let c = r.counts;
+    let _ = write!(
+        out,
+        " {} - - {}-- {}/{}/{}/{}/{}{} {}/{} \"",
         r.bytes,
         r.termination,
+        c.actconn,
+        c.feconn,
+        c.beconn,
+        c.srv_conn,
+        if c.retries > 0 { "+" } else { "" },
+        c.retries,
+        r.queues.0,
+        r.queues.1,
     );
     let Some(method) = &r.method else {
         out.push_str("<BADREQ>\"");
         return;
     };
     let _ = write!(out, "{method} ");
-    // The target came from the network: keep the line one line.
+    // The target came from the network: keep the line one line, and its
+    // fields where halog counts them (no space, no quote).
     for ch in r.target.chars() {
-        if ch.is_control() || ch == '"' {
+        if ch.is_control() || ch == '"' || ch == ' ' {
             let _ = write!(out, "%{:02X}", ch as u32 & 0xff);
         } else {
             out.push(ch);
@@ -183,11 +260,27 @@ pub fn format_record(r: &AccessRecord, out: &mut String) {
     let _ = write!(out, " {version}\"");
 }
 
+const MONTHS: [&str; 12] = [
+    "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+];
+
+/// Syslog's (RFC 3164) `Nov  5 15:40:00`, day padded with a space (UTC).
+fn format_syslog_date(t: SystemTime, out: &mut String) {
+    let secs = t.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
+    let (_, m, day) = civil_from_days((secs / 86_400) as i64);
+    let rem = secs % 86_400;
+    let _ = write!(
+        out,
+        "{} {day:>2} {:02}:{:02}:{:02}",
+        MONTHS[(m - 1) as usize],
+        rem / 3600,
+        (rem / 60) % 60,
+        rem % 60,
+    );
+}
+
 /// `21/Nov/2026:15:40:00.123` (UTC).
 fn format_date(t: SystemTime, out: &mut String) {
-    const MONTHS: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
     let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
     let secs = d.as_secs();
     let (y, m, day) = civil_from_days((secs / 86_400) as i64);

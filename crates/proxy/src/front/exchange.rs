@@ -4,12 +4,13 @@
 //! passive health report, pooled connection returned, in-flight slot
 //! released, metrics, access-log line.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use hyper::client::conn::http1::SendRequest;
 
-use super::access_log::{AccessRecord, Timers};
+use super::access_log::{AccessRecord, Counts, Timers};
 use super::body::RequestBody;
 use super::error::ErrorKind;
 use super::state::{ConnCtx, Snapshot};
@@ -55,7 +56,13 @@ pub struct Exchange {
     /// Tq, Tw, Tc, Tr as they are reached; Ta is set when it settles.
     pub timers: Timers,
     pub status: u16,
+    /// Bytes sent to the client: the response head (as HTTP/1.1 text,
+    /// [`head_bytes`]) and the body.
     pub bytes: u64,
+    /// Times the request was sent to another node (connect failure, 421).
+    pub retries: u32,
+    /// Requests waiting in the `[qos]` admission queue when it arrived.
+    pub queued_ahead: usize,
     /// Set when the proxy answered with an error.
     pub error: Option<ErrorKind>,
     /// The node answered; its outcome is reported when the body ends.
@@ -97,9 +104,21 @@ impl Exchange {
             timers: Timers::NONE,
             status: 0,
             bytes: 0,
+            retries: 0,
+            queued_ahead: 0,
             error: None,
             outcome_pending: false,
             done: false,
+        }
+    }
+
+    /// The request was routed to `site`: it counts in the site's in-flight
+    /// requests until it settles.
+    pub fn routed(&mut self, site: usize) {
+        self.site = Some(site);
+        if let Some(s) = self.snap.stats.sites.get(site) {
+            s.active.fetch_add(1, Ordering::Relaxed);
+            s.arrived();
         }
     }
 
@@ -192,6 +211,21 @@ impl Exchange {
             }
         }
         let node_name = self.node.and_then(|n| self.snap.node_names.get(n).cloned());
+        // Taken before this request's own slots are released, as HAProxy
+        // counts the logged session among its connections.
+        let counts = Counts {
+            actconn: self.ctx.proxy.connections.load(Ordering::Relaxed),
+            feconn: self.ctx.listener_connections.load(Ordering::Relaxed),
+            beconn: self
+                .site
+                .and_then(|s| stats.sites.get(s))
+                .map_or(0, |s| s.active.load(Ordering::Relaxed)),
+            srv_conn: self.pick.as_ref().map_or(0, |p| p.node.inflight()),
+            retries: self.retries,
+        };
+        if let Some(s) = self.site.and_then(|s| stats.sites.get(s)) {
+            s.active.fetch_sub(1, Ordering::Relaxed);
+        }
         if let Some(pick) = self.pick.take() {
             let node = pick.node.index;
             drop(pick);
@@ -205,21 +239,41 @@ impl Exchange {
                 client: self.ctx.client,
                 date: self.date,
                 listener: Arc::clone(&self.ctx.listener),
+                tls: self.ctx.tls,
                 site: self.site.and_then(|s| self.snap.site_names.get(s).cloned()),
                 node: node_name,
                 timers: Timers {
-                    ta: ms(elapsed),
+                    // HAProxy's Ta counts from the request's first byte.
+                    ta: self.timers.tq.max(0) + ms(elapsed),
                     ..self.timers
                 },
                 status: self.status,
                 bytes: self.bytes,
                 termination,
+                counts,
+                queues: (0, self.queued_ahead),
                 method: Some(std::mem::replace(&mut self.method, http::Method::GET)),
                 target: std::mem::take(&mut self.target),
                 version: self.version,
             });
         }
     }
+}
+
+/// Size of a response head written as HTTP/1.1: status line, header
+/// lines (plus the `date` hyper adds when there is none), blank line.
+pub fn head_bytes(status: http::StatusCode, headers: &http::HeaderMap) -> u64 {
+    let reason = status.canonical_reason().map_or(0, str::len);
+    let line = "HTTP/1.1 200 ".len() + reason + 2;
+    let date = if headers.contains_key(http::header::DATE) {
+        0
+    } else {
+        "date: Thu, 01 Jan 1970 00:00:00 GMT\r\n".len()
+    };
+    let fields = headers
+        .iter()
+        .fold(0, |n, (k, v)| n + k.as_str().len() + v.len() + 4);
+    (line + date + fields + 2) as u64
 }
 
 impl Drop for Exchange {

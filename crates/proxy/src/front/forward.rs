@@ -15,7 +15,7 @@ use hyper_util::rt::TokioIo;
 
 use super::body::{ClientBodyError, RequestBody, ResponseBody};
 use super::error::{ErrorKind, ErrorSource};
-use super::exchange::{ms, Exchange};
+use super::exchange::{head_bytes, ms, Exchange};
 use super::headers;
 use super::state::ConnCtx;
 use super::stats;
@@ -83,15 +83,15 @@ pub async fn handle(
     let Some(site) = snap.routes.route(host_str, req.uri().path()) else {
         return Ok(error(ex, ErrorKind::NoSite));
     };
-    ex.site = Some(site);
-    if let Some(s) = snap.stats.sites.get(site) {
-        s.arrived();
-    }
+    ex.routed(site);
 
     // The proxy-wide admission queue (`[qos]`): waits only when the proxy
     // is at qos.max_inflight.
     // No clock read when there is no queue to wait in.
     let t_admit = (snap.config.qos.max_inflight > 0).then(Instant::now);
+    if t_admit.is_some() {
+        ex.queued_ahead = snap.admission.queued();
+    }
     let slot = snap.qos_slots.get(site).copied().unwrap_or(usize::MAX);
     match snap.admission.admit(slot).await {
         Ok(permit) => {
@@ -209,6 +209,7 @@ pub async fn handle(
                     if let Some(s) = snap.stats.sites.get(site) {
                         s.retries.increment(1);
                     }
+                    ex.retries += 1;
                     continue;
                 }
                 return Ok(error(ex, kind));
@@ -279,6 +280,7 @@ pub async fn handle(
                 if let Some(s) = snap.stats.sites.get(site) {
                     s.retries.increment(1);
                 }
+                ex.retries += 1;
                 misdirected += 1;
                 parts = Some(head);
                 body = Some(RequestBody::empty());
@@ -300,6 +302,7 @@ pub async fn handle(
         let (mut rparts, rbody) = resp.into_parts();
         headers::strip_hop_by_hop(&mut rparts.headers, upgraded);
         headers::add_via(&mut rparts.headers, &snap.via_response);
+        ex.bytes = head_bytes(rparts.status, &rparts.headers);
         let body = ResponseBody::upstream(rbody, timeouts.server, ex);
         return Ok(Response::from_parts(rparts, body));
     }
@@ -501,9 +504,7 @@ pub fn error(mut ex: Exchange, kind: ErrorKind) -> Response<ResponseBody> {
     let via = ex.snap.via_response.clone();
     let close = kind.source() == ErrorSource::Client && ex.version != Version::HTTP_2;
     let len = text.len();
-    let mut resp = Response::new(ResponseBody::full(text, ex));
-    *resp.status_mut() = status;
-    let h = resp.headers_mut();
+    let mut h = http::HeaderMap::new();
     h.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("text/plain; charset=utf-8"),
@@ -517,6 +518,10 @@ pub fn error(mut ex: Exchange, kind: ErrorKind) -> Response<ResponseBody> {
     if close {
         h.insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
+    ex.bytes = head_bytes(status, &h);
+    let mut resp = Response::new(ResponseBody::full(text, ex));
+    *resp.status_mut() = status;
+    *resp.headers_mut() = h;
     resp
 }
 

@@ -11,7 +11,7 @@
 //! connection without a response.
 
 use std::net::SocketAddr;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
@@ -23,7 +23,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch, Semaphore};
 use tokio_rustls::TlsAcceptor;
 
-use super::access_log::{AccessRecord, Timers};
+use super::access_log::{AccessRecord, Counts, Timers};
 use super::error::ProxyError;
 use super::io::{ConnIo, ConnShared, IoTimeouts, Protocol};
 use super::state::{ConnCtx, Runtime};
@@ -100,6 +100,8 @@ pub struct Shared {
     builder: auto::Builder<TokioExecutor>,
     limit: Arc<Semaphore>,
     gauge: metrics::Gauge,
+    /// Connections open on this listener (the access log's `feconn`).
+    connections: Arc<AtomicUsize>,
     timeouts: IoTimeouts,
 }
 
@@ -114,6 +116,7 @@ impl Shared {
             accept_proxy: bound.accept_proxy,
             builder: builder(config),
             limit: Arc::new(Semaphore::new(config.limits.max_connections)),
+            connections: Arc::default(),
             timeouts: IoTimeouts {
                 http_request: config.timeouts.http_request,
                 keep_alive: config.timeouts.keep_alive,
@@ -232,11 +235,15 @@ async fn serve(
         let drain = drain.clone();
         let local = local.clone();
         l.gauge.increment(1.0);
+        l.connections.fetch_add(1, Ordering::Relaxed);
+        runtime.connections.fetch_add(1, Ordering::Relaxed);
         tokio::spawn(async move {
             let mut stream = stream;
-            if let Some(ctx) = accepted(&l, &mut stream, client, runtime).await {
+            if let Some(ctx) = accepted(&l, &mut stream, client, Arc::clone(&runtime)).await {
                 connection(stream, &l, ctx, shutdown).await;
             }
+            runtime.connections.fetch_sub(1, Ordering::Relaxed);
+            l.connections.fetch_sub(1, Ordering::Relaxed);
             l.gauge.decrement(1.0);
             drop(permit);
             drop(drain);
@@ -289,6 +296,7 @@ async fn accepted(
         client,
         local,
         listener: Arc::clone(&l.name),
+        listener_connections: Arc::clone(&l.connections),
         tls,
         client_id: super::headers::ClientId::new(client.ip(), if tls { "https" } else { "http" }),
         conn: Arc::new(ConnShared::new(Instant::now())),
@@ -409,6 +417,7 @@ fn head_failure(ctx: &ConnCtx, status: u16, termination: &'static str, kind: &'s
             client: ctx.client,
             date: SystemTime::now(),
             listener: Arc::clone(&ctx.listener),
+            tls: ctx.tls,
             site: None,
             node: None,
             timers: Timers {
@@ -419,6 +428,12 @@ fn head_failure(ctx: &ConnCtx, status: u16, termination: &'static str, kind: &'s
             status,
             bytes: 0,
             termination,
+            counts: Counts {
+                actconn: ctx.proxy.connections.load(Ordering::Relaxed),
+                feconn: ctx.listener_connections.load(Ordering::Relaxed),
+                ..Counts::default()
+            },
+            queues: (0, 0),
             method: None,
             target: String::new(),
             version: http::Version::HTTP_11,

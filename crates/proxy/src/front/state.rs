@@ -4,6 +4,7 @@
 //! view from start to end while readers never lock.
 
 use std::net::SocketAddr;
+use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
@@ -99,6 +100,8 @@ pub struct Runtime {
     pub access: AccessLogger,
     /// Connections to the nodes' windows, carried across reloads.
     pub windows: Arc<NodeWindows>,
+    /// Client connections open on the process (HAProxy's `actconn`).
+    pub connections: AtomicUsize,
 }
 
 impl Runtime {
@@ -121,6 +124,8 @@ pub struct ConnCtx {
     /// header of `send_proxy` nodes.
     pub local: SocketAddr,
     pub listener: Arc<str>,
+    /// Client connections open on the listener (HAProxy's `feconn`).
+    pub listener_connections: Arc<AtomicUsize>,
     pub tls: bool,
     /// Forwarding-header text for this client, formatted once.
     pub client_id: ClientId,

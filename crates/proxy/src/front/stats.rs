@@ -10,6 +10,7 @@
 //! and responses served below 500; the reconfiguration agent samples them
 //! every S for the QoS accounting (`reconfig::qos`). They outlive reloads.
 
+use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 
 use metrics::{Counter, Gauge, Histogram};
@@ -51,6 +52,10 @@ pub struct NodeStats {
 /// Handles of one site.
 #[derive(Debug)]
 pub struct SiteStats {
+    pub name: String,
+    /// Requests of the site in flight (routed to it and not settled yet),
+    /// the access log's `beconn`; carried across reloads by site name.
+    pub active: Arc<AtomicUsize>,
     pub duration: Histogram,
     pub retries: Counter,
     /// Requests answered without a node (all down, connect failures...).
@@ -122,7 +127,12 @@ impl Stats {
             .iter()
             .map(|s| {
                 let site = s.name.clone();
+                let active = previous
+                    .and_then(|p| p.sites.iter().find(|old| old.name == s.name))
+                    .map_or_else(Arc::default, |old| Arc::clone(&old.active));
                 SiteStats {
+                    name: site.clone(),
+                    active,
                     duration: metrics::histogram!("rdmalb_request_duration_seconds", "site" => site.clone()),
                     retries: metrics::counter!("rdmalb_retries_total", "site" => site.clone()),
                     no_node: classes(|c| {
