@@ -7,6 +7,7 @@ mod nginx;
 mod ops;
 mod protocols;
 mod proxy_protocol;
+mod restart;
 mod routing;
 mod streaming;
 mod systemd;

@@ -127,6 +127,16 @@ impl Proxy {
     }
 
     pub fn start_in(dir: tempfile::TempDir, config: &str, wait_for: &[SocketAddr]) -> Proxy {
+        Self::start_with_env(dir, config, wait_for, &[])
+    }
+
+    /// [`start_in`](Self::start_in) with extra environment variables.
+    pub fn start_with_env(
+        dir: tempfile::TempDir,
+        config: &str,
+        wait_for: &[SocketAddr],
+        env: &[(&str, &std::ffi::OsStr)],
+    ) -> Proxy {
         let text = config.replace("{dir}", &dir.path().display().to_string());
         let path = dir.path().join("rdmalb.toml");
         std::fs::write(&path, text).expect("write config");
@@ -138,6 +148,7 @@ impl Proxy {
             .arg(&path)
             .env("RDMALB_LOG", "info,rdmalb=debug")
             .env("NO_COLOR", "1")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(std::fs::File::create(&stdout).expect("stdout file"))
             .stderr(std::fs::File::create(&stderr).expect("stderr file"))

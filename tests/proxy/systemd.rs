@@ -1,7 +1,8 @@
 //! The shipped systemd units (conf/systemd/): valid for systemd's own
 //! checker (`systemd-analyze verify`, with the real binary in place of
 //! /usr/local/bin/rdmalb), and wired as the docs say: reload = check, then
-//! SIGHUP; stop = SIGTERM with time for the drain.
+//! SIGHUP; stop = SIGTERM with time for the drain; readiness and the main
+//! pid after a restart by sd_notify.
 
 use std::path::Path;
 use std::process::Command;
@@ -73,6 +74,11 @@ fn reload_checks_then_signals_and_stop_leaves_time_to_drain() {
         "a broken file is refused before the signal"
     );
     assert!(lines.contains(&"KillSignal=SIGTERM"));
+    // The proxy says READY=1 once it serves, and after a restart (SIGUSR2)
+    // the new process sends MAINPID=, which systemd accepts only from a
+    // process other than the main one with NotifyAccess=all.
+    assert!(lines.contains(&"Type=notify"));
+    assert!(lines.contains(&"NotifyAccess=all"));
     // TimeoutStopSec above the default shutdown_grace (10s), or systemd
     // kills the proxy mid-drain.
     let stop = lines

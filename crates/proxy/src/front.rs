@@ -25,6 +25,7 @@ pub mod headers;
 pub mod io;
 pub mod listener;
 pub mod metrics;
+pub mod restart;
 pub mod route;
 pub mod state;
 pub mod stats;
@@ -34,6 +35,7 @@ pub mod upstream;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
+use tokio::net::TcpListener;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::{mpsc, watch};
 
@@ -49,6 +51,11 @@ use state::{Runtime, Snapshot};
 /// closes keep-alive connections, and returns. SIGHUP reloads the config
 /// file (`config.source`). Must run inside a Tokio runtime.
 pub async fn run(config: Config) -> Result<(), ProxyError> {
+    // What a restart starts again: this binary's path as it is now (a new
+    // build installed there is picked up) and the same arguments.
+    let exe = std::env::current_exe().unwrap_or_else(|_| "rdmalb".into());
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    let mut inherited = restart::Inherited::from_env();
     // Before any handle is registered (the snapshot caches its handles).
     let prometheus = metrics::install();
     let config = Arc::new(config);
@@ -66,6 +73,7 @@ pub async fn run(config: Config) -> Result<(), ProxyError> {
         access,
         windows: Arc::clone(&windows),
         connections: std::sync::atomic::AtomicUsize::new(0),
+        handed_over: std::sync::atomic::AtomicBool::new(false),
     });
 
     // This proxy's window and the agent: routing follows the nodes' role
@@ -80,21 +88,34 @@ pub async fn run(config: Config) -> Result<(), ProxyError> {
     )
     .await?;
 
-    // Bind everything first: a bad address or certificate stops start-up.
-    let bound = listener::bind_all(&config)?;
-    let admin_listener = match &config.admin {
+    // Bind everything first (or take the sockets a restart handed over): a
+    // bad address or certificate stops start-up.
+    let bound = listener::bind_all(&config, &mut inherited)?;
+    let admin_socket = match &config.admin {
         None => None,
-        Some(a) => Some(
-            listener::bind_tcp(a.listen).map_err(|source| ProxyError::AdminBind {
+        Some(a) => {
+            let err = |source| ProxyError::AdminBind {
                 addr: a.listen,
                 source,
-            })?,
-        ),
+            };
+            let socket = match inherited.take(a.listen) {
+                Some(s) => s,
+                None => listener::bind_std(a.listen).map_err(err)?,
+            };
+            // One handle serves, the other is kept to hand over.
+            let serving = socket.try_clone().map_err(err)?;
+            Some((socket, TcpListener::from_std(serving).map_err(err)?))
+        }
+    };
+    let (admin_socket, admin_listener) = match admin_socket {
+        Some((s, l)) => (Some(s), Some(l)),
+        None => (None, None),
     };
     let signal_err = |signal| move |source| ProxyError::Signal { signal, source };
     let mut term = signal(SignalKind::terminate()).map_err(signal_err("SIGTERM"))?;
     let mut int = signal(SignalKind::interrupt()).map_err(signal_err("SIGINT"))?;
     let mut hup = signal(SignalKind::hangup()).map_err(signal_err("SIGHUP"))?;
+    let mut usr2 = signal(SignalKind::user_defined2()).map_err(signal_err("SIGUSR2"))?;
 
     let (drain_tx, mut drain_rx) = mpsc::channel::<()>(1);
     let health =
@@ -143,9 +164,25 @@ pub async fn run(config: Config) -> Result<(), ProxyError> {
         sites = config.sites.len(),
         nodes = config.nodes.len(),
         balance = config.global.balance.as_str(),
+        pid = std::process::id(),
         "proxy started"
     );
+    if inherited.is_restart() {
+        // systemd (NotifyAccess=all) follows the service to this process.
+        restart::sd_notify(&format!("MAINPID={}\nREADY=1", std::process::id()));
+    } else {
+        restart::sd_notify("READY=1");
+    }
+    inherited.serving();
 
+    // Sockets a restart hands over: the listeners and the admin listener.
+    let mut handover: Vec<(std::net::SocketAddr, &std::net::TcpListener)> =
+        listeners.iter().map(|l| (l.addr, l.socket())).collect();
+    if let (Some(a), Some(s)) = (&config.admin, &admin_socket) {
+        handover.push((a.listen, s));
+    }
+    let (restarted_tx, mut restarted) = mpsc::channel(1);
+    let mut restarting = false;
     let signal_name = loop {
         tokio::select! {
             _ = term.recv() => break "SIGTERM",
@@ -155,8 +192,37 @@ pub async fn run(config: Config) -> Result<(), ProxyError> {
                     health.resync();
                 }
             }
+            _ = usr2.recv() => {
+                if restarting {
+                    tracing::warn!("SIGUSR2: a restart is already under way; ignored");
+                    continue;
+                }
+                if let Some(successor) = start_successor(&runtime, &exe, &args, &handover).await {
+                    restarting = true;
+                    let tx = restarted_tx.clone();
+                    tokio::spawn(async move {
+                        let _ = tx.send(successor.serving(restart::READY_WITHIN).await).await;
+                    });
+                }
+            }
+            Some(result) = restarted.recv() => {
+                restarting = false;
+                match result {
+                    Ok(pid) => {
+                        ::metrics::counter!("rdmalb_restarts_total", "result" => "ok").increment(1);
+                        tracing::info!(new_pid = pid, "restart: the new process serves; this one stops accepting and drains");
+                        runtime.handed_over.store(true, std::sync::atomic::Ordering::Relaxed);
+                        break "SIGUSR2";
+                    }
+                    Err(e) => {
+                        ::metrics::counter!("rdmalb_restarts_total", "result" => "failed").increment(1);
+                        tracing::error!(error = %e, "restart failed; this process keeps serving");
+                    }
+                }
+            }
         }
     };
+    drop(handover);
     let grace = runtime.snapshot.load().config.global.shutdown_grace;
     tracing::info!(signal = signal_name, grace = ?grace, "shutting down: no new connections, draining in-flight requests");
     let _ = shutdown_tx.send(true);
@@ -171,6 +237,49 @@ pub async fn run(config: Config) -> Result<(), ProxyError> {
         let _ = tokio::time::timeout(std::time::Duration::from_secs(1), r.join()).await;
     }
     Ok(())
+}
+
+/// SIGUSR2: checks the config file (as a reload would), then starts the
+/// new process with the listening sockets; `None` (logged) when the file
+/// has problems or the process cannot be started.
+async fn start_successor(
+    runtime: &Runtime,
+    exe: &std::path::Path,
+    args: &[std::ffi::OsString],
+    sockets: &[(std::net::SocketAddr, &std::net::TcpListener)],
+) -> Option<restart::Successor> {
+    let path = runtime.snapshot.load().config.source.clone();
+    tracing::info!(config = %path.display(), exe = %exe.display(), "SIGUSR2: restarting with the listening sockets handed over");
+    let loaded = tokio::task::spawn_blocking(move || config::load(&path)).await;
+    match loaded {
+        Ok(Ok(_)) => {}
+        Ok(Err(errors)) => {
+            for p in &errors.problems {
+                tracing::error!(file = %errors.file.display(), key = %p.key, problem = %p.message, "restart rejected: config problem");
+            }
+            tracing::error!(file = %errors.file.display(), problems = errors.problems.len(), "restart rejected; this process keeps serving");
+            ::metrics::counter!("rdmalb_restarts_total", "result" => "failed").increment(1);
+            return None;
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "restart failed; this process keeps serving");
+            return None;
+        }
+    }
+    match restart::spawn(exe, args, sockets) {
+        Ok(s) => {
+            tracing::info!(
+                new_pid = s.pid(),
+                "restart: new process started, waiting until it serves"
+            );
+            Some(s)
+        }
+        Err(e) => {
+            ::metrics::counter!("rdmalb_restarts_total", "result" => "failed").increment(1);
+            tracing::error!(error = %e, "restart failed; this process keeps serving");
+            None
+        }
+    }
 }
 
 /// Re-reads the config file; on success swaps the new snapshot in and
@@ -281,7 +390,7 @@ fn warn_restart_only(old: &Config, new: &Config) {
     if !changed.is_empty() {
         tracing::warn!(
             changed = %changed.join(", "),
-            "these settings changed but apply only after a restart; the rest of the new configuration is live"
+            "these settings changed but apply only after a restart (SIGUSR2 restarts without dropping connections); the rest of the new configuration is live"
         );
     }
 }

@@ -26,6 +26,7 @@ use tokio_rustls::TlsAcceptor;
 use super::access_log::{AccessRecord, Counts, Timers};
 use super::error::ProxyError;
 use super::io::{ConnIo, ConnShared, IoTimeouts, Protocol};
+use super::restart::Inherited;
 use super::state::{ConnCtx, Runtime};
 use super::{forward, stats, tls};
 use crate::config::{Config, Listener};
@@ -41,18 +42,30 @@ pub struct Bound {
 }
 
 /// Binds every listener (and loads their certificates) before anything is
-/// served, so a bad address or certificate stops start-up with a clear error.
-pub fn bind_all(config: &Config) -> Result<Vec<Bound>, ProxyError> {
-    config.listeners.iter().map(bind).collect()
+/// served, so a bad address or certificate stops start-up with a clear
+/// error. A listener whose address matches a socket handed over by a
+/// restart takes that socket instead of binding.
+pub fn bind_all(config: &Config, inherited: &mut Inherited) -> Result<Vec<Bound>, ProxyError> {
+    config
+        .listeners
+        .iter()
+        .map(|l| bind(l, inherited))
+        .collect()
 }
 
-fn bind(l: &Listener) -> Result<Bound, ProxyError> {
+fn bind(l: &Listener, inherited: &mut Inherited) -> Result<Bound, ProxyError> {
     let err = |source| ProxyError::Bind {
         listener: l.name.clone(),
         addr: l.listen,
         source,
     };
-    let tcp = bind_std(l.listen).map_err(err)?;
+    let tcp = match inherited.take(l.listen) {
+        Some(tcp) => {
+            tracing::info!(listener = %l.name, address = %l.listen, "listening socket handed over by the previous process");
+            tcp
+        }
+        None => bind_std(l.listen).map_err(err)?,
+    };
     let addr = tcp.local_addr().map_err(err)?;
     let tls = match &l.tls {
         None => None,
@@ -106,6 +119,11 @@ pub struct Shared {
 }
 
 impl Shared {
+    /// The listening socket (handed over on a restart).
+    pub fn socket(&self) -> &std::net::TcpListener {
+        &self.tcp
+    }
+
     pub fn new(bound: Bound, config: &Config) -> Shared {
         Shared {
             gauge: metrics::gauge!("rdmalb_connections", "listener" => bound.name.to_string()),
@@ -354,19 +372,48 @@ async fn drive<I>(
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let svc_ctx = Arc::clone(&ctx);
-    let svc = service_fn(move |req| forward::handle(Arc::clone(&svc_ctx), req));
+    let svc = service_fn(move |req| {
+        let ctx = Arc::clone(&svc_ctx);
+        async move {
+            let mut resp = forward::handle(Arc::clone(&ctx), req).await?;
+            // Handed over to a new process: an HTTP/1 client learns from
+            // this response that the connection ends after it, and opens
+            // its next one to the new process (HAProxy before 2.4, and
+            // its `idle-close-on-response`).
+            if ctx.proxy.handed_over.load(Ordering::Relaxed)
+                && resp.version() != http::Version::HTTP_2
+                && resp.status() != http::StatusCode::SWITCHING_PROTOCOLS
+            {
+                resp.headers_mut().insert(
+                    http::header::CONNECTION,
+                    http::HeaderValue::from_static("close"),
+                );
+            }
+            Ok::<_, std::convert::Infallible>(resp)
+        }
+    });
     let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), svc);
     tokio::pin!(conn);
     // HTTP/2 has no per-request read to time out on: an HTTP/2 connection
     // that started no request for `keep_alive` is sent GOAWAY instead.
     let idle = idle_limit;
     let mut seen = u64::MAX;
+    let mut stopping = false;
     let result = loop {
         tokio::select! {
             // Polled first: the connection is what wakes this task.
             biased;
             r = conn.as_mut() => break r,
-            _ = rdmalb_base::shutdown::requested(&mut shutdown) => {
+            _ = rdmalb_base::shutdown::requested(&mut shutdown), if !stopping => {
+                // After a restart an HTTP/1 connection is not closed while
+                // idle (a request may be on its way: the client would see
+                // the close as an error); its next response says
+                // `Connection: close`, or it ends by `timeouts.keep_alive`
+                // or with the grace period.
+                if ctx.proxy.handed_over.load(Ordering::Relaxed) && !ctx.conn.h2.load(Ordering::Relaxed) {
+                    stopping = true;
+                    continue;
+                }
                 conn.as_mut().graceful_shutdown();
                 break conn.await;
             }

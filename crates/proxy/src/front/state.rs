@@ -4,7 +4,7 @@
 //! view from start to end while readers never lock.
 
 use std::net::SocketAddr;
-use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
@@ -102,6 +102,9 @@ pub struct Runtime {
     pub windows: Arc<NodeWindows>,
     /// Client connections open on the process (HAProxy's `actconn`).
     pub connections: AtomicUsize,
+    /// A new process took over (restart): HTTP/1 responses from now on
+    /// carry `Connection: close` and their connections close after them.
+    pub handed_over: AtomicBool,
 }
 
 impl Runtime {
