@@ -170,12 +170,7 @@ async fn sigusr2_hands_the_sockets_over_under_load_and_applies_new_listeners_and
     );
     let c = client();
     for addr in [web, added] {
-        let resp = c
-            .get(format!("http://{addr}/"))
-            .header("host", "www.example.com")
-            .send()
-            .await
-            .unwrap();
+        let resp = get_host(&c, addr, "www.example.com", "/").await;
         assert_eq!(resp.status(), 200, "{addr}");
     }
     assert!(admin_text(admin, "/status").await.contains("www"));
@@ -227,12 +222,7 @@ async fn sigusr2_hands_the_sockets_over_under_load_and_applies_new_listeners_and
         proxy.stderr_text()
     );
     assert!(successor.alive());
-    let resp = c
-        .get(format!("http://{web}/"))
-        .header("host", "www.example.com")
-        .send()
-        .await
-        .unwrap();
+    let resp = get_host(&c, web, "www.example.com", "/").await;
     assert_eq!(resp.status(), 200);
     assert_eq!(
         served_certificate(tls, &[&old_der, &new_der]).await,

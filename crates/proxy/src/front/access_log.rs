@@ -264,35 +264,30 @@ const MONTHS: [&str; 12] = [
     "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
 ];
 
-/// Syslog's (RFC 3164) `Nov  5 15:40:00`, day padded with a space (UTC).
-fn format_syslog_date(t: SystemTime, out: &mut String) {
-    let secs = t.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
-    let (_, m, day) = civil_from_days((secs / 86_400) as i64);
-    let rem = secs % 86_400;
-    let _ = write!(
-        out,
-        "{} {day:>2} {:02}:{:02}:{:02}",
-        MONTHS[(m - 1) as usize],
-        rem / 3600,
-        (rem / 60) % 60,
-        rem % 60,
-    );
-}
-
-/// `21/Nov/2026:15:40:00.123` (UTC).
-fn format_date(t: SystemTime, out: &mut String) {
+/// A UTC date broken down: year, month (1-12), day, hour, minute, second,
+/// millisecond.
+fn civil(t: SystemTime) -> (i64, usize, u32, u64, u64, u64, u32) {
     let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
     let secs = d.as_secs();
     let (y, m, day) = civil_from_days((secs / 86_400) as i64);
     let rem = secs % 86_400;
+    let (h, min, s) = (rem / 3600, (rem / 60) % 60, rem % 60);
+    (y, m as usize, day, h, min, s, d.subsec_millis())
+}
+
+/// Syslog's (RFC 3164) `Nov  5 15:40:00`, day padded with a space (UTC).
+fn format_syslog_date(t: SystemTime, out: &mut String) {
+    let (_, m, day, h, min, s, _) = civil(t);
+    let _ = write!(out, "{} {day:>2} {h:02}:{min:02}:{s:02}", MONTHS[m - 1]);
+}
+
+/// `21/Nov/2026:15:40:00.123` (UTC).
+fn format_date(t: SystemTime, out: &mut String) {
+    let (y, m, day, h, min, s, ms) = civil(t);
     let _ = write!(
         out,
-        "{day:02}/{}/{y:04}:{:02}:{:02}:{:02}.{:03}",
-        MONTHS[(m - 1) as usize],
-        rem / 3600,
-        (rem / 60) % 60,
-        rem % 60,
-        d.subsec_millis()
+        "{day:02}/{}/{y:04}:{h:02}:{min:02}:{s:02}.{ms:03}",
+        MONTHS[m - 1]
     );
 }
 
