@@ -254,6 +254,26 @@ async fn halog_reads_the_access_log_and_counts_what_was_sent() {
     assert_eq!(by_url["/health"], (warmup, 0), "{urls}");
     assert_eq!(by_url["/big"].0, 1, "{urls}");
 
+    // Connection counts: this request's connection is open on the process
+    // and the listener, and a request routed to a site counts in its
+    // in-flight requests, on the node that answered too.
+    for l in text.lines() {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        let n: Vec<usize> = f[15]
+            .split('/')
+            .map(|v| v.trim_start_matches('+').parse().unwrap())
+            .collect();
+        let (actconn, feconn, beconn, srv_conn) = (n[0], n[1], n[2], n[3]);
+        assert!(actconn >= feconn && feconn >= 1, "{l}");
+        if !f[8].starts_with("<NOSITE>") {
+            assert!(beconn >= 1, "{l}");
+        }
+        if f[8].starts_with("www/") {
+            assert!(beconn >= srv_conn && srv_conn >= 1, "{l}");
+        }
+        assert_eq!(f[16], "0/0", "no queue: {l}");
+    }
+
     // Every failed connect was retried once on another node (HAProxy's
     // redispatch `+1`), and counted the node it failed on.
     let dead_lines: Vec<&str> = text.lines().filter(|l| l.contains(" dead/n3 ")).collect();

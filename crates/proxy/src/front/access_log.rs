@@ -10,7 +10,7 @@
 //!
 //! Fields (HAProxy configuration manual, "HTTP log format"): the syslog
 //! prefix (date of the line, host name, `rdmalb[pid]:`), client ip:port,
-//! accept date (UTC, millisecond precision), frontend (the listener, with a
+//! request date (its first byte, UTC, millisecond precision), frontend (the listener, with a
 //! `~` suffix on TLS), backend/server (site/node; `<NOSRV>` when no node
 //! was chosen, `<NOSITE>` as the backend when no site matched), timers
 //! `TR/Tw/Tc/Tr/Ta` in milliseconds (HAProxy 2.x meaning, -1 when the phase
@@ -77,6 +77,7 @@ pub struct Counts {
 #[derive(Debug, Clone)]
 pub struct AccessRecord {
     pub client: SocketAddr,
+    /// When the request's first byte arrived (HAProxy's `%tr`).
     pub date: SystemTime,
     pub listener: Arc<str>,
     /// The connection came over TLS (`~` after the frontend name).

@@ -237,7 +237,12 @@ impl Exchange {
         if self.ctx.proxy.access.enabled() {
             self.ctx.proxy.access.log(AccessRecord {
                 client: self.ctx.client,
-                date: self.date,
+                // The request's first byte, as HAProxy's `%tr`: `date`
+                // was taken once the head was complete.
+                date: self
+                    .date
+                    .checked_sub(Duration::from_millis(self.timers.tq.max(0) as u64))
+                    .unwrap_or(self.date),
                 listener: Arc::clone(&self.ctx.listener),
                 tls: self.ctx.tls,
                 site: self.site.and_then(|s| self.snap.site_names.get(s).cloned()),

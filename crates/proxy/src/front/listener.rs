@@ -462,7 +462,9 @@ fn head_failure(ctx: &ConnCtx, status: u16, termination: &'static str, kind: &'s
         let tq = super::exchange::ms(ctx.conn.head_elapsed(Instant::now()));
         ctx.proxy.access.log(AccessRecord {
             client: ctx.client,
-            date: SystemTime::now(),
+            date: SystemTime::now()
+                .checked_sub(std::time::Duration::from_millis(tq.max(0) as u64))
+                .unwrap_or_else(SystemTime::now),
             listener: Arc::clone(&ctx.listener),
             tls: ctx.tls,
             site: None,
