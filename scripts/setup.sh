@@ -20,7 +20,8 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 PACKAGES=(
     # build: sideway (verbs) needs cmake and libclang for its bindings
     build-essential pkg-config cmake clang libclang-dev
-    # real backends and the comparison proxies, load generators
+    # real backends and the comparison proxies, load generators; haproxy also
+    # brings halog, which the tests run over rdmalb's access log
     haproxy wrk httperf curl openssl
     # process and socket tools the scripts use (pgrep, ss, taskset is in util-linux);
     # systemd for `systemd-analyze verify` of the shipped units (conf/systemd/)
@@ -97,7 +98,7 @@ else
 fi
 
 # Tools the scripts call directly must now resolve.
-for tool in nginx haproxy wrk httperf curl cmake clang pgrep ss taskset; do
+for tool in nginx haproxy halog wrk httperf curl cmake clang pgrep ss taskset; do
     command -v "$tool" >/dev/null 2>&1 || [ -x "/usr/sbin/$tool" ] ||
         die "$tool is still not on PATH after installing; check the apt output above"
 done

@@ -183,6 +183,8 @@ pub async fn run(config: Config) -> Result<(), ProxyError> {
     }
     let (restarted_tx, mut restarted) = mpsc::channel(1);
     let mut restarting = false;
+    // A stop (SIGTERM, SIGINT) during a restart stops the new process too.
+    let (stopping_tx, stopping_rx) = watch::channel(false);
     let signal_name = loop {
         tokio::select! {
             _ = term.recv() => break "SIGTERM",
@@ -200,8 +202,10 @@ pub async fn run(config: Config) -> Result<(), ProxyError> {
                 if let Some(successor) = start_successor(&runtime, &exe, &args, &handover).await {
                     restarting = true;
                     let tx = restarted_tx.clone();
+                    let mut stop = stopping_rx.clone();
+                    let stop = async move { rdmalb_base::shutdown::requested(&mut stop).await };
                     tokio::spawn(async move {
-                        let _ = tx.send(successor.serving(restart::READY_WITHIN).await).await;
+                        let _ = tx.send(successor.serving(restart::READY_WITHIN, stop).await).await;
                     });
                 }
             }
@@ -223,6 +227,19 @@ pub async fn run(config: Config) -> Result<(), ProxyError> {
         }
     };
     drop(handover);
+    if restarting {
+        let _ = stopping_tx.send(true);
+        match tokio::time::timeout(std::time::Duration::from_secs(5), restarted.recv()).await {
+            Ok(Some(Err(e))) => tracing::warn!(error = %e, "restart abandoned"),
+            Ok(Some(Ok(pid))) => {
+                tracing::warn!(
+                    new_pid = pid,
+                    "the new process came up as this one was told to stop; it keeps serving"
+                )
+            }
+            _ => {}
+        }
+    }
     let grace = runtime.snapshot.load().config.global.shutdown_grace;
     tracing::info!(signal = signal_name, grace = ?grace, "shutting down: no new connections, draining in-flight requests");
     let _ = shutdown_tx.send(true);

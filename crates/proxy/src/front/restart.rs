@@ -153,6 +153,8 @@ pub enum RestartError {
     Exited { pid: u32, status: String },
     #[error("the new process (pid {pid}) did not serve within {within:?}; it was killed")]
     Timeout { pid: u32, within: Duration },
+    #[error("this process is stopping: the new process (pid {pid}), not serving yet, was killed")]
+    Stopped { pid: u32 },
 }
 
 /// Starts `exe` with `args`, passing `sockets` (each named by the address
@@ -199,11 +201,16 @@ impl Successor {
     }
 
     /// Waits until the new process serves (its pid), or fails: it exited
-    /// first, or took longer than `within` (then it is killed).
-    pub async fn serving(mut self, within: Duration) -> Result<u32, RestartError> {
+    /// first, took longer than `within`, or `stop` resolved first (this
+    /// process is stopping); in the last two cases it is killed.
+    pub async fn serving(
+        mut self,
+        within: Duration,
+        stop: impl std::future::Future<Output = ()>,
+    ) -> Result<u32, RestartError> {
         let pid = self.pid();
         let mut said = Vec::new();
-        let read = tokio::time::timeout(within, async {
+        let ready = tokio::time::timeout(within, async {
             let mut buf = [0u8; 64];
             loop {
                 match self.ready.read(&mut buf).await {
@@ -214,8 +221,14 @@ impl Successor {
                     return true;
                 }
             }
-        })
-        .await;
+        });
+        let read = tokio::select! {
+            r = ready => r,
+            _ = stop => {
+                let _ = self.child.kill().await;
+                return Err(RestartError::Stopped { pid });
+            }
+        };
         match read {
             Ok(true) => {
                 // Reaped by a task of its own so that it never lingers as

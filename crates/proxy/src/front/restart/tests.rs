@@ -88,3 +88,61 @@ fn notifications_reach_a_path_or_an_abstract_socket() {
 
     assert!(notify(dir.path().join("absent").as_os_str(), "READY=1").is_err());
 }
+
+/// A "new process" that never says it serves.
+fn silent() -> Successor {
+    spawn(std::path::Path::new("/bin/sleep"), &["30".into()], &[]).unwrap()
+}
+
+fn gone(pid: u32) -> bool {
+    // Reaped by `serving` (kill waits for the exit): no /proc entry left.
+    !std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
+#[tokio::test]
+async fn a_new_process_that_exits_first_is_reported_with_its_status() {
+    let s = spawn(std::path::Path::new("/bin/false"), &[], &[]).unwrap();
+    let e = s
+        .serving(Duration::from_secs(60), std::future::pending())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&e, RestartError::Exited { status, .. } if status.contains("exit status: 1")),
+        "{e}"
+    );
+    assert!(e.to_string().contains("exited before serving"), "{e}");
+}
+
+#[tokio::test]
+async fn a_new_process_that_never_serves_is_killed() {
+    let s = silent();
+    let pid = s.pid();
+    let e = s
+        .serving(Duration::from_millis(200), std::future::pending())
+        .await
+        .unwrap_err();
+    assert!(matches!(e, RestartError::Timeout { .. }), "{e}");
+    assert!(gone(pid));
+
+    let s = silent();
+    let pid = s.pid();
+    let e = s
+        .serving(Duration::from_secs(60), std::future::ready(()))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, RestartError::Stopped { .. }), "{e}");
+    assert!(gone(pid));
+}
+
+#[test]
+fn a_missing_binary_is_a_spawn_error_naming_it() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let _guard = rt.enter();
+    let Err(e) = spawn(std::path::Path::new("/nonexistent/rdmalb"), &[], &[]) else {
+        panic!("spawned a missing binary");
+    };
+    assert!(e.to_string().contains("/nonexistent/rdmalb"), "{e}");
+}
