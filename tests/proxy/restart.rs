@@ -59,6 +59,24 @@ async fn served_certificate(addr: SocketAddr, roots: &[&[u8]]) -> Vec<u8> {
     tls.get_ref().1.peer_certificates().unwrap()[0].to_vec()
 }
 
+/// Sends a GET on `s` and reads until the response's body (`ok\n`) or the
+/// end of the stream; returns what was read.
+async fn exchange_on(s: &mut tokio::net::TcpStream) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    s.write_all(b"GET / HTTP/1.1\r\nHost: www.example.com\r\n\r\n")
+        .await
+        .unwrap();
+    let mut text = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !text.ends_with(b"\r\n\r\nok\n") {
+        match tokio::time::timeout(Duration::from_secs(20), s.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) | Err(_) => break,
+            Ok(Ok(n)) => text.extend_from_slice(&buf[..n]),
+        }
+    }
+    String::from_utf8_lossy(&text).into_owned()
+}
+
 /// The number after `key` in `text` (`new_pid=123` in a log line).
 fn number_after(text: &str, key: &str) -> Option<u32> {
     let rest = &text[text.rfind(key)? + key.len()..];
@@ -121,6 +139,15 @@ async fn sigusr2_hands_the_sockets_over_under_load_and_applies_new_listeners_and
     );
     let old_pid = proxy.pid();
     assert_eq!(notified(), "READY=1");
+    // A keep-alive connection that will be idle on the old process when
+    // the restart happens.
+    let mut idle = tokio::net::TcpStream::connect(web).await.unwrap();
+    let first = exchange_on(&mut idle).await;
+    assert!(first.starts_with("HTTP/1.1 200"), "{first}");
+    assert!(
+        !first.to_ascii_lowercase().contains("connection: close"),
+        "{first}"
+    );
     assert_eq!(
         served_certificate(tls, &[&old_der, &new_der]).await,
         old_der
@@ -148,6 +175,31 @@ async fn sigusr2_hands_the_sockets_over_under_load_and_applies_new_listeners_and
     let extra = format!("[[listener]]\nname = \"added\"\nlisten = \"{added}\"\n\n");
     std::fs::write(&proxy.config, config(&new_cert, &new_key, &extra)).unwrap();
     signal(old_pid, SIGUSR2);
+
+    // The old process keeps the idle connection open (a request may be on
+    // its way); its next response says `Connection: close`, then it closes.
+    assert!(
+        proxy.wait_for_text(&proxy.stderr, "the new process serves"),
+        "{}",
+        proxy.stderr_text()
+    );
+    let last = exchange_on(&mut idle).await;
+    assert!(last.starts_with("HTTP/1.1 200"), "{last}");
+    assert!(
+        last.to_ascii_lowercase()
+            .contains("\r\nconnection: close\r\n"),
+        "{last}"
+    );
+    let mut rest = [0u8; 16];
+    let eof = tokio::time::timeout(
+        Duration::from_secs(20),
+        tokio::io::AsyncReadExt::read(&mut idle, &mut rest),
+    )
+    .await;
+    assert!(
+        matches!(eof, Ok(Ok(0))),
+        "closed after that response: {eof:?}"
+    );
 
     let status = proxy.wait_exit();
     assert!(
