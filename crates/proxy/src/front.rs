@@ -1,5 +1,5 @@
 //! The HTTP data path: listeners, routing to sites, node selection,
-//! pooled forwarding, reload and graceful drain.
+//! pooled forwarding, reload, restart ([`restart`]) and graceful drain.
 //!
 //! Request path (the folders follow it):
 //! [`listener`] accepts (bounded, TLS with SNI, HTTP/1.1 + HTTP/2) →
@@ -49,7 +49,9 @@ use state::{Runtime, Snapshot};
 /// Runs the proxy until SIGTERM or SIGINT, then drains: stops accepting,
 /// lets in-flight requests finish for up to `global.shutdown_grace`,
 /// closes keep-alive connections, and returns. SIGHUP reloads the config
-/// file (`config.source`). Must run inside a Tokio runtime.
+/// file (`config.source`); SIGUSR2 restarts: a new process gets the
+/// listening sockets ([`restart`]) and, once it serves, this one drains the
+/// same way and returns. Must run inside a Tokio runtime.
 pub async fn run(config: Config) -> Result<(), ProxyError> {
     // What a restart starts again: this binary's path as it is now (a new
     // build installed there is picked up) and the same arguments.
