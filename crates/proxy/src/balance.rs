@@ -9,6 +9,9 @@
 //! - [`Backends`] (in `backends`): the immutable per-snapshot view (nodes per
 //!   site + selector) the data path picks from, swapped with `ArcSwap` on
 //!   reload;
+//! - [`control`]: what the operator and a node's agent-check decide beside
+//!   health: administrative state (ready, drain, maint), weight, backup,
+//!   per-node in-flight cap;
 //! - [`health`]: the active checker, one background loop per node;
 //! - [`node_windows`]: [`NodeWindows`], the connections to the nodes' windows
 //!   (reconnecting, interval reads) the load-aware policy reads;
@@ -18,6 +21,7 @@
 //! the other way round.
 
 mod backends;
+pub mod control;
 pub mod health;
 mod least_load;
 pub mod load;
@@ -25,10 +29,13 @@ mod node;
 pub mod node_windows;
 mod policy;
 mod selector;
+pub mod traffic;
 
 pub use backends::{Backends, NoNode, PickError, SiteBackends};
+pub use control::{AdminState, ControlSnapshot, Source as ControlSource};
 pub use least_load::WeightedLeastLoad;
 pub use node::{DownReason, HealthSnapshot, NodeState, Outcome, Pick, Thresholds, Transition};
 pub use node_windows::NodeWindows;
 pub use policy::Policy;
 pub use selector::{LeastConn, RandomTwo, RoundRobin, Selector};
+pub use traffic::TrafficSnapshot;

@@ -34,7 +34,7 @@ use tokio::net::TcpStream;
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 
-use super::{Backends, NodeState, Transition};
+use super::{AdminState, Backends, NodeState, Transition};
 use crate::config::SendProxy;
 
 /// Gauge `rdmalb_node_up{node,site}`: 1 up, 0 down (or removed).
@@ -257,19 +257,11 @@ async fn node_loop(
             set_up_gauge(current, current.is_up());
         }
         node = Arc::clone(current);
-        if !node.is_checked() {
-            // `check = false`: assumed up, never probed. The loop stays so a
-            // reload that switches checks on finds it running.
-            let interval = snap.health().interval;
-            drop(snap);
-            tokio::select! {
-                _ = rdmalb_base::shutdown::requested(&mut shutdown) => return,
-                _ = tokio::time::sleep(interval) => continue,
-            }
-        }
-        if !node.role_applied() {
-            // A moved node is checked for its new site only once the sidecar
-            // has applied the role; a pass before that proves nothing.
+        // Not probed now, the loop staying so that a change finds it
+        // running: `check = false` (assumed up); maintenance (HAProxy stops
+        // checks of a server in MAINT); a moved node whose sidecar has not
+        // applied the role yet (a pass before that proves nothing).
+        if !node.is_checked() || node.admin_state() == AdminState::Maint || !node.role_applied() {
             let interval = snap.health().interval;
             drop(snap);
             tokio::select! {

@@ -199,7 +199,23 @@ impl WeightedLeastLoad {
             .collect();
         let mut scores = Vec::with_capacity(slots.len());
         let start = self.cursors.next(site);
-        let best = rank(self.weights(site), &view, start, &mut scores).unwrap_or(0);
+        let mut best = rank(self.weights(site), &view, start, &mut scores).unwrap_or(0);
+        if slots
+            .iter()
+            .any(|s| s.node.weight() != slots[0].node.weight())
+        {
+            // Weighted nodes: the lowest load per unit of weight (a node of
+            // weight 2 at index 0.8 ranks with one of weight 1 at 0.4).
+            let per_weight = |i: usize| scores[i] / f64::from(slots[i].node.weight().max(1));
+            let n = slots.len();
+            best = start % n;
+            for k in 1..n {
+                let i = (start + k) % n;
+                if per_weight(i) < per_weight(best) {
+                    best = i;
+                }
+            }
+        }
         for (s, score) in slots.iter().zip(&scores) {
             if let Some(w) = &s.window {
                 if count {

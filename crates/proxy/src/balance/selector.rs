@@ -11,6 +11,12 @@
 //! choices on in-flight counts, as in linkerd2-proxy `pool/p2c`). The
 //! load-aware policy implements the same trait and reads node windows through
 //! the candidates it is given.
+//!
+//! Every policy honours the nodes' weights (`[[node]] weight`, the runtime
+//! API, an agent-check's `N%`) as HAProxy's do: round robin gives each node
+//! its weight's share of every cycle, leastconn compares in-flight counts
+//! per unit of weight, random draws by weight. With equal weights each is
+//! exactly the unweighted policy.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -31,6 +37,81 @@ pub trait Selector: Send + Sync + std::fmt::Debug + 'static {
     /// (for per-site state such as cursors or load weights); it may be out of
     /// the range the selector was built for, which must not panic.
     fn select(&self, site: usize, candidates: &[Arc<NodeState>]) -> Option<Arc<NodeState>>;
+}
+
+/// Whether every candidate has the same weight (the common case: the
+/// policies then skip the weight arithmetic).
+pub(super) fn equal_weights(candidates: &[Arc<NodeState>]) -> bool {
+    let mut it = candidates.iter().map(|n| n.weight());
+    let first = it.next();
+    it.all(|w| Some(w) == first)
+}
+
+/// Whether `a` has less in flight per unit of weight than `b`, counting the
+/// request being placed (HAProxy's `(conns + 1) / weight`), so that idle
+/// nodes rank by weight.
+fn lighter(a: &NodeState, b: &NodeState) -> bool {
+    let (ia, ib) = (a.inflight() as u64 + 1, b.inflight() as u64 + 1);
+    ia * u64::from(b.weight().max(1)) < ib * u64::from(a.weight().max(1))
+}
+
+/// Position `c` of a weighted rotation: every cycle of `W` (the sum of the
+/// weights) consecutive positions gives each node exactly its weight in
+/// slots. The cycle is walked with a stride coprime to `W` near `W / φ`,
+/// so a heavy node's slots are spread over the cycle instead of coming in
+/// one run.
+fn weighted_slot(c: usize, candidates: &[Arc<NodeState>]) -> usize {
+    let total: u64 = candidates.iter().map(|n| u64::from(n.weight())).sum();
+    if total == 0 {
+        return c % candidates.len();
+    }
+    let mut stride = ((total as f64 * 0.618) as u64).max(1);
+    while gcd(stride, total) != 1 {
+        stride += 1;
+    }
+    let mut p = ((c as u64) % total) * stride % total;
+    for (i, n) in candidates.iter().enumerate() {
+        let w = u64::from(n.weight());
+        if p < w {
+            return i;
+        }
+        p -= w;
+    }
+    candidates.len() - 1
+}
+
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+/// A candidate drawn with probability proportional to its weight, other
+/// than `skip`.
+fn weighted_draw(rng: &mut impl Rng, candidates: &[Arc<NodeState>], skip: Option<usize>) -> usize {
+    let weight = |i: usize| {
+        if Some(i) == skip {
+            0
+        } else {
+            u64::from(candidates[i].weight())
+        }
+    };
+    let total: u64 = (0..candidates.len()).map(weight).sum();
+    if total == 0 {
+        return (0..candidates.len())
+            .find(|&i| Some(i) != skip)
+            .unwrap_or(0);
+    }
+    let mut p = rng.gen_range(0..total);
+    for i in 0..candidates.len() {
+        let w = weight(i);
+        if p < w {
+            return i;
+        }
+        p -= w;
+    }
+    candidates.len() - 1
 }
 
 /// One atomic per cache line so sites do not contend with each other.
@@ -80,7 +161,12 @@ impl Selector for RoundRobin {
         if candidates.is_empty() {
             return None;
         }
-        let i = self.cursors.next(site) % candidates.len();
+        let c = self.cursors.next(site);
+        let i = if equal_weights(candidates) {
+            c % candidates.len()
+        } else {
+            weighted_slot(c, candidates)
+        };
         Some(Arc::clone(&candidates[i]))
     }
 }
@@ -112,6 +198,16 @@ impl Selector for LeastConn {
             return None;
         }
         let start = self.cursors.next(site) % n;
+        if !equal_weights(candidates) {
+            let mut best = start;
+            for k in 1..n {
+                let i = (start + k) % n;
+                if lighter(&candidates[i], &candidates[best]) {
+                    best = i;
+                }
+            }
+            return Some(Arc::clone(&candidates[best]));
+        }
         let mut best = start;
         let mut best_load = candidates[start].inflight();
         for k in 1..n {
@@ -150,6 +246,13 @@ impl Selector for RandomTwo {
                 // thread_rng is a thread-local, reseeding CSPRNG: no locks,
                 // a few ns per draw.
                 let mut rng = rand::thread_rng();
+                if !equal_weights(candidates) {
+                    let a = weighted_draw(&mut rng, candidates, None);
+                    let b = weighted_draw(&mut rng, candidates, Some(a));
+                    let (na, nb) = (&candidates[a], &candidates[b]);
+                    let pick = if lighter(nb, na) { nb } else { na };
+                    return Some(Arc::clone(pick));
+                }
                 let a = rng.gen_range(0..n);
                 // Second index uniform over the others: distinct from `a`.
                 let b = (a + 1 + rng.gen_range(0..n - 1)) % n;

@@ -30,7 +30,7 @@ use serde::Serialize;
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 
-use crate::balance::{Backends, HealthSnapshot, NodeWindows};
+use crate::balance::{Backends, ControlSnapshot, HealthSnapshot, NodeWindows, TrafficSnapshot};
 use crate::qos::admission::{Admission, AdmissionStatus};
 
 pub use crate::balance::node_windows::LoadStatus;
@@ -153,9 +153,17 @@ pub struct NodeStatus {
     pub address: String,
     /// Site served, `null` for the idle pool.
     pub site: Option<String>,
-    /// `"up"` or `"down"`.
+    /// `"up"` or `"down"` (health; see `admin_state` for drain and maint).
     pub state: &'static str,
     pub inflight: usize,
+    /// Administrative state, weight, backup, own cap and the agent's say
+    /// (`admin_state`, `admin_source`, `weight`, `initial_weight`,
+    /// `weight_source`, `backup`, `agent_down`, `max_inflight`).
+    #[serde(flatten)]
+    pub control: ControlSnapshot,
+    /// What the node served: requests by class, errors, bytes, peak
+    /// in-flight, requests in the last second.
+    pub traffic: TrafficSnapshot,
     pub health: HealthSnapshot,
     /// The node's window and its last load read (`null` without a window).
     pub load: Option<LoadStatus>,
@@ -207,6 +215,8 @@ pub fn status(state: &AdminState) -> Status {
                 site: n.site_name.clone(),
                 state: if health.up { "up" } else { "down" },
                 inflight: n.inflight(),
+                control: n.control(),
+                traffic: n.traffic(),
                 health,
                 load: state
                     .windows

@@ -119,6 +119,9 @@ impl Exchange {
         let (Some(node), Some(kind)) = (self.node, outcome.error_kind()) else {
             return;
         };
+        if let Some(state) = self.snap.backends.nodes().get(node) {
+            state.record_upstream_error();
+        }
         if let Some(stats) = self.snap.stats.nodes.get(node) {
             let i = super::stats::UPSTREAM_ERROR_KINDS
                 .iter()
@@ -175,6 +178,9 @@ impl Exchange {
             (_, Some(node)) => {
                 if let Some(s) = stats.nodes.get(node) {
                     s.requests[class].increment(1);
+                }
+                if let Some(state) = self.snap.backends.nodes().get(node) {
+                    state.record_response(class, self.bytes);
                 }
             }
             (Some(site), _) => {
