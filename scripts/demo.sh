@@ -488,9 +488,10 @@ if [ "$SMOKE" = 1 ]; then
     # same site lock + role-word CAS the agent uses); n8's sidecar rewrites
     # its nginx site.conf and reloads nginx; the proxy sends shop requests to
     # n8 once the role is applied and checked, and news requests never again.
-    out=$(curl -sS --max-time 10 -X POST -H "Authorization: Bearer $(cat "$ADMIN_TOKEN_FILE")" \
-        "http://127.0.0.1:$ADMIN_PORT/reconfig/move?node=n8&site=shop" 2>&1) || true
-    if [[ $out == *'"claimed"'* ]]; then pass "POST /reconfig/move n8 → shop claimed the node"; else fail "POST /reconfig/move: ${out:0:200}"; fi
+    out=$("$BIN" ctl -c "$PROXY_CONF" show stat 2>&1) || true
+    if [[ $out == '# pxname,svname,'* && $out == *$'\nnews,n8,'* ]]; then pass "rdmalb ctl show stat prints HAProxy's CSV"; else fail "rdmalb ctl show stat: ${out:0:200}"; fi
+    out=$("$BIN" ctl -c "$PROXY_CONF" move node n8 site shop 2>&1) || true
+    if [[ $out == *'claimed for shop'* ]]; then pass "rdmalb ctl move node n8 site shop claimed the node"; else fail "rdmalb ctl move: ${out:0:200}"; fi
     moved=''
     for _ in $(seq 300); do
         body=$(curl -sS --max-time 5 -H "Host: shop.localhost" "http://127.0.0.1:$PORT/" 2>&1) || true
@@ -532,7 +533,9 @@ ${C_B}rdmalb demo is running${C_0}  (work dir: $DIR)
     curl -i http://blog.localhost:$PORT/
     for i in \$(seq 6); do curl -s -o /dev/null -w '%header{x-served-by}\\n' http://shop.localhost:$PORT/; done
     curl -s http://127.0.0.1:$ADMIN_PORT/status
-    curl -s -X POST -H "Authorization: Bearer \$(cat $ADMIN_TOKEN_FILE)" 'http://127.0.0.1:$ADMIN_PORT/reconfig/move?node=n8&site=shop'   # move n8 to shop
+    $BIN ctl -c $PROXY_CONF show stat                 # HAProxy's stats CSV
+    $BIN ctl -c $PROXY_CONF set node n2 state drain   # no new requests to n2
+    $BIN ctl -c $PROXY_CONF move node n8 site shop    # move n8 to shop
     curl -s http://127.0.0.1:${SIDECAR_PORTS[0]}/status          # n1's sidecar: its load block
     wrk -t1 -c20 -d5s -H 'Host: news.localhost' http://127.0.0.1:$PORT/
     tail -f $DIR/logs/access.log

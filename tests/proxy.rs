@@ -7,5 +7,6 @@ mod ops;
 mod protocols;
 mod proxy_protocol;
 mod routing;
+mod runtime;
 mod streaming;
 mod systemd;

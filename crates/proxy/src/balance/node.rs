@@ -348,9 +348,11 @@ impl NodeState {
         self.shared.traffic.finished(class, bytes_out);
     }
 
-    /// An attempt on this node failed (connect, timeout, protocol, 5xx).
-    pub fn record_upstream_error(&self) {
-        self.shared.traffic.upstream_error();
+    /// An attempt on this node failed; `kind` indexes
+    /// `front::stats::UPSTREAM_ERROR_KINDS` (connect, timeout, protocol,
+    /// 5xx).
+    pub fn record_upstream_error(&self, kind: usize) {
+        self.shared.traffic.upstream_error(kind);
     }
 
     /// What the node served, for `/status` and `show stat`.

@@ -16,6 +16,10 @@ use serde::Serialize;
 /// (cut exchanges).
 pub const CLASSES: usize = 6;
 
+/// Upstream error kinds, as `front::stats::UPSTREAM_ERROR_KINDS`: connect,
+/// timeout, protocol, 5xx.
+pub const ERROR_KINDS: usize = 4;
+
 /// Requests per second over the last complete second, HAProxy's `rate`: a
 /// count for the current second and one for the second before.
 #[derive(Debug, Default)]
@@ -69,7 +73,8 @@ impl Rate {
 #[derive(Debug, Default)]
 pub(crate) struct Traffic {
     responses: [AtomicU64; CLASSES],
-    upstream_errors: AtomicU64,
+    /// By kind, as `front::stats::UPSTREAM_ERROR_KINDS`.
+    upstream_errors: [AtomicU64; ERROR_KINDS],
     bytes_out: AtomicU64,
     inflight_max: AtomicUsize,
     rate: Rate,
@@ -82,8 +87,8 @@ pub struct TrafficSnapshot {
     pub requests_total: u64,
     /// By class: 1xx, 2xx, 3xx, 4xx, 5xx, cut (`err`).
     pub responses: [u64; CLASSES],
-    /// Failed attempts: connect failures, timeouts, protocol errors, 5xx.
-    pub upstream_errors_total: u64,
+    /// Failed attempts by kind: connect, timeout, protocol, 5xx.
+    pub upstream_errors: [u64; ERROR_KINDS],
     /// Response bytes sent to clients.
     pub bytes_out_total: u64,
     /// The most requests in flight at once since start.
@@ -104,8 +109,8 @@ impl Traffic {
         self.bytes_out.fetch_add(bytes_out, Ordering::Relaxed);
     }
 
-    pub(crate) fn upstream_error(&self) {
-        self.upstream_errors.fetch_add(1, Ordering::Relaxed);
+    pub(crate) fn upstream_error(&self, kind: usize) {
+        self.upstream_errors[kind.min(ERROR_KINDS - 1)].fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn snapshot(&self) -> TrafficSnapshot {
@@ -114,7 +119,9 @@ impl Traffic {
         TrafficSnapshot {
             requests_total: responses.iter().sum(),
             responses,
-            upstream_errors_total: self.upstream_errors.load(Ordering::Relaxed),
+            upstream_errors: std::array::from_fn(|i| {
+                self.upstream_errors[i].load(Ordering::Relaxed)
+            }),
             bytes_out_total: self.bytes_out.load(Ordering::Relaxed),
             inflight_max: self.inflight_max.load(Ordering::Relaxed),
             rate: self.rate.per_second(),

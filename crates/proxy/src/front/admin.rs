@@ -37,8 +37,14 @@ pub use crate::balance::node_windows::LoadStatus;
 use crate::config::{Config, HostPattern};
 use crate::reconfig::{Agent, AgentStatus};
 
+pub mod ctl;
 pub mod guard;
 pub mod reconfig;
+pub mod runtime;
+
+/// HAProxy's CSV export of its stats page (`<stats uri>;csv`): `show
+/// stat` without a token, like `/status`.
+pub const STATS_CSV: &str = "/stats;csv";
 
 /// Most admin connections served at once; more wait in the accept queue.
 const MAX_CONNECTIONS: usize = 64;
@@ -257,10 +263,10 @@ fn text(status: StatusCode, body: &'static str) -> Response<Full<Bytes>> {
 /// Answers one admin request.
 pub fn handle<B>(state: &AdminState, req: &Request<B>) -> Response<Full<Bytes>> {
     let path = req.uri().path();
-    if path != "/metrics" && path != "/status" {
+    if path != "/metrics" && path != "/status" && path != STATS_CSV {
         return text(
             StatusCode::NOT_FOUND,
-            "not found (try /metrics, /status or POST /reconfig/move)\n",
+            "not found (try /metrics, /status, /stats;csv, POST /runtime or POST /reconfig/move)\n",
         );
     }
     if req.method() != Method::GET && req.method() != Method::HEAD {
@@ -272,7 +278,19 @@ pub fn handle<B>(state: &AdminState, req: &Request<B>) -> Response<Full<Bytes>> 
             .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
         return r;
     }
-    let (body, content_type) = if path == "/metrics" {
+    let (body, content_type) = if path == STATS_CSV {
+        let rows = runtime::stat::rows(&state.backends.load(), &|site| {
+            state
+                .admission
+                .as_ref()
+                .and_then(|a| a.status().queued.get(site).copied())
+                .map_or(0, |n| n as u64)
+        });
+        (
+            Bytes::from(runtime::stat::csv(&rows)),
+            "text/csv; charset=utf-8",
+        )
+    } else if path == "/metrics" {
         // node_up is kept by the checker on every change; refreshing it here
         // makes it right even for a node no check has run on yet.
         for node in state.backends.load().nodes() {
@@ -351,10 +369,10 @@ pub async fn serve(listener: TcpListener, state: AdminState, mut shutdown: watch
             let svc = service_fn(move |req: Request<Incoming>| {
                 let state = state.clone();
                 async move {
-                    let resp = if req.uri().path() == reconfig::MOVE_PATH {
-                        reconfig::move_node(&state, &req, local).await
-                    } else {
-                        handle(&state, &req)
+                    let resp = match req.uri().path() {
+                        reconfig::MOVE_PATH => reconfig::move_node(&state, &req, local).await,
+                        runtime::PATH => runtime::serve(&state, req, local).await,
+                        _ => handle(&state, &req),
                     };
                     Ok::<_, Infallible>(resp)
                 }

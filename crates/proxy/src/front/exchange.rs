@@ -119,14 +119,14 @@ impl Exchange {
         let (Some(node), Some(kind)) = (self.node, outcome.error_kind()) else {
             return;
         };
+        let i = super::stats::UPSTREAM_ERROR_KINDS
+            .iter()
+            .position(|k| *k == kind)
+            .unwrap_or(2);
         if let Some(state) = self.snap.backends.nodes().get(node) {
-            state.record_upstream_error();
+            state.record_upstream_error(i);
         }
         if let Some(stats) = self.snap.stats.nodes.get(node) {
-            let i = super::stats::UPSTREAM_ERROR_KINDS
-                .iter()
-                .position(|k| *k == kind)
-                .unwrap_or(2);
             stats.errors[i].increment(1);
         }
     }

@@ -25,11 +25,12 @@ fn snapshots_sum_the_classes_and_keep_the_peak() {
     t.finished(1, 100);
     t.finished(4, 10);
     t.finished(5, 0);
-    t.upstream_error();
+    t.upstream_error(0);
+    t.upstream_error(2);
     let s = t.snapshot();
     assert_eq!(s.requests_total, 3);
     assert_eq!(s.responses, [0, 1, 0, 0, 1, 1]);
     assert_eq!(s.bytes_out_total, 110);
     assert_eq!(s.inflight_max, 3);
-    assert_eq!(s.upstream_errors_total, 1);
+    assert_eq!(s.upstream_errors, [1, 0, 1, 0]);
 }
