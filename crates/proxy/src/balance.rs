@@ -23,11 +23,14 @@
 mod backends;
 pub mod control;
 pub mod health;
+mod hot_cold;
+mod latency;
 mod least_load;
 pub mod load;
 mod node;
 pub mod node_windows;
 mod policy;
+mod prequal;
 mod selector;
 pub mod traffic;
 
@@ -37,5 +40,6 @@ pub use least_load::WeightedLeastLoad;
 pub use node::{DownReason, HealthSnapshot, NodeState, Outcome, Pick, Thresholds, Transition};
 pub use node_windows::NodeWindows;
 pub use policy::Policy;
-pub use selector::{LeastConn, RandomTwo, RoundRobin, Selector};
+pub use prequal::Prequal;
+pub use selector::{LeastConn, PeakEwma, RandomTwo, RoundRobin, Selector};
 pub use traffic::TrafficSnapshot;

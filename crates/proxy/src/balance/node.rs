@@ -28,6 +28,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use serde::Serialize;
 
 use super::control::{AdminState, Configured, Control, ControlSnapshot, Source};
+use super::latency::PeakEwma;
 use super::traffic::{Traffic, TrafficSnapshot};
 
 /// Result of one upstream attempt, reported by the data path for passive
@@ -177,6 +178,8 @@ pub(crate) struct Shared {
     control: Control,
     /// What the node served (for `show stat`, `/status`).
     traffic: Traffic,
+    /// Time to the node's response head, as this proxy sees it.
+    latency: PeakEwma,
 }
 
 /// `role_site` value of a node whose role word was never seen.
@@ -202,6 +205,7 @@ impl Shared {
             role_applied: AtomicBool::new(true),
             control: Control::new(),
             traffic: Traffic::default(),
+            latency: PeakEwma::default(),
         }
     }
 
@@ -353,6 +357,17 @@ impl NodeState {
     /// 5xx).
     pub fn record_upstream_error(&self, kind: usize) {
         self.shared.traffic.upstream_error(kind);
+    }
+
+    /// Records the time from sending a request to the node's response head.
+    pub fn observe_latency(&self, rtt: std::time::Duration) {
+        self.shared.latency.observe(rtt);
+    }
+
+    /// The node's peak-EWMA response latency in nanoseconds (1 ms before
+    /// any answer; see `balance::latency`).
+    pub fn latency_ns(&self) -> f64 {
+        self.shared.latency.estimate_ns()
     }
 
     /// What the node served, for `/status` and `show stat`.

@@ -114,6 +114,33 @@ fn weighted_draw(rng: &mut impl Rng, candidates: &[Arc<NodeState>], skip: Option
     candidates.len() - 1
 }
 
+/// Power of two choices: two distinct candidates drawn (uniformly, or by
+/// weight when the weights differ), the second kept when `better(first,
+/// second)`, else the first (so a tie goes to a random one of the two:
+/// the draw order is random).
+fn two_choices(
+    candidates: &[Arc<NodeState>],
+    better: impl Fn(&NodeState, &NodeState) -> bool,
+) -> Option<Arc<NodeState>> {
+    let n = candidates.len();
+    if n <= 1 {
+        return candidates.first().cloned();
+    }
+    // thread_rng is a thread-local, reseeding CSPRNG: no locks, a few ns
+    // per draw.
+    let mut rng = rand::thread_rng();
+    let (a, b) = if equal_weights(candidates) {
+        let a = rng.gen_range(0..n);
+        // Second index uniform over the others: distinct from `a`.
+        (a, (a + 1 + rng.gen_range(0..n - 1)) % n)
+    } else {
+        let a = weighted_draw(&mut rng, candidates, None);
+        (a, weighted_draw(&mut rng, candidates, Some(a)))
+    };
+    let (na, nb) = (&candidates[a], &candidates[b]);
+    Some(Arc::clone(if better(na, nb) { nb } else { na }))
+}
+
 /// One atomic per cache line so sites do not contend with each other.
 #[derive(Debug, Default)]
 #[repr(align(64))]
@@ -238,33 +265,34 @@ impl Selector for RandomTwo {
     }
 
     fn select(&self, _site: usize, candidates: &[Arc<NodeState>]) -> Option<Arc<NodeState>> {
-        let n = candidates.len();
-        match n {
-            0 => None,
-            1 => Some(Arc::clone(&candidates[0])),
-            _ => {
-                // thread_rng is a thread-local, reseeding CSPRNG: no locks,
-                // a few ns per draw.
-                let mut rng = rand::thread_rng();
-                if !equal_weights(candidates) {
-                    let a = weighted_draw(&mut rng, candidates, None);
-                    let b = weighted_draw(&mut rng, candidates, Some(a));
-                    let (na, nb) = (&candidates[a], &candidates[b]);
-                    let pick = if lighter(nb, na) { nb } else { na };
-                    return Some(Arc::clone(pick));
-                }
-                let a = rng.gen_range(0..n);
-                // Second index uniform over the others: distinct from `a`.
-                let b = (a + 1 + rng.gen_range(0..n - 1)) % n;
-                let (na, nb) = (&candidates[a], &candidates[b]);
-                let pick = if nb.inflight() < na.inflight() {
-                    nb
-                } else {
-                    na
-                };
-                Some(Arc::clone(pick))
-            }
+        if equal_weights(candidates) {
+            two_choices(candidates, |a, b| b.inflight() < a.inflight())
+        } else {
+            two_choices(candidates, |a, b| lighter(b, a))
         }
+    }
+}
+
+/// Peak-EWMA with power of two choices (Finagle, Linkerd): two candidates
+/// drawn (by weight), the lower cost wins, cost = this proxy's
+/// peak-sensitive latency estimate of the node (`balance::latency`) × its
+/// requests in flight + 1, per unit of weight. Reacts to a node that turns
+/// slow before its queue builds in this proxy's counts, but only through
+/// latency this proxy itself observed.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct PeakEwma;
+
+fn ewma_cost(n: &NodeState) -> f64 {
+    n.latency_ns() * (n.inflight() as f64 + 1.0) / f64::from(n.weight().max(1))
+}
+
+impl Selector for PeakEwma {
+    fn name(&self) -> &'static str {
+        "peak-ewma"
+    }
+
+    fn select(&self, _site: usize, candidates: &[Arc<NodeState>]) -> Option<Arc<NodeState>> {
+        two_choices(candidates, |a, b| ewma_cost(b) < ewma_cost(a))
     }
 }
 

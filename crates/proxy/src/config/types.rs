@@ -189,11 +189,20 @@ pub enum Balance {
     /// Lowest load index over `routing.candidates` nodes, from their
     /// windows' load blocks plus this proxy's in-flight counts.
     WeightedLeastLoad,
+    /// Power of two choices on this proxy's peak-EWMA latency × in-flight
+    /// (Finagle, Linkerd).
+    PeakEwma,
+    /// Prequal (NSDI 2024): asynchronous reusable probes of the nodes'
+    /// windows in a pool, hot-cold lexicographic choice.
+    Prequal,
+    /// Prequal's hot-cold rule on fresh window reads of `routing.candidates`
+    /// nodes on every request.
+    HotCold,
 }
 
 impl Balance {
     pub const ACCEPTED: &'static str =
-        "\"roundrobin\", \"leastconn\", \"random\" or \"weighted-least-load\"";
+        "\"roundrobin\", \"leastconn\", \"random\", \"peak-ewma\", \"weighted-least-load\", \"prequal\" or \"hot-cold\"";
 
     pub fn parse(s: &str) -> Option<Balance> {
         match s {
@@ -201,6 +210,9 @@ impl Balance {
             "leastconn" => Some(Balance::LeastConn),
             "random" => Some(Balance::Random),
             "weighted-least-load" => Some(Balance::WeightedLeastLoad),
+            "peak-ewma" => Some(Balance::PeakEwma),
+            "prequal" => Some(Balance::Prequal),
+            "hot-cold" => Some(Balance::HotCold),
             _ => None,
         }
     }
@@ -211,6 +223,9 @@ impl Balance {
             Balance::LeastConn => "leastconn",
             Balance::Random => "random",
             Balance::WeightedLeastLoad => "weighted-least-load",
+            Balance::PeakEwma => "peak-ewma",
+            Balance::Prequal => "prequal",
+            Balance::HotCold => "hot-cold",
         }
     }
 }
