@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{Notify, Semaphore};
 
-use super::config::Model;
+use super::config::{Antagonist, Model};
 
 /// The modelled capacity: W slots and a queue of Q, plus counters the
 /// publisher pushes to the sidecar.
@@ -17,6 +17,8 @@ pub struct Capacity {
     slots: Semaphore,
     /// Requests admitted and not yet finished (busy + queued).
     in_system: AtomicU32,
+    /// Slots the antagonist holds now.
+    held: AtomicU32,
     requests_total: AtomicU64,
     /// Signalled on every change of busy/queue/requests_total.
     pub changed: Notify,
@@ -48,6 +50,7 @@ impl Capacity {
         Capacity {
             slots: Semaphore::new(model.slots as usize),
             in_system: AtomicU32::new(0),
+            held: AtomicU32::new(0),
             requests_total: AtomicU64::new(0),
             changed: Notify::new(),
             model,
@@ -62,9 +65,12 @@ impl Capacity {
         let busy =
             (self.model.slots as usize).saturating_sub(self.slots.available_permits()) as u64;
         let in_system = u64::from(self.in_system.load(Ordering::Acquire));
+        let held = u64::from(self.held.load(Ordering::Acquire));
         Usage {
+            // The antagonist's slots count as busy: the node's own load
+            // shows the co-tenant at once.
             busy,
-            queue: in_system.saturating_sub(busy),
+            queue: in_system.saturating_sub(busy.saturating_sub(held)),
             capacity: u64::from(self.model.slots),
             requests_total: self.requests_total.load(Ordering::Acquire),
         }
@@ -95,6 +101,54 @@ impl Capacity {
         service.run().await;
         self.requests_total.fetch_add(1, Ordering::AcqRel);
         true
+    }
+}
+
+impl Capacity {
+    /// Runs the co-tenant until `shutdown`: off for an exponential time
+    /// (mean `a.off`), then holding `a.slots` slots for an exponential time
+    /// (mean `a.on`), again and again. Taking the slots waits for them, in
+    /// turn with the requests (the semaphore is fair).
+    pub async fn run_antagonist(
+        self: std::sync::Arc<Self>,
+        a: Antagonist,
+        mut shutdown: tokio::sync::watch::Receiver<bool>,
+    ) {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(a.seed);
+        let mut exp = |mean: Duration| {
+            let u: f64 = rng.gen_range(f64::EPSILON..1.0);
+            mean.mul_f64(-u.ln()).min(mean * 20)
+        };
+        loop {
+            let off = exp(a.off);
+            tokio::select! {
+                _ = rdmalb_base::shutdown::requested(&mut shutdown) => return,
+                _ = tokio::time::sleep(off) => {}
+            }
+            let permits = tokio::select! {
+                _ = rdmalb_base::shutdown::requested(&mut shutdown) => return,
+                p = self.slots.acquire_many(a.slots) => match p {
+                    Ok(p) => p,
+                    Err(_) => return,
+                },
+            };
+            self.held.store(a.slots, Ordering::Release);
+            self.changed.notify_one();
+            tracing::debug!(slots = a.slots, "antagonist on");
+            let on = exp(a.on);
+            let stop = tokio::select! {
+                _ = rdmalb_base::shutdown::requested(&mut shutdown) => true,
+                _ = tokio::time::sleep(on) => false,
+            };
+            self.held.store(0, Ordering::Release);
+            drop(permits);
+            self.changed.notify_one();
+            tracing::debug!("antagonist off");
+            if stop {
+                return;
+            }
+        }
     }
 }
 
