@@ -20,6 +20,8 @@ pub struct Capacity {
     /// Slots the antagonist holds now.
     held: AtomicU32,
     requests_total: AtomicU64,
+    /// See [`Usage::latency_us`].
+    latency_us: AtomicU64,
     /// Signalled on every change of busy/queue/requests_total.
     pub changed: Notify,
 }
@@ -31,6 +33,9 @@ pub struct Usage {
     pub queue: u64,
     pub capacity: u64,
     pub requests_total: u64,
+    /// Moving average of the time requests spent in the node (queue and
+    /// service), microseconds; 0 before the first one.
+    pub latency_us: u64,
 }
 
 /// Held from admission to the end of service; gives back the place.
@@ -52,6 +57,7 @@ impl Capacity {
             in_system: AtomicU32::new(0),
             held: AtomicU32::new(0),
             requests_total: AtomicU64::new(0),
+            latency_us: AtomicU64::new(0),
             changed: Notify::new(),
             model,
         }
@@ -73,6 +79,7 @@ impl Capacity {
             queue: in_system.saturating_sub(busy.saturating_sub(held)),
             capacity: u64::from(self.model.slots),
             requests_total: self.requests_total.load(Ordering::Acquire),
+            latency_us: self.latency_us.load(Ordering::Acquire),
         }
     }
 
@@ -91,6 +98,7 @@ impl Capacity {
     /// Admits, waits for a slot, holds it for `service`; `false` when the
     /// node is full (nothing was held).
     pub async fn serve(&self, service: Service) -> bool {
+        let arrived = tokio::time::Instant::now();
         let Some(_admitted) = self.admit() else {
             return false;
         };
@@ -99,8 +107,24 @@ impl Capacity {
         };
         self.changed.notify_one();
         service.run().await;
+        self.record_latency(arrived.elapsed());
         self.requests_total.fetch_add(1, Ordering::AcqRel);
         true
+    }
+
+    /// Folds one request's time in the node into the moving average
+    /// (weight 1/8 per request, as TCP's SRTT): recent, so a node that
+    /// slows down (a co-tenant, a long queue) says so within a few
+    /// requests. A race between two requests loses one sample.
+    fn record_latency(&self, t: Duration) {
+        let sample = u64::try_from(t.as_micros()).unwrap_or(u64::MAX).max(1);
+        let prev = self.latency_us.load(Ordering::Relaxed);
+        let next = if prev == 0 {
+            sample
+        } else {
+            prev - prev / 8 + sample / 8
+        };
+        self.latency_us.store(next.max(1), Ordering::Relaxed);
     }
 }
 

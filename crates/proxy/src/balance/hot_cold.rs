@@ -11,10 +11,10 @@
 //!
 //! RIF here is the node's own count when its window tells it (the app's
 //! busy workers plus its queue, across every proxy: what Prequal's probe
-//! reply carries), else this proxy's in-flight count. Latency is this
-//! proxy's peak-EWMA of the node's response time (`balance::latency`):
-//! Prequal's servers estimate it themselves; our nodes' windows do not
-//! publish latency, so the proxy's own observations stand in.
+//! reply carries), else this proxy's in-flight count. Latency is the app's
+//! own recent response time when its window has one (`latency_us`, pushed
+//! by the app: Prequal's server-side estimate), else this proxy's
+//! peak-EWMA of the node's response time (`balance::latency`).
 
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
@@ -108,12 +108,17 @@ pub(crate) fn rif_of(load: &NodeLoad) -> Option<f64> {
     )
 }
 
-/// A probe of `node` from its load read, or from this proxy's in-flight
-/// count when the read gave nothing usable.
+/// A probe of `node` from its load read, or from what this proxy knows
+/// (its in-flight count, its latency estimate) where the read gave
+/// nothing usable.
 pub(crate) fn probe_of(node: &NodeState, load: &NodeLoad) -> Probe {
+    let app_latency = load
+        .fresh()
+        .map(|b| b.sample.app_latency_us)
+        .filter(|&us| us > 0);
     Probe {
         rif: rif_of(load).unwrap_or(node.inflight() as f64),
-        latency_ns: node.latency_ns(),
+        latency_ns: app_latency.map_or_else(|| node.latency_ns(), |us| us as f64 * 1000.0),
     }
 }
 

@@ -33,7 +33,8 @@ async fn slots_queue_and_overflow() {
             busy: 2,
             queue: 1,
             capacity: 2,
-            requests_total: 0
+            requests_total: 0,
+            latency_us: 0,
         }
     );
     assert!(
@@ -48,7 +49,8 @@ async fn slots_queue_and_overflow() {
             busy: 1,
             queue: 0,
             capacity: 2,
-            requests_total: 2
+            requests_total: 2,
+            latency_us: 100_000,
         }
     );
     for s in served {
@@ -60,7 +62,9 @@ async fn slots_queue_and_overflow() {
             busy: 0,
             queue: 0,
             capacity: 2,
-            requests_total: 3
+            requests_total: 3,
+            // The third waited 100 ms for a slot: 7/8 × 100 + 1/8 × 200 ms.
+            latency_us: 112_500,
         }
     );
 }
