@@ -151,6 +151,11 @@ impl HealthChecks {
     }
 }
 
+/// Starts one node's loop: the node, the snapshots it follows, the
+/// shutdown watch.
+pub(crate) type SpawnLoop =
+    fn(Arc<NodeState>, Arc<ArcSwap<Backends>>, watch::Receiver<bool>) -> JoinHandle<()>;
+
 /// One kind of per-node background loop the supervisor keeps running: the
 /// active health check ([`HEALTH_LOOP`]) and the agent-check
 /// ([`super::agent_check::AGENT_LOOP`]).
@@ -162,7 +167,7 @@ pub(crate) struct NodeLoop {
     pub wanted: fn(&Backends, &NodeState) -> bool,
     /// Spawns the loop for `node`; it runs until `shutdown` (the supervisor
     /// aborts it when the node leaves or no longer wants it).
-    pub spawn: fn(Arc<NodeState>, Arc<ArcSwap<Backends>>, watch::Receiver<bool>) -> JoinHandle<()>,
+    pub spawn: SpawnLoop,
     /// Called after the loop of `node` was stopped because the node left the
     /// config (`removed`) or stays but no longer wants the loop.
     pub stopped: fn(&NodeState, bool),
