@@ -4,13 +4,13 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
-use std::time::Instant;
 
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
 
 use super::*;
 use crate::config::Config;
+use crate::fixtures::eventually;
 
 fn weight(w: Weight) -> Reply {
     Reply {
@@ -330,14 +330,6 @@ async fn agent(line: &[u8]) -> Agent {
         line,
         served,
         task,
-    }
-}
-
-async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
 
