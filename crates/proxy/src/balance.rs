@@ -12,7 +12,10 @@
 //! - [`control`]: what the operator and a node's agent-check decide beside
 //!   health: administrative state (ready, drain, maint), weight, backup,
 //!   per-node in-flight cap;
-//! - [`health`]: the active checker, one background loop per node;
+//! - [`health`]: the active checker, one background loop per node, and the
+//!   supervisor that also keeps the agent-checks running;
+//! - [`agent_check`]: HAProxy's agent-check client (weight, administrative
+//!   state, up/down and cap from a node's agent);
 //! - [`node_windows`]: [`NodeWindows`], the connections to the nodes' windows
 //!   (reconnecting, interval reads) the load-aware policy reads;
 //! - [`load`]: the load index of `weighted-least-load`.
@@ -20,6 +23,7 @@
 //! Depends on `config` only; the data path (`proxy`) depends on this, never
 //! the other way round.
 
+pub mod agent_check;
 mod backends;
 pub mod control;
 pub mod health;
