@@ -432,21 +432,19 @@ impl NodeState {
 
     /// Sets the current weight (runtime API); 0 takes no new requests.
     pub fn set_weight(&self, weight: u32, by: Source) -> bool {
-        let changed = self.shared.control.set_weight(weight, by);
-        if changed {
-            bump_epoch();
-            tracing::info!(node = %self.name, weight = self.weight(), by = ?by, "node weight changed");
-        }
-        changed
+        self.weight_changed(self.shared.control.set_weight(weight, by), by)
     }
 
     /// Sets the weight to `percent` % of the configured weight (an
     /// agent-check's `N%`, the runtime API's `weight N%`).
     pub fn set_weight_percent(&self, percent: u32, by: Source) -> bool {
-        let changed = self.shared.control.set_weight_percent(percent, by);
+        self.weight_changed(self.shared.control.set_weight_percent(percent, by), by)
+    }
+
+    fn weight_changed(&self, changed: bool, by: Source) -> bool {
         if changed {
             bump_epoch();
-            tracing::info!(node = %self.name, weight = self.weight(), percent, by = ?by, "node weight changed");
+            tracing::info!(node = %self.name, weight = self.weight(), by = ?by, "node weight changed");
         }
         changed
     }

@@ -194,6 +194,23 @@ impl Row {
         self
     }
 
+    /// `hrsp_1xx`..`hrsp_5xx` and `hrsp_other` from counts by class (1xx
+    /// to 5xx, then cut exchanges).
+    fn responses(&mut self, by_class: &[u64; 6]) -> &mut Self {
+        const COLUMNS: [&str; 6] = [
+            "hrsp_1xx",
+            "hrsp_2xx",
+            "hrsp_3xx",
+            "hrsp_4xx",
+            "hrsp_5xx",
+            "hrsp_other",
+        ];
+        for (col, n) in COLUMNS.into_iter().zip(by_class) {
+            self.num(col, *n);
+        }
+        self
+    }
+
     pub fn get(&self, column: &str) -> Option<&Value> {
         self.0.get(column)
     }
@@ -272,19 +289,9 @@ pub fn rows(backends: &Backends, queued: &dyn Fn(&str) -> u64) -> Vec<Row> {
             if let Some(age) = since(h.last_change_unix) {
                 row.num("lastchg", age);
             }
-            for (i, col) in [
-                "hrsp_1xx",
-                "hrsp_2xx",
-                "hrsp_3xx",
-                "hrsp_4xx",
-                "hrsp_5xx",
-                "hrsp_other",
-            ]
-            .into_iter()
-            .enumerate()
-            {
-                row.num(col, t.responses[i]);
-                hrsp[i] += t.responses[i];
+            row.responses(&t.responses);
+            for (sum, n) in hrsp.iter_mut().zip(t.responses) {
+                *sum += n;
             }
             scur += n.inflight() as u64;
             stot += t.requests_total;
@@ -328,19 +335,7 @@ pub fn rows(backends: &Backends, queued: &dyn Fn(&str) -> u64) -> Vec<Row> {
             .num("req_tot", stot)
             .text("mode", "http")
             .text("algo", backends.balance());
-        for (i, col) in [
-            "hrsp_1xx",
-            "hrsp_2xx",
-            "hrsp_3xx",
-            "hrsp_4xx",
-            "hrsp_5xx",
-            "hrsp_other",
-        ]
-        .into_iter()
-        .enumerate()
-        {
-            total.num(col, hrsp[i]);
-        }
+        total.responses(&hrsp);
         if let Some(age) = last_change {
             total.num("lastchg", age);
         }
