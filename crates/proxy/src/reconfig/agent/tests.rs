@@ -186,6 +186,19 @@ fn agent_qos(c: &Cluster, id: u16, policy: crate::qos::guarantee::QosPolicy) -> 
     Arc::new(a.with_qos(policy))
 }
 
+/// An event's kind, node, from, to and epoch.
+fn event(
+    e: &crate::reconfig::events::Event,
+) -> (EventKind, &str, Option<&str>, Option<&str>, Option<u64>) {
+    (
+        e.kind,
+        e.node.as_str(),
+        e.from.as_deref(),
+        e.to.as_deref(),
+        e.epoch,
+    )
+}
+
 fn epochs(c: &Cluster) -> u64 {
     c.nodes.iter().map(|m| role(m).epoch - 1).sum()
 }
@@ -267,20 +280,8 @@ async fn a_failed_node_is_rolled_back_and_not_picked_until_active() {
     assert_eq!(a.counters().snapshot().rollbacks, 1);
     // The event log has the claim, then the rollback, newest first.
     let events = a.status().events;
-    let seen: Vec<_> = events
-        .iter()
-        .map(|e| {
-            (
-                e.kind,
-                e.node.as_str(),
-                e.from.as_deref(),
-                e.to.as_deref(),
-                e.epoch,
-            )
-        })
-        .collect();
     assert_eq!(
-        seen,
+        events.iter().map(event).collect::<Vec<_>>(),
         [
             (EventKind::Rollback, "n3", Some("s0"), Some("idle"), Some(3)),
             (EventKind::Claim, "n3", Some("idle"), Some("s0"), Some(2)),
@@ -363,27 +364,13 @@ async fn admin_moves_use_the_same_lock_and_cas() {
     ));
     // Proxy 1 logs its admin move; proxy 2 sees the role change in its
     // next round.
-    let mine = &a.status().events[0];
     assert_eq!(
-        (
-            mine.kind,
-            mine.node.as_str(),
-            mine.from.as_deref(),
-            mine.to.as_deref(),
-            mine.epoch
-        ),
+        event(&a.status().events[0]),
         (EventKind::AdminMove, "n1", Some("s1"), Some("s0"), Some(2))
     );
     b.round().await;
-    let seen = &b.status().events[0];
     assert_eq!(
-        (
-            seen.kind,
-            seen.node.as_str(),
-            seen.from.as_deref(),
-            seen.to.as_deref(),
-            seen.epoch
-        ),
+        event(&b.status().events[0]),
         (EventKind::Move, "n1", Some("s1"), Some("s0"), Some(2))
     );
     // Proxy 2's counter for s0 moved, so its agent skips its next s0 round.
