@@ -206,6 +206,7 @@ def main():
             site, at_least = exp["site"], exp["requests_at_least"]
             moved, moved_to = exp["moved_node"], exp["moved_to"]
             held_site, held = exp["held_site"], exp["inflight_at_least"]
+            cells = exp["cells"]
 
             def shows_it(s):
                 return (
@@ -214,6 +215,9 @@ def main():
                     and site_inflight(s, held_site) >= held
                     and any(e["kind"] == "admin_move" and e["node"] == moved for e in s["events"])
                     and s["nodes"].get(moved, {}).get("group") == moved_to
+                    and all(
+                        s["nodes"].get(c["node"], {}).get(c["field"]) == c["text"] for c in cells
+                    )
                 )
 
             ok, snap, seen = wait_until(page, "the traffic and the move", 30, shows_it)

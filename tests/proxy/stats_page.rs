@@ -9,10 +9,11 @@
 //! driving Debian's `/usr/bin/chromium`); this test owns the cluster and the
 //! traffic and tells the script, phase by phase, what the page must show:
 //! every site and node once loaded; after a bounded burst of requests to
-//! one site, slow requests held in flight on another and an admin move of
-//! the idle node: the first site's request count up by at least the burst,
-//! a non-zero rate, the held requests in flight, and the move in the event
-//! list with the node regrouped under its new site; after the cluster is
+//! one site, slow requests held in flight on another, an admin move of the
+//! idle node and a drain and a weight set through the runtime API: the
+//! first site's request count up by at least the burst, a non-zero rate,
+//! the held requests in flight, the move in the event list with the node
+//! regrouped under its new site, the drained node and the new weight; after the cluster is
 //! stopped, "unreachable". No console error, page error or failed request
 //! may occur while the proxy is up.
 //!
@@ -409,18 +410,33 @@ async fn the_stats_page_follows_traffic_and_moves_in_chromium() {
         .into_iter()
         .sum();
     assert_eq!(ok, BURST, "every request of the burst answered 200");
+    let token = std::fs::read_to_string(&token).unwrap();
     let moved = c
         .post(format!("http://{admin}/reconfig/move?node=n6&site=news"))
-        .bearer_auth(std::fs::read_to_string(&token).unwrap().trim())
+        .bearer_auth(token.trim())
         .send()
         .await
         .unwrap();
     assert_eq!(moved.status(), 200, "{}", moved.text().await.unwrap());
+    // An operator drains n2 and gives n1 three times the weight (runtime API).
+    let set = c
+        .post(format!("http://{admin}/runtime"))
+        .bearer_auth(token.trim())
+        .header("content-type", "application/x-rdmalb-commands")
+        .body("set node n2 state drain\nset node n1 weight 3")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(set.status(), 200, "{}", set.text().await.unwrap());
 
     let at_least = shop_before + BURST as f64;
     browser.send(json!({ "expect": {
         "site": "shop", "requests_at_least": at_least, "moved_node": "n6", "moved_to": "news",
         "held_site": "blog", "inflight_at_least": HELD,
+        "cells": [
+            { "node": "n2", "field": "state", "text": "drain" },
+            { "node": "n1", "field": "weight", "text": "3" },
+        ],
     }}));
     let updated = browser.phase("updated");
     for h in held {
@@ -437,6 +453,10 @@ async fn the_stats_page_follows_traffic_and_moves_in_chromium() {
         .map(|n| figure(&updated, "nodes", n, "inflight"))
         .sum();
     assert!(inflight >= HELD as f64, "{:#}", updated["page"]["nodes"]);
+    let nodes = &updated["page"]["nodes"];
+    assert_eq!(nodes["n2"]["state"], "drain", "{nodes:#}");
+    assert_eq!(nodes["n1"]["weight"], "3", "{nodes:#}");
+    assert_eq!(nodes["n6"]["group"], "news", "{nodes:#}");
     let event = updated["page"]["events"]
         .as_array()
         .unwrap()

@@ -159,7 +159,8 @@ pub struct SiteStatus {
     /// Nodes assigned to the site now (their role word's site, else their
     /// configured one), applied or not.
     pub nodes_assigned: usize,
-    /// Of those, the ones taking its requests: role applied and up.
+    /// Of those, the ones taking its new requests: role applied, up, ready
+    /// with a non-zero weight.
     pub nodes_serving: usize,
 }
 
@@ -231,7 +232,7 @@ pub fn status(state: &AdminState) -> Status {
                 nodes_serving: backends
                     .nodes()
                     .iter()
-                    .filter(|n| n.is_up() && n.serves(sb.index))
+                    .filter(|n| n.admits() && n.serves(sb.index))
                     .count(),
             }
         })

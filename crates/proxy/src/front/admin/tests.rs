@@ -51,6 +51,17 @@ fn status_says_when_it_was_made_and_where_each_node_is_assigned() {
         (&shop["nodes_assigned"], &shop["nodes_serving"]),
         (&1.into(), &1.into())
     );
+    // A drained node stays assigned but takes no new requests.
+    s.backends.load().nodes()[0].set_admin_state(
+        crate::balance::AdminState::Drain,
+        crate::balance::ControlSource::Runtime,
+    );
+    let doc = serde_json::to_value(status(&s)).unwrap();
+    let shop = &doc["sites"][0];
+    assert_eq!(
+        (&shop["nodes_assigned"], &shop["nodes_serving"]),
+        (&1.into(), &0.into())
+    );
 }
 
 #[test]
