@@ -411,13 +411,27 @@ async fn the_stats_page_follows_traffic_and_moves_in_chromium() {
         .sum();
     assert_eq!(ok, BURST, "every request of the burst answered 200");
     let token = std::fs::read_to_string(&token).unwrap();
-    let moved = c
-        .post(format!("http://{admin}/reconfig/move?node=n6&site=news"))
-        .bearer_auth(token.trim())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(moved.status(), 200, "{}", moved.text().await.unwrap());
+    // 409 while the node is not ACTIVE yet (its sidecar still applying
+    // its start-up role): asked again.
+    eventually("n6 moved to news", Duration::from_secs(30), || {
+        let (c, token) = (c.clone(), token.trim().to_string());
+        async move {
+            let r = c
+                .post(format!("http://{admin}/reconfig/move?node=n6&site=news"))
+                .bearer_auth(token)
+                .send()
+                .await
+                .map_err(|e| e.to_string())?;
+            let status = r.status();
+            let text = r.text().await.unwrap_or_default();
+            match status.as_u16() {
+                200 => Ok(()),
+                409 => Err(text),
+                _ => panic!("move: {status} {text}"),
+            }
+        }
+    })
+    .await;
     // An operator drains n2 and gives n1 three times the weight (runtime API).
     let set = c
         .post(format!("http://{admin}/runtime"))
