@@ -19,13 +19,12 @@ runs out reports what the page showed last, and the test fails on it. Each
 phase also reports the console errors, uncaught page errors and failed
 requests seen so far: a working page has none while the proxy is up.
 
-Chromium is Debian's (/usr/bin/chromium, or CHROMIUM); Playwright only
-drives it (`playwright install` is never run).
+Chromium is Debian's (/usr/bin/chromium); Playwright only drives it
+(`playwright install` is never run).
 """
 
 import argparse
 import json
-import os
 import signal
 import sys
 import tempfile
@@ -163,7 +162,7 @@ def main():
     ap.add_argument("--width", type=int, default=1440)
     ap.add_argument("--height", type=int, default=900)
     args = ap.parse_args()
-    chromium = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+    chromium = "/usr/bin/chromium"
     with tempfile.TemporaryDirectory(prefix="rdmalb-chromium-") as profile, sync_playwright() as p:
         ctx = p.chromium.launch_persistent_context(
             profile,
