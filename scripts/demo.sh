@@ -15,7 +15,7 @@
 #     shop.localhost (n1-n3), blog.localhost (n4-n6), news.localhost (n7-n8),
 #     shop also being the default site, weighted-least-load routing over the
 #     windows, the reconfiguration agent (POST /reconfig/move moves a node by
-#     hand), plus an admin listener (/status, /metrics).
+#     hand), plus an admin listener (/stats, /status, /metrics).
 # Browsers and curl resolve *.localhost to the loopback address, so
 # http://shop.localhost:8080/ works with no /etc/hosts change.
 #
@@ -470,6 +470,14 @@ if [ "$SMOKE" = 1 ]; then
     [[ $status_json == *'"max_inflight": 512'* ]] || missing+=" qos.max_inflight"
     if [ -z "$missing" ]; then pass "admin /status lists every site and node and the admission queue"; else fail "admin /status lacks:$missing (${status_json:0:200})"; fi
 
+    headers=$(curl -sS --max-time 5 -D - -o "$DIR/logs/stats.html" "http://127.0.0.1:$ADMIN_PORT/stats" 2>&1) || true
+    if [[ $headers == *" 200 "* && $headers == *"text/html"* && $headers == *"content-security-policy: default-src 'none'"* ]] &&
+        grep -q 'fetch("/status"' "$DIR/logs/stats.html"; then
+        pass "admin /stats serves the stats page (HTML, its own Content-Security-Policy)"
+    else
+        fail "admin /stats: ${headers:0:200}"
+    fi
+
     code=$(curl -sS --max-time 5 -o "$DIR/logs/metrics.txt" -w '%{http_code}' "http://127.0.0.1:$ADMIN_PORT/metrics" 2>&1) || true
     if [ "$code" = 200 ] && grep -q '^# TYPE' "$DIR/logs/metrics.txt"; then
         pass "admin /metrics serves Prometheus text ($(grep -c '^# TYPE' "$DIR/logs/metrics.txt") metric families)"
@@ -526,6 +534,7 @@ ${C_B}rdmalb demo is running${C_0}  (work dir: $DIR)
     http://blog.localhost:$PORT/     site "blog" on n4 n5 n6
     http://news.localhost:$PORT/     site "news" on n7 n8
     http://127.0.0.1:$PORT/          no matching host → default site "shop"
+    http://127.0.0.1:$ADMIN_PORT/stats     live stats page: sites, nodes, load, moves
     http://127.0.0.1:$ADMIN_PORT/status    sites, nodes, health (JSON)
     http://127.0.0.1:$ADMIN_PORT/metrics   Prometheus metrics
 

@@ -8,5 +8,6 @@ mod protocols;
 mod proxy_protocol;
 mod routing;
 mod runtime;
+mod stats_page;
 mod streaming;
 mod systemd;

@@ -1,13 +1,14 @@
 //! The admin listener: `GET /metrics` (Prometheus text exposition),
 //! `GET /status` (JSON: proxy, sites, nodes with health and in-flight, and
-//! the reconfiguration agent's roles and counters) and
-//! `POST /reconfig/move` ([`reconfig`]).
+//! the reconfiguration agent's roles and counters), `GET /stats` (an HTML
+//! page that polls `/status`, [`stats_page`]) and `POST /reconfig/move`
+//! ([`reconfig`]).
 //! Format documented in `docs/operations.md`.
 //!
 //! A small HTTP/1.1 server, separate from the data path and meant for
 //! loopback or a management network: bounded connections, a header-read
-//! timeout, 404 for any other path. `/metrics` and `/status` take `GET` and
-//! `HEAD` (405 otherwise) and need no credentials; the one mutating call,
+//! timeout, 404 for any other path. `/metrics`, `/status` and `/stats` take
+//! `GET` and `HEAD` (405 otherwise) and need no credentials; the one mutating call,
 //! `POST /reconfig/move`, goes through [`guard`]: a bearer token from
 //! `[admin] token_file` (refused with 403 when none is configured) and no
 //! request a browser could send for another site. It reads the same
@@ -41,6 +42,7 @@ pub mod ctl;
 pub mod guard;
 pub mod reconfig;
 pub mod runtime;
+pub mod stats_page;
 
 /// HAProxy's CSV export of its stats page (`<stats uri>;csv`): `show
 /// stat` without a token, like `/status`.
@@ -123,6 +125,10 @@ pub struct Status {
     /// The same instant as an HTTP date.
     pub loaded_at: String,
     pub uptime_seconds: u64,
+    /// When this document was made (Unix milliseconds): rates are
+    /// differences of totals between two documents over the difference of
+    /// this field.
+    pub generated_at_unix_ms: u64,
     pub balance: &'static str,
     pub sites: Vec<SiteStatus>,
     pub nodes: Vec<NodeStatus>,
@@ -150,6 +156,12 @@ pub struct SiteStatus {
     /// Names of the nodes serving the site, in config order.
     pub nodes: Vec<String>,
     pub nodes_up: usize,
+    /// Nodes assigned to the site now (their role word's site, else their
+    /// configured one), applied or not.
+    pub nodes_assigned: usize,
+    /// Of those, the ones taking its new requests: role applied, up, ready
+    /// with a non-zero weight.
+    pub nodes_serving: usize,
 }
 
 #[derive(Debug, Serialize)]
@@ -170,6 +182,12 @@ pub struct NodeStatus {
     /// What the node served: requests by class, errors, bytes, peak
     /// in-flight, requests in the last second.
     pub traffic: TrafficSnapshot,
+    /// Site the node is assigned to now: its role word's once the agent
+    /// read one, else `site` (`null` = idle pool).
+    pub assigned_site: Option<String>,
+    /// Whether its sidecar has applied that role (always true without a
+    /// role word).
+    pub role_applied: bool,
     pub health: HealthSnapshot,
     /// The node's window and its last load read (`null` without a window).
     pub load: Option<LoadStatus>,
@@ -206,6 +224,16 @@ pub fn status(state: &AdminState) -> Status {
                 health_path: sb.health_path.clone(),
                 nodes: sb.nodes().iter().map(|n| n.name.clone()).collect(),
                 nodes_up: sb.nodes().iter().filter(|n| n.is_up()).count(),
+                nodes_assigned: backends
+                    .nodes()
+                    .iter()
+                    .filter(|n| n.assigned_site() == Some(sb.index))
+                    .count(),
+                nodes_serving: backends
+                    .nodes()
+                    .iter()
+                    .filter(|n| n.admits() && n.serves(sb.index))
+                    .count(),
             }
         })
         .collect();
@@ -223,6 +251,11 @@ pub fn status(state: &AdminState) -> Status {
                 inflight: n.inflight(),
                 control: n.control(),
                 traffic: n.traffic(),
+                assigned_site: n
+                    .assigned_site()
+                    .and_then(|s| backends.sites().get(s))
+                    .map(|s| s.name.clone()),
+                role_applied: n.role_applied(),
                 health,
                 load: state
                     .windows
@@ -242,6 +275,7 @@ pub fn status(state: &AdminState) -> Status {
             .duration_since(state.started_at)
             .map(|d| d.as_secs())
             .unwrap_or(0),
+        generated_at_unix_ms: rdmalb_base::time::unix_now_ms(),
         balance: backends.balance(),
         sites,
         nodes,
@@ -263,10 +297,10 @@ fn text(status: StatusCode, body: &'static str) -> Response<Full<Bytes>> {
 /// Answers one admin request.
 pub fn handle<B>(state: &AdminState, req: &Request<B>) -> Response<Full<Bytes>> {
     let path = req.uri().path();
-    if path != "/metrics" && path != "/status" && path != STATS_CSV {
+    if path != "/metrics" && path != "/status" && path != STATS_CSV && path != stats_page::PATH {
         return text(
             StatusCode::NOT_FOUND,
-            "not found (try /metrics, /status, /stats;csv, POST /runtime or POST /reconfig/move)\n",
+            "not found (try /stats, /metrics, /status, /stats;csv, POST /runtime or POST /reconfig/move)\n",
         );
     }
     if req.method() != Method::GET && req.method() != Method::HEAD {
@@ -277,6 +311,9 @@ pub fn handle<B>(state: &AdminState, req: &Request<B>) -> Response<Full<Bytes>> 
         r.headers_mut()
             .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
         return r;
+    }
+    if path == stats_page::PATH {
+        return stats_page::page();
     }
     let (body, content_type) = if path == STATS_CSV {
         let rows = runtime::stat::rows(&state.backends.load(), &|site| {
@@ -330,7 +367,7 @@ pub fn handle<B>(state: &AdminState, req: &Request<B>) -> Response<Full<Bytes>> 
 pub async fn serve(listener: TcpListener, state: AdminState, mut shutdown: watch::Receiver<bool>) {
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     if let Ok(addr) = listener.local_addr() {
-        tracing::info!(address = %addr, "admin listener: /metrics, /status");
+        tracing::info!(address = %addr, "admin listener: /stats, /metrics, /status");
     }
     loop {
         let permit = tokio::select! {
