@@ -193,6 +193,7 @@ fn sample(n: u64) -> LoadSample {
         app_capacity: 64,
         requests_total: n,
         app_queue_len: n.wrapping_mul(11),
+        app_latency_us: n.wrapping_mul(13),
     }
 }
 

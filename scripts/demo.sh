@@ -15,7 +15,7 @@
 #     shop.localhost (n1-n3), blog.localhost (n4-n6), news.localhost (n7-n8),
 #     shop also being the default site, weighted-least-load routing over the
 #     windows, the reconfiguration agent (POST /reconfig/move moves a node by
-#     hand), plus an admin listener (/status, /metrics).
+#     hand), plus an admin listener (/stats, /status, /metrics).
 # Browsers and curl resolve *.localhost to the loopback address, so
 # http://shop.localhost:8080/ works with no /etc/hosts change.
 #
@@ -470,6 +470,14 @@ if [ "$SMOKE" = 1 ]; then
     [[ $status_json == *'"max_inflight": 512'* ]] || missing+=" qos.max_inflight"
     if [ -z "$missing" ]; then pass "admin /status lists every site and node and the admission queue"; else fail "admin /status lacks:$missing (${status_json:0:200})"; fi
 
+    headers=$(curl -sS --max-time 5 -D - -o "$DIR/logs/stats.html" "http://127.0.0.1:$ADMIN_PORT/stats" 2>&1) || true
+    if [[ $headers == *" 200 "* && $headers == *"text/html"* && $headers == *"content-security-policy: default-src 'none'"* ]] &&
+        grep -q 'fetch("/status"' "$DIR/logs/stats.html"; then
+        pass "admin /stats serves the stats page (HTML, its own Content-Security-Policy)"
+    else
+        fail "admin /stats: ${headers:0:200}"
+    fi
+
     code=$(curl -sS --max-time 5 -o "$DIR/logs/metrics.txt" -w '%{http_code}' "http://127.0.0.1:$ADMIN_PORT/metrics" 2>&1) || true
     if [ "$code" = 200 ] && grep -q '^# TYPE' "$DIR/logs/metrics.txt"; then
         pass "admin /metrics serves Prometheus text ($(grep -c '^# TYPE' "$DIR/logs/metrics.txt") metric families)"
@@ -488,9 +496,10 @@ if [ "$SMOKE" = 1 ]; then
     # same site lock + role-word CAS the agent uses); n8's sidecar rewrites
     # its nginx site.conf and reloads nginx; the proxy sends shop requests to
     # n8 once the role is applied and checked, and news requests never again.
-    out=$(curl -sS --max-time 10 -X POST -H "Authorization: Bearer $(cat "$ADMIN_TOKEN_FILE")" \
-        "http://127.0.0.1:$ADMIN_PORT/reconfig/move?node=n8&site=shop" 2>&1) || true
-    if [[ $out == *'"claimed"'* ]]; then pass "POST /reconfig/move n8 → shop claimed the node"; else fail "POST /reconfig/move: ${out:0:200}"; fi
+    out=$("$BIN" ctl -c "$PROXY_CONF" show stat 2>&1) || true
+    if [[ $out == '# pxname,svname,'* && $out == *$'\nnews,n8,'* ]]; then pass "rdmalb ctl show stat prints HAProxy's CSV"; else fail "rdmalb ctl show stat: ${out:0:200}"; fi
+    out=$("$BIN" ctl -c "$PROXY_CONF" move node n8 site shop 2>&1) || true
+    if [[ $out == *'claimed for shop'* ]]; then pass "rdmalb ctl move node n8 site shop claimed the node"; else fail "rdmalb ctl move: ${out:0:200}"; fi
     moved=''
     for _ in $(seq 300); do
         body=$(curl -sS --max-time 5 -H "Host: shop.localhost" "http://127.0.0.1:$PORT/" 2>&1) || true
@@ -525,6 +534,7 @@ ${C_B}rdmalb demo is running${C_0}  (work dir: $DIR)
     http://blog.localhost:$PORT/     site "blog" on n4 n5 n6
     http://news.localhost:$PORT/     site "news" on n7 n8
     http://127.0.0.1:$PORT/          no matching host → default site "shop"
+    http://127.0.0.1:$ADMIN_PORT/stats     live stats page: sites, nodes, load, moves
     http://127.0.0.1:$ADMIN_PORT/status    sites, nodes, health (JSON)
     http://127.0.0.1:$ADMIN_PORT/metrics   Prometheus metrics
 
@@ -532,7 +542,9 @@ ${C_B}rdmalb demo is running${C_0}  (work dir: $DIR)
     curl -i http://blog.localhost:$PORT/
     for i in \$(seq 6); do curl -s -o /dev/null -w '%header{x-served-by}\\n' http://shop.localhost:$PORT/; done
     curl -s http://127.0.0.1:$ADMIN_PORT/status
-    curl -s -X POST -H "Authorization: Bearer \$(cat $ADMIN_TOKEN_FILE)" 'http://127.0.0.1:$ADMIN_PORT/reconfig/move?node=n8&site=shop'   # move n8 to shop
+    $BIN ctl -c $PROXY_CONF show stat                 # HAProxy's stats CSV
+    $BIN ctl -c $PROXY_CONF set node n2 state drain   # no new requests to n2
+    $BIN ctl -c $PROXY_CONF move node n8 site shop    # move n8 to shop
     curl -s http://127.0.0.1:${SIDECAR_PORTS[0]}/status          # n1's sidecar: its load block
     wrk -t1 -c20 -d5s -H 'Host: news.localhost' http://127.0.0.1:$PORT/
     tail -f $DIR/logs/access.log

@@ -35,6 +35,9 @@ PACKAGES=(
     qemu-system-x86 busybox-static cpio kmod xz-utils
     # plots of benchmark results; the reconfiguration experiments' driver
     gnuplot-nox python3
+    # the stats page's browser test (tests/browser/): Debian's Chromium, and
+    # a venv for Playwright (below)
+    chromium python3-venv
 )
 
 if [ ! -r /etc/debian_version ] || ! command -v apt-get >/dev/null 2>&1; then
@@ -98,10 +101,23 @@ else
 fi
 
 # Tools the scripts call directly must now resolve.
-for tool in nginx haproxy halog wrk httperf curl cmake clang pgrep ss taskset; do
+for tool in nginx haproxy halog wrk httperf curl cmake clang pgrep ss taskset chromium; do
     command -v "$tool" >/dev/null 2>&1 || [ -x "/usr/sbin/$tool" ] ||
         die "$tool is still not on PATH after installing; check the apt output above"
 done
+
+# Playwright for Python, pinned, in its own venv (Debian's python3 refuses
+# pip installs into the system; the tests look for this venv, or
+# RDMALB_BROWSER_VENV). Only the Python package: `playwright install` is never
+# run, no browser build is downloaded; the tests drive /usr/bin/chromium.
+PLAYWRIGHT_VERSION=1.65.2
+BROWSER_VENV=${RDMALB_BROWSER_VENV:-/opt/rdmalb/browser-venv}
+if ! "$BROWSER_VENV/bin/python" -c "import sys, importlib.metadata as m; sys.exit(m.version('playwright') != '$PLAYWRIGHT_VERSION')" 2>/dev/null; then
+    log "setup: Playwright $PLAYWRIGHT_VERSION for Python in $BROWSER_VENV"
+    as_root /usr/bin/python3 -m venv "$BROWSER_VENV"
+    as_root "$BROWSER_VENV/bin/pip" install -q --disable-pip-version-check "playwright==$PLAYWRIGHT_VERSION" ||
+        die "pip could not install playwright==$PLAYWRIGHT_VERSION into $BROWSER_VENV"
+fi
 
 # The guest runner's own list of what it needs (on x86_64, the only host it runs on).
 if [ "$(uname -m)" = x86_64 ] && ! rxe_missing=$(bash "$HERE/rxe-vm/run.sh" --check); then

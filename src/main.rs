@@ -36,6 +36,23 @@ enum Command {
         #[arg(long)]
         sidecar: bool,
     },
+    /// Send runtime commands to a running proxy (`show stat`, `show info`,
+    /// `set node NAME state ready|drain|maint`, `set node NAME weight N`,
+    /// `move node NAME site SITE`, `help`) through its admin listener.
+    Ctl {
+        /// The proxy's config file: its [admin] listen and token_file.
+        #[arg(short, long, conflicts_with = "admin")]
+        config: Option<PathBuf>,
+        /// The admin listener's address (with --token-file).
+        #[arg(long, env = "RDMALB_ADMIN", requires = "token_file")]
+        admin: Option<std::net::SocketAddr>,
+        /// The file holding the admin token.
+        #[arg(long, env = "RDMALB_TOKEN_FILE")]
+        token_file: Option<PathBuf>,
+        /// The command, as words (`show stat`); several separated by `;`.
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        command: Vec<String>,
+    },
     /// Generate a pre-shared key for the tcp and verbs windows (256 random
     /// bits as `rdmalb-psk-v1:` and hex): printed, or written to a new file.
     Psk {
@@ -70,6 +87,30 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
                 None => println!("{}", key.to_text()),
             }
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Ctl {
+            config,
+            admin,
+            token_file,
+            command,
+        } => {
+            use rdmalb_proxy::front::admin::ctl;
+            let target = match (config, admin, token_file) {
+                (Some(c), _, _) => ctl::Target::from_config(&c),
+                (None, Some(a), Some(t)) => ctl::Target::new(a, &t),
+                _ => Err(
+                    "say where the proxy is: -c CONFIG, or --admin ADDR --token-file FILE".into(),
+                ),
+            }
+            .map_err(anyhow::Error::msg)?;
+            let answer = ctl::send(&target, &command.join(" ")).map_err(anyhow::Error::msg)?;
+            if answer.status == 200 {
+                print!("{}", answer.body);
+                Ok(ExitCode::SUCCESS)
+            } else {
+                eprint!("rdmalb ctl: {} {}", answer.status, answer.body);
+                Ok(ExitCode::FAILURE)
+            }
         }
         Command::Check { config, sidecar } => {
             let result = if sidecar {

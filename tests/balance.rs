@@ -1,5 +1,7 @@
-//! Health, balancing and load-aware routing through real proxies and sidecars.
+//! Health, balancing, load-aware routing and agent-checks through real
+//! proxies and sidecars.
 
 mod admin;
+mod agent_check;
 mod health;
 mod load_aware;

@@ -9,5 +9,7 @@ mod protocols;
 mod proxy_protocol;
 mod restart;
 mod routing;
+mod runtime;
+mod stats_page;
 mod streaming;
 mod systemd;

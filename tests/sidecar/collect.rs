@@ -547,6 +547,7 @@ async fn push_protocol_end_to_end_over_tcp() {
         queue: Some(1),
         requests_total: Some(1234),
         connections: None,
+        latency_us: Some(2500),
     })
     .await
     .unwrap();
@@ -561,6 +562,7 @@ async fn push_protocol_end_to_end_over_tcp() {
         (Some(3), Some(8), Some(1), Some(1234))
     );
     assert_eq!(r.get(Field::Connections), None);
+    assert_eq!(r.get(Field::AppLatency), Some(2500));
 
     // A partial update keeps the other pushed fields.
     c.push(&PushSample {

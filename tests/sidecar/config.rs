@@ -686,3 +686,44 @@ fn rejects_two_listeners_on_one_address() {
     let m = Dir::new().reject(&text, "admin.listen");
     assert!(m.contains("already used by window.tcp.listen"), "{m}");
 }
+
+#[test]
+fn accepts_an_agent_check_listener() {
+    let text = format!("{HEAD}{SHM}{SYSTEM}[agent_check]\nlisten = \"0.0.0.0:9999\"\n");
+    let cfg = Dir::new().parse(&text).unwrap();
+    assert_eq!(
+        cfg.agent_check.map(|a| a.listen),
+        Some("0.0.0.0:9999".parse().unwrap())
+    );
+    assert!(Dir::new()
+        .parse(&format!("{HEAD}{SHM}{SYSTEM}"))
+        .unwrap()
+        .agent_check
+        .is_none());
+}
+
+#[test]
+fn rejects_bad_agent_check_listen() {
+    let text = format!("{HEAD}{SHM}{SYSTEM}[agent_check]\nlisten = \"localhost\"\n");
+    let m = Dir::new().reject(&text, "agent_check.listen");
+    assert!(m.contains("`localhost` is not an IP:port address"), "{m}");
+    let text = format!("{HEAD}{SHM}{SYSTEM}[agent_check]\n");
+    let m = Dir::new().reject(&text, "agent_check.listen");
+    assert!(m.contains("missing"), "{m}");
+}
+
+#[test]
+fn rejects_unknown_agent_check_key() {
+    let text =
+        format!("{HEAD}{SHM}{SYSTEM}[agent_check]\nlisten = \"127.0.0.1:9999\"\nsend = \"x\"\n");
+    assert!(Dir::new()
+        .reject(&text, "agent_check")
+        .contains("unknown field `send`"));
+}
+
+#[test]
+fn rejects_an_agent_check_on_the_admin_address() {
+    let text = format!("{HEAD}{SHM}{SYSTEM}[admin]\nlisten = \"127.0.0.1:9201\"\n[agent_check]\nlisten = \"127.0.0.1:9201\"\n");
+    let m = Dir::new().reject(&text, "agent_check.listen");
+    assert!(m.contains("already used by admin.listen"), "{m}");
+}

@@ -147,6 +147,7 @@ async fn sidecar_publishes_live_load_over_shm_tcp_and_admin() {
         queue: Some(2),
         requests_total: Some(100),
         connections: None,
+        latency_us: None,
     })
     .await
     .unwrap();

@@ -24,16 +24,23 @@ pub struct GroupChild {
 impl GroupChild {
     /// Spawns `cmd` as the leader of a new process group.
     pub fn spawn(cmd: &mut Command) -> std::io::Result<GroupChild> {
-        let child = cmd
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0)
-            .spawn()?;
+        Self::spawn_with_stdio(cmd.stdout(Stdio::null()).stderr(Stdio::null()))
+    }
+
+    /// [`spawn`](Self::spawn) with the standard streams `cmd` sets up (pipes
+    /// are taken through [`child`](Self::child)).
+    pub fn spawn_with_stdio(cmd: &mut Command) -> std::io::Result<GroupChild> {
+        let child = cmd.process_group(0).spawn()?;
         Ok(GroupChild { child })
     }
 
     pub fn id(&self) -> u32 {
         self.child.id()
+    }
+
+    /// The child, for its pipes and exit status.
+    pub fn child(&mut self) -> &mut Child {
+        &mut self.child
     }
 }
 

@@ -123,6 +123,7 @@ fn sample(k: u64) -> LoadSample {
         app_capacity: k | 0x100,
         requests_total: k.wrapping_sub(5),
         app_queue_len: k.swap_bytes(),
+        app_latency_us: k.wrapping_mul(5),
     }
 }
 

@@ -9,7 +9,13 @@
 //! - [`Backends`] (in `backends`): the immutable per-snapshot view (nodes per
 //!   site + selector) the data path picks from, swapped with `ArcSwap` on
 //!   reload;
-//! - [`health`]: the active checker, one background loop per node;
+//! - [`control`]: what the operator and a node's agent-check decide beside
+//!   health: administrative state (ready, drain, maint), weight, backup,
+//!   per-node in-flight cap;
+//! - [`health`]: the active checker, one background loop per node, and the
+//!   supervisor that also keeps the agent-checks running;
+//! - [`agent_check`]: HAProxy's agent-check client (weight, administrative
+//!   state, up/down and cap from a node's agent);
 //! - [`node_windows`]: [`NodeWindows`], the connections to the nodes' windows
 //!   (reconnecting, interval reads) the load-aware policy reads;
 //! - [`load`]: the load index of `weighted-least-load`.
@@ -17,18 +23,27 @@
 //! Depends on `config` only; the data path (`proxy`) depends on this, never
 //! the other way round.
 
+pub mod agent_check;
 mod backends;
+pub mod control;
 pub mod health;
+mod hot_cold;
+mod latency;
 mod least_load;
 pub mod load;
 mod node;
 pub mod node_windows;
 mod policy;
+mod prequal;
 mod selector;
+pub mod traffic;
 
 pub use backends::{Backends, NoNode, PickError, SiteBackends};
+pub use control::{AdminState, ControlSnapshot, Source as ControlSource};
 pub use least_load::WeightedLeastLoad;
 pub use node::{DownReason, HealthSnapshot, NodeState, Outcome, Pick, Thresholds, Transition};
 pub use node_windows::NodeWindows;
 pub use policy::Policy;
-pub use selector::{LeastConn, RandomTwo, RoundRobin, Selector};
+pub use prequal::Prequal;
+pub use selector::{LeastConn, PeakEwma, RandomTwo, RoundRobin, Selector};
+pub use traffic::TrafficSnapshot;

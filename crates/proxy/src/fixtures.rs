@@ -53,3 +53,16 @@ pub fn site(name: &str, hosts: &[&str]) -> String {
         hosts.join(", ")
     )
 }
+
+/// Polls `cond` every 10 ms for up to 20 s (a bound on how long a broken
+/// test may hang, not a timing claim), then fails naming `what`.
+pub async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !cond() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for: {what}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}

@@ -16,7 +16,8 @@
 //!   move through the same lock and CAS;
 //! - [`peers`]: where windows come from, this proxy's own window and the
 //!   links to peer proxies;
-//! - [`status`]: counters, metrics names and the `/status` document.
+//! - [`status`]: counters, metrics names and the `/status` document;
+//! - [`events`]: the latest role changes, with their time.
 //!
 //! The role-word protocol shared with the sidecar is
 //! `docs/reconfiguration.md` (and the contract it cites). Depends on
@@ -25,6 +26,7 @@
 
 pub mod agent;
 pub mod donor;
+pub mod events;
 pub mod history;
 pub mod peers;
 pub mod protocol;

@@ -63,6 +63,8 @@ pub struct SidecarConfig {
     pub collectors: Vec<CollectorConfig>,
     /// The admin endpoint, when configured.
     pub admin: Option<AdminConfig>,
+    /// The agent-check responder (`[agent_check]`), when configured.
+    pub agent_check: Option<AgentCheckConfig>,
     /// The site this node serves at its first start (`site`, default
     /// idle): the role word is initialised to it (ACTIVE, epoch 1). A
     /// restart resumes the role recorded in `state_file` instead.
@@ -184,6 +186,13 @@ pub struct VerbsServe {
 /// `[admin]`.
 #[derive(Debug, Clone)]
 pub struct AdminConfig {
+    pub listen: SocketAddr,
+}
+
+/// `[agent_check]`: HAProxy's agent-check protocol served for this node
+/// (see [`crate::agent_check`]).
+#[derive(Debug, Clone)]
+pub struct AgentCheckConfig {
     pub listen: SocketAddr,
 }
 

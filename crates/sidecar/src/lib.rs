@@ -15,6 +15,8 @@
 //! - [`role`]: role application: watches the role word proxies CAS and
 //!   rewrites + reloads + verifies the app's config for the claimed site.
 //! - [`admin`]: `/metrics` (Prometheus) and `/status` (JSON).
+//! - [`agent_check`]: HAProxy's agent-check protocol served for the node
+//!   (weight from its load, drain while its role is not applied).
 //!
 //! [`run`] is the process entry point (`rdmalb sidecar -c FILE`); [`check`]
 //! backs `rdmalb check --sidecar -c FILE`; [`Sidecar::start`] is the
@@ -27,6 +29,7 @@
 #![deny(unsafe_code)]
 
 pub mod admin;
+pub mod agent_check;
 pub mod collect;
 pub mod config;
 pub mod publish;
@@ -140,6 +143,8 @@ pub struct BoundAddrs {
     pub tcp: Option<SocketAddr>,
     pub verbs: Option<SocketAddr>,
     pub admin: Option<SocketAddr>,
+    /// The agent-check responder.
+    pub agent_check: Option<SocketAddr>,
     /// One per push collector, in config order.
     pub push: Vec<PushListen>,
 }
@@ -258,6 +263,25 @@ impl Sidecar {
         self.window = Some(serving);
         self.tasks
             .push(tokio::spawn(applier.run(role_changed, stop_rx.clone())));
+
+        if let Some(a) = &cfg.agent_check {
+            let server = agent_check::Server::bind(a.listen)
+                .await
+                .and_then(|s| s.local_addr().map(|addr| (s, addr)))
+                .map_err(|source| SidecarError::Bind {
+                    node: cfg.node.clone(),
+                    what: "agent-check responder",
+                    addr: a.listen,
+                    source,
+                })?;
+            self.addrs.agent_check = Some(server.1);
+            let view = agent_check::NodeView::new(&cfg, memory.clone(), &slots);
+            self.tasks.push(tokio::spawn(server.0.run(
+                view,
+                cfg.node.clone(),
+                stop_rx.clone(),
+            )));
+        }
 
         if let Some(admin) = &cfg.admin {
             let state = Arc::new(admin::AdminState {

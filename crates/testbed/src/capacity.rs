@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{Notify, Semaphore};
 
-use super::config::Model;
+use super::config::{Antagonist, Model};
 
 /// The modelled capacity: W slots and a queue of Q, plus counters the
 /// publisher pushes to the sidecar.
@@ -17,7 +17,11 @@ pub struct Capacity {
     slots: Semaphore,
     /// Requests admitted and not yet finished (busy + queued).
     in_system: AtomicU32,
+    /// Slots the antagonist holds now.
+    held: AtomicU32,
     requests_total: AtomicU64,
+    /// See [`Usage::latency_us`].
+    latency_us: AtomicU64,
     /// Signalled on every change of busy/queue/requests_total.
     pub changed: Notify,
 }
@@ -29,6 +33,9 @@ pub struct Usage {
     pub queue: u64,
     pub capacity: u64,
     pub requests_total: u64,
+    /// Moving average of the time requests spent in the node (queue and
+    /// service), microseconds; 0 before the first one.
+    pub latency_us: u64,
 }
 
 /// Held from admission to the end of service; gives back the place.
@@ -48,7 +55,9 @@ impl Capacity {
         Capacity {
             slots: Semaphore::new(model.slots as usize),
             in_system: AtomicU32::new(0),
+            held: AtomicU32::new(0),
             requests_total: AtomicU64::new(0),
+            latency_us: AtomicU64::new(0),
             changed: Notify::new(),
             model,
         }
@@ -62,11 +71,15 @@ impl Capacity {
         let busy =
             (self.model.slots as usize).saturating_sub(self.slots.available_permits()) as u64;
         let in_system = u64::from(self.in_system.load(Ordering::Acquire));
+        let held = u64::from(self.held.load(Ordering::Acquire));
         Usage {
+            // The antagonist's slots count as busy: the node's own load
+            // shows the co-tenant at once.
             busy,
-            queue: in_system.saturating_sub(busy),
+            queue: in_system.saturating_sub(busy.saturating_sub(held)),
             capacity: u64::from(self.model.slots),
             requests_total: self.requests_total.load(Ordering::Acquire),
+            latency_us: self.latency_us.load(Ordering::Acquire),
         }
     }
 
@@ -85,6 +98,7 @@ impl Capacity {
     /// Admits, waits for a slot, holds it for `service`; `false` when the
     /// node is full (nothing was held).
     pub async fn serve(&self, service: Service) -> bool {
+        let arrived = tokio::time::Instant::now();
         let Some(_admitted) = self.admit() else {
             return false;
         };
@@ -93,8 +107,72 @@ impl Capacity {
         };
         self.changed.notify_one();
         service.run().await;
+        self.record_latency(arrived.elapsed());
         self.requests_total.fetch_add(1, Ordering::AcqRel);
         true
+    }
+
+    /// Folds one request's time in the node into the moving average
+    /// (weight 1/8 per request, as TCP's SRTT): recent, so a node that
+    /// slows down (a co-tenant, a long queue) says so within a few
+    /// requests. A race between two requests loses one sample.
+    fn record_latency(&self, t: Duration) {
+        let sample = u64::try_from(t.as_micros()).unwrap_or(u64::MAX).max(1);
+        let prev = self.latency_us.load(Ordering::Relaxed);
+        let next = if prev == 0 {
+            sample
+        } else {
+            prev - prev / 8 + sample / 8
+        };
+        self.latency_us.store(next.max(1), Ordering::Relaxed);
+    }
+}
+
+impl Capacity {
+    /// Runs the co-tenant until `shutdown`: off for an exponential time
+    /// (mean `a.off`), then holding `a.slots` slots for an exponential time
+    /// (mean `a.on`), again and again. Taking the slots waits for them, in
+    /// turn with the requests (the semaphore is fair).
+    pub async fn run_antagonist(
+        self: std::sync::Arc<Self>,
+        a: Antagonist,
+        mut shutdown: tokio::sync::watch::Receiver<bool>,
+    ) {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(a.seed);
+        let mut exp = |mean: Duration| {
+            let u: f64 = rng.gen_range(f64::EPSILON..1.0);
+            mean.mul_f64(-u.ln()).min(mean * 20)
+        };
+        loop {
+            let off = exp(a.off);
+            tokio::select! {
+                _ = rdmalb_base::shutdown::requested(&mut shutdown) => return,
+                _ = tokio::time::sleep(off) => {}
+            }
+            let permits = tokio::select! {
+                _ = rdmalb_base::shutdown::requested(&mut shutdown) => return,
+                p = self.slots.acquire_many(a.slots) => match p {
+                    Ok(p) => p,
+                    Err(_) => return,
+                },
+            };
+            self.held.store(a.slots, Ordering::Release);
+            self.changed.notify_one();
+            tracing::debug!(slots = a.slots, "antagonist on");
+            let on = exp(a.on);
+            let stop = tokio::select! {
+                _ = rdmalb_base::shutdown::requested(&mut shutdown) => true,
+                _ = tokio::time::sleep(on) => false,
+            };
+            self.held.store(0, Ordering::Release);
+            drop(permits);
+            self.changed.notify_one();
+            tracing::debug!("antagonist off");
+            if stop {
+                return;
+            }
+        }
     }
 }
 

@@ -151,6 +151,9 @@ pub struct Spec {
     pub seed: u64,
     pub trace: TraceSource,
     pub node: toml::Table,
+    /// Slots of each node, cycled over the nodes (`node_slots`; empty: the
+    /// `[node]` table's, the same for every node).
+    pub node_slots: Vec<u32>,
     pub sidecar: toml::Table,
     pub proxy: toml::Table,
     pub mode: Mode,
@@ -185,6 +188,7 @@ struct RawSpec {
     trace_file: Option<String>,
     trace: Option<toml::Value>,
     node: Option<toml::Table>,
+    node_slots: Option<Vec<i64>>,
     sidecar: Option<toml::Table>,
     proxy: Option<toml::Table>,
     load: Option<RawLoad>,
@@ -425,6 +429,21 @@ pub fn parse_spec(text: &str, path: &Path) -> Result<Spec, ConfigErrors> {
         }
         (None, None) => Mode::Closed { connections: 16 },
     };
+    let node_slots: Vec<u32> = raw
+        .node_slots
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|v| match u32::try_from(v) {
+            Ok(v) if (1..=4096).contains(&v) => Some(v),
+            _ => {
+                add(
+                    "node_slots",
+                    format!("{v} is out of range (accepted: 1 to 4096 slots per node)"),
+                );
+                None
+            }
+        })
+        .collect();
     check.finish(Spec {
         file: path.to_path_buf(),
         sites,
@@ -442,6 +461,7 @@ pub fn parse_spec(text: &str, path: &Path) -> Result<Spec, ConfigErrors> {
         seed,
         trace,
         node: raw.node.unwrap_or_default(),
+        node_slots,
         sidecar: raw.sidecar.unwrap_or_default(),
         proxy: raw.proxy.unwrap_or_default(),
         mode,

@@ -64,6 +64,22 @@ pub struct NodeConfig {
     pub publish_interval: Duration,
     pub model: Model,
     pub shutdown_grace: Duration,
+    /// A co-tenant that comes and goes (`antagonist_*`); `None` = never.
+    pub antagonist: Option<Antagonist>,
+}
+
+/// A co-tenant on the node (a CPU hog, a cron job): while on, it holds
+/// `slots` of the node's worker slots, which the load the node pushes to
+/// its sidecar shows at once as busy (as a hog shows at once in a node's
+/// CPU index), while requests see it only as slower service and a growing
+/// queue. On and off periods are exponential with the given means, drawn
+/// from `seed` (the cluster gives each node its own).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Antagonist {
+    pub slots: u32,
+    pub on: Duration,
+    pub off: Duration,
+    pub seed: u64,
 }
 
 /// The capacity model (docs/testbed.md, "Capacity model").
@@ -153,6 +169,10 @@ struct RawNode {
     dynamic_size: Option<String>,
     cpu_fraction: Option<f64>,
     max_body: Option<String>,
+    antagonist_slots: Option<i64>,
+    antagonist_on: Option<String>,
+    antagonist_off: Option<String>,
+    antagonist_seed: Option<i64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -407,6 +427,47 @@ pub fn parse_node(text: &str, path: &Path) -> Result<NodeConfig, ConfigErrors> {
         cpu_fraction,
         max_body,
     };
+    let antagonist = match raw.antagonist_slots {
+        None | Some(0) => {
+            for (set, key) in [
+                (raw.antagonist_on.is_some(), "antagonist_on"),
+                (raw.antagonist_off.is_some(), "antagonist_off"),
+                (raw.antagonist_seed.is_some(), "antagonist_seed"),
+            ] {
+                if set {
+                    r.add(
+                        key,
+                        "is set but antagonist_slots is not (how many slots the antagonist takes)",
+                    );
+                }
+            }
+            None
+        }
+        Some(n) => {
+            let slots_taken = r.int("antagonist_slots", Some(n), 1, 1, u64::from(slots)) as u32;
+            let on = r.duration_within(
+                "antagonist_on",
+                raw.antagonist_on.as_deref(),
+                ms(2000),
+                ms(10),
+                ms(3_600_000),
+            );
+            let off = r.duration_within(
+                "antagonist_off",
+                raw.antagonist_off.as_deref(),
+                ms(4000),
+                ms(10),
+                ms(3_600_000),
+            );
+            let seed = r.int("antagonist_seed", raw.antagonist_seed, 1, 0, u64::MAX >> 1);
+            Some(Antagonist {
+                slots: slots_taken,
+                on,
+                off,
+                seed,
+            })
+        }
+    };
     let (Some(listen), Some(site_file)) = (listen, site_file) else {
         return Err(r.into_errors());
     };
@@ -420,6 +481,7 @@ pub fn parse_node(text: &str, path: &Path) -> Result<NodeConfig, ConfigErrors> {
         publish_interval,
         model,
         shutdown_grace,
+        antagonist,
     })
 }
 

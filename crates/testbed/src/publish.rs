@@ -30,6 +30,7 @@ fn sample(u: Usage) -> PushSample {
         queue: Some(u.queue),
         requests_total: Some(u.requests_total),
         connections: None,
+        latency_us: (u.latency_us > 0).then_some(u.latency_us),
     }
 }
 

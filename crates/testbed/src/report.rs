@@ -178,8 +178,15 @@ pub struct Row {
     pub error_kinds: BTreeMap<String, u64>,
     pub p50_ms: f64,
     pub p99_ms: f64,
+    pub p999_ms: f64,
     pub max_ms: f64,
+    /// Served requests answered within each of [`OBJECTIVES_MS`] ms (the
+    /// goodput under a latency objective, as a cumulative histogram).
+    pub served_within_ms: BTreeMap<u32, u64>,
 }
+
+/// Latency objectives of [`Row::served_within_ms`], in ms.
+pub const OBJECTIVES_MS: [u32; 8] = [10, 25, 50, 100, 250, 500, 1000, 2500];
 
 fn percentile(sorted: &[u64], q: f64) -> f64 {
     if sorted.is_empty() {
@@ -205,7 +212,17 @@ impl Row {
             error_kinds: b.errors.clone(),
             p50_ms: percentile(&l, 0.50),
             p99_ms: percentile(&l, 0.99),
+            p999_ms: percentile(&l, 0.999),
             max_ms: percentile(&l, 1.0),
+            served_within_ms: OBJECTIVES_MS
+                .iter()
+                .map(|&ms| {
+                    (
+                        ms,
+                        l.partition_point(|&us| us <= u64::from(ms) * 1000) as u64,
+                    )
+                })
+                .collect(),
         }
     }
 

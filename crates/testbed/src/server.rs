@@ -351,6 +351,9 @@ pub async fn run(cfg: NodeConfig, mut shutdown: watch::Receiver<bool>) -> Result
         let (sd, every) = (shutdown.clone(), cfg.publish_interval);
         tokio::spawn(async move { super::publish::run(push, name, capacity, every, sd).await });
     }
+    if let Some(a) = cfg.antagonist {
+        tokio::spawn(Arc::clone(&node.capacity).run_antagonist(a, shutdown.clone()));
+    }
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     loop {
         tokio::select! {

@@ -91,6 +91,8 @@ pub mod word {
     pub const REQUESTS_TOTAL: usize = 19;
     /// Application queue length.
     pub const APP_QUEUE: usize = 20;
+    /// The app's recent response time, microseconds (0: not reported).
+    pub const APP_LATENCY: usize = 21;
     /// Seqlock word written last.
     pub const SEQ_END: usize = 31;
 

@@ -34,6 +34,8 @@ pub struct LoadSample {
     pub requests_total: u64,
     /// Application queue length.
     pub app_queue_len: u64,
+    /// The app's recent response time, microseconds (0: not reported).
+    pub app_latency_us: u64,
 }
 
 /// One load field.
@@ -61,11 +63,13 @@ pub enum Field {
     RequestsTotal,
     /// Requests waiting in the app's queue.
     AppQueue,
+    /// The app's recent response time, microseconds.
+    AppLatency,
 }
 
 impl Field {
     /// Every field, in load-block order.
-    pub const ALL: [Field; 11] = [
+    pub const ALL: [Field; 12] = [
         Field::Cpu,
         Field::RunQueue,
         Field::Mem,
@@ -77,6 +81,7 @@ impl Field {
         Field::AppCapacity,
         Field::RequestsTotal,
         Field::AppQueue,
+        Field::AppLatency,
     ];
 
     /// Name used in the sidecar's /status, metric labels and the push
@@ -94,6 +99,7 @@ impl Field {
             Field::AppCapacity => "capacity",
             Field::RequestsTotal => "requests_total",
             Field::AppQueue => "queue",
+            Field::AppLatency => "latency_us",
         }
     }
 
@@ -111,6 +117,7 @@ impl Field {
             Field::AppCapacity => word::APP_CAPACITY,
             Field::RequestsTotal => word::REQUESTS_TOTAL,
             Field::AppQueue => word::APP_QUEUE,
+            Field::AppLatency => word::APP_LATENCY,
         }
     }
 
@@ -142,6 +149,7 @@ impl Field {
             Field::AppCapacity => &s.app_capacity,
             Field::RequestsTotal => &s.requests_total,
             Field::AppQueue => &s.app_queue_len,
+            Field::AppLatency => &s.app_latency_us,
         }
     }
 
@@ -158,6 +166,7 @@ impl Field {
             Field::AppCapacity => &mut s.app_capacity,
             Field::RequestsTotal => &mut s.requests_total,
             Field::AppQueue => &mut s.app_queue_len,
+            Field::AppLatency => &mut s.app_latency_us,
         }
     }
 }

@@ -16,10 +16,11 @@ use std::time::{Duration, SystemTime};
 
 use arc_swap::ArcSwap;
 
+use super::control::Configured;
 use super::node::{Slots, Thresholds, HEALTH_EPOCH};
 use super::policy::Policy;
 use super::{NodeState, NodeWindows, Pick};
-use crate::config::{Config, HealthCheck, HostPattern, SendProxy};
+use crate::config::{AgentCheck, Config, HealthCheck, HostPattern, SendProxy};
 
 /// Why no node could be picked for a site.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -125,15 +126,17 @@ impl SiteBackends {
         if cached.epoch == epoch {
             return cached;
         }
-        let fresh = Arc::new(UpList {
-            epoch,
-            nodes: self
-                .nodes
+        let usable = || {
+            self.nodes
                 .iter()
-                .filter(|n| n.is_up() && n.serves(self.index))
-                .cloned()
-                .collect(),
-        });
+                .filter(|n| n.admits() && n.serves(self.index))
+        };
+        // Backups only while no other node can take requests.
+        let mut nodes: Vec<Arc<NodeState>> = usable().filter(|n| !n.is_backup()).cloned().collect();
+        if nodes.is_empty() {
+            nodes = usable().cloned().collect();
+        }
+        let fresh = Arc::new(UpList { epoch, nodes });
         self.up.store(Arc::clone(&fresh));
         arc_swap::Guard::from_inner(fresh)
     }
@@ -149,8 +152,13 @@ pub struct Backends {
     health: HealthCheck,
     /// `[[node]] send_proxy` by node index: the header health checks send.
     send_proxy: Vec<Option<SendProxy>>,
+    /// `[[node]] agent_port` … by node index: the agent-checks to run.
+    agents: Vec<Option<AgentCheck>>,
     /// `limits.max_inflight_per_node` (0 = unlimited).
     max_inflight: usize,
+    /// Whether some node may have a cap of its own (`[[node]]
+    /// max_inflight`, or an agent-check that may send `maxconn:`).
+    own_limits: bool,
     /// `timeouts.queue`.
     queue: Duration,
     built_at: SystemTime,
@@ -236,6 +244,7 @@ impl Backends {
                 };
                 node.set_thresholds(thresholds);
                 node.set_checked(n.check);
+                node.apply_configured(Configured::of(n));
                 node
             })
             .collect();
@@ -276,7 +285,12 @@ impl Backends {
             policy,
             health: config.health.clone(),
             send_proxy: config.nodes.iter().map(|n| n.send_proxy).collect(),
+            agents: config.nodes.iter().map(|n| n.agent).collect(),
             max_inflight: config.limits.max_inflight_per_node,
+            own_limits: config
+                .nodes
+                .iter()
+                .any(|n| n.max_inflight.is_some() || n.agent.is_some()),
             queue: config.timeouts.queue,
             built_at: SystemTime::now(),
         }
@@ -335,7 +349,7 @@ impl Backends {
     /// `routing.read_deadline`); the other policies decide synchronously
     /// exactly as [`pick`](Self::pick).
     pub async fn pick_queued(&self, site: usize, exclude: &[usize]) -> Result<Pick, PickError> {
-        if self.max_inflight == 0 {
+        if self.max_inflight == 0 && !self.own_limits {
             // The baselines decide synchronously: no future to drive.
             return match self.policy {
                 Policy::Local(_) => Ok(self.pick(site, exclude)?),
@@ -387,12 +401,16 @@ impl Backends {
         let Some(sb) = self.sites.get(site).filter(|s| !s.nodes.is_empty()) else {
             return Limited::None(NoNode::Empty);
         };
-        let limit = self.max_inflight;
+        let limit = |n: &NodeState| n.own_max_inflight().unwrap_or(self.max_inflight);
+        let has_room = |n: &NodeState| {
+            let l = limit(n);
+            l == 0 || n.inflight() < l
+        };
         for _ in 0..RACE_RETRIES {
             let up = sb.up_list();
             let usable = || up.nodes.iter().filter(|n| !exclude.contains(&n.index));
             let candidates: Vec<Arc<NodeState>> =
-                usable().filter(|n| n.inflight() < limit).cloned().collect();
+                usable().filter(|n| has_room(n)).cloned().collect();
             if candidates.is_empty() {
                 return if up.nodes.is_empty() {
                     Limited::None(NoNode::AllDown)
@@ -407,7 +425,7 @@ impl Backends {
                 return Limited::None(NoNode::AllDown);
             };
             // Another request may have taken the last slot since the filter.
-            if node.try_inflight_inc(limit) {
+            if node.try_inflight_inc(limit(&node)) {
                 return Limited::Got(Pick::taken(node));
             }
         }
@@ -451,11 +469,17 @@ impl Backends {
         &self.policy
     }
 
-    /// `[health]` settings of this snapshot.
+    /// `[[node]] send_proxy` of `node` in this snapshot.
     pub fn send_proxy_of(&self, node: &NodeState) -> Option<SendProxy> {
         self.send_proxy.get(node.index).copied().flatten()
     }
 
+    /// `[[node]] agent_port` … of `node` in this snapshot.
+    pub fn agent_of(&self, node: &NodeState) -> Option<AgentCheck> {
+        self.agents.get(node.index).copied().flatten()
+    }
+
+    /// `[health]` settings of this snapshot.
     pub fn health(&self) -> &HealthCheck {
         &self.health
     }

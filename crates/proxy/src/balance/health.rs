@@ -18,6 +18,9 @@
 //! next round. A node with `check = false` keeps an idle loop that probes
 //! nothing (it is assumed up, see `node`). Every loop takes the shutdown watch and stops cleanly
 //! (mini-redis `shutdown.rs` style).
+//!
+//! The same supervisor keeps the agent-check loops ([`super::agent_check`]):
+//! it runs every [`NodeLoop`] kind it is given for the nodes that want it.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -34,7 +37,7 @@ use tokio::net::TcpStream;
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 
-use super::{Backends, NodeState, Transition};
+use super::{AdminState, Backends, NodeState, Transition};
 use crate::config::SendProxy;
 
 /// Gauge `rdmalb_node_up{node,site}`: 1 up, 0 down (or removed).
@@ -127,7 +130,7 @@ async fn check_inner(
     }
 }
 
-/// Handle on the running checker.
+/// Handle on the running checkers (health checks and agent-checks).
 #[derive(Debug)]
 pub struct HealthChecks {
     supervisor: JoinHandle<()>,
@@ -148,58 +151,104 @@ impl HealthChecks {
     }
 }
 
-/// Starts the active checker: one loop per node of the current snapshot and
-/// of every later one stored in `backends`. Stops when `shutdown` becomes
-/// `true` (or its sender is dropped). Must be called inside a Tokio runtime.
+/// Starts one node's loop: the node, the snapshots it follows, the
+/// shutdown watch.
+pub(crate) type SpawnLoop =
+    fn(Arc<NodeState>, Arc<ArcSwap<Backends>>, watch::Receiver<bool>) -> JoinHandle<()>;
+
+/// One kind of per-node background loop the supervisor keeps running: the
+/// active health check ([`HEALTH_LOOP`]) and the agent-check
+/// ([`super::agent_check::AGENT_LOOP`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct NodeLoop {
+    /// For log lines: "health check", "agent-check".
+    pub what: &'static str,
+    /// Whether `node` of `backends` gets this loop.
+    pub wanted: fn(&Backends, &NodeState) -> bool,
+    /// Spawns the loop for `node`; it runs until `shutdown` (the supervisor
+    /// aborts it when the node leaves or no longer wants it).
+    pub spawn: SpawnLoop,
+    /// Called after the loop of `node` was stopped because the node left the
+    /// config (`removed`) or stays but no longer wants the loop.
+    pub stopped: fn(&NodeState, bool),
+}
+
+/// The active health check: every node, whatever its `check` (a node with
+/// `check = false` keeps an idle loop, so switching checks on finds it).
+pub(crate) const HEALTH_LOOP: NodeLoop = NodeLoop {
+    what: "health check",
+    wanted: |_, _| true,
+    spawn: |node, backends, shutdown| tokio::spawn(node_loop(node, backends, shutdown)),
+    // Zero the gauge so a removed node does not keep reporting "up".
+    stopped: |node, _| set_up_gauge(node, false),
+};
+
+/// Starts the active checker and the agent-checks: one loop per node of the
+/// current snapshot and of every later one stored in `backends` (an
+/// agent-check loop only for nodes with `agent_port`). Stops when `shutdown`
+/// becomes `true` (or its sender is dropped). Must be called inside a Tokio
+/// runtime.
 pub fn spawn_checks(
     backends: Arc<ArcSwap<Backends>>,
     shutdown: watch::Receiver<bool>,
 ) -> HealthChecks {
     let resync = Arc::new(Notify::new());
-    let supervisor = tokio::spawn(supervise(backends, shutdown, Arc::clone(&resync)));
+    let supervisor = tokio::spawn(supervise(
+        backends,
+        shutdown,
+        Arc::clone(&resync),
+        &[HEALTH_LOOP, super::agent_check::AGENT_LOOP],
+    ));
     HealthChecks { supervisor, resync }
 }
 
-async fn supervise(
+/// Keeps one loop of each kind in `kinds` running for every node that wants
+/// it: starts loops for new nodes, stops those of removed nodes (and of
+/// nodes that no longer want the kind), restarts a loop that ended before
+/// shutdown (only a panic ends one), and on shutdown waits for all.
+pub(crate) async fn supervise(
     backends: Arc<ArcSwap<Backends>>,
     mut shutdown: watch::Receiver<bool>,
     resync: Arc<Notify>,
+    kinds: &'static [NodeLoop],
 ) {
-    let mut loops: Vec<(Arc<NodeState>, JoinHandle<()>)> = Vec::new();
+    let mut loops: Vec<(&'static NodeLoop, Arc<NodeState>, JoinHandle<()>)> = Vec::new();
     let mut seen: Option<Arc<Backends>> = None;
     loop {
-        // Before shutdown a loop ends only by panicking: restart it.
-        let finished = loops.iter().any(|(_, h)| h.is_finished());
+        let finished = loops.iter().any(|(_, _, h)| h.is_finished());
         let current = backends.load_full();
         let moved = !seen.as_ref().is_some_and(|s| Arc::ptr_eq(s, &current));
         if moved || finished {
-            loops.retain(|(node, handle)| {
-                if current.find_same(node).is_none() {
-                    // Zero the gauge so a removed node does not keep
-                    // reporting "up".
+            loops.retain(|(kind, node, handle)| {
+                let kept = current.find_same(node);
+                if !kept.is_some_and(|n| (kind.wanted)(&current, n)) {
                     handle.abort();
-                    set_up_gauge(node, false);
+                    (kind.stopped)(node, kept.is_none());
                     tracing::info!(
                         node = %node.name,
                         address = %node.address,
-                        "node removed; its health checks stop"
+                        "{}s of the node stop ({})",
+                        kind.what,
+                        if kept.is_none() { "node removed" } else { "no longer configured" }
                     );
                     return false;
                 }
                 if handle.is_finished() {
-                    tracing::error!(node = %node.name, "health check loop ended unexpectedly; restarting it");
+                    tracing::error!(node = %node.name, "{} loop ended unexpectedly; restarting it", kind.what);
                     return false;
                 }
                 true
             });
-            for node in current.nodes() {
-                if !loops.iter().any(|(n, _)| n.same_node(node)) {
-                    let handle = tokio::spawn(node_loop(
-                        Arc::clone(node),
-                        Arc::clone(&backends),
-                        shutdown.clone(),
-                    ));
-                    loops.push((Arc::clone(node), handle));
+            for kind in kinds {
+                for node in current.nodes() {
+                    let running = loops
+                        .iter()
+                        .any(|(k, n, _)| std::ptr::eq(*k, kind) && n.same_node(node));
+                    if !running && (kind.wanted)(&current, node) {
+                        let handle =
+                            (kind.spawn)(Arc::clone(node), Arc::clone(&backends), shutdown.clone());
+                        loops.push((kind, Arc::clone(node), handle));
+                    }
                 }
             }
             seen = Some(current);
@@ -210,7 +259,7 @@ async fn supervise(
             _ = tokio::time::sleep(RESCAN) => {}
         }
     }
-    for (_, handle) in loops {
+    for (_, _, handle) in loops {
         let _ = handle.await;
     }
 }
@@ -257,19 +306,11 @@ async fn node_loop(
             set_up_gauge(current, current.is_up());
         }
         node = Arc::clone(current);
-        if !node.is_checked() {
-            // `check = false`: assumed up, never probed. The loop stays so a
-            // reload that switches checks on finds it running.
-            let interval = snap.health().interval;
-            drop(snap);
-            tokio::select! {
-                _ = rdmalb_base::shutdown::requested(&mut shutdown) => return,
-                _ = tokio::time::sleep(interval) => continue,
-            }
-        }
-        if !node.role_applied() {
-            // A moved node is checked for its new site only once the sidecar
-            // has applied the role; a pass before that proves nothing.
+        // Not probed now, the loop staying so that a change finds it
+        // running: `check = false` (assumed up); maintenance (HAProxy stops
+        // checks of a server in MAINT); a moved node whose sidecar has not
+        // applied the role yet (a pass before that proves nothing).
+        if !node.is_checked() || node.admin_state() == AdminState::Maint || !node.role_applied() {
             let interval = snap.health().interval;
             drop(snap);
             tokio::select! {

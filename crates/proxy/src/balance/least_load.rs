@@ -28,15 +28,27 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 use futures_util::FutureExt;
 use rand::Rng;
 
+use super::hot_cold::{self, RifHistory};
 use super::load::{rank, Candidate, NodeLoad, Unknown};
 use super::node_windows::{read_now, NodeWindow, NodeWindows, Observation};
 use super::selector::Cursors;
 use super::{NodeState, Selector};
-use crate::config::{Candidates, Config, LoadWeights, ReadMode};
+use crate::config::{Balance, Candidates, Config, LoadWeights, ReadMode};
+
+/// How a decision ranks the candidates it read.
+#[derive(Debug)]
+enum Rule {
+    /// `weighted-least-load`: the lowest load index ([`rank`]).
+    LeastLoad,
+    /// `hot-cold`: Prequal's hot-cold lexicographic rule on the fresh reads
+    /// ([`hot_cold`]), with each site's recent RIFs for the threshold.
+    HotCold(Vec<RifHistory>),
+}
 
 /// The policy, built per config snapshot.
 #[derive(Debug)]
 pub struct WeightedLeastLoad {
+    rule: Rule,
     windows: Arc<NodeWindows>,
     /// Per site, plus the global default at the end for unknown indices.
     weights: Vec<LoadWeights>,
@@ -61,7 +73,16 @@ impl WeightedLeastLoad {
     pub fn new(config: &Config, windows: Arc<NodeWindows>) -> WeightedLeastLoad {
         let mut weights: Vec<LoadWeights> = config.sites.iter().map(|s| s.weights).collect();
         weights.push(LoadWeights::default());
+        let rule = match config.global.balance {
+            Balance::HotCold => Rule::HotCold(
+                (0..=config.sites.len())
+                    .map(|_| RifHistory::default())
+                    .collect(),
+            ),
+            _ => Rule::LeastLoad,
+        };
         WeightedLeastLoad {
+            rule,
             windows,
             weights,
             candidates: config.routing.candidates,
@@ -199,7 +220,38 @@ impl WeightedLeastLoad {
             .collect();
         let mut scores = Vec::with_capacity(slots.len());
         let start = self.cursors.next(site);
-        let best = rank(self.weights(site), &view, start, &mut scores).unwrap_or(0);
+        let mut best = rank(self.weights(site), &view, start, &mut scores).unwrap_or(0);
+        if let Rule::HotCold(history) = &self.rule {
+            let history = &history[site.min(history.len() - 1)];
+            let n = slots.len();
+            // From the rotating start, so ties take turns.
+            let probes: Vec<hot_cold::Probe> = (0..n)
+                .map(|k| {
+                    let s = &slots[(start + k) % n];
+                    let p = hot_cold::probe_of(&s.node, &s.load);
+                    history.record(p.rif);
+                    p
+                })
+                .collect();
+            if let Some(k) = hot_cold::choose(&probes, history.threshold()) {
+                best = (start + k) % n;
+            }
+        } else if slots
+            .iter()
+            .any(|s| s.node.weight() != slots[0].node.weight())
+        {
+            // Weighted nodes: the lowest load per unit of weight (a node of
+            // weight 2 at index 0.8 ranks with one of weight 1 at 0.4).
+            let per_weight = |i: usize| scores[i] / f64::from(slots[i].node.weight().max(1));
+            let n = slots.len();
+            best = start % n;
+            for k in 1..n {
+                let i = (start + k) % n;
+                if per_weight(i) < per_weight(best) {
+                    best = i;
+                }
+            }
+        }
         for (s, score) in slots.iter().zip(&scores) {
             if let Some(w) = &s.window {
                 if count {
@@ -218,7 +270,10 @@ impl WeightedLeastLoad {
 
 impl Selector for WeightedLeastLoad {
     fn name(&self) -> &'static str {
-        "weighted-least-load"
+        match self.rule {
+            Rule::LeastLoad => "weighted-least-load",
+            Rule::HotCold(_) => "hot-cold",
+        }
     }
 
     /// Without reading: interval snapshots, else the last read seen.

@@ -27,6 +27,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde::Serialize;
 
+use super::control::{AdminState, Configured, Control, ControlSnapshot, Source};
+use super::latency::PeakEwma;
+use super::traffic::{Traffic, TrafficSnapshot};
+
 /// Result of one upstream attempt, reported by the data path for passive
 /// health.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -170,6 +174,12 @@ pub(crate) struct Shared {
     role_site: AtomicU32,
     /// Whether the sidecar has applied that role (`ROLE_APPLIED == epoch`).
     role_applied: AtomicBool,
+    /// Administrative state, weight, backup, per-node cap, agent's say.
+    control: Control,
+    /// What the node served (for `show stat`, `/status`).
+    traffic: Traffic,
+    /// Time to the node's response head, as this proxy sees it.
+    latency: PeakEwma,
 }
 
 /// `role_site` value of a node whose role word was never seen.
@@ -193,6 +203,9 @@ impl Shared {
             machine: Mutex::new(Machine::default()),
             role_site: AtomicU32::new(ROLE_STATIC),
             role_applied: AtomicBool::new(true),
+            control: Control::new(),
+            traffic: Traffic::default(),
+            latency: PeakEwma::default(),
         }
     }
 
@@ -307,7 +320,8 @@ impl NodeState {
     }
 
     pub(crate) fn inflight_inc(&self) {
-        self.shared.inflight.fetch_add(1, Ordering::Relaxed);
+        let before = self.shared.inflight.fetch_add(1, Ordering::Relaxed);
+        self.shared.traffic.started(before + 1);
     }
 
     /// Takes a slot only while fewer than `limit` requests are in flight
@@ -317,12 +331,48 @@ impl NodeState {
             self.inflight_inc();
             return true;
         }
-        self.shared
+        match self
+            .shared
             .inflight
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
                 (v < limit).then_some(v + 1)
-            })
-            .is_ok()
+            }) {
+            Ok(before) => {
+                self.shared.traffic.started(before + 1);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// A request on this node ended with a response of status class
+    /// `class` (index into `front::stats::CODE_CLASSES`, 5 = cut), having
+    /// sent `bytes_out` response bytes to the client.
+    pub fn record_response(&self, class: usize, bytes_out: u64) {
+        self.shared.traffic.finished(class, bytes_out);
+    }
+
+    /// An attempt on this node failed; `kind` indexes
+    /// `front::stats::UPSTREAM_ERROR_KINDS` (connect, timeout, protocol,
+    /// 5xx).
+    pub fn record_upstream_error(&self, kind: usize) {
+        self.shared.traffic.upstream_error(kind);
+    }
+
+    /// Records the time from sending a request to the node's response head.
+    pub fn observe_latency(&self, rtt: std::time::Duration) {
+        self.shared.latency.observe(rtt);
+    }
+
+    /// The node's peak-EWMA response latency in nanoseconds (1 ms before
+    /// any answer; see `balance::latency`).
+    pub fn latency_ns(&self) -> f64 {
+        self.shared.latency.estimate_ns()
+    }
+
+    /// What the node served, for `/status` and `show stat`.
+    pub fn traffic(&self) -> TrafficSnapshot {
+        self.shared.traffic.snapshot()
     }
 
     pub(crate) fn inflight_dec(&self) {
@@ -331,9 +381,95 @@ impl NodeState {
         self.shared.inflight.fetch_sub(1, Ordering::SeqCst);
     }
 
-    /// Whether the node may receive traffic.
+    /// Whether the node is up (health: checks and passive ejection).
     pub fn is_up(&self) -> bool {
         self.shared.up.load(Ordering::Relaxed)
+    }
+
+    /// Whether the node may take new requests: up, and ready with a
+    /// non-zero weight as far as the operator and its agent are concerned.
+    pub fn admits(&self) -> bool {
+        self.is_up() && self.shared.control.admits()
+    }
+
+    /// The administrative state (ready, drain, maint).
+    pub fn admin_state(&self) -> AdminState {
+        self.shared.control.admin()
+    }
+
+    /// The current weight (0..=256).
+    pub fn weight(&self) -> u32 {
+        self.shared.control.weight()
+    }
+
+    /// Whether the node is a backup of its site (`[[node]] backup`).
+    pub fn is_backup(&self) -> bool {
+        self.shared.control.is_backup()
+    }
+
+    /// The node's own in-flight cap (an agent's `maxconn:`, else `[[node]]
+    /// max_inflight`), `None` when the site-wide limit applies.
+    pub fn own_max_inflight(&self) -> Option<usize> {
+        self.shared.control.max_inflight()
+    }
+
+    /// Administrative state, weight and the rest, for `/status`.
+    pub fn control(&self) -> ControlSnapshot {
+        self.shared.control.snapshot()
+    }
+
+    /// Sets the administrative state (runtime API or agent-check). Returns
+    /// whether it changed; routing follows at once, in-flight requests
+    /// finish.
+    pub fn set_admin_state(&self, state: AdminState, by: Source) -> bool {
+        let changed = self.shared.control.set_admin(state, by);
+        if changed {
+            bump_epoch();
+            tracing::info!(node = %self.name, state = state.as_str(), by = ?by, "node administrative state changed");
+        }
+        changed
+    }
+
+    /// Sets the current weight (runtime API); 0 takes no new requests.
+    pub fn set_weight(&self, weight: u32, by: Source) -> bool {
+        self.weight_changed(self.shared.control.set_weight(weight, by), by)
+    }
+
+    /// Sets the weight to `percent` % of the configured weight (an
+    /// agent-check's `N%`, the runtime API's `weight N%`).
+    pub fn set_weight_percent(&self, percent: u32, by: Source) -> bool {
+        self.weight_changed(self.shared.control.set_weight_percent(percent, by), by)
+    }
+
+    fn weight_changed(&self, changed: bool, by: Source) -> bool {
+        if changed {
+            bump_epoch();
+            tracing::info!(node = %self.name, weight = self.weight(), by = ?by, "node weight changed");
+        }
+        changed
+    }
+
+    /// Records an agent-check's `down` (true) or `up` (false).
+    pub fn set_agent_down(&self, down: bool) -> bool {
+        let changed = self.shared.control.set_agent_down(down);
+        if changed {
+            bump_epoch();
+            tracing::info!(node = %self.name, down, "agent-check changed the node's state");
+        }
+        changed
+    }
+
+    /// Records an agent-check's `maxconn:N` (`None` clears it).
+    pub fn set_agent_max_inflight(&self, limit: Option<usize>) {
+        self.shared.control.set_agent_max_inflight(limit);
+    }
+
+    /// Applies `[[node]] weight`, `disabled`, `max_inflight` and `backup`
+    /// (at build and on reload; see [`super::control`]).
+    pub(crate) fn apply_configured(&self, c: Configured) {
+        if self.shared.control.apply_config(c) {
+            bump_epoch();
+        }
     }
 
     /// The site this node is assigned to now: the site of its role word once

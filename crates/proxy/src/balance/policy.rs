@@ -8,7 +8,8 @@
 use std::sync::Arc;
 
 use super::least_load::WeightedLeastLoad;
-use super::selector::{LeastConn, RandomTwo, RoundRobin, Selector};
+use super::prequal::Prequal;
+use super::selector::{LeastConn, PeakEwma, RandomTwo, RoundRobin, Selector};
 use super::{NodeState, NodeWindows};
 use crate::config::{Balance, Config};
 
@@ -31,10 +32,11 @@ impl Policy {
             Balance::RoundRobin => Policy::Local(Arc::new(RoundRobin::new(sites))),
             Balance::LeastConn => Policy::Local(Arc::new(LeastConn::new(sites))),
             Balance::Random => Policy::Local(Arc::new(RandomTwo)),
-            Balance::WeightedLeastLoad => Policy::LoadAware(Arc::new(WeightedLeastLoad::new(
-                config,
-                Arc::clone(windows),
-            ))),
+            Balance::PeakEwma => Policy::Local(Arc::new(PeakEwma)),
+            Balance::Prequal => Policy::Local(Arc::new(Prequal::new(sites, Arc::clone(windows)))),
+            Balance::WeightedLeastLoad | Balance::HotCold => Policy::LoadAware(Arc::new(
+                WeightedLeastLoad::new(config, Arc::clone(windows)),
+            )),
         }
     }
 

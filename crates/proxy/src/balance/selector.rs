@@ -11,6 +11,12 @@
 //! choices on in-flight counts, as in linkerd2-proxy `pool/p2c`). The
 //! load-aware policy implements the same trait and reads node windows through
 //! the candidates it is given.
+//!
+//! Every policy honours the nodes' weights (`[[node]] weight`, the runtime
+//! API, an agent-check's `N%`) as HAProxy's do: round robin gives each node
+//! its weight's share of every cycle, leastconn compares in-flight counts
+//! per unit of weight, random draws by weight. With equal weights each is
+//! exactly the unweighted policy.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -31,6 +37,108 @@ pub trait Selector: Send + Sync + std::fmt::Debug + 'static {
     /// (for per-site state such as cursors or load weights); it may be out of
     /// the range the selector was built for, which must not panic.
     fn select(&self, site: usize, candidates: &[Arc<NodeState>]) -> Option<Arc<NodeState>>;
+}
+
+/// Whether every candidate has the same weight (the common case: the
+/// policies then skip the weight arithmetic).
+pub(super) fn equal_weights(candidates: &[Arc<NodeState>]) -> bool {
+    let mut it = candidates.iter().map(|n| n.weight());
+    let first = it.next();
+    it.all(|w| Some(w) == first)
+}
+
+/// Whether `a` has less in flight per unit of weight than `b`, counting the
+/// request being placed (HAProxy's `(conns + 1) / weight`), so that idle
+/// nodes rank by weight.
+fn lighter(a: &NodeState, b: &NodeState) -> bool {
+    let (ia, ib) = (a.inflight() as u64 + 1, b.inflight() as u64 + 1);
+    ia * u64::from(b.weight().max(1)) < ib * u64::from(a.weight().max(1))
+}
+
+/// Position `c` of a weighted rotation: every cycle of `W` (the sum of the
+/// weights) consecutive positions gives each node exactly its weight in
+/// slots. The cycle is walked with a stride coprime to `W` near `W / φ`,
+/// so a heavy node's slots are spread over the cycle instead of coming in
+/// one run.
+fn weighted_slot(c: usize, candidates: &[Arc<NodeState>]) -> usize {
+    let total: u64 = candidates.iter().map(|n| u64::from(n.weight())).sum();
+    if total == 0 {
+        return c % candidates.len();
+    }
+    let mut stride = ((total as f64 * 0.618) as u64).max(1);
+    while gcd(stride, total) != 1 {
+        stride += 1;
+    }
+    let mut p = ((c as u64) % total) * stride % total;
+    for (i, n) in candidates.iter().enumerate() {
+        let w = u64::from(n.weight());
+        if p < w {
+            return i;
+        }
+        p -= w;
+    }
+    candidates.len() - 1
+}
+
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+/// A candidate drawn with probability proportional to its weight, other
+/// than `skip`.
+fn weighted_draw(rng: &mut impl Rng, candidates: &[Arc<NodeState>], skip: Option<usize>) -> usize {
+    let weight = |i: usize| {
+        if Some(i) == skip {
+            0
+        } else {
+            u64::from(candidates[i].weight())
+        }
+    };
+    let total: u64 = (0..candidates.len()).map(weight).sum();
+    if total == 0 {
+        return (0..candidates.len())
+            .find(|&i| Some(i) != skip)
+            .unwrap_or(0);
+    }
+    let mut p = rng.gen_range(0..total);
+    for i in 0..candidates.len() {
+        let w = weight(i);
+        if p < w {
+            return i;
+        }
+        p -= w;
+    }
+    candidates.len() - 1
+}
+
+/// Power of two choices: two distinct candidates drawn (uniformly, or by
+/// weight when the weights differ), the second kept when `better(first,
+/// second)`, else the first (so a tie goes to a random one of the two:
+/// the draw order is random).
+fn two_choices(
+    candidates: &[Arc<NodeState>],
+    better: impl Fn(&NodeState, &NodeState) -> bool,
+) -> Option<Arc<NodeState>> {
+    let n = candidates.len();
+    if n <= 1 {
+        return candidates.first().cloned();
+    }
+    // thread_rng is a thread-local, reseeding CSPRNG: no locks, a few ns
+    // per draw.
+    let mut rng = rand::thread_rng();
+    let (a, b) = if equal_weights(candidates) {
+        let a = rng.gen_range(0..n);
+        // Second index uniform over the others: distinct from `a`.
+        (a, (a + 1 + rng.gen_range(0..n - 1)) % n)
+    } else {
+        let a = weighted_draw(&mut rng, candidates, None);
+        (a, weighted_draw(&mut rng, candidates, Some(a)))
+    };
+    let (na, nb) = (&candidates[a], &candidates[b]);
+    Some(Arc::clone(if better(na, nb) { nb } else { na }))
 }
 
 /// One atomic per cache line so sites do not contend with each other.
@@ -80,7 +188,12 @@ impl Selector for RoundRobin {
         if candidates.is_empty() {
             return None;
         }
-        let i = self.cursors.next(site) % candidates.len();
+        let c = self.cursors.next(site);
+        let i = if equal_weights(candidates) {
+            c % candidates.len()
+        } else {
+            weighted_slot(c, candidates)
+        };
         Some(Arc::clone(&candidates[i]))
     }
 }
@@ -112,6 +225,16 @@ impl Selector for LeastConn {
             return None;
         }
         let start = self.cursors.next(site) % n;
+        if !equal_weights(candidates) {
+            let mut best = start;
+            for k in 1..n {
+                let i = (start + k) % n;
+                if lighter(&candidates[i], &candidates[best]) {
+                    best = i;
+                }
+            }
+            return Some(Arc::clone(&candidates[best]));
+        }
         let mut best = start;
         let mut best_load = candidates[start].inflight();
         for k in 1..n {
@@ -142,26 +265,34 @@ impl Selector for RandomTwo {
     }
 
     fn select(&self, _site: usize, candidates: &[Arc<NodeState>]) -> Option<Arc<NodeState>> {
-        let n = candidates.len();
-        match n {
-            0 => None,
-            1 => Some(Arc::clone(&candidates[0])),
-            _ => {
-                // thread_rng is a thread-local, reseeding CSPRNG: no locks,
-                // a few ns per draw.
-                let mut rng = rand::thread_rng();
-                let a = rng.gen_range(0..n);
-                // Second index uniform over the others: distinct from `a`.
-                let b = (a + 1 + rng.gen_range(0..n - 1)) % n;
-                let (na, nb) = (&candidates[a], &candidates[b]);
-                let pick = if nb.inflight() < na.inflight() {
-                    nb
-                } else {
-                    na
-                };
-                Some(Arc::clone(pick))
-            }
+        if equal_weights(candidates) {
+            two_choices(candidates, |a, b| b.inflight() < a.inflight())
+        } else {
+            two_choices(candidates, |a, b| lighter(b, a))
         }
+    }
+}
+
+/// Peak-EWMA with power of two choices (Finagle, Linkerd): two candidates
+/// drawn (by weight), the lower cost wins, cost = this proxy's
+/// peak-sensitive latency estimate of the node (`balance::latency`) × its
+/// requests in flight + 1, per unit of weight. Reacts to a node that turns
+/// slow before its queue builds in this proxy's counts, but only through
+/// latency this proxy itself observed.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct PeakEwma;
+
+fn ewma_cost(n: &NodeState) -> f64 {
+    n.latency_ns() * (n.inflight() as f64 + 1.0) / f64::from(n.weight().max(1))
+}
+
+impl Selector for PeakEwma {
+    fn name(&self) -> &'static str {
+        "peak-ewma"
+    }
+
+    fn select(&self, _site: usize, candidates: &[Arc<NodeState>]) -> Option<Arc<NodeState>> {
+        two_choices(candidates, |a, b| ewma_cost(b) < ewma_cost(a))
     }
 }
 

@@ -160,6 +160,20 @@ pub struct RawNode {
     pub check: Option<bool>,
     /// "v1" or "v2": a PROXY protocol header starts every connection.
     pub send_proxy: Option<String>,
+    /// 0..=256, default 1 (HAProxy's `weight`).
+    pub weight: Option<i64>,
+    /// Starts in maintenance (HAProxy's `disabled`).
+    pub disabled: Option<bool>,
+    /// Per-node cap on requests in flight (HAProxy's server `maxconn`).
+    pub max_inflight: Option<i64>,
+    /// Used only when no non-backup node of the site can take requests.
+    pub backup: Option<bool>,
+    /// HAProxy agent-check: TCP port the node's agent answers on.
+    pub agent_port: Option<i64>,
+    /// Agent-check interval (HAProxy's `agent-inter`), default 2s.
+    pub agent_interval: Option<String>,
+    /// Agent-check address (HAProxy's `agent-addr`), default the node's IP.
+    pub agent_address: Option<String>,
 }
 
 /// `[reconfig]`: the reconfiguration agent (see `config::reconfig`).

@@ -189,11 +189,20 @@ pub enum Balance {
     /// Lowest load index over `routing.candidates` nodes, from their
     /// windows' load blocks plus this proxy's in-flight counts.
     WeightedLeastLoad,
+    /// Power of two choices on this proxy's peak-EWMA latency × in-flight
+    /// (Finagle, Linkerd).
+    PeakEwma,
+    /// Prequal (NSDI 2024): asynchronous reusable probes of the nodes'
+    /// windows in a pool, hot-cold lexicographic choice.
+    Prequal,
+    /// Prequal's hot-cold rule on fresh window reads of `routing.candidates`
+    /// nodes on every request.
+    HotCold,
 }
 
 impl Balance {
     pub const ACCEPTED: &'static str =
-        "\"roundrobin\", \"leastconn\", \"random\" or \"weighted-least-load\"";
+        "\"roundrobin\", \"leastconn\", \"random\", \"peak-ewma\", \"weighted-least-load\", \"prequal\" or \"hot-cold\"";
 
     pub fn parse(s: &str) -> Option<Balance> {
         match s {
@@ -201,6 +210,9 @@ impl Balance {
             "leastconn" => Some(Balance::LeastConn),
             "random" => Some(Balance::Random),
             "weighted-least-load" => Some(Balance::WeightedLeastLoad),
+            "peak-ewma" => Some(Balance::PeakEwma),
+            "prequal" => Some(Balance::Prequal),
+            "hot-cold" => Some(Balance::HotCold),
             _ => None,
         }
     }
@@ -211,6 +223,9 @@ impl Balance {
             Balance::LeastConn => "leastconn",
             Balance::Random => "random",
             Balance::WeightedLeastLoad => "weighted-least-load",
+            Balance::PeakEwma => "peak-ewma",
+            Balance::Prequal => "prequal",
+            Balance::HotCold => "hot-cold",
         }
     }
 }
@@ -407,6 +422,35 @@ pub struct Node {
     /// PROXY protocol header sent first on every connection to the node,
     /// health checks included (HAProxy's `send-proxy`, `send-proxy-v2`).
     pub send_proxy: Option<SendProxy>,
+    /// Share of the site's requests relative to the other nodes, 0..=256
+    /// (HAProxy's `weight`; 0 takes no new requests). Default 1.
+    pub weight: u32,
+    /// Starts in maintenance (HAProxy's `disabled`): no requests, no checks
+    /// until `rdmalb ctl set node NAME state ready`.
+    pub disabled: bool,
+    /// This node's cap on requests in flight (HAProxy's server `maxconn`),
+    /// replacing `limits.max_inflight_per_node` for it.
+    pub max_inflight: Option<usize>,
+    /// Takes requests only while no non-backup node of its site can
+    /// (HAProxy's `backup`; every backup shares the load then).
+    pub backup: bool,
+    /// HAProxy's agent-check: where and how often the node's agent is asked.
+    pub agent: Option<AgentCheck>,
+}
+
+impl Node {
+    /// The weight a node has without `weight` (HAProxy's default).
+    pub const DEFAULT_WEIGHT: u32 = 1;
+    /// The largest weight (HAProxy's limit).
+    pub const MAX_WEIGHT: u32 = 256;
+}
+
+/// `[[node]] agent_port`, `agent_interval`, `agent_address`: HAProxy's
+/// `agent-check agent-port P agent-inter T agent-addr A`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AgentCheck {
+    pub address: SocketAddr,
+    pub interval: Duration,
 }
 
 /// `[[node]] send_proxy`: the PROXY protocol version a node is sent.

@@ -2,6 +2,7 @@
 //! what would be accepted; nothing stops at the first error.
 
 use std::collections::{HashMap, HashSet};
+use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 use std::time::Duration;
 
@@ -393,6 +394,17 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
                 None
             })
         });
+        let weight = c.int(
+            &format!("{key}.weight"),
+            n.weight,
+            u64::from(Node::DEFAULT_WEIGHT),
+            0,
+            u64::from(Node::MAX_WEIGHT),
+        ) as u32;
+        let max_inflight = n
+            .max_inflight
+            .map(|v| c.int(&format!("{key}.max_inflight"), Some(v), 0, 1, 1_000_000) as usize);
+        let agent = node_agent(&mut c, &key, &n, address);
         if let Some(address) = address {
             nodes.push(Node {
                 index: nodes.len(),
@@ -403,6 +415,11 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
                 node_id,
                 check: n.check.unwrap_or(true),
                 send_proxy,
+                weight,
+                disabled: n.disabled.unwrap_or(false),
+                max_inflight,
+                backup: n.backup.unwrap_or(false),
+                agent,
             });
         }
     }
@@ -607,3 +624,51 @@ mod routing;
 
 #[cfg(test)]
 mod tests;
+
+/// `[[node]] agent_port`, `agent_interval`, `agent_address`.
+fn node_agent(
+    c: &mut ConfigCheck,
+    key: &str,
+    n: &RawNode,
+    address: Option<SocketAddr>,
+) -> Option<AgentCheck> {
+    let Some(port) = n.agent_port else {
+        for (set, name) in [
+            (n.agent_interval.is_some(), "agent_interval"),
+            (n.agent_address.is_some(), "agent_address"),
+        ] {
+            if set {
+                c.add(
+                    format!("{key}.{name}"),
+                    "is set but agent_port is not (the agent-check needs a port)",
+                );
+            }
+        }
+        return None;
+    };
+    let port = c.int(&format!("{key}.agent_port"), Some(port), 1, 1, 65535) as u16;
+    let interval = c.duration_within(
+        &format!("{key}.agent_interval"),
+        n.agent_interval.as_deref(),
+        Duration::from_secs(2),
+        Duration::from_millis(100),
+        Duration::from_secs(3600),
+    );
+    let ip = match n.agent_address.as_deref() {
+        None => address.map(|a| a.ip()),
+        Some(text) => match text.parse::<IpAddr>() {
+            Ok(ip) => Some(ip),
+            Err(_) => {
+                c.add(
+                    format!("{key}.agent_address"),
+                    format!("`{text}` is not an IP address (the port is agent_port)"),
+                );
+                None
+            }
+        },
+    };
+    ip.map(|ip| AgentCheck {
+        address: SocketAddr::new(ip, port),
+        interval,
+    })
+}

@@ -1,13 +1,14 @@
 //! The admin listener: `GET /metrics` (Prometheus text exposition),
 //! `GET /status` (JSON: proxy, sites, nodes with health and in-flight, and
-//! the reconfiguration agent's roles and counters) and
-//! `POST /reconfig/move` ([`reconfig`]).
+//! the reconfiguration agent's roles and counters), `GET /stats` (an HTML
+//! page that polls `/status`, [`stats_page`]) and `POST /reconfig/move`
+//! ([`reconfig`]).
 //! Format documented in `docs/operations.md`.
 //!
 //! A small HTTP/1.1 server, separate from the data path and meant for
 //! loopback or a management network: bounded connections, a header-read
-//! timeout, 404 for any other path. `/metrics` and `/status` take `GET` and
-//! `HEAD` (405 otherwise) and need no credentials; the one mutating call,
+//! timeout, 404 for any other path. `/metrics`, `/status` and `/stats` take
+//! `GET` and `HEAD` (405 otherwise) and need no credentials; the one mutating call,
 //! `POST /reconfig/move`, goes through [`guard`]: a bearer token from
 //! `[admin] token_file` (refused with 403 when none is configured) and no
 //! request a browser could send for another site. It reads the same
@@ -30,15 +31,22 @@ use serde::Serialize;
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 
-use crate::balance::{Backends, HealthSnapshot, NodeWindows};
+use crate::balance::{Backends, ControlSnapshot, HealthSnapshot, NodeWindows, TrafficSnapshot};
 use crate::qos::admission::{Admission, AdmissionStatus};
 
 pub use crate::balance::node_windows::LoadStatus;
 use crate::config::{Config, HostPattern};
 use crate::reconfig::{Agent, AgentStatus};
 
+pub mod ctl;
 pub mod guard;
 pub mod reconfig;
+pub mod runtime;
+pub mod stats_page;
+
+/// HAProxy's CSV export of its stats page (`<stats uri>;csv`): `show
+/// stat` without a token, like `/status`.
+pub const STATS_CSV: &str = "/stats;csv";
 
 /// Most admin connections served at once; more wait in the accept queue.
 const MAX_CONNECTIONS: usize = 64;
@@ -117,6 +125,10 @@ pub struct Status {
     /// The same instant as an HTTP date.
     pub loaded_at: String,
     pub uptime_seconds: u64,
+    /// When this document was made (Unix milliseconds): rates are
+    /// differences of totals between two documents over the difference of
+    /// this field.
+    pub generated_at_unix_ms: u64,
     pub balance: &'static str,
     pub sites: Vec<SiteStatus>,
     pub nodes: Vec<NodeStatus>,
@@ -144,6 +156,12 @@ pub struct SiteStatus {
     /// Names of the nodes serving the site, in config order.
     pub nodes: Vec<String>,
     pub nodes_up: usize,
+    /// Nodes assigned to the site now (their role word's site, else their
+    /// configured one), applied or not.
+    pub nodes_assigned: usize,
+    /// Of those, the ones taking its new requests: role applied, up, ready
+    /// with a non-zero weight.
+    pub nodes_serving: usize,
 }
 
 #[derive(Debug, Serialize)]
@@ -153,9 +171,23 @@ pub struct NodeStatus {
     pub address: String,
     /// Site served, `null` for the idle pool.
     pub site: Option<String>,
-    /// `"up"` or `"down"`.
+    /// `"up"` or `"down"` (health; see `admin_state` for drain and maint).
     pub state: &'static str,
     pub inflight: usize,
+    /// Administrative state, weight, backup, own cap and the agent's say
+    /// (`admin_state`, `admin_source`, `weight`, `initial_weight`,
+    /// `weight_source`, `backup`, `agent_down`, `max_inflight`).
+    #[serde(flatten)]
+    pub control: ControlSnapshot,
+    /// What the node served: requests by class, errors, bytes, peak
+    /// in-flight, requests in the last second.
+    pub traffic: TrafficSnapshot,
+    /// Site the node is assigned to now: its role word's once the agent
+    /// read one, else `site` (`null` = idle pool).
+    pub assigned_site: Option<String>,
+    /// Whether its sidecar has applied that role (always true without a
+    /// role word).
+    pub role_applied: bool,
     pub health: HealthSnapshot,
     /// The node's window and its last load read (`null` without a window).
     pub load: Option<LoadStatus>,
@@ -192,6 +224,16 @@ pub fn status(state: &AdminState) -> Status {
                 health_path: sb.health_path.clone(),
                 nodes: sb.nodes().iter().map(|n| n.name.clone()).collect(),
                 nodes_up: sb.nodes().iter().filter(|n| n.is_up()).count(),
+                nodes_assigned: backends
+                    .nodes()
+                    .iter()
+                    .filter(|n| n.assigned_site() == Some(sb.index))
+                    .count(),
+                nodes_serving: backends
+                    .nodes()
+                    .iter()
+                    .filter(|n| n.admits() && n.serves(sb.index))
+                    .count(),
             }
         })
         .collect();
@@ -207,6 +249,13 @@ pub fn status(state: &AdminState) -> Status {
                 site: n.site_name.clone(),
                 state: if health.up { "up" } else { "down" },
                 inflight: n.inflight(),
+                control: n.control(),
+                traffic: n.traffic(),
+                assigned_site: n
+                    .assigned_site()
+                    .and_then(|s| backends.sites().get(s))
+                    .map(|s| s.name.clone()),
+                role_applied: n.role_applied(),
                 health,
                 load: state
                     .windows
@@ -226,6 +275,7 @@ pub fn status(state: &AdminState) -> Status {
             .duration_since(state.started_at)
             .map(|d| d.as_secs())
             .unwrap_or(0),
+        generated_at_unix_ms: rdmalb_base::time::unix_now_ms(),
         balance: backends.balance(),
         sites,
         nodes,
@@ -247,10 +297,10 @@ fn text(status: StatusCode, body: &'static str) -> Response<Full<Bytes>> {
 /// Answers one admin request.
 pub fn handle<B>(state: &AdminState, req: &Request<B>) -> Response<Full<Bytes>> {
     let path = req.uri().path();
-    if path != "/metrics" && path != "/status" {
+    if path != "/metrics" && path != "/status" && path != STATS_CSV && path != stats_page::PATH {
         return text(
             StatusCode::NOT_FOUND,
-            "not found (try /metrics, /status or POST /reconfig/move)\n",
+            "not found (try /stats, /metrics, /status, /stats;csv, POST /runtime or POST /reconfig/move)\n",
         );
     }
     if req.method() != Method::GET && req.method() != Method::HEAD {
@@ -262,7 +312,22 @@ pub fn handle<B>(state: &AdminState, req: &Request<B>) -> Response<Full<Bytes>> 
             .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
         return r;
     }
-    let (body, content_type) = if path == "/metrics" {
+    if path == stats_page::PATH {
+        return stats_page::page();
+    }
+    let (body, content_type) = if path == STATS_CSV {
+        let rows = runtime::stat::rows(&state.backends.load(), &|site| {
+            state
+                .admission
+                .as_ref()
+                .and_then(|a| a.status().queued.get(site).copied())
+                .map_or(0, |n| n as u64)
+        });
+        (
+            Bytes::from(runtime::stat::csv(&rows)),
+            "text/csv; charset=utf-8",
+        )
+    } else if path == "/metrics" {
         // node_up is kept by the checker on every change; refreshing it here
         // makes it right even for a node no check has run on yet.
         for node in state.backends.load().nodes() {
@@ -302,7 +367,7 @@ pub fn handle<B>(state: &AdminState, req: &Request<B>) -> Response<Full<Bytes>> 
 pub async fn serve(listener: TcpListener, state: AdminState, mut shutdown: watch::Receiver<bool>) {
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     if let Ok(addr) = listener.local_addr() {
-        tracing::info!(address = %addr, "admin listener: /metrics, /status");
+        tracing::info!(address = %addr, "admin listener: /stats, /metrics, /status");
     }
     loop {
         let permit = tokio::select! {
@@ -341,10 +406,10 @@ pub async fn serve(listener: TcpListener, state: AdminState, mut shutdown: watch
             let svc = service_fn(move |req: Request<Incoming>| {
                 let state = state.clone();
                 async move {
-                    let resp = if req.uri().path() == reconfig::MOVE_PATH {
-                        reconfig::move_node(&state, &req, local).await
-                    } else {
-                        handle(&state, &req)
+                    let resp = match req.uri().path() {
+                        reconfig::MOVE_PATH => reconfig::move_node(&state, &req, local).await,
+                        runtime::PATH => runtime::serve(&state, req, local).await,
+                        _ => handle(&state, &req),
                     };
                     Ok::<_, Infallible>(resp)
                 }

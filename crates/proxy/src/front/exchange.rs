@@ -138,11 +138,14 @@ impl Exchange {
         let (Some(node), Some(kind)) = (self.node, outcome.error_kind()) else {
             return;
         };
+        let i = super::stats::UPSTREAM_ERROR_KINDS
+            .iter()
+            .position(|k| *k == kind)
+            .unwrap_or(2);
+        if let Some(state) = self.snap.backends.nodes().get(node) {
+            state.record_upstream_error(i);
+        }
         if let Some(stats) = self.snap.stats.nodes.get(node) {
-            let i = super::stats::UPSTREAM_ERROR_KINDS
-                .iter()
-                .position(|k| *k == kind)
-                .unwrap_or(2);
             stats.errors[i].increment(1);
         }
     }
@@ -194,6 +197,9 @@ impl Exchange {
             (_, Some(node)) => {
                 if let Some(s) = stats.nodes.get(node) {
                     s.requests[class].increment(1);
+                }
+                if let Some(state) = self.snap.backends.nodes().get(node) {
+                    state.record_response(class, self.bytes);
                 }
             }
             (Some(site), _) => {

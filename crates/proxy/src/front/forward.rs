@@ -265,7 +265,11 @@ pub async fn handle(
                 return Ok(error(ex, kind));
             }
         };
-        ex.timers.tr = ms(t_send.elapsed());
+        let head_time = t_send.elapsed();
+        ex.timers.tr = ms(head_time);
+        if let Some(pick) = &ex.pick {
+            pick.node.observe_latency(head_time);
+        }
         if resp.status() == StatusCode::MISDIRECTED_REQUEST {
             if let Some(head) = replay {
                 // RFC 9110 15.5.20: a 421 may be retried on another

@@ -17,6 +17,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::donor::{choose_donor, DonorQuery, SiteLimits};
+use super::events::{EventKind, EventLog};
 use super::history::HotTracker;
 use super::peers::{LocalWindow, WindowSource};
 use super::protocol::{self, Fence, HeldLock, LockAttempt, ProtocolError};
@@ -187,6 +188,9 @@ struct Work {
     hot: HotTracker,
     /// Last role epoch seen per node, to notice moves by any proxy.
     last_epoch: Vec<Option<u64>>,
+    /// The role word's site when `last_epoch` was seen (where a move came
+    /// from, for the event log).
+    last_site: Vec<Option<SiteSlot>>,
     /// When each node was last seen to move (cool-down).
     moved_at: Vec<Option<Instant>>,
     /// Offered and served rates per interval, against the guarantees.
@@ -207,6 +211,7 @@ pub struct Agent {
     work: tokio::sync::Mutex<Work>,
     shown: Mutex<(Vec<SiteRole>, Vec<NodeRole>)>,
     counters: Counters,
+    events: EventLog,
 }
 
 impl std::fmt::Debug for Agent {
@@ -242,6 +247,7 @@ impl Agent {
                 local,
                 hot,
                 last_epoch: vec![None; nodes],
+                last_site: vec![None; nodes],
                 moved_at: vec![None; nodes],
                 qos: QosAccount::new(qos.guarantees.clone()),
                 track: vec![NodeTrack::default(); nodes],
@@ -250,6 +256,7 @@ impl Agent {
             qos,
             shown: Mutex::new((Vec::new(), Vec::new())),
             counters: Counters::default(),
+            events: EventLog::default(),
             settings,
             own,
             source,
@@ -433,6 +440,14 @@ impl Agent {
             };
             Counters::bump(&self.counters.switch_timeouts);
             metrics::counter!(status::SWITCH_TIMEOUTS, "action" => action).increment(1);
+            self.event(
+                EventKind::SwitchTimeout,
+                v.index,
+                None,
+                Some(v.role.site),
+                Some(v.role.epoch),
+                Some(action.to_string()),
+            );
             tracing::warn!(node = %name, role = %v.role, live = v.is_live(), action,
                 timeout = %rdmalb_base::duration::format(timeout),
                 "node still switching past switch_timeout");
@@ -503,8 +518,17 @@ impl Agent {
             if last.is_some_and(|e| e != v.role.epoch) {
                 work.moved_at[v.index] = Some(now);
                 self.moved();
+                self.event(
+                    EventKind::Move,
+                    v.index,
+                    work.last_site[v.index],
+                    Some(v.role.site),
+                    Some(v.role.epoch),
+                    None,
+                );
             }
             *last = Some(v.role.epoch);
+            work.last_site[v.index] = Some(v.role.site);
         }
     }
 
@@ -577,8 +601,21 @@ impl Agent {
                 metrics::counter!(status::ROLLBACKS).increment(1);
                 work.moved_at[v.index] = Some(now);
                 work.last_epoch[v.index] = Some(new.epoch);
+                work.last_site[v.index] = Some(new.site);
                 self.follow(v.index, new.site, false);
                 self.moved();
+                self.event(
+                    EventKind::Rollback,
+                    v.index,
+                    Some(v.role.site),
+                    Some(new.site),
+                    Some(new.epoch),
+                    Some(if reclaim {
+                        "switch_timeout".to_string()
+                    } else {
+                        st.code.as_str().to_string()
+                    }),
+                );
                 tracing::warn!(
                     node = %name, failed = %v.role, code = %st.code,
                     back_to = %self.settings.site_name(st.serving), epoch = new.epoch,

@@ -140,6 +140,9 @@ pub struct AgentStatus {
     pub counters: CountersSnapshot,
     pub sites: Vec<SiteRole>,
     pub nodes: Vec<NodeRole>,
+    /// The latest role changes, newest first (at most
+    /// [`events::CAPACITY`](super::events::CAPACITY)).
+    pub events: Vec<super::events::Event>,
 }
 
 /// One site as the agent last saw it.

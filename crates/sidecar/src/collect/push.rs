@@ -11,7 +11,8 @@
 //! < err busy: `lots` is not an unsigned integer
 //! ```
 //!
-//! Keys: `busy`, `capacity`, `queue`, `requests_total`, `connections`. A line
+//! Keys: `busy`, `capacity`, `queue`, `requests_total`, `connections`,
+//! `latency_us` (the app's recent response time). A line
 //! may carry any subset; fields it leaves out keep their last pushed value.
 //! An empty line is a keep-alive (refreshes `expire`). Lines are at most
 //! [`MAX_LINE`] bytes; a longer one is answered `err` and the connection
@@ -37,10 +38,11 @@ pub const MAX_LINE: usize = 1024;
 pub const MAX_CONNECTIONS: usize = 64;
 
 /// Keys of the push protocol and the fields they set.
-pub const KEYS: [(&str, Field); 5] = [
+pub const KEYS: [(&str, Field); 6] = [
     ("busy", Field::AppBusy),
     ("capacity", Field::AppCapacity),
     ("queue", Field::AppQueue),
+    ("latency_us", Field::AppLatency),
     ("requests_total", Field::RequestsTotal),
     ("connections", Field::Connections),
 ];
@@ -54,7 +56,7 @@ pub fn parse_line(line: &str) -> Result<Reading, String> {
         };
         let Some(&(_, field)) = KEYS.iter().find(|(name, _)| *name == k) else {
             return Err(format!(
-                "unknown key `{k}` (accepted: busy, capacity, queue, requests_total, connections)"
+                "unknown key `{k}` (accepted: busy, capacity, queue, requests_total, connections, latency_us)"
             ));
         };
         let v: u64 = v
@@ -300,6 +302,8 @@ pub struct PushSample {
     pub queue: Option<u64>,
     pub requests_total: Option<u64>,
     pub connections: Option<u64>,
+    /// The app's recent response time, microseconds.
+    pub latency_us: Option<u64>,
 }
 
 impl PushSample {
@@ -312,6 +316,7 @@ impl PushSample {
             ("queue", self.queue),
             ("requests_total", self.requests_total),
             ("connections", self.connections),
+            ("latency_us", self.latency_us),
         ] {
             if let Some(v) = v {
                 if !s.is_empty() {

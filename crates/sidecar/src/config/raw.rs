@@ -16,6 +16,7 @@ pub const TOP_LEVEL_KEYS: &[&str] = &[
     "window",
     "collector",
     "admin",
+    "agent_check",
     "site",
     "role",
     "state_file",
@@ -104,6 +105,13 @@ impl RawCollector {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawAdmin {
+    pub listen: Option<String>,
+}
+
+/// `[agent_check]`: HAProxy's agent-check responder.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAgentCheck {
     pub listen: Option<String>,
 }
 

@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::raw::{self, RawAdmin, RawCollector, RawShm, RawTcp, RawVerbs};
+use super::raw::{self, RawAdmin, RawAgentCheck, RawCollector, RawShm, RawTcp, RawVerbs};
 use super::*;
 use rdmalb_base::duration;
 use rdmalb_base::problems::ConfigCheck;
@@ -121,9 +121,23 @@ pub fn validate(text: &str, path: &Path) -> Result<SidecarConfig, ConfigErrors> 
                 .map(|listen| AdminConfig { listen })
         }
     };
+    let agent_check = match table.get("agent_check") {
+        None => None,
+        Some(v) => {
+            let raw: RawAgentCheck = r.value("agent_check", v);
+            r.ip_socket_addr("agent_check.listen", raw.listen.as_deref())
+                .map(|listen| AgentCheckConfig { listen })
+        }
+    };
     let site = role::initial_site(&mut r, table.get("site"), &sites);
     let role = role::role(&mut r, table.get("role"), &sites, site);
-    check_port_clashes(&mut r, &window, &collectors, admin.as_ref());
+    check_port_clashes(
+        &mut r,
+        &window,
+        &collectors,
+        admin.as_ref(),
+        agent_check.as_ref(),
+    );
     let state_file = state_file(&mut r, table.get("state_file"), node.as_deref());
 
     let site_hash = rdmalb_window::layout::site_table_hash(&sites);
@@ -139,6 +153,7 @@ pub fn validate(text: &str, path: &Path) -> Result<SidecarConfig, ConfigErrors> 
         window,
         collectors,
         admin,
+        agent_check,
         site,
         state_file,
         role,
@@ -664,6 +679,7 @@ fn check_port_clashes(
     w: &WindowServing,
     cs: &[CollectorConfig],
     admin: Option<&AdminConfig>,
+    agent_check: Option<&AgentCheckConfig>,
 ) {
     let mut used: Vec<(String, SocketAddr)> = Vec::new();
     if let Some(t) = &w.tcp {
@@ -683,6 +699,9 @@ fn check_port_clashes(
     }
     if let Some(a) = admin {
         used.push(("admin.listen".into(), a.listen));
+    }
+    if let Some(a) = agent_check {
+        used.push(("agent_check.listen".into(), a.listen));
     }
     for i in 0..used.len() {
         for j in 0..i {

@@ -122,8 +122,8 @@ pub(super) async fn start(opts: &Options, out: &Path) -> Result<Cluster, Cluster
         proxy_addrs: Vec::new(),
     };
     write_templates(&conf)?;
-    for n in &c.nodes {
-        let p = write_node(&spec, n, &conf)?;
+    for (i, n) in c.nodes.iter().enumerate() {
+        let p = write_node(&spec, n, i, &conf)?;
         let mut m = managed(&exe, &n.name, "testsrv", &p, &logs);
         m.start()?;
         c.apps.push(m);

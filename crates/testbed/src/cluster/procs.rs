@@ -172,9 +172,18 @@ pub(crate) fn write_templates(conf: &Path) -> Result<(), ClusterError> {
     write(&conf.join("idle.toml.tpl"), gen::IDLE_TEMPLATE)
 }
 
-/// Writes node `n`'s initial site file and its testsrv config (validated
-/// by testsrv's own parser); returns the config's path.
-pub(crate) fn write_node(spec: &Spec, n: &NodePlan, conf: &Path) -> Result<PathBuf, ClusterError> {
+/// Writes node `n`'s (the `index`th node's) initial site file and its
+/// testsrv config (validated by testsrv's own parser); returns the
+/// config's path. `node_slots` gives the node its slots (cycled over the
+/// nodes); a node with an antagonist and no `antagonist_seed` gets the
+/// spec's seed plus its index, so the nodes' co-tenants come and go
+/// independently.
+pub(crate) fn write_node(
+    spec: &Spec,
+    n: &NodePlan,
+    index: usize,
+    conf: &Path,
+) -> Result<PathBuf, ClusterError> {
     let hosts = if n.site == IDLE {
         String::new()
     } else {
@@ -182,6 +191,14 @@ pub(crate) fn write_node(spec: &Spec, n: &NodePlan, conf: &Path) -> Result<PathB
     };
     write(&n.site_file, &format!("site = \"{}\"\n{hosts}", n.site))?;
     let mut t = spec.node.clone();
+    if !spec.node_slots.is_empty() {
+        let slots = spec.node_slots[index % spec.node_slots.len()];
+        t.insert("slots".into(), toml::Value::Integer(i64::from(slots)));
+    }
+    if t.contains_key("antagonist_slots") && !t.contains_key("antagonist_seed") {
+        let seed = (spec.seed as i64).wrapping_add(index as i64 + 1) & i64::MAX;
+        t.insert("antagonist_seed".into(), toml::Value::Integer(seed));
+    }
     for (k, v) in [
         ("name", n.name.clone()),
         ("listen", n.listen.to_string()),
@@ -335,8 +352,8 @@ pub async fn run(
     // Nodes first: a sidecar with [role] applies its initial site at
     // start-up (render, SIGHUP through the pid file, verify), so its node
     // must be up; the nodes' pushes retry until their sidecar listens.
-    for n in &nodes {
-        let p = write_node(spec, n, &conf)?;
+    for (i, n) in nodes.iter().enumerate() {
+        let p = write_node(spec, n, i, &conf)?;
         procs.spawn(&exe, &n.name, &["testsrv"], &p, &logs)?;
     }
     wait_for(

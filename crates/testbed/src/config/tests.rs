@@ -148,3 +148,31 @@ fn sizes_and_ports() {
     assert_eq!(strip_port("[::1]:80"), "::1");
     assert_eq!(strip_port("a.b"), "a.b");
 }
+
+#[test]
+fn an_antagonist_parses_and_is_bounded() {
+    assert_eq!(node(MIN).unwrap().antagonist, None);
+    let c = node(&format!(
+        "{MIN}slots = 8\nantagonist_slots = 6\nantagonist_on = \"1s\"\nantagonist_off = \"3s\"\nantagonist_seed = 9\n"
+    ))
+    .unwrap();
+    assert_eq!(
+        c.antagonist,
+        Some(Antagonist {
+            slots: 6,
+            on: Duration::from_secs(1),
+            off: Duration::from_secs(3),
+            seed: 9,
+        })
+    );
+    assert_eq!(
+        rejected("antagonist_slots = 5\n"),
+        ["antagonist_slots"],
+        "more than the 4 slots"
+    );
+    assert_eq!(rejected("antagonist_on = \"1s\"\n"), ["antagonist_on"]);
+    assert_eq!(
+        rejected("antagonist_slots = 1\nantagonist_off = \"1ms\"\n"),
+        ["antagonist_off"]
+    );
+}

@@ -54,3 +54,25 @@ fn empty_intervals_are_reported_as_zero() {
         .iter()
         .all(|row| row.requests == 0 && row.p99_ms == 0.0));
 }
+
+#[test]
+fn the_far_tail_and_the_goodput_under_each_objective() {
+    let t0 = Instant::now();
+    let r = Recorder::new(vec!["a".into()], Duration::from_secs(10), t0);
+    // 1000 served: 990 at 5 ms, 9 at 40 ms, 1 at 900 ms; one 503.
+    for i in 0..1000u64 {
+        let ms = match i {
+            0..=989 => 5,
+            990..=998 => 40,
+            _ => 900,
+        };
+        r.record(0, t0, Duration::from_millis(ms), Outcome::Status(200));
+    }
+    r.record(0, t0, Duration::from_millis(1), Outcome::Status(503));
+    let rep = r.finish(Duration::from_secs(10));
+    let s = &rep.summary[0];
+    assert_eq!((s.p99_ms, s.p999_ms, s.max_ms), (5.0, 40.0, 900.0));
+    assert_eq!(s.served_within_ms[&10], 990);
+    assert_eq!(s.served_within_ms[&50], 999);
+    assert_eq!(s.served_within_ms[&1000], 1000, "503s are never goodput");
+}

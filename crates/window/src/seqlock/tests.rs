@@ -18,6 +18,7 @@ fn sample(k: u64) -> LoadSample {
         app_capacity: k | 1,
         requests_total: k.wrapping_sub(11),
         app_queue_len: k.swap_bytes(),
+        app_latency_us: k.wrapping_mul(5),
     }
 }
 
@@ -110,7 +111,7 @@ proptest! {
     /// Whatever the interleaving, an accepted block is one whole sample.
     #[test]
     fn no_interleaving_yields_an_accepted_torn_block(
-        mut steps in proptest::collection::vec(0..=PLAN_LEN, 14),
+        mut steps in proptest::collection::vec(0..=PLAN_LEN, 15),
         descending in any::<bool>(),
         prior in 0u64..4,
     ) {
@@ -124,8 +125,8 @@ proptest! {
         }
         // ... and the next write, in flight.
         let plan = write_plan(mem[word::SEQ_BEGIN], &sample(prior + 2), prior + 2);
-        // The words that change (reserved words 21..31 never do).
-        let mut order: Vec<usize> = (word::SEQ_BEGIN..=word::APP_QUEUE).collect();
+        // The words that change (reserved words 22..31 never do).
+        let mut order: Vec<usize> = (word::SEQ_BEGIN..=word::APP_LATENCY).collect();
         order.push(word::SEQ_END);
         if descending {
             order.reverse();

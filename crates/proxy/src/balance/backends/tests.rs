@@ -334,4 +334,5 @@ fn cached_up_list_follows_health_changes() {
     assert_eq!(b.pick(0, &[3]).unwrap().node.index, 0);
 }
 
+mod control;
 mod roles;

@@ -6,7 +6,6 @@
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
 use std::sync::Mutex;
-use std::time::Instant;
 
 use hyper::body::Incoming;
 use hyper::service::service_fn;
@@ -16,6 +15,7 @@ use tokio::net::TcpListener;
 use super::*;
 use crate::balance::Outcome;
 use crate::config::Config;
+use crate::fixtures::eventually;
 
 /// An HTTP server answering every request with the current `status`,
 /// recording the Host and path of each request.
@@ -104,15 +104,6 @@ health_path = "/alive"
         text.push_str(&crate::fixtures::node(name, addr, site));
     }
     crate::fixtures::config(&text)
-}
-
-/// Polls `cond` every 10 ms for up to 20 s (a bound, not a timing claim).
-async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }
 
 #[tokio::test]

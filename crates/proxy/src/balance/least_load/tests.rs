@@ -29,8 +29,19 @@ fn cpu(ppm: u64) -> LoadSample {
 /// `n` shm nodes (with files in `dir`) plus `extra_nodes` TOML; returns the
 /// config and each shm node's window memory.
 fn setup(dir: &Path, n: usize, routing: &str, extra_nodes: &str) -> (Config, Vec<WindowMemory>) {
+    setup_with(dir, "weighted-least-load", n, routing, extra_nodes)
+}
+
+/// [`setup`] with another `balance`.
+fn setup_with(
+    dir: &Path,
+    balance: &str,
+    n: usize,
+    routing: &str,
+    extra_nodes: &str,
+) -> (Config, Vec<WindowMemory>) {
     let mut text = format!(
-        "[global]\nbalance = \"weighted-least-load\"\n[routing]\n{routing}\n\
+        "[global]\nbalance = \"{balance}\"\n[routing]\n{routing}\n\
          [weights]\ncpu = 1.0\nrun_queue = 0.0\nmemory = 0.0\nnetwork = 0.0\nconnections = 0.0\nirq = 0.0\napp = 0.0\ninflight = 0.1\n\
          [[listener]]\nlisten = \"127.0.0.1:1\"\n[[site]]\nname = \"web\"\nhosts = [\"web.test\"]\n"
     );
@@ -351,4 +362,37 @@ fn sync_select_uses_the_last_reads() {
     let p = b.pick(0, &[]).unwrap();
     let q = b.pick(0, &[]).unwrap();
     assert_ne!(p.node.index, q.node.index);
+}
+
+fn app(busy: u64, queue: u64) -> LoadSample {
+    LoadSample {
+        app_busy: busy,
+        app_capacity: 64,
+        app_queue_len: queue,
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn hot_cold_avoids_a_node_with_many_requests_in_flight_and_then_takes_the_fastest() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cfg, mems) = setup_with(dir.path(), "hot-cold", 8, "candidates = \"all\"", "");
+    let (_tx, rx) = watch::channel(false);
+    let windows = NodeWindows::start(&cfg, rx).await.unwrap();
+    let b = Backends::build_with_windows(&cfg, None, &windows);
+    assert_eq!(b.balance(), "hot-cold");
+    // n0 answers fastest but has 40 requests in its app (from every proxy):
+    // hot. Of the cold ones, n5 answers fastest.
+    seqlock::publish(&mems[0], &app(40, 8));
+    for m in &mems[1..] {
+        seqlock::publish(m, &app(2, 0));
+    }
+    for (n, ms) in b.nodes().iter().zip([1, 9, 9, 9, 9, 3, 9, 9]) {
+        n.observe_latency(Duration::from_millis(ms));
+    }
+    let hits = spread(&b, 40).await;
+    // The first 8 reads carry no threshold yet (nothing is hot): n0 may win
+    // those; never after.
+    assert!(hits[0] <= 1, "{hits:?}");
+    assert!(hits[5] >= 39, "{hits:?}");
 }

@@ -43,6 +43,11 @@ fn all() -> Vec<Arc<dyn Selector>> {
         Arc::new(RoundRobin::new(2)),
         Arc::new(LeastConn::new(2)),
         Arc::new(RandomTwo),
+        Arc::new(PeakEwma),
+        Arc::new(crate::balance::Prequal::new(
+            2,
+            crate::balance::NodeWindows::none(),
+        )),
     ]
 }
 
@@ -230,4 +235,18 @@ proptest! {
             }
         }
     }
+}
+
+#[test]
+fn peak_ewma_prefers_the_node_that_answers_faster() {
+    let ns = nodes(2);
+    ns[0].observe_latency(std::time::Duration::from_millis(40));
+    ns[1].observe_latency(std::time::Duration::from_millis(2));
+    let s = PeakEwma;
+    for _ in 0..50 {
+        assert_eq!(s.select(0, &ns).unwrap().name, "n1");
+    }
+    // Until its in-flight count outweighs its speed: 2 ms × 30 > 40 ms × 1.
+    let _held = load(&ns, &[0, 30]);
+    assert_eq!(s.select(0, &ns).unwrap().name, "n0");
 }

@@ -118,6 +118,67 @@ fn bad_send_proxy() {
 }
 
 #[test]
+fn node_control_keys_default_like_haproxy_and_parse() {
+    let c = ok(BASE);
+    let n = &c.nodes[0];
+    assert_eq!((n.weight, n.disabled, n.backup), (1, false, false));
+    assert_eq!((n.max_inflight, n.agent), (None, None));
+    let c = ok(&BASE.replace(
+        "site = \"shop\"\n",
+        "site = \"shop\"\nweight = 0\nbackup = true\ndisabled = true\nmax_inflight = 12\n\
+         agent_port = 9999\nagent_interval = \"500ms\"\n",
+    ));
+    let n = &c.nodes[0];
+    assert_eq!(
+        (n.weight, n.disabled, n.backup, n.max_inflight),
+        (0, true, true, Some(12))
+    );
+    let agent = n.agent.unwrap();
+    assert_eq!(agent.address, SocketAddr::new(n.address.ip(), 9999));
+    assert_eq!(agent.interval, Duration::from_millis(500));
+    let c = ok(&BASE.replace(
+        "site = \"shop\"\n",
+        "site = \"shop\"\nagent_port = 9999\nagent_address = \"127.0.0.9\"\n",
+    ));
+    assert_eq!(
+        c.nodes[0].agent.unwrap().address,
+        "127.0.0.9:9999".parse().unwrap()
+    );
+    assert_eq!(c.nodes[0].agent.unwrap().interval, Duration::from_secs(2));
+}
+
+#[test]
+fn bad_node_control_keys() {
+    for (extra, key, says) in [
+        ("weight = 257", "node[0] (n1).weight", "256"),
+        ("weight = -1", "node[0] (n1).weight", "0"),
+        ("max_inflight = 0", "node[0] (n1).max_inflight", "1"),
+        ("agent_port = 70000", "node[0] (n1).agent_port", "65535"),
+        (
+            "agent_interval = \"1s\"",
+            "node[0] (n1).agent_interval",
+            "agent_port is not",
+        ),
+        (
+            "agent_port = 9\nagent_address = \"host:9\"",
+            "node[0] (n1).agent_address",
+            "not an IP address",
+        ),
+        (
+            "agent_port = 9\nagent_interval = \"10ms\"",
+            "node[0] (n1).agent_interval",
+            "100ms",
+        ),
+    ] {
+        rejects(
+            &BASE.replace("site = \"shop\"\n", &format!("site = \"shop\"\n{extra}\n")),
+            key,
+            says,
+        );
+    }
+}
+
+#[test]
 fn bad_balance() {
     rejects(
         &BASE.replace("\"roundrobin\"", "\"fastest\""),

@@ -96,16 +96,22 @@ pub async fn move_node<B>(
     };
     let result = agent.move_node(&node, &site).await;
     tracing::info!(node = %node, site = %site, result = ?result, "admin move");
+    let status = move_status(&result);
     match result {
-        Ok(o @ ClaimOutcome::Claimed { .. }) => json(StatusCode::OK, serde_json::json!(o)),
-        Ok(o) => json(StatusCode::CONFLICT, serde_json::json!(o)),
-        Err(e @ (MoveError::UnknownNode(_) | MoveError::UnknownSite(_))) => {
-            error(StatusCode::NOT_FOUND, e.to_string())
-        }
-        Err(e @ (MoveError::NoWindow(_) | MoveError::NotMovable { .. })) => {
-            error(StatusCode::CONFLICT, e.to_string())
-        }
-        Err(e @ MoveError::Protocol(_)) => error(StatusCode::BAD_GATEWAY, e.to_string()),
+        Ok(o) => json(status, serde_json::json!(o)),
+        Err(e) => error(status, e.to_string()),
+    }
+}
+
+/// The HTTP status of a move's result (here and in the runtime API): 200
+/// claimed; 409 not now (lock busy, lost CAS, not movable, no window);
+/// 404 unknown node or site; 502 a window not reached.
+pub(super) fn move_status(result: &Result<ClaimOutcome, MoveError>) -> StatusCode {
+    match result {
+        Ok(ClaimOutcome::Claimed { .. }) => StatusCode::OK,
+        Ok(_) | Err(MoveError::NoWindow(_) | MoveError::NotMovable { .. }) => StatusCode::CONFLICT,
+        Err(MoveError::UnknownNode(_) | MoveError::UnknownSite(_)) => StatusCode::NOT_FOUND,
+        Err(MoveError::Protocol(_)) => StatusCode::BAD_GATEWAY,
     }
 }
 

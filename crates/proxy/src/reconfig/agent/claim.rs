@@ -320,6 +320,7 @@ impl Agent {
                 metrics::counter!(status::UNRESOLVED, "step" => "claim").increment(1);
                 tracing::warn!(node = %name, error = %e, "claim outcome unknown; settled from the role word in the next rounds");
                 self.landed(work, chosen, new, site, admin, now);
+                self.claim_event(chosen, v.role.site, new, admin, Some("reply lost"));
                 work.pending.push(Pending {
                     node: chosen,
                     word: new,
@@ -339,6 +340,7 @@ impl Agent {
             return Ok(ClaimOutcome::LostCas { node: name });
         }
         self.landed(work, chosen, new, site, admin, now);
+        self.claim_event(chosen, v.role.site, new, admin, None);
         self.claimed(w.as_ref(), &name, new, to, admin).await;
         work.local[site] = protocol::bump_counter(&self.own, site).await?;
         Ok(ClaimOutcome::Claimed {
@@ -386,6 +388,7 @@ impl Agent {
         self.moved();
         work.moved_at[chosen] = Some(now);
         work.last_epoch[chosen] = Some(new.epoch);
+        work.last_site[chosen] = Some(new.site);
         work.hot.reset(site);
         if !admin {
             // The agent's own decisions are judged (adaptive T); an

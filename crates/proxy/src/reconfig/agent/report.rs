@@ -4,8 +4,10 @@
 use tokio::time::Instant;
 
 use super::{shared_counter, Agent, AgentNode, Work};
+use crate::reconfig::events::{Event, EventKind};
 use crate::reconfig::status::{self, AgentStatus, NodeRole, RoleStatusView, SiteRole};
 use crate::reconfig::view::{Effective, NodeView, ViewError};
+use rdmalb_window::{RoleWord, SiteSlot};
 
 impl Agent {
     pub(super) fn show(
@@ -115,6 +117,52 @@ impl Agent {
         }
     }
 
+    /// Adds a role change of node `node` to the event log.
+    pub(super) fn event(
+        &self,
+        kind: EventKind,
+        node: usize,
+        from: Option<SiteSlot>,
+        to: Option<SiteSlot>,
+        epoch: Option<u64>,
+        detail: Option<String>,
+    ) {
+        self.events.record(Event {
+            at_unix_ms: rdmalb_base::time::unix_now_ms(),
+            kind,
+            node: self.settings.nodes[node].name.clone(),
+            from: from.map(|s| self.settings.site_name(s)),
+            to: to.map(|s| self.settings.site_name(s)),
+            epoch,
+            detail,
+        });
+    }
+
+    /// Logs this proxy's claim (`admin`: an operator's move) of node `node`
+    /// from `from` to the role word `new`.
+    pub(super) fn claim_event(
+        &self,
+        node: usize,
+        from: SiteSlot,
+        new: RoleWord,
+        admin: bool,
+        detail: Option<&str>,
+    ) {
+        let kind = if admin {
+            EventKind::AdminMove
+        } else {
+            EventKind::Claim
+        };
+        self.event(
+            kind,
+            node,
+            Some(from),
+            Some(new.site),
+            Some(new.epoch),
+            detail.map(str::to_string),
+        );
+    }
+
     /// The agent's part of `/status`, as of the last round.
     pub fn status(&self) -> AgentStatus {
         let (sites, nodes) = self.shown.lock().map(|g| g.clone()).unwrap_or_default();
@@ -128,6 +176,7 @@ impl Agent {
             counters: self.counters.snapshot(),
             sites,
             nodes,
+            events: self.events.latest(),
         }
     }
 }

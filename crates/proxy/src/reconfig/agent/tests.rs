@@ -186,6 +186,19 @@ fn agent_qos(c: &Cluster, id: u16, policy: crate::qos::guarantee::QosPolicy) -> 
     Arc::new(a.with_qos(policy))
 }
 
+/// An event's kind, node, from, to and epoch.
+fn event(
+    e: &crate::reconfig::events::Event,
+) -> (EventKind, &str, Option<&str>, Option<&str>, Option<u64>) {
+    (
+        e.kind,
+        e.node.as_str(),
+        e.from.as_deref(),
+        e.to.as_deref(),
+        e.epoch,
+    )
+}
+
 fn epochs(c: &Cluster) -> u64 {
     c.nodes.iter().map(|m| role(m).epoch - 1).sum()
 }
@@ -265,6 +278,20 @@ async fn a_failed_node_is_rolled_back_and_not_picked_until_active() {
         }
     );
     assert_eq!(a.counters().snapshot().rollbacks, 1);
+    // The event log has the claim, then the rollback, newest first.
+    let events = a.status().events;
+    assert_eq!(
+        events.iter().map(event).collect::<Vec<_>>(),
+        [
+            (EventKind::Rollback, "n3", Some("s0"), Some("idle"), Some(3)),
+            (EventKind::Claim, "n3", Some("idle"), Some("s0"), Some(2)),
+        ]
+    );
+    assert_eq!(
+        events[0].detail.as_deref(),
+        Some(RoleStatusCode::VerifyFailed.as_str())
+    );
+    assert!(events[0].at_unix_ms >= events[1].at_unix_ms);
     // Until the node is ACTIVE again (and its cool-down over), the donor is
     // another node, however idle node 3 looks.
     let before = epochs(&c);
@@ -330,10 +357,22 @@ async fn admin_moves_use_the_same_lock_and_cas() {
     let b = agent(&c, 2, 2);
     load(&c.nodes[0], 0.3);
     load(&c.nodes[1], 0.3);
+    b.round().await;
     assert!(matches!(
         a.move_node("n1", "s0").await,
         Ok(ClaimOutcome::Claimed { epoch: 2, .. })
     ));
+    // Proxy 1 logs its admin move; proxy 2 sees the role change in its
+    // next round.
+    assert_eq!(
+        event(&a.status().events[0]),
+        (EventKind::AdminMove, "n1", Some("s1"), Some("s0"), Some(2))
+    );
+    b.round().await;
+    assert_eq!(
+        event(&b.status().events[0]),
+        (EventKind::Move, "n1", Some("s1"), Some("s0"), Some(2))
+    );
     // Proxy 2's counter for s0 moved, so its agent skips its next s0 round.
     assert_eq!(
         c.proxies[1].load(rdmalb_window::layout::update_counter_word(0).unwrap()),

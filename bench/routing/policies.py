@@ -1,0 +1,271 @@
+#!/usr/bin/env python3
+"""Routing policies against each other at fixed arrival rates (issue 15).
+
+On the emulated cluster (`rdmalb-testbed cluster`, docs/testbed.md), open
+loop at fixed fractions of the cluster's measured capacity, every policy
+in every scenario, rounds interleaved with a rotating order, medians.
+Reports p50, p99, p99.9 latency of served requests and the goodput within
+a latency objective (served requests answered within OBJECTIVE ms, per
+second), as tables (Markdown) and curves (PNG, gnuplot).
+
+    python3 bench/routing/policies.py                      # the default matrix (see --help)
+    python3 bench/routing/policies.py --scenarios antagonist --loads 80,90 --rounds 1
+
+Scenarios (each names its proxies; the load client spreads requests over
+them, so each proxy sees 1/P of the traffic):
+  hetero      6 nodes with 2, 4, 8, 2, 4, 8 slots (capacities 1:2:4), 4 proxies
+  antagonist  6 nodes of 4 slots; on each, a co-tenant takes 3 slots for
+              exponential periods (mean 1 s on, 3 s off), 4 proxies
+  eight       as antagonist, 8 proxies
+  rubis       4 nodes of 4 slots, the RUBiS-like mix of fine_coarse.sh
+              (cheap 2 ms and expensive 40 ms dynamic requests, static
+              files), 4 proxies
+Scenarios hetero, antagonist and eight replay dynamic requests of 10 ms.
+
+Capacity: each scenario starts with a closed-loop calibration run
+(leastconn, 4 connections per slot) whose served/s is the cluster's
+capacity C; the offered loads are the given percentages of C.
+
+The transport the proxies read the windows over is named in every row
+(shm by default; neither shm nor tcp is RDMA). Results:
+bench/results/routing-policies-<stamp>.{md,csv} and one PNG per scenario.
+"""
+
+import argparse
+import csv
+import datetime
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+POLICIES = {
+    # name: (balance, [proxy.routing] lines)
+    "roundrobin": ("roundrobin", ""),
+    "leastconn": ("leastconn", ""),
+    "random": ("random", ""),
+    "peak-ewma": ("peak-ewma", ""),
+    "prequal": ("prequal", ""),
+    "wll-per-request": ("weighted-least-load", 'load_read = "per-request"'),
+    "wll-interval": ("weighted-least-load", 'load_read = "interval:50ms"'),
+    "hot-cold": ("hot-cold", 'load_read = "per-request"'),
+}
+
+SCENARIOS = {
+    "hetero": dict(nodes=6, proxies=4, node_slots=[2, 4, 8], node="", trace="dynamic"),
+    "antagonist": dict(
+        nodes=6,
+        proxies=4,
+        node_slots=[],
+        node='antagonist_slots = 3\nantagonist_on = "1s"\nantagonist_off = "3s"\n',
+        trace="dynamic",
+    ),
+    "eight": dict(
+        nodes=6,
+        proxies=8,
+        node_slots=[],
+        node='antagonist_slots = 3\nantagonist_on = "1s"\nantagonist_off = "3s"\n',
+        trace="dynamic",
+    ),
+    "rubis": dict(nodes=4, proxies=4, node_slots=[], node="", trace="rubis"),
+}
+
+
+def sh(args, **kw):
+    return subprocess.run(args, check=True, **kw)
+
+
+def traces(bin_, work):
+    """The two trace files: 10 ms dynamic requests, and the RUBiS-like mix."""
+    dyn = os.path.join(work, "dynamic.txt")
+    sh([bin_, "trace", "zipf", "--sites", "shop", "--alpha", "0.5", "--files", "1000",
+        "--dynamic-share", "1.0", "--cost", "10ms", "-n", "400000", "--seed", "21", "-o", dyn],
+       stdout=subprocess.DEVNULL)
+    cheap, dear = os.path.join(work, "cheap.txt"), os.path.join(work, "dear.txt")
+    for out, cost, seed in ((cheap, "2ms", "11"), (dear, "40ms", "12")):
+        sh([bin_, "trace", "zipf", "--sites", "shop", "--alpha", "0.5", "--files", "1000",
+            "--dynamic-share", "0.3", "--cost", cost, "-n", "200000", "--seed", seed, "-o", out],
+           stdout=subprocess.DEVNULL)
+    mix = os.path.join(work, "rubis.txt")
+    with open(cheap) as a, open(dear) as b, open(mix, "w") as out:
+        out.write("# RUBiS-like mix: cheap (2ms) and expensive (40ms) zipf traces interleaved\n")
+        la = [l for l in a if not l.startswith("#")]
+        lb = [l for l in b if not l.startswith("#")]
+        for x, y in zip(la, lb):
+            out.write(x)
+            out.write(y)
+    return {"dynamic": dyn, "rubis": mix}
+
+
+def spec(scenario, policy, transport, duration, load, trace_file, candidates):
+    s = SCENARIOS[scenario]
+    balance, routing = POLICIES[policy]
+    slots = s["node_slots"]
+    top = f"node_slots = {slots}\n" if slots else ""
+    return f"""sites = ["shop"]
+split = "{s['nodes']}"
+proxies = {s['proxies']}
+balance = "{balance}"
+transport = "{transport}"
+duration = "{duration}s"
+trace_file = "{trace_file}"
+seed = 7
+{top}
+[node]
+slots = 4
+queue = 64
+{s['node']}
+[load]
+{load}
+interval = "1s"
+timeout = "10s"
+
+[proxy.weights]
+cpu = 0.0
+run_queue = 0.0
+memory = 0.0
+network = 0.0
+connections = 0.0
+irq = 0.0
+app = 1.0
+inflight = 0.2
+
+[proxy.routing]
+candidates = {candidates}
+{routing}
+"""
+
+
+def run(bin_, work, name, text):
+    path = os.path.join(work, name + ".toml")
+    out = os.path.join(work, name)
+    with open(path, "w") as f:
+        f.write(text)
+    log = open(out + ".log", "w")
+    r = subprocess.run([bin_, "cluster", "-c", path, "-o", out], stdout=log, stderr=log)
+    if r.returncode != 0:
+        sys.stderr.write(open(out + ".log").read()[-3000:])
+        sys.exit(f"cluster run {name} failed")
+    d = json.load(open(os.path.join(out, "load.json")))
+    t = next(s for s in d["summary"] if s["site"] == "TOTAL")
+    shutil.rmtree(out, ignore_errors=True)
+    return d, t
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--scenarios", default="antagonist,eight,hetero,rubis")
+    ap.add_argument("--policies", default=",".join(POLICIES))
+    ap.add_argument("--loads", default="50,70,80,90,95", help="offered load, %% of measured capacity")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--duration", type=int, default=8, help="seconds per run")
+    ap.add_argument("--objective", type=int, default=100, help="latency objective, ms (one of 10,25,50,100,250,500,1000,2500)")
+    ap.add_argument("--transport", default="shm", choices=["shm", "tcp"])
+    ap.add_argument("--candidates", default="2", help="routing.candidates of the window policies")
+    ap.add_argument("--bin", default=os.environ.get("RDMALB_TESTBED_BIN"))
+    a = ap.parse_args()
+    scenarios = [s for s in a.scenarios.split(",") if s]
+    policies = [p for p in a.policies.split(",") if p]
+    loads = [int(x) for x in a.loads.split(",") if x]
+    for s in scenarios:
+        if s not in SCENARIOS:
+            sys.exit(f"unknown scenario {s} (expected one of {', '.join(SCENARIOS)})")
+    for p in policies:
+        if p not in POLICIES:
+            sys.exit(f"unknown policy {p} (expected one of {', '.join(POLICIES)})")
+    if a.objective not in (10, 25, 50, 100, 250, 500, 1000, 2500):
+        sys.exit("--objective must be one of 10,25,50,100,250,500,1000,2500")
+    bin_ = a.bin
+    if not bin_:
+        sh(["cargo", "build", "--release", "--quiet", "--bin", "rdmalb", "--bin", "rdmalb-testbed"], cwd=ROOT)
+        bin_ = os.path.join(ROOT, "target/release/rdmalb-testbed")
+    work = tempfile.mkdtemp(prefix="rdmalb-policies.")
+    try:
+        files = traces(bin_, work)
+        start = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%MZ")
+        load_start = open("/proc/loadavg").read().split()[:3]
+        rows = []
+        capacity = {}
+        for s in scenarios:
+            sc = SCENARIOS[s]
+            slots = sum((sc["node_slots"] or [4])[i % len(sc["node_slots"] or [4])] for i in range(sc["nodes"]))
+            text = spec(s, "leastconn", a.transport, 4, f"connections = {4 * slots}", files[sc["trace"]], a.candidates)
+            _, t = run(bin_, work, f"calibrate-{s}", text)
+            capacity[s] = t["served_per_s"]
+            print(f"{s}: capacity {capacity[s]:.0f} served/s (closed loop, leastconn)", flush=True)
+        for r in range(a.rounds):
+            for s in scenarios:
+                order = policies[r % len(policies):] + policies[: r % len(policies)]
+                for p in order:
+                    for pct in loads:
+                        rate = capacity[s] * pct / 100.0
+                        text = spec(s, p, a.transport, a.duration, f"rate = {rate:.1f}", files[SCENARIOS[s]["trace"]], a.candidates)
+                        d, t = run(bin_, work, f"{s}-{p}-{pct}-{r}", text)
+                        within = t["served_within_ms"].get(str(a.objective), 0)
+                        row = dict(
+                            round=r + 1, scenario=s, policy=p, transport=a.transport, load_pct=pct,
+                            offered_per_s=round(t["offered_per_s"], 1), served_per_s=round(t["served_per_s"], 1),
+                            goodput_per_s=round(within / d["elapsed_s"], 1) if d["elapsed_s"] else 0,
+                            p50_ms=t["p50_ms"], p99_ms=t["p99_ms"], p999_ms=t["p999_ms"], errors=t["errors"],
+                        )
+                        rows.append(row)
+                        print(",".join(str(v) for v in row.values()), flush=True)
+        load_end = open("/proc/loadavg").read().split()[:3]
+        stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M")
+        out_dir = os.environ.get("RESULTS_DIR", os.path.join(ROOT, "bench/results"))
+        os.makedirs(out_dir, exist_ok=True)
+        base = os.path.join(out_dir, f"routing-policies-{stamp}")
+        with open(base + ".csv", "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+        med = {}
+        for key in {(x["scenario"], x["policy"], x["load_pct"]) for x in rows}:
+            sel = [x for x in rows if (x["scenario"], x["policy"], x["load_pct"]) == key]
+            med[key] = {k: statistics.median(x[k] for x in sel) for k in ("served_per_s", "goodput_per_s", "p50_ms", "p99_ms", "p999_ms", "errors")}
+        cmd = " ".join(["python3", "bench/routing/policies.py"] + sys.argv[1:])
+        md = [f"# Routing policies at fixed arrival rates, {start}", "",
+              f"Command: `{cmd}`", "",
+              f"Transport: {a.transport} (the proxies read the node windows over {a.transport}; not RDMA). "
+              f"{a.rounds} interleaved rounds of {a.duration} s, medians; goodput = served within {a.objective} ms, per second. "
+              f"Load average {' '.join(load_start)} at start, {' '.join(load_end)} at end: the machine is shared.", ""]
+        for s in scenarios:
+            sc = SCENARIOS[s]
+            md += [f"## {s} ({sc['nodes']} nodes, {sc['proxies']} proxies; capacity {capacity[s]:.0f}/s)", "",
+                   "| policy | load % | served/s | goodput/s | p50 ms | p99 ms | p99.9 ms | errors |",
+                   "|---|---:|---:|---:|---:|---:|---:|---:|"]
+            for p in policies:
+                for pct in loads:
+                    m = med[(s, p, pct)]
+                    md.append(f"| {p} | {pct} | {m['served_per_s']:.0f} | {m['goodput_per_s']:.0f} | {m['p50_ms']:.1f} | {m['p99_ms']:.1f} | {m['p999_ms']:.1f} | {m['errors']:.0f} |")
+            md.append("")
+            if shutil.which("gnuplot"):
+                dat = f"{base}-{s}.dat"
+                with open(dat, "w") as f:
+                    for i, p in enumerate(policies):
+                        f.write(f'"{p}"\n')
+                        for pct in loads:
+                            f.write(f"{pct} {med[(s, p, pct)]['p99_ms']}\n")
+                        f.write("\n\n")
+                png = f"{base}-{s}.png"
+                plot = (f'set terminal png size 900,560; set output "{png}"; '
+                        f'set title "{s}: p99 latency vs offered load ({a.transport})"; '
+                        'set xlabel "offered load, % of capacity"; set ylabel "p99 ms"; set logscale y; set key left top; '
+                        f'plot for [i=0:{len(policies) - 1}] "{dat}" index i using 1:2 with linespoints title columnheader(1)')
+                subprocess.run(["gnuplot", "-e", plot], check=False)
+                os.remove(dat)
+                md += [f"![{s}]({os.path.basename(png)})", ""]
+        with open(base + ".md", "w") as f:
+            f.write("\n".join(md) + "\n")
+        print("\n".join(md))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,126 @@
+//! Prequal's hot-cold lexicographic rule (HCL; Wydrowski, Kleinberg,
+//! Rumble, NSDI 2024), shared by the `prequal` policy (asynchronous,
+//! reusable probes, as published) and the `hot-cold` policy (the same rule
+//! on every request, fed by fresh window reads).
+//!
+//! Each candidate carries its requests in flight (RIF) and a latency
+//! estimate. A candidate is *hot* when its RIF is above the [`Q_RIF`]
+//! quantile of the RIFs seen recently for the site; the rule takes the cold
+//! candidate with the lowest latency, or, when every candidate is hot, the
+//! one with the lowest RIF.
+//!
+//! RIF here is the node's own count when its window tells it (the app's
+//! busy workers plus its queue, across every proxy: what Prequal's probe
+//! reply carries), else this proxy's in-flight count. Latency is the app's
+//! own recent response time when its window has one (`latency_us`, pushed
+//! by the app: Prequal's server-side estimate), else this proxy's
+//! peak-EWMA of the node's response time (`balance::latency`).
+
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+
+use super::load::NodeLoad;
+use super::NodeState;
+
+/// The hot threshold's quantile (the paper's default).
+pub const Q_RIF: f64 = 0.84;
+/// RIF observations kept per site for the quantile.
+const HISTORY: usize = 64;
+/// The threshold is recomputed every this many observations.
+const RECOMPUTE: usize = 8;
+
+/// Recent RIF observations of one site (a lock-free ring) and the hot
+/// threshold computed from them.
+#[derive(Debug)]
+pub(crate) struct RifHistory {
+    ring: [AtomicU32; HISTORY],
+    next: AtomicUsize,
+    /// The threshold as `f64` bits (infinity until the ring has data).
+    threshold: AtomicU64,
+}
+
+impl Default for RifHistory {
+    fn default() -> Self {
+        RifHistory {
+            ring: std::array::from_fn(|_| AtomicU32::new(0)),
+            next: AtomicUsize::new(0),
+            threshold: AtomicU64::new(f64::INFINITY.to_bits()),
+        }
+    }
+}
+
+impl RifHistory {
+    /// Records one observed RIF.
+    pub(crate) fn record(&self, rif: f64) {
+        let i = self.next.fetch_add(1, Ordering::Relaxed);
+        let v = rif.clamp(0.0, f64::from(u32::MAX)) as u32;
+        self.ring[i % HISTORY].store(v, Ordering::Relaxed);
+        if (i + 1) % RECOMPUTE == 0 {
+            let filled = (i + 1).min(HISTORY);
+            let mut values: Vec<u32> = self.ring[..filled]
+                .iter()
+                .map(|a| a.load(Ordering::Relaxed))
+                .collect();
+            let k = ((filled as f64 * Q_RIF).ceil() as usize).clamp(1, filled) - 1;
+            let (_, q, _) = values.select_nth_unstable(k);
+            self.threshold
+                .store(f64::from(*q).to_bits(), Ordering::Relaxed);
+        }
+    }
+
+    /// RIF above this is hot.
+    pub(crate) fn threshold(&self) -> f64 {
+        f64::from_bits(self.threshold.load(Ordering::Relaxed))
+    }
+}
+
+/// One candidate as the rule sees it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Probe {
+    pub rif: f64,
+    pub latency_ns: f64,
+}
+
+/// The position of the chosen candidate (`None` for none). Ties go to
+/// the earlier one: callers start the list at a rotating offset.
+pub(crate) fn choose(probes: &[Probe], threshold: f64) -> Option<usize> {
+    let by = |key: fn(&Probe) -> f64, hot: bool| {
+        probes
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| (p.rif > threshold) == hot)
+            .min_by(|(_, a), (_, b)| key(a).total_cmp(&key(b)))
+            .map(|(i, _)| i)
+    };
+    by(|p| p.latency_ns, false).or_else(|| by(|p| p.rif, true))
+}
+
+/// The node's RIF from a load read: the app's busy workers plus its queue
+/// when the app reports them, else the app's connections; `None` without a
+/// fresh read.
+pub(crate) fn rif_of(load: &NodeLoad) -> Option<f64> {
+    let s = &load.fresh()?.sample;
+    Some(
+        if s.app_capacity > 0 || s.app_busy > 0 || s.app_queue_len > 0 {
+            (s.app_busy + s.app_queue_len) as f64
+        } else {
+            s.active_connections as f64
+        },
+    )
+}
+
+/// A probe of `node` from its load read, or from what this proxy knows
+/// (its in-flight count, its latency estimate) where the read gave
+/// nothing usable.
+pub(crate) fn probe_of(node: &NodeState, load: &NodeLoad) -> Probe {
+    let app_latency = load
+        .fresh()
+        .map(|b| b.sample.app_latency_us)
+        .filter(|&us| us > 0);
+    Probe {
+        rif: rif_of(load).unwrap_or(node.inflight() as f64),
+        latency_ns: app_latency.map_or_else(|| node.latency_ns(), |us| us as f64 * 1000.0),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,137 @@
+//! Runtime commands on a real snapshot: parsing, HAProxy's spellings, the
+//! refusals, and `show stat`'s layout.
+
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use metrics_exporter_prometheus::PrometheusBuilder;
+
+use super::*;
+use crate::balance::Backends;
+
+fn admin() -> Admin {
+    let mut text = String::from("[[listener]]\nlisten = \"127.0.0.1:8080\"\n");
+    text.push_str(&crate::fixtures::site("shop", &["shop.example.com"]));
+    text.push_str(&crate::fixtures::site("blog", &["blog.example.com"]));
+    text.push_str(&crate::fixtures::node("a", "127.0.0.1:9001", "shop"));
+    text.push_str("weight = 4\n");
+    text.push_str(&crate::fixtures::node("b", "127.0.0.1:9002", "shop"));
+    text.push_str("backup = true\n");
+    text.push_str(&crate::fixtures::node("c", "127.0.0.1:9003", "blog"));
+    let config = crate::fixtures::config(&text);
+    let backends = Backends::build(&config, None);
+    Admin::new(
+        Arc::new(ArcSwap::from_pointee(config)),
+        Arc::new(ArcSwap::from_pointee(backends)),
+        PrometheusBuilder::new().build_recorder().handle(),
+    )
+}
+
+fn node(a: &Admin, name: &str) -> Arc<NodeState> {
+    find(a, name).unwrap()
+}
+
+#[tokio::test]
+async fn states_by_our_words_and_haproxys() {
+    let a = admin();
+    assert_eq!(run(&a, "set node a state drain").await.unwrap(), "");
+    assert_eq!(node(&a, "a").admin_state(), AdminState::Drain);
+    run(&a, "set server shop/a state maint").await.unwrap();
+    assert_eq!(node(&a, "a").admin_state(), AdminState::Maint);
+    run(&a, "enable server shop/a").await.unwrap();
+    assert_eq!(node(&a, "a").admin_state(), AdminState::Ready);
+    run(&a, "disable server shop/a").await.unwrap();
+    assert_eq!(node(&a, "a").admin_state(), AdminState::Maint);
+}
+
+#[tokio::test]
+async fn weights_absolute_and_relative() {
+    let a = admin();
+    run(&a, "set weight shop/a 50%").await.unwrap();
+    assert_eq!(run(&a, "get weight a").await.unwrap(), "2 (initial 4)\n");
+    run(&a, "set node a weight 256").await.unwrap();
+    assert_eq!(node(&a, "a").weight(), 256);
+    run(&a, "set server shop/a weight 0").await.unwrap();
+    assert_eq!(node(&a, "a").weight(), 0);
+    let (status, message) = run(&a, "set node a weight 257").await.unwrap_err();
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(message.contains("`257` is not a weight"), "{message}");
+    assert!(run(&a, "set node a weight -1").await.is_err());
+    assert!(run(&a, "set node a weight x%").await.is_err());
+}
+
+#[tokio::test]
+async fn unknown_names_and_wrong_sites_are_named() {
+    let a = admin();
+    let (status, message) = run(&a, "set node zz state drain").await.unwrap_err();
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(message, "no node named `zz`");
+    let (status, message) = run(&a, "set server blog/a state drain").await.unwrap_err();
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(
+        message.contains("not in site `blog` (it serves shop)"),
+        "{message}"
+    );
+    let (status, message) = run(&a, "set node a state asleep").await.unwrap_err();
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(message.contains("ready, drain or maint"), "{message}");
+    let (status, _) = run(&a, "show stat xml").await.unwrap_err();
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let (status, _) = run(&a, "move node a site blog").await.unwrap_err();
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    let (_, message) = run(&a, "set node").await.unwrap_err();
+    assert!(message.contains("try `help`"), "{message}");
+}
+
+#[tokio::test]
+async fn show_stat_has_haproxys_layout() {
+    let a = admin();
+    node(&a, "a").set_admin_state(AdminState::Drain, ControlSource::Runtime);
+    let csv = run(&a, "show stat").await.unwrap();
+    let mut lines = csv.lines();
+    let header = lines.next().unwrap();
+    assert!(header.starts_with("# pxname,svname,qcur,qmax,scur,smax,slim,stot,"));
+    let rows: Vec<&str> = lines.filter(|l| !l.is_empty()).collect();
+    let names: Vec<String> = rows
+        .iter()
+        .map(|r| r.split(',').take(2).collect::<Vec<_>>().join("/"))
+        .collect();
+    assert_eq!(
+        names,
+        ["shop/a", "shop/b", "shop/BACKEND", "blog/c", "blog/BACKEND"]
+    );
+    for r in &rows {
+        // One field per column, each line ending with a comma as HAProxy's.
+        assert_eq!(r.matches(',').count(), stat::COLUMNS.len(), "{r}");
+    }
+    let col = |row: &str, name: &str| -> String {
+        let i = stat::COLUMNS.iter().position(|c| *c == name).unwrap();
+        row.split(',').nth(i).unwrap().to_string()
+    };
+    assert_eq!(col(rows[0], "status"), "DRAIN");
+    assert_eq!(col(rows[0], "weight"), "4");
+    assert_eq!(
+        (col(rows[1], "act"), col(rows[1], "bck")),
+        ("0".into(), "1".into())
+    );
+    // Only the backup admits: the backend is up on it alone.
+    assert_eq!(col(rows[2], "status"), "UP");
+    assert_eq!(
+        (col(rows[2], "act"), col(rows[2], "bck")),
+        ("0".into(), "1".into())
+    );
+    assert_eq!(col(rows[2], "algo"), "roundrobin");
+    assert_eq!(col(rows[0], "addr"), "127.0.0.1:9001");
+    assert!(csv.ends_with("\n\n"));
+}
+
+#[tokio::test]
+async fn show_info_names_the_process() {
+    let a = admin();
+    let info = run(&a, "show info").await.unwrap();
+    assert!(info.starts_with("Name: rdmalb\nVersion: "), "{info}");
+    assert!(info.contains(&format!("Pid: {}\n", std::process::id())));
+    let json: serde_json::Value =
+        serde_json::from_str(&run(&a, "show info json").await.unwrap()).unwrap();
+    assert_eq!(json["Nodes"], "3");
+}
