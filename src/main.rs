@@ -53,6 +53,19 @@ enum Command {
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         command: Vec<String>,
     },
+    /// Convert an HAProxy configuration to a proxy config: the TOML is
+    /// printed (or written), every directive not mapped exactly is named on
+    /// stderr; exit status 3 when one changes which backend a request reaches.
+    Import {
+        /// The HAProxy configuration file.
+        haproxy_cfg: PathBuf,
+        /// Write the TOML to this file instead of printing it.
+        #[arg(short, long)]
+        out: Option<PathBuf>,
+        /// Exit 0 even when a routing directive could not be mapped.
+        #[arg(long)]
+        allow_partial: bool,
+    },
     /// Generate a pre-shared key for the tcp and verbs windows (256 random
     /// bits as `rdmalb-psk-v1:` and hex): printed, or written to a new file.
     Psk {
@@ -77,6 +90,9 @@ fn main() -> ExitCode {
 
 /// Exit status 2 for an invalid config, 1 for any other failure.
 const CONFIG_INVALID: u8 = 2;
+
+/// Exit status of `rdmalb import` when routing could not be kept.
+const IMPORT_PARTIAL: u8 = 3;
 
 fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
@@ -111,6 +127,29 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
                 eprint!("rdmalb ctl: {} {}", answer.status, answer.body);
                 Ok(ExitCode::FAILURE)
             }
+        }
+        Command::Import {
+            haproxy_cfg,
+            out,
+            allow_partial,
+        } => {
+            let text = std::fs::read_to_string(&haproxy_cfg)
+                .with_context(|| format!("cannot read {}", haproxy_cfg.display()))?;
+            let dir = haproxy_cfg.parent().unwrap_or(std::path::Path::new("."));
+            let imported = rdmalb_proxy::import::import(&text, dir);
+            for note in &imported.notes {
+                eprintln!("{}", note.render(&haproxy_cfg.display().to_string()));
+            }
+            match out {
+                Some(path) => std::fs::write(&path, &imported.toml)
+                    .with_context(|| format!("cannot write {}", path.display()))?,
+                None => print!("{}", imported.toml),
+            }
+            Ok(if imported.changes_routing() && !allow_partial {
+                ExitCode::from(IMPORT_PARTIAL)
+            } else {
+                ExitCode::SUCCESS
+            })
         }
         Command::Check { config, sidecar } => {
             let result = if sidecar {

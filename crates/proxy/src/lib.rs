@@ -17,6 +17,7 @@
 pub mod balance;
 pub mod config;
 pub mod front;
+pub mod import;
 pub mod proxy_protocol;
 pub mod qos;
 pub mod reconfig;

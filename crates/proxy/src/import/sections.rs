@@ -1,0 +1,573 @@
+//! HAProxy's sections (`global`, `defaults`, `frontend`, `backend`,
+//! `listen`) read into [`Proxy`] and [`Global`] values: the directives the
+//! importer maps, each with its line; everything else becomes a note here.
+//! A proxy starts from the last `defaults` section before it (or the one
+//! its `from` names), as HAProxy's do.
+
+use std::collections::BTreeMap;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::time::Duration;
+
+use super::lexer::Line;
+use super::{Kind, Note};
+
+/// What a proxy section is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Defaults,
+    Frontend,
+    Backend,
+    Listen,
+}
+
+impl Role {
+    pub fn has_frontend(self) -> bool {
+        matches!(self, Role::Frontend | Role::Listen | Role::Defaults)
+    }
+    pub fn has_backend(self) -> bool {
+        matches!(self, Role::Backend | Role::Listen | Role::Defaults)
+    }
+}
+
+/// A value and the line it came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct At<T> {
+    pub value: T,
+    pub line: usize,
+}
+
+/// `global`.
+#[derive(Debug, Default)]
+pub struct Global {
+    pub maxconn: Option<At<u64>>,
+    pub nbthread: Option<At<u64>>,
+}
+
+/// One `bind` address.
+#[derive(Debug, Clone)]
+pub struct Bind {
+    pub line: usize,
+    pub address: SocketAddr,
+    /// `ssl crt ...`: certificate paths as written (files or directories).
+    pub crt: Option<Vec<String>>,
+    pub h2: bool,
+    pub accept_proxy: bool,
+}
+
+/// `acl <name> <criterion> [flags] <patterns>`.
+#[derive(Debug, Clone)]
+pub struct Acl {
+    pub line: usize,
+    pub name: String,
+    /// Criterion, flags and patterns.
+    pub words: Vec<String>,
+}
+
+/// `use_backend <name> [if|unless <condition>]`.
+#[derive(Debug, Clone)]
+pub struct Rule {
+    pub line: usize,
+    pub backend: String,
+    /// `if` (true) or `unless` (false) and the condition's words.
+    pub condition: Option<(bool, Vec<String>)>,
+}
+
+/// A `server` line with its `default-server` settings applied.
+#[derive(Debug, Clone, Default)]
+pub struct Server {
+    pub line: usize,
+    pub name: String,
+    pub address: Option<SocketAddr>,
+    pub check: bool,
+    pub inter: Option<Duration>,
+    pub rise: Option<u32>,
+    pub fall: Option<u32>,
+    pub weight: Option<u32>,
+    pub maxconn: Option<u64>,
+    pub backup: bool,
+    pub disabled: bool,
+    pub agent_check: bool,
+    pub agent_port: Option<u16>,
+    pub agent_inter: Option<Duration>,
+    pub agent_addr: Option<String>,
+    pub send_proxy: Option<&'static str>,
+}
+
+/// A `defaults`, `frontend`, `backend` or `listen` section.
+#[derive(Debug, Clone)]
+pub struct Proxy {
+    pub role: Role,
+    pub name: String,
+    pub line: usize,
+    /// Line of a `mode` other than http (HAProxy's default mode is tcp).
+    pub mode_http: Option<At<bool>>,
+    pub binds: Vec<Bind>,
+    pub acls: Vec<Acl>,
+    pub rules: Vec<Rule>,
+    pub default_backend: Option<At<String>>,
+    pub balance: Option<At<String>>,
+    pub servers: Vec<Server>,
+    default_server: Vec<Line>,
+    pub timeouts: BTreeMap<String, At<Duration>>,
+    pub forwardfor: bool,
+    pub httpchk: Option<At<String>>,
+    pub expect_status: Option<At<u16>>,
+    pub retries: Option<At<u64>>,
+    pub maxconn: Option<At<u64>>,
+}
+
+impl Proxy {
+    fn new(role: Role, name: &str, line: usize) -> Proxy {
+        Proxy {
+            role,
+            name: name.to_string(),
+            line,
+            mode_http: None,
+            binds: Vec::new(),
+            acls: Vec::new(),
+            rules: Vec::new(),
+            default_backend: None,
+            balance: None,
+            servers: Vec::new(),
+            default_server: Vec::new(),
+            timeouts: BTreeMap::new(),
+            forwardfor: false,
+            httpchk: None,
+            expect_status: None,
+            retries: None,
+            maxconn: None,
+        }
+    }
+
+    /// Whether the proxy is in `mode http` (set here or inherited).
+    pub fn is_http(&self) -> bool {
+        self.mode_http.as_ref().is_some_and(|m| m.value)
+    }
+}
+
+/// The whole configuration, sections in file order.
+#[derive(Debug, Default)]
+pub struct Haproxy {
+    pub global: Global,
+    pub proxies: Vec<Proxy>,
+}
+
+/// Reads the directives into sections; notes what is not mapped.
+pub fn read(lines: &[Line], notes: &mut Vec<Note>) -> Haproxy {
+    let mut out = Haproxy::default();
+    let mut defaults: Vec<Proxy> = Vec::new();
+    let mut current: Option<Proxy> = None;
+    let mut in_global = false;
+    let mut skipping = false;
+    for line in lines {
+        let kw = line.keyword();
+        let role = match kw {
+            "defaults" => Some(Role::Defaults),
+            "frontend" => Some(Role::Frontend),
+            "backend" => Some(Role::Backend),
+            "listen" => Some(Role::Listen),
+            _ => None,
+        };
+        let other_section = matches!(
+            kw,
+            "userlist" | "peers" | "resolvers" | "cache" | "program" | "mailers" | "http-errors" | "ring" | "fcgi-app"
+        );
+        if role.is_some() || other_section || kw == "global" {
+            finish(&mut current, &mut defaults, &mut out);
+            in_global = kw == "global";
+            skipping = other_section;
+            if other_section {
+                notes.push(Note::new(line.number, kw, Kind::Unsupported, format!("section not supported; its {} lines are skipped", kw)));
+            }
+            if let Some(role) = role {
+                let name = line.word(1);
+                let mut p = match (role, line.words.iter().position(|w| w == "from")) {
+                    (_, Some(i)) => match defaults.iter().rev().find(|d| d.name == line.word(i + 1)) {
+                        Some(d) => inherit(d, role, name, line.number),
+                        None => {
+                            notes.push(Note::new(line.number, kw, Kind::Routing, format!("no defaults section named `{}`", line.word(i + 1))));
+                            Proxy::new(role, name, line.number)
+                        }
+                    },
+                    (_, None) => match defaults.last() {
+                        Some(d) => inherit(d, role, name, line.number),
+                        None => Proxy::new(role, name, line.number),
+                    },
+                };
+                if role == Role::Listen && !line.word(2).is_empty() && line.word(2) != "from" {
+                    bind(&mut p, line, 2, notes);
+                }
+                current = Some(p);
+            }
+            continue;
+        }
+        if skipping {
+            continue;
+        }
+        if in_global {
+            global(&mut out.global, line, notes);
+        } else if let Some(p) = current.as_mut() {
+            directive(p, line, notes);
+        } else {
+            notes.push(Note::new(line.number, kw, Kind::Unsupported, "outside any section; ignored".into()));
+        }
+    }
+    finish(&mut current, &mut defaults, &mut out);
+    out
+}
+
+fn finish(current: &mut Option<Proxy>, defaults: &mut Vec<Proxy>, out: &mut Haproxy) {
+    if let Some(p) = current.take() {
+        if p.role == Role::Defaults {
+            defaults.push(p);
+        } else {
+            out.proxies.push(p);
+        }
+    }
+}
+
+/// A new proxy with the settings of a `defaults` section.
+fn inherit(d: &Proxy, role: Role, name: &str, line: usize) -> Proxy {
+    let mut p = d.clone();
+    p.role = role;
+    p.name = name.to_string();
+    p.line = line;
+    p.servers.clear();
+    p.binds.clear();
+    p.acls.clear();
+    p.rules.clear();
+    p
+}
+
+fn global(g: &mut Global, line: &Line, notes: &mut Vec<Note>) {
+    let kw = line.keyword();
+    match kw {
+        "maxconn" | "nbthread" => match number(line, 1, notes) {
+            Some(v) if kw == "maxconn" => g.maxconn = Some(At { value: v, line: line.number }),
+            Some(v) => g.nbthread = Some(At { value: v, line: line.number }),
+            None => {}
+        },
+        "daemon" | "user" | "group" | "uid" | "gid" | "chroot" | "pidfile" | "master-worker" => notes.push(Note::new(
+            line.number,
+            kw,
+            Kind::Unsupported,
+            "not needed: run rdmalb under its systemd unit (conf/systemd)".into(),
+        )),
+        "log" => notes.push(Note::new(line.number, kw, Kind::Unsupported, "not supported: rdmalb writes its access log to global.access_log (stdout)".into())),
+        _ => notes.push(Note::new(line.number, kw, Kind::Unsupported, "not supported in the global section".into())),
+    }
+}
+
+fn number(line: &Line, i: usize, notes: &mut Vec<Note>) -> Option<u64> {
+    match line.word(i).parse() {
+        Ok(v) => Some(v),
+        Err(_) => {
+            notes.push(Note::new(line.number, line.keyword(), Kind::Unsupported, format!("`{}` is not a number; ignored", line.word(i))));
+            None
+        }
+    }
+}
+
+/// HAProxy's time format: a number and an optional unit (us, ms, s, m, h,
+/// d); a bare number is milliseconds.
+pub fn time(text: &str) -> Option<Duration> {
+    let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+    let (num, unit) = text.split_at(split);
+    let n: u64 = num.parse().ok()?;
+    Some(match unit {
+        "us" => Duration::from_micros(n),
+        "" | "ms" => Duration::from_millis(n),
+        "s" => Duration::from_secs(n),
+        "m" => Duration::from_secs(n.checked_mul(60)?),
+        "h" => Duration::from_secs(n.checked_mul(3600)?),
+        "d" => Duration::from_secs(n.checked_mul(86_400)?),
+        _ => return None,
+    })
+}
+
+fn directive(p: &mut Proxy, line: &Line, notes: &mut Vec<Note>) {
+    let kw = line.keyword();
+    let n = line.number;
+    let mut note = |kind, why: String| notes.push(Note::new(n, kw, kind, why));
+    match kw {
+        "mode" => p.mode_http = Some(At { value: line.word(1) == "http", line: n }),
+        "bind" if p.role.has_frontend() && p.role != Role::Defaults => bind(p, line, 1, notes),
+        "acl" => p.acls.push(Acl { line: n, name: line.word(1).to_string(), words: line.words[2..].to_vec() }),
+        "use_backend" => {
+            let condition = match line.word(2) {
+                "" => None,
+                w @ ("if" | "unless") => Some((w == "if", line.words[3..].to_vec())),
+                other => {
+                    note(Kind::Routing, format!("`{other}` is not `if` or `unless`; rule dropped"));
+                    return;
+                }
+            };
+            if line.word(1).contains('%') {
+                note(Kind::Routing, "dynamic backend names (log-format) are not supported; rule dropped".into());
+                return;
+            }
+            p.rules.push(Rule { line: n, backend: line.word(1).to_string(), condition });
+        }
+        "default_backend" => p.default_backend = Some(At { value: line.word(1).to_string(), line: n }),
+        "balance" => p.balance = Some(At { value: line.word(1).to_string(), line: n }),
+        "server" => match server(p, line, notes) {
+            Some(s) => p.servers.push(s),
+            None => {}
+        },
+        "default-server" => p.default_server.push(line.clone()),
+        "timeout" => timeout(p, line, notes),
+        "option" | "no" => option(p, line, notes),
+        "http-check" => http_check(p, line, notes),
+        "retries" => {
+            if let Some(v) = number(line, 1, notes) {
+                p.retries = Some(At { value: v, line: n });
+            }
+        }
+        "maxconn" => {
+            if let Some(v) = number(line, 1, notes) {
+                p.maxconn = Some(At { value: v, line: n });
+            }
+        }
+        "log" => note(Kind::Unsupported, "not supported: rdmalb writes its access log to global.access_log (stdout)".into()),
+        "http-request" | "http-response" | "http-after-response" | "tcp-request" | "tcp-response" | "redirect" => {
+            note(Kind::Unsupported, "not supported: rdmalb has no request or response rules".into())
+        }
+        "stick-table" | "stick" | "cookie" | "use-server" | "hash-type" => {
+            note(Kind::Unsupported, "not supported: rdmalb has no session stickiness".into())
+        }
+        "capture" | "unique-id-format" | "unique-id-header" | "log-format" | "errorfile" | "stats" | "monitor-uri" => {
+            note(Kind::Unsupported, "not supported".into())
+        }
+        _ => note(Kind::Unsupported, "not supported".into()),
+    }
+}
+
+/// `bind <addr>[,<addr>...] [params]`, the addresses starting at word `at`.
+fn bind(p: &mut Proxy, line: &Line, at: usize, notes: &mut Vec<Note>) {
+    let n = line.number;
+    let mut crt = Vec::new();
+    let (mut ssl, mut h2, mut accept_proxy) = (false, false, false);
+    let mut i = at + 1;
+    while i < line.words.len() {
+        let w = line.word(i);
+        match w {
+            "ssl" => ssl = true,
+            "crt" => {
+                crt.push(line.word(i + 1).to_string());
+                i += 1;
+            }
+            "alpn" => {
+                h2 = line.word(i + 1).split(',').any(|p| p == "h2");
+                i += 1;
+            }
+            "accept-proxy" => accept_proxy = true,
+            "v4v6" | "v6only" => {}
+            "name" | "ciphers" | "ciphersuites" | "ssl-min-ver" | "ssl-max-ver" | "curves" | "ecdhe" | "process" | "crt-list" | "ca-file" | "verify" | "interface" | "mss" | "maxconn" | "npn" | "thread" | "level" | "mode" | "user" | "group" => {
+                notes.push(Note::new(n, "bind", Kind::Unsupported, format!("bind option `{w}` not supported")));
+                i += 1;
+            }
+            _ => notes.push(Note::new(n, "bind", Kind::Unsupported, format!("bind option `{w}` not supported"))),
+        }
+        i += 1;
+    }
+    if ssl && crt.is_empty() {
+        notes.push(Note::new(n, "bind", Kind::Routing, "`ssl` without `crt`: listener dropped".into()));
+        return;
+    }
+    for addr in line.word(at).split(',') {
+        match bind_address(addr) {
+            Some(address) => p.binds.push(Bind {
+                line: n,
+                address,
+                crt: ssl.then(|| crt.clone()),
+                h2,
+                accept_proxy,
+            }),
+            None => notes.push(Note::new(
+                n,
+                "bind",
+                Kind::Routing,
+                format!("address `{addr}` not supported (expected [ip]:port; no names, ranges, unix sockets); listener dropped"),
+            )),
+        }
+    }
+}
+
+/// `:80`, `*:80`, `0.0.0.0:80`, `:::80`, `[::]:80`, `ipv4@...`, `ipv6@...`.
+fn bind_address(addr: &str) -> Option<SocketAddr> {
+    let addr = addr.strip_prefix("ipv4@").or_else(|| addr.strip_prefix("ipv6@")).unwrap_or(addr);
+    let (host, port) = addr.rsplit_once(':')?;
+    let port: u16 = port.parse().ok()?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let ip: std::net::IpAddr = match host {
+        "" | "*" => std::net::Ipv4Addr::UNSPECIFIED.into(),
+        "::" | ":" => std::net::Ipv6Addr::UNSPECIFIED.into(),
+        h => h.parse().ok()?,
+    };
+    Some(SocketAddr::new(ip, port))
+}
+
+fn server(p: &mut Proxy, line: &Line, notes: &mut Vec<Note>) -> Option<Server> {
+    let n = line.number;
+    let mut s = Server { line: n, name: line.word(1).to_string(), ..Server::default() };
+    let defaults: Vec<Line> = p.default_server.clone();
+    for d in &defaults {
+        server_options(&mut s, d, 1, notes);
+    }
+    server_options(&mut s, line, 3, notes);
+    let addr = line.word(2);
+    let addr = addr.strip_prefix("ipv4@").or_else(|| addr.strip_prefix("ipv6@")).unwrap_or(addr);
+    s.address = match addr.parse::<SocketAddr>() {
+        Ok(a) => Some(a),
+        Err(_) => match addr.rsplit_once(':').filter(|(_, port)| port.parse::<u16>().is_ok()) {
+            Some(_) => match addr.to_socket_addrs().ok().and_then(|mut a| a.next()) {
+                Some(a) => {
+                    notes.push(Note::new(n, "server", Kind::Approximated, format!("`{addr}` resolved once, at import time, to {a}")));
+                    Some(a)
+                }
+                None => None,
+            },
+            None => None,
+        },
+    };
+    if s.address.is_none() {
+        notes.push(Note::new(
+            n,
+            "server",
+            Kind::Routing,
+            format!("server `{}`: address `{}` not supported (expected ip:port or a resolvable name:port); server dropped", s.name, line.word(2)),
+        ));
+        return None;
+    }
+    Some(s)
+}
+
+/// Applies the server options of `line` from word `from` on.
+fn server_options(s: &mut Server, line: &Line, from: usize, notes: &mut Vec<Note>) {
+    let n = line.number;
+    let kw = line.keyword();
+    let mut i = from;
+    while i < line.words.len() {
+        let w = line.word(i);
+        let arg = line.word(i + 1);
+        let mut bad = |what: &str| {
+            notes.push(Note::new(n, kw, Kind::Unsupported, format!("`{w} {arg}`: {what}; ignored")));
+        };
+        let mut takes_arg = true;
+        match w {
+            "check" => (s.check, takes_arg) = (true, false),
+            "no-check" => (s.check, takes_arg) = (false, false),
+            "backup" => (s.backup, takes_arg) = (true, false),
+            "no-backup" => (s.backup, takes_arg) = (false, false),
+            "disabled" => (s.disabled, takes_arg) = (true, false),
+            "enabled" => (s.disabled, takes_arg) = (false, false),
+            "agent-check" => (s.agent_check, takes_arg) = (true, false),
+            "no-agent-check" => (s.agent_check, takes_arg) = (false, false),
+            "send-proxy" => (s.send_proxy, takes_arg) = (Some("v1"), false),
+            "send-proxy-v2" => (s.send_proxy, takes_arg) = (Some("v2"), false),
+            "no-send-proxy" | "no-send-proxy-v2" => (s.send_proxy, takes_arg) = (None, false),
+            "inter" => match time(arg) {
+                Some(t) => s.inter = Some(t),
+                None => bad("not a time"),
+            },
+            "agent-inter" => match time(arg) {
+                Some(t) => s.agent_inter = Some(t),
+                None => bad("not a time"),
+            },
+            "rise" | "fall" => match arg.parse::<u32>() {
+                Ok(v) if v >= 1 && w == "rise" => s.rise = Some(v),
+                Ok(v) if v >= 1 => s.fall = Some(v),
+                _ => bad("not a count >= 1"),
+            },
+            "weight" => match arg.parse::<u32>() {
+                Ok(v) if v <= 256 => s.weight = Some(v),
+                _ => bad("not a weight 0..256"),
+            },
+            "maxconn" => match arg.parse::<u64>() {
+                Ok(v) => s.maxconn = Some(v),
+                _ => bad("not a number"),
+            },
+            "agent-port" => match arg.parse::<u16>() {
+                Ok(v) => s.agent_port = Some(v),
+                _ => bad("not a port"),
+            },
+            "agent-addr" => s.agent_addr = Some(arg.to_string()),
+            "ssl" | "verify" | "ca-file" | "sni" | "alpn" | "check-ssl" | "check-sni" | "crt" => {
+                takes_arg = !matches!(w, "ssl" | "check-ssl");
+                notes.push(Note::new(n, kw, Kind::Routing, format!("`{w}` not supported: rdmalb speaks cleartext HTTP to its nodes")));
+            }
+            "cookie" | "fastinter" | "downinter" | "slowstart" | "port" | "addr" | "id" | "resolvers" | "resolve-prefer" | "init-addr" | "on-error" | "observe" | "error-limit" | "maxqueue" | "minconn" | "agent-send" | "pool-max-conn" | "track" | "redir" => {
+                notes.push(Note::new(n, kw, Kind::Unsupported, format!("server option `{w}` not supported; ignored")));
+            }
+            _ => {
+                takes_arg = false;
+                notes.push(Note::new(n, kw, Kind::Unsupported, format!("server option `{w}` not supported; ignored")));
+            }
+        }
+        i += if takes_arg { 2 } else { 1 };
+    }
+}
+
+fn timeout(p: &mut Proxy, line: &Line, notes: &mut Vec<Note>) {
+    let which = line.word(1);
+    let n = line.number;
+    match (which, time(line.word(2))) {
+        ("connect" | "client" | "server" | "http-request" | "http-keep-alive" | "queue" | "check", Some(t)) => {
+            p.timeouts.insert(which.to_string(), At { value: t, line: n });
+        }
+        ("connect" | "client" | "server" | "http-request" | "http-keep-alive" | "queue" | "check", None) => notes.push(Note::new(
+            n,
+            "timeout",
+            Kind::Unsupported,
+            format!("`{}` is not a time (expected e.g. 5s, 500ms, 1m); ignored", line.word(2)),
+        )),
+        _ => notes.push(Note::new(n, "timeout", Kind::Unsupported, format!("`timeout {which}` not supported"))),
+    }
+}
+
+fn option(p: &mut Proxy, line: &Line, notes: &mut Vec<Note>) {
+    let n = line.number;
+    let (on, words) = if line.keyword() == "no" { (false, &line.words[2..]) } else { (true, &line.words[1..]) };
+    let name = words.first().map_or("", String::as_str);
+    match name {
+        "forwardfor" => p.forwardfor = on,
+        "httpchk" => {
+            // `option httpchk <uri>`, or `<method> <uri> [<version>]`.
+            let uri = match words.len() {
+                1 => "/".to_string(),
+                2 => words[1].clone(),
+                _ => {
+                    if words[1] != "GET" {
+                        notes.push(Note::new(n, "option httpchk", Kind::Approximated, format!("rdmalb checks with GET, not {}", words[1])));
+                    }
+                    words[2].clone()
+                }
+            };
+            p.httpchk = on.then_some(At { value: uri, line: n });
+        }
+        "httplog" | "http-keep-alive" | "dontlognull" | "redispatch" | "log-health-checks" | "prefer-last-server" => {}
+        "http-server-close" | "httpclose" | "forceclose" => notes.push(Note::new(
+            n,
+            &format!("option {name}"),
+            Kind::Approximated,
+            "rdmalb keeps connections alive on both sides (pooled upstream connections)".into(),
+        )),
+        _ => notes.push(Note::new(n, &format!("option {name}"), Kind::Unsupported, "not supported".into())),
+    }
+}
+
+fn http_check(p: &mut Proxy, line: &Line, notes: &mut Vec<Note>) {
+    let n = line.number;
+    match (line.word(1), line.word(2)) {
+        ("expect", "status") => match line.word(3).parse::<u16>() {
+            Ok(code) if (100..=599).contains(&code) => p.expect_status = Some(At { value: code, line: n }),
+            _ => notes.push(Note::new(n, "http-check expect", Kind::Unsupported, format!("`{}` is not one status code; ignored", line.word(3)))),
+        },
+        ("send", _) => {
+            if let Some(i) = line.words.iter().position(|w| w == "uri") {
+                p.httpchk = Some(At { value: line.word(i + 1).to_string(), line: n });
+            }
+        }
+        (what, _) => notes.push(Note::new(n, &format!("http-check {what}"), Kind::Unsupported, "not supported (rdmalb's check passes on [health] expect_status)".into())),
+    }
+}
