@@ -67,7 +67,8 @@ pub enum CheckError {
 }
 
 /// One HTTP check of `addr`: `GET path` with `Host: host`, passing on 2xx/3xx
-/// within `timeout`. Returns the status on a pass. A node with `send_proxy`
+/// within `timeout` (on exactly `expect` when given, HAProxy's `http-check
+/// expect status`). Returns the status on a pass. A node with `send_proxy`
 /// is first sent a PROXY header for no client (v1 `UNKNOWN`, v2 `LOCAL`),
 /// as HAProxy's checks do, so a node that requires the header accepts them.
 pub async fn check_once(
@@ -76,8 +77,9 @@ pub async fn check_once(
     path: &str,
     timeout: Duration,
     send_proxy: Option<SendProxy>,
+    expect: Option<u16>,
 ) -> Result<StatusCode, CheckError> {
-    match tokio::time::timeout(timeout, check_inner(addr, host, path, send_proxy)).await {
+    match tokio::time::timeout(timeout, check_inner(addr, host, path, send_proxy, expect)).await {
         Ok(r) => r,
         Err(_) => Err(CheckError::Timeout(timeout)),
     }
@@ -88,6 +90,7 @@ async fn check_inner(
     host: &str,
     path: &str,
     send_proxy: Option<SendProxy>,
+    expect: Option<u16>,
 ) -> Result<StatusCode, CheckError> {
     let mut stream = TcpStream::connect(addr)
         .await
@@ -123,7 +126,11 @@ async fn check_inner(
     }
     .map_err(CheckError::Http)?;
     let status = resp.status();
-    if status.is_success() || status.is_redirection() {
+    let pass = match expect {
+        Some(code) => status.as_u16() == code,
+        None => status.is_success() || status.is_redirection(),
+    };
+    if pass {
         Ok(status)
     } else {
         Err(CheckError::Status(status))
@@ -326,11 +333,12 @@ async fn node_loop(
         let timeout = snap.health().timeout;
         let interval = snap.health().interval;
         let send_proxy = snap.send_proxy_of(&node);
+        let expect = snap.health().expect_status;
         drop(snap);
 
         let result = tokio::select! {
             _ = rdmalb_base::shutdown::requested(&mut shutdown) => return,
-            r = check_once(node.address, &host, &path, timeout, send_proxy) => r,
+            r = check_once(node.address, &host, &path, timeout, send_proxy, expect) => r,
         };
         if let Err(e) = &result {
             tracing::debug!(node = %node.name, site = %site_label(&node), error = %e, "health check failed");

@@ -59,6 +59,8 @@ pub struct RawHealth {
     pub rise: Option<i64>,
     pub fall: Option<i64>,
     pub passive_failures: Option<i64>,
+    /// The one status a check must get (HAProxy's `http-check expect status`).
+    pub expect_status: Option<i64>,
 }
 
 #[derive(Debug, Default, Deserialize)]

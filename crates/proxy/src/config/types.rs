@@ -288,6 +288,9 @@ pub struct HealthCheck {
     /// Consecutive failed requests (connect failure or 5xx) that eject a node
     /// passively (0 disables passive ejection).
     pub passive_failures: u32,
+    /// The status a check must get to pass (HAProxy's `http-check expect
+    /// status`); `None`: any 2xx or 3xx.
+    pub expect_status: Option<u16>,
 }
 
 /// `[admin]`: metrics and status listener.

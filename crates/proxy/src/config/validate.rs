@@ -145,6 +145,9 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
             0,
             1000,
         ) as u32,
+        expect_status: raw_health
+            .expect_status
+            .map(|_| c.int("health.expect_status", raw_health.expect_status, 200, 100, 599) as u16),
     };
     let admin = raw_admin.and_then(|a| {
         let token_file = match a.token_file.as_deref() {
@@ -563,9 +566,13 @@ fn pattern_text(p: &HostPattern) -> String {
     }
 }
 
-/// Parses `www.example.com` or `*.example.com` (lower-cased).
+/// Parses `www.example.com`, `*.example.com` or `*` (any host), lower-cased.
 pub fn host_pattern(h: &str) -> Result<HostPattern, String> {
     let lower = h.trim().to_ascii_lowercase();
+    if lower == "*" {
+        // Any host, after every exact name and wildcard (front/route.rs).
+        return Ok(HostPattern::Wildcard(String::new()));
+    }
     let (wild, name) = match lower.strip_prefix("*.") {
         Some(rest) => (true, rest),
         None => (false, lower.as_str()),
@@ -581,7 +588,7 @@ pub fn host_pattern(h: &str) -> Result<HostPattern, String> {
         });
     if !ok {
         return Err(format!(
-            "`{h}` is not a host name (expected e.g. \"www.example.com\" or \"*.example.com\"; no port, no scheme)"
+            "`{h}` is not a host name (expected e.g. \"www.example.com\", \"*.example.com\" or \"*\" for any host; no port, no scheme)"
         ));
     }
     Ok(if wild {

@@ -1,7 +1,8 @@
 //! Host (and path prefix) routing to sites, built once per config snapshot.
 //!
 //! Order of precedence: an exact host name, then wildcards with the longest
-//! suffix first (`*.a.example.com` before `*.example.com`); within the
+//! suffix first (`*.a.example.com` before `*.example.com`), then `*` (any
+//! host); within the
 //! matching host, the longest path prefix wins, and a site without prefixes
 //! matches every path. A host whose entries match no path falls through to
 //! the next host pattern, then to `global.default_site`.
@@ -84,6 +85,10 @@ impl RouteTable {
                     }
                 }
             }
+        }
+        // `*`: any host (or none), the last pattern tried.
+        if let Some(site) = self.wildcard.get("").and_then(|e| by_prefix(e, path)) {
+            return Some(site);
         }
         self.default_site
     }

@@ -111,15 +111,15 @@ async fn check_once_passes_2xx_3xx_and_fails_otherwise() {
     let b = backend(204).await;
     let t = Duration::from_secs(5);
     assert_eq!(
-        check_once(b.addr, "h.test", "/p?q=1", t, None)
+        check_once(b.addr, "h.test", "/p?q=1", t, None, None)
             .await
             .unwrap(),
         StatusCode::NO_CONTENT
     );
     b.status.store(302, Ordering::SeqCst);
-    assert!(check_once(b.addr, "h.test", "/", t, None).await.is_ok());
+    assert!(check_once(b.addr, "h.test", "/", t, None, None).await.is_ok());
     b.status.store(503, Ordering::SeqCst);
-    let e = check_once(b.addr, "h.test", "/", t, None)
+    let e = check_once(b.addr, "h.test", "/", t, None, None)
         .await
         .unwrap_err();
     assert!(matches!(e, CheckError::Status(s) if s.as_u16() == 503));
@@ -131,6 +131,21 @@ async fn check_once_passes_2xx_3xx_and_fails_otherwise() {
 }
 
 #[tokio::test]
+async fn check_once_with_expect_status_passes_on_that_status_only() {
+    let b = backend(200).await;
+    let t = Duration::from_secs(5);
+    assert!(check_once(b.addr, "h", "/", t, None, Some(200)).await.is_ok());
+    // A 204 passes the default check but not `expect_status = 200` ...
+    b.status.store(204, Ordering::SeqCst);
+    let e = check_once(b.addr, "h", "/", t, None, Some(200)).await.unwrap_err();
+    assert!(matches!(e, CheckError::Status(s) if s.as_u16() == 204), "{e}");
+    // ... and a 404 the check that expects it.
+    b.status.store(404, Ordering::SeqCst);
+    assert!(check_once(b.addr, "h", "/", t, None, Some(404)).await.is_ok());
+    assert!(check_once(b.addr, "h", "/", t, None, None).await.is_err());
+}
+
+#[tokio::test]
 async fn check_once_reports_connect_failure() {
     // Bind then drop to get a port nobody listens on.
     let addr = TcpListener::bind("127.0.0.1:0")
@@ -138,7 +153,7 @@ async fn check_once_reports_connect_failure() {
         .unwrap()
         .local_addr()
         .unwrap();
-    let e = check_once(addr, "h", "/", Duration::from_secs(5), None)
+    let e = check_once(addr, "h", "/", Duration::from_secs(5), None, None)
         .await
         .unwrap_err();
     assert!(matches!(e, CheckError::Connect(_)), "{e}");
@@ -149,7 +164,7 @@ async fn check_once_times_out_on_a_silent_server() {
     // Accepts connections (kernel backlog) but never answers.
     let silent = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = silent.local_addr().unwrap();
-    let e = check_once(addr, "h", "/", Duration::from_millis(50), None)
+    let e = check_once(addr, "h", "/", Duration::from_millis(50), None, None)
         .await
         .unwrap_err();
     assert!(matches!(e, CheckError::Timeout(_)), "{e}");

@@ -202,6 +202,7 @@ fn thresholds_of_zero_behave_as_one() {
         rise: 0,
         fall: 0,
         passive_failures: 0,
+        expect_status: None,
     });
     assert_eq!((t.rise, t.fall), (1, 1));
 }

@@ -292,6 +292,35 @@ fn bad_health_rise() {
 }
 
 #[test]
+fn health_expect_status_defaults_to_none_and_parses() {
+    assert_eq!(ok(BASE).health.expect_status, None);
+    assert_eq!(
+        ok(&with("[health]\nexpect_status = 204")).health.expect_status,
+        Some(204)
+    );
+}
+
+#[test]
+fn bad_health_expect_status() {
+    rejects(
+        &with("[health]\nexpect_status = 99"),
+        "health.expect_status",
+        "from 100 to 599",
+    );
+}
+
+#[test]
+fn any_host_star_is_a_host_pattern() {
+    let c = ok(&with("[[site]]\nname = \"any\"\nhosts = [\"*\"]\npath_prefixes = [\"/static/\"]"));
+    assert!(c.sites[2].hosts[0].matches("anything.org"));
+    rejects(
+        &with("[[site]]\nname = \"any\"\nhosts = [\"**\"]"),
+        "site[2] (any).hosts[0]",
+        "\"*\" for any host",
+    );
+}
+
+#[test]
 fn bad_health_fall() {
     rejects(
         &with("[health]\nfall = 1000"),

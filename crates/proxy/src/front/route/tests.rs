@@ -56,6 +56,22 @@ fn exact_wildcard_prefix_and_default() {
 }
 
 #[test]
+fn any_host_comes_after_exact_and_wildcard_names() {
+    let c = config("[[site]]\nname = \"any\"\nhosts = [\"*\"]\npath_prefixes = [\"/static/\"]\n");
+    let t = RouteTable::build(&c);
+    assert_eq!(t.route(Some("other.org"), "/static/a"), Some(4));
+    assert_eq!(t.route(None, "/static/a"), Some(4));
+    assert_eq!(t.route(Some("other.org"), "/"), None);
+    // A name with a matching entry wins over `*` ...
+    assert_eq!(t.route(Some("www.example.com"), "/static/a"), Some(0));
+    assert_eq!(t.route(Some("a.eu.example.com"), "/static/a"), Some(3));
+    // ... and one whose entries match no path falls through to it.
+    let c = config("[[site]]\nname = \"any\"\nhosts = [\"*\"]\n");
+    let t = RouteTable::build(&c);
+    assert_eq!(t.route(Some("other.org"), "/x"), Some(4));
+}
+
+#[test]
 fn normalizes_hosts() {
     assert_eq!(
         normalize_host("Example.COM:80").as_deref(),
