@@ -144,8 +144,9 @@ pub fn map(h: &Haproxy, dir: &Path, notes: &mut Vec<Note>) -> String {
 
     global(&mut out, h, &frontends, &backends, default.as_deref(), notes);
     listeners(&mut out, &frontends, dir, notes);
+    let health_path = most_common(&backends.iter().filter_map(|b| b.httpchk.as_ref()).map(|c| (c.value.clone(), c.line)).collect::<Vec<_>>()).map_or("/".to_string(), |(p, _)| p);
     for s in &sites {
-        site(&mut out, s, default.as_deref(), &backends, notes);
+        site(&mut out, s, default.as_deref(), &health_path, notes);
     }
     nodes(&mut out, &sites);
     out
@@ -342,7 +343,7 @@ fn certificates(crt: &str, dir: &Path, line: usize, notes: &mut Vec<Note>) -> Ve
     vec![pair(crt.to_string())]
 }
 
-fn site(out: &mut String, s: &Site, default: Option<&str>, _backends: &[&Proxy], notes: &mut Vec<Note>) {
+fn site(out: &mut String, s: &Site, default: Option<&str>, health_path: &str, notes: &mut Vec<Note>) {
     write!(out, "\n[[site]]\nname = {}\n", q(&s.name)).ok();
     if s.hosts.is_empty() {
         let reached = default == Some(s.backend.name.as_str());
@@ -358,8 +359,12 @@ fn site(out: &mut String, s: &Site, default: Option<&str>, _backends: &[&Proxy],
             writeln!(out, "path_prefixes = [{}]", paths.join(", ")).ok();
         }
     }
-    if let Some(c) = &s.backend.httpchk {
-        writeln!(out, "health_path = {}", q(&c.value)).ok();
+    // The global path is the most common `option httpchk` URI; a backend
+    // with another one (or none: HAProxy's check then only connects, `/`
+    // is the closest HTTP check) gets its own.
+    let own = s.backend.httpchk.as_ref().map_or("/", |c| c.value.as_str());
+    if own != health_path && !s.backend.servers.is_empty() {
+        writeln!(out, "health_path = {}", q(own)).ok();
     }
 }
 

@@ -1,0 +1,209 @@
+use std::path::Path;
+use std::time::Duration;
+
+use super::lexer::lex;
+use super::sections::time;
+use super::*;
+
+fn words(text: &str) -> Vec<Vec<String>> {
+    lex(text).0.into_iter().map(|l| l.words).collect()
+}
+
+fn imported(text: &str) -> Imported {
+    import(text, Path::new("/nonexistent"))
+}
+
+/// The notes as `LINE: directive: text`.
+fn notes(i: &Imported) -> Vec<String> {
+    i.notes.iter().map(|n| format!("{}: {}: {n}", n.line, n.directive)).collect()
+}
+
+fn has_note(i: &Imported, line: usize, needle: &str) -> bool {
+    i.notes.iter().any(|n| n.line == line && n.to_string().contains(needle))
+}
+
+fn parsed(i: &Imported) -> crate::config::Config {
+    crate::config::parse(&i.toml, Path::new("imported.toml"))
+        .unwrap_or_else(|e| panic!("{e}\n{}", i.toml))
+}
+
+const HEAD: &str = "defaults\n    mode http\n    timeout connect 5s\n";
+
+#[test]
+fn lexer_comments_quotes_and_escapes() {
+    assert_eq!(words("  bind :80   # the web\n\n# only a comment\n"), [["bind", ":80"]]);
+    assert_eq!(words(r#"acl a hdr(host) "x y" 'z #w' a\ b c\#d"#), [["acl", "a", "hdr(host)", "x y", "z #w", "a b", "c#d"]]);
+    // Quoted and unquoted parts of a word join; single quotes keep backslashes.
+    assert_eq!(words(r#"x "a"'b'c '\n' "\t" \\ \x41"#), [["x", "abc", "\\n", "\t", "\\", "A"]]);
+    // A backslash before an ordinary character stays.
+    assert_eq!(words(r"x a\qb"), [["x", "a\\qb"]]);
+}
+
+#[test]
+fn lexer_trailing_backslash_is_no_continuation_and_bad_quotes_drop_the_line() {
+    let (lines, notes) = lex("server a 1.2.3.4:80 check \\\n  inter 5s\nacl x \"open\n");
+    let w: Vec<_> = lines.iter().map(|l| (l.number, l.words.clone())).collect();
+    assert_eq!(w, [(1, vec!["server".to_string(), "a".into(), "1.2.3.4:80".into(), "check".into()]), (2, vec!["inter".into(), "5s".into()])]);
+    assert_eq!(notes.len(), 2, "{notes:?}");
+    assert!(notes[0].why.contains("not read as a line continuation"), "{notes:?}");
+    assert_eq!((notes[1].line, notes[1].kind), (3, Kind::Routing));
+    assert!(notes[1].why.contains("unterminated quote"));
+}
+
+#[test]
+fn lexer_notes_environment_variables() {
+    let (lines, notes) = lex("bind \"${ADDR}:80\"\n");
+    assert_eq!(lines[0].words, ["bind", "${ADDR}:80"]);
+    assert!(notes[0].why.contains("`$ADDR`"), "{notes:?}");
+}
+
+#[test]
+fn time_units_and_bare_milliseconds() {
+    assert_eq!(time("1500"), Some(Duration::from_millis(1500)));
+    assert_eq!(time("250us"), Some(Duration::from_micros(250)));
+    assert_eq!(time("5s"), Some(Duration::from_secs(5)));
+    assert_eq!(time("2m"), Some(Duration::from_secs(120)));
+    assert_eq!(time("1h"), Some(Duration::from_secs(3600)));
+    assert_eq!(time("1d"), Some(Duration::from_secs(86_400)));
+    assert_eq!(time("5x"), None);
+    assert_eq!(time("s"), None);
+}
+
+#[test]
+fn one_site_defaults_and_default_server() {
+    let i = imported(&format!(
+        "global\n    maxconn 2000\n    nbthread 4\n{HEAD}    timeout client 1m\n    timeout server 30000\n    default-server inter 3s fall 2\n\
+         frontend web\n    bind 127.0.0.1:8080\n    default_backend app\n\
+         backend app\n    balance leastconn\n    option httpchk GET /alive\n    http-check expect status 204\n\
+         \x20   server a1 10.0.0.1:80 check weight 10 maxconn 30\n    server a2 10.0.0.2:80 check backup disabled\n"
+    ));
+    assert!(!i.changes_routing(), "{:?}", notes(&i));
+    let c = parsed(&i);
+    assert_eq!(c.limits.max_connections, 2000);
+    assert_eq!(c.global.workers, 4);
+    assert_eq!(c.timeouts.client, Duration::from_secs(60));
+    assert_eq!(c.timeouts.server, Duration::from_secs(30));
+    assert_eq!(c.health.path, "/alive");
+    assert_eq!(c.health.expect_status, Some(204));
+    assert_eq!((c.health.interval, c.health.fall, c.health.rise), (Duration::from_secs(3), 2, 2));
+    assert_eq!(c.global.default_site, Some(0));
+    assert_eq!(c.nodes.len(), 2);
+    assert!(i.toml.contains("balance = \"leastconn\""));
+    assert!(i.toml.contains("weight = 10\nmax_inflight = 30\n"), "{}", i.toml);
+    assert!(i.toml.contains("backup = true\ndisabled = true\n"), "{}", i.toml);
+}
+
+#[test]
+fn hosts_paths_or_and_inline_acls_make_sites() {
+    let i = imported(&format!(
+        "{HEAD}frontend web\n    bind :80\n\
+         \x20   acl shop hdr(host) -i shop.example.com www.shop.example.com\n\
+         \x20   acl api path_beg /api/ /v2/\n\
+         \x20   acl blog hdr_end(host) -i .blog.example.org\n\
+         \x20   use_backend shop_api if shop api\n\
+         \x20   use_backend shop if shop\n\
+         \x20   use_backend blog if blog || {{ hdr(host) -i blog.example.org }}\n\
+         \x20   use_backend static if {{ path_beg /static/ }}\n\
+         \x20   default_backend www\n\
+         backend www\n    server w 10.0.0.1:80\nbackend shop_api\n    server a 10.0.0.2:80\n\
+         backend shop\n    server s 10.0.0.3:80\nbackend blog\n    server b 10.0.0.4:80\nbackend static\n    server st 10.0.0.5:80\n"
+    ));
+    assert!(!i.changes_routing(), "{:?}", notes(&i));
+    let c = parsed(&i);
+    let site = |n: &str| c.sites.iter().find(|s| s.name == n).unwrap();
+    assert_eq!(site("shop_api").path_prefixes, ["/api/", "/v2/"]);
+    assert_eq!(site("shop_api").hosts.len(), 2);
+    assert!(site("shop").path_prefixes.is_empty());
+    assert!(site("blog").hosts[0].matches("a.blog.example.org"));
+    assert!(site("blog").hosts[1].matches("blog.example.org"));
+    assert!(site("static").hosts[0].matches("anything.net"));
+    let t = crate::front::route::RouteTable::build(&c);
+    let name = |h: &str, p: &str| t.route(Some(h), p).map(|s| c.sites[s].name.clone());
+    assert_eq!(name("shop.example.com", "/api/x").as_deref(), Some("shop_api"));
+    assert_eq!(name("shop.example.com", "/static/x").as_deref(), Some("shop"));
+    assert_eq!(name("other.net", "/static/x").as_deref(), Some("static"));
+    assert_eq!(name("other.net", "/").as_deref(), Some("www"));
+}
+
+#[test]
+fn rule_order_rdmalb_cannot_keep_is_a_routing_note() {
+    // HAProxy: every /api/ request goes to `api`, shop's included; rdmalb's
+    // exact host beats `*`, so shop.example.com/api/ would go to `shop`.
+    let i = imported(&format!(
+        "{HEAD}frontend web\n    bind :80\n\
+         \x20   use_backend api if {{ path_beg /api/ }}\n\
+         \x20   use_backend shop if {{ hdr(host) -i shop.example.com }}\n\
+         backend api\n    server a 10.0.0.1:80\nbackend shop\n    server s 10.0.0.2:80\n"
+    ));
+    assert!(i.changes_routing());
+    assert!(has_note(&i, 6, "rule order not preserved: Host `shop.example.com` path `/api/` reaches backend `api` in HAProxy, `shop` in rdmalb"), "{:?}", notes(&i));
+}
+
+#[test]
+fn negation_and_unknown_criteria_are_routing_notes() {
+    let i = imported(&format!(
+        "{HEAD}frontend web\n    bind :80\n    acl admin src 10.0.0.0/8\n    acl st path_beg /s/\n\
+         \x20   use_backend a if st !admin\n    use_backend b if admin\n    use_backend c unless st\n\
+         backend a\n    server a 10.0.0.1:80\nbackend b\n    server b 10.0.0.2:80\nbackend c\n    server c 10.0.0.3:80\n"
+    ));
+    assert!(i.changes_routing());
+    assert!(has_note(&i, 8, "negation `!admin`"), "{:?}", notes(&i));
+    assert!(has_note(&i, 9, "`admin`: `src` is not a host or path-prefix test"), "{:?}", notes(&i));
+    assert!(has_note(&i, 10, "`unless` conditions are not supported"), "{:?}", notes(&i));
+    parsed(&i);
+}
+
+#[test]
+fn tcp_mode_unknown_backends_and_bad_servers_change_routing() {
+    let i = imported(
+        "defaults\n    timeout connect 5s\nfrontend db\n    bind :3306\n    default_backend mysql\n\
+         backend mysql\n    server m 10.0.0.1:3306\n",
+    );
+    assert!(i.changes_routing());
+    assert!(has_note(&i, 3, "HAProxy's default mode is tcp"), "{:?}", notes(&i));
+    let i = imported(&format!(
+        "{HEAD}frontend web\n    bind :80\n    use_backend nope if {{ path_beg /x }}\n    default_backend app\n\
+         backend app\n    server a unix@/run/app.sock\n    server b 10.0.0.2:80 ssl verify none\n"
+    ));
+    assert!(has_note(&i, 6, "no http backend named `nope`"), "{:?}", notes(&i));
+    assert!(has_note(&i, 9, "address `unix@/run/app.sock` not supported"), "{:?}", notes(&i));
+    assert!(has_note(&i, 10, "rdmalb speaks cleartext HTTP"), "{:?}", notes(&i));
+    parsed(&i);
+}
+
+#[test]
+fn unsupported_directives_are_noted_without_routing_changes() {
+    let i = imported(&format!(
+        "global\n    daemon\n    log /dev/log local0\n{HEAD}frontend web\n    bind :80\n    http-request deny if {{ path_beg /x }}\n\
+         \x20   stick-table type ip size 1m\n    default_backend app\n\
+         backend app\n    balance source\n    cookie SRV insert\n    server a 10.0.0.1:80 cookie a check inter 5s\n    server b 10.0.0.2:80 check\n"
+    ));
+    assert!(!i.changes_routing(), "{:?}", notes(&i));
+    for (line, needle) in [(2, "systemd"), (3, "access log"), (9, "no request or response rules"), (10, "stickiness"), (13, "`source` is not an rdmalb policy"), (14, "stickiness"), (15, "server option `cookie`")] {
+        assert!(has_note(&i, line, needle), "line {line}: {needle}: {:?}", notes(&i));
+    }
+    parsed(&i);
+}
+
+#[test]
+fn listen_sections_and_several_frontends() {
+    let i = imported(&format!(
+        "{HEAD}listen app 127.0.0.1:8080\n    server a 10.0.0.1:80\n\
+         frontend other\n    bind 127.0.0.1:8081\n    use_backend b if {{ path_beg /b }}\n\
+         backend b\n    server b 10.0.0.2:80\n"
+    ));
+    // The listen section's own servers are its default; the frontend's rule
+    // applies to every listener in rdmalb.
+    assert!(has_note(&i, 6, "routes differently from the first frontend"), "{:?}", notes(&i));
+    let c = parsed(&i);
+    assert_eq!(c.listeners.len(), 2);
+    assert_eq!(c.global.default_site.map(|s| c.sites[s].name.as_str()), Some("app"));
+}
+
+#[test]
+fn note_rendering() {
+    let n = Note::new(12, "use_backend", Kind::Routing, "x".into());
+    assert_eq!(n.render("haproxy.cfg"), "haproxy.cfg:12: use_backend: routing changed: x");
+    let n = Note::new(3, "daemon", Kind::Unsupported, "not supported".into());
+    assert_eq!(n.render("h.cfg"), "h.cfg:3: daemon: not supported");
+}
