@@ -253,6 +253,12 @@ fn criterion(words: &[String]) -> Match {
             if patterns.iter().any(|p| !p.starts_with('/')) {
                 return Match::Other("a path pattern not starting with '/'".into());
             }
+            // A request path has no blanks (they arrive as %20, which
+            // HAProxy's path does not decode): such a pattern never matches.
+            patterns.retain(|p| !p.contains(char::is_whitespace));
+            if patterns.is_empty() {
+                return Match::Never;
+            }
             Match::Paths(patterns)
         }
         _ => Match::Other(format!("`{fetch}` is not a host or path-prefix test")),
@@ -275,6 +281,8 @@ pub fn approximations(acls: &[Acl], notes: &mut Vec<Note>) {
             && a.words.iter().skip(1).any(|w| !w.starts_with('-') && !w.starts_with('.'))
         {
             Some("a suffix without a leading dot is matched as the name and `*.name`; HAProxy's hdr_end also matches e.g. `myname`")
+        } else if (f.starts_with("path") || f.starts_with("url_beg")) && a.words.iter().any(|w| w.contains(char::is_whitespace)) {
+            Some("a pattern with a blank never matches (request paths carry blanks as %20, which HAProxy's path does not decode); left out")
         } else if f == "path" && m.is_none() {
             Some("an exact path is matched as a path prefix")
         } else if f.starts_with("url_beg") {

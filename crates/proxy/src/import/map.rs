@@ -19,6 +19,8 @@ struct Site<'a> {
     pairs: Vec<(String, String)>,
     hosts: Vec<String>,
     paths: Vec<String>,
+    /// The first rule reaching it (else its section's line), for notes.
+    line: usize,
 }
 
 /// One rule of the merged routing table, in HAProxy's order.
@@ -40,7 +42,8 @@ pub fn map(h: &Haproxy, dir: &Path, notes: &mut Vec<Note>) -> String {
             false
         }
     }).collect();
-    let backends: Vec<&Proxy> = h.proxies.iter().filter(|p| p.role.has_backend()).filter(|p| {
+    // A listen section without servers (a stats page) is no backend.
+    let backends: Vec<&Proxy> = h.proxies.iter().filter(|p| p.role == Role::Backend || (p.role == Role::Listen && !p.servers.is_empty())).filter(|p| {
         if p.is_http() {
             true
         } else {
@@ -90,26 +93,56 @@ pub fn map(h: &Haproxy, dir: &Path, notes: &mut Vec<Note>) -> String {
     }
     if let Some(d) = &default {
         if !backends.iter().any(|b| &b.name == d) {
-            notes.push(Note::new(0, "default_backend", Kind::Routing, format!("no http backend named `{d}`")));
+            let line = frontends.iter().find_map(|f| f.default_backend.as_ref().filter(|x| &x.value == d)).map_or(0, |x| x.line);
+            notes.push(Note::new(line, "default_backend", Kind::Routing, format!("no http backend named `{d}`")));
             default = None;
         }
     }
 
     // Sites: the (host, prefix) pairs each backend's rules reach, first claim wins.
-    let mut sites: Vec<Site> = backends.iter().map(|b| Site { name: site_name(&b.name), backend: b, pairs: Vec::new(), hosts: Vec::new(), paths: Vec::new() }).collect();
+    let mut sites: Vec<Site> = backends.iter().map(|b| Site { name: site_name(&b.name), backend: b, pairs: Vec::new(), hosts: Vec::new(), paths: Vec::new(), line: routed.iter().find(|r| r.backend == b.name).map_or(b.line, |r| r.line) }).collect();
+    // A pattern also claims the more specific patterns other rules name
+    // (`*` every name, `*.a.com` `b.a.com`): rdmalb prefers those, so
+    // without them a later rule for `b.a.com` would win where HAProxy's
+    // earlier rule does. A pair inside an earlier claim is never reached in
+    // HAProxy (another backend's earlier rule takes it all) and is left out.
+    let mut named: Vec<String> = Vec::new();
+    for a in routed.iter().flat_map(|r| &r.areas) {
+        for h in a.hosts.iter().flatten() {
+            if !named.contains(h) {
+                named.push(h.clone());
+            }
+        }
+    }
     let mut claimed: HashMap<(String, String), usize> = HashMap::new();
+    let mut order: Vec<(String, String)> = Vec::new();
     for r in &routed {
         let si = sites.iter().position(|s| s.backend.name == r.backend).expect("checked above");
         for a in &r.areas {
             let hosts = a.hosts.clone().unwrap_or_else(|| vec!["*".into()]);
             let paths = a.paths.clone().unwrap_or_else(|| vec![String::new()]);
-            for host in &hosts {
+            let mut expanded = hosts.clone();
+            for h in &hosts {
+                for n in &named {
+                    if !expanded.contains(n) && (h == "*" || (n != h && acl::host_within(n, h))) {
+                        expanded.push(n.clone());
+                    }
+                }
+            }
+            for host in &expanded {
                 for path in &paths {
                     let key = (host.clone(), path.clone());
+                    let shadowed = order.iter().any(|(h, p)| {
+                        claimed[&(h.clone(), p.clone())] != si && (h == "*" || acl::host_within(host, h)) && path.starts_with(p.as_str())
+                    });
                     if claimed.contains_key(&key) {
                         continue;
                     }
+                    if shadowed {
+                        continue;
+                    }
                     claimed.insert(key.clone(), si);
+                    order.push(key.clone());
                     sites[si].pairs.push(key);
                 }
             }
@@ -129,12 +162,13 @@ pub fn map(h: &Haproxy, dir: &Path, notes: &mut Vec<Note>) -> String {
         let paths = s.paths.clone();
         let name = s.name.clone();
         let backend = s.backend.name.clone();
+        let line = s.line;
         s.hosts.retain(|h| {
             let taken: Vec<&String> = paths.iter().filter(|p| claimed.get(&(h.clone(), (*p).clone())).is_some_and(|&o| o != si)).collect();
             if taken.is_empty() {
                 return true;
             }
-            notes.push(Note::new(0, "use_backend", Kind::Routing, format!("site `{name}` cannot take host `{h}` for paths {} of backend `{backend}`: another site routes that host with the same prefixes", paths.iter().map(|p| format!("`{}`", if p.is_empty() { "/" } else { p })).collect::<Vec<_>>().join(", "))));
+            notes.push(Note::new(line, "use_backend", Kind::Routing, format!("site `{name}` cannot take host `{h}` for paths {} of backend `{backend}`: another site routes that host with the same prefixes", paths.iter().map(|p| format!("`{}`", if p.is_empty() { "/" } else { p })).collect::<Vec<_>>().join(", "))));
             false
         });
     }
@@ -149,6 +183,9 @@ pub fn map(h: &Haproxy, dir: &Path, notes: &mut Vec<Note>) -> String {
         site(&mut out, s, default.as_deref(), &health_path, notes);
     }
     nodes(&mut out, &sites);
+    for empty in ["\n[timeouts]\n\n", "\n[limits]\n\n", "\n[health]\n\n"] {
+        out = out.replace(empty, "\n");
+    }
     out
 }
 
@@ -178,9 +215,10 @@ fn dur(d: Duration) -> String {
 
 /// The most common value and the lines that differ from it.
 fn most_common<T: Ord + Clone>(values: &[(T, usize)]) -> Option<(T, Vec<(T, usize)>)> {
-    let mut counts: BTreeMap<T, usize> = BTreeMap::new();
-    for (v, _) in values {
-        *counts.entry(v.clone()).or_default() += 1;
+    // Count, and the first position (a tie goes to the value seen first).
+    let mut counts: BTreeMap<T, (usize, std::cmp::Reverse<usize>)> = BTreeMap::new();
+    for (i, (v, _)) in values.iter().enumerate() {
+        counts.entry(v.clone()).or_insert((0, std::cmp::Reverse(i))).0 += 1;
     }
     let best = counts.iter().max_by_key(|(_, c)| **c)?.0.clone();
     let others = values.iter().filter(|(v, _)| *v != best).cloned().collect();
@@ -485,12 +523,16 @@ fn compare(routed: &[Routed], default: Option<&str>, sites: &[Site], notes: &mut
             let got = rdmalb_route(sites, default, host, path);
             if want != got && !seen.contains(&(want, got)) {
                 seen.push((want, got));
-                let line = routed.iter().find(|r| Some(r.backend.as_str()) == want).map_or(0, |r| r.line);
+                let line = routed
+                    .iter()
+                    .find(|r| Some(r.backend.as_str()) == want)
+                    .or_else(|| routed.iter().find(|r| Some(r.backend.as_str()) == got))
+                    .map_or(0, |r| r.line);
                 notes.push(Note::new(
                     line,
                     "use_backend",
                     Kind::Routing,
-                    format!("rule order not preserved: Host `{host}` path `{path}` reaches backend `{}` in HAProxy, `{}` in rdmalb", want.unwrap_or("none"), got.unwrap_or("none")),
+                    format!("not expressible as rdmalb sites: Host `{host}` path `{path}` reaches backend `{}` in HAProxy, `{}` in rdmalb", want.unwrap_or("none"), got.unwrap_or("none")),
                 ));
             }
         }

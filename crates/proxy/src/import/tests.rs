@@ -126,17 +126,40 @@ fn hosts_paths_or_and_inline_acls_make_sites() {
 }
 
 #[test]
-fn rule_order_rdmalb_cannot_keep_is_a_routing_note() {
-    // HAProxy: every /api/ request goes to `api`, shop's included; rdmalb's
-    // exact host beats `*`, so shop.example.com/api/ would go to `shop`.
+fn earlier_general_rules_keep_their_order_over_later_specific_ones() {
+    // HAProxy: every /api/ request goes to `api`, shop's included; rdmalb
+    // prefers shop's exact name to `*`, so `api` also takes shop's /api/.
+    // shop's /api/v2/ rule is never reached in HAProxy: left out.
     let i = imported(&format!(
         "{HEAD}frontend web\n    bind :80\n\
          \x20   use_backend api if {{ path_beg /api/ }}\n\
          \x20   use_backend shop if {{ hdr(host) -i shop.example.com }}\n\
-         backend api\n    server a 10.0.0.1:80\nbackend shop\n    server s 10.0.0.2:80\n"
+         \x20   use_backend v2 if {{ hdr(host) -i shop.example.com }} {{ path_beg /api/v2/ }}\n\
+         backend api\n    server a 10.0.0.1:80\nbackend shop\n    server s 10.0.0.2:80\nbackend v2\n    server v 10.0.0.3:80\n"
+    ));
+    assert!(!i.changes_routing(), "{:?}", notes(&i));
+    assert!(has_note(&i, 13, "no rule reaches `v2`"), "{:?}", notes(&i));
+    assert!(i.toml.contains("name = \"api\"\nhosts = [\"*\", \"shop.example.com\"]\npath_prefixes = [\"/api/\"]\n"), "{}", i.toml);
+    let c = parsed(&i);
+    let t = crate::front::route::RouteTable::build(&c);
+    let name = |h: &str, p: &str| t.route(Some(h), p).map(|s| c.sites[s].name.clone());
+    assert_eq!(name("shop.example.com", "/api/v2/x").as_deref(), Some("api"));
+    assert_eq!(name("shop.example.com", "/x").as_deref(), Some("shop"));
+    assert_eq!(name("other.example.com", "/api/x").as_deref(), Some("api"));
+}
+
+#[test]
+fn areas_one_site_cannot_hold_are_routing_notes() {
+    // `x` is reached by a.com (all paths) and b.com/x/ only: one site has one
+    // host list × one prefix list, so b.com/ would reach `x` as well.
+    let i = imported(&format!(
+        "{HEAD}frontend web\n    bind :80\n\
+         \x20   use_backend x if {{ hdr(host) -i a.com }} || {{ hdr(host) -i b.com }} {{ path_beg /x/ }}\n\
+         \x20   default_backend www\n\
+         backend x\n    server a 10.0.0.1:80\nbackend www\n    server s 10.0.0.2:80\n"
     ));
     assert!(i.changes_routing());
-    assert!(has_note(&i, 6, "rule order not preserved: Host `shop.example.com` path `/api/` reaches backend `api` in HAProxy, `shop` in rdmalb"), "{:?}", notes(&i));
+    assert!(has_note(&i, 6, "not expressible as rdmalb sites: Host `b.com` path `/` reaches backend `www` in HAProxy, `x` in rdmalb"), "{:?}", notes(&i));
 }
 
 #[test]
