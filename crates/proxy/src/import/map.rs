@@ -179,8 +179,9 @@ pub fn map(h: &Haproxy, dir: &Path, notes: &mut Vec<Note>) -> String {
     global(&mut out, h, &frontends, &backends, default.as_deref(), notes);
     listeners(&mut out, &frontends, dir, notes);
     let health_path = most_common(&backends.iter().filter_map(|b| b.httpchk.as_ref()).map(|c| (c.value.clone(), c.line)).collect::<Vec<_>>()).map_or("/".to_string(), |(p, _)| p);
+    let any_taken = claimed.contains_key(&("*".to_string(), String::new()));
     for s in &sites {
-        site(&mut out, s, default.as_deref(), &health_path, notes);
+        site(&mut out, s, default.as_deref(), &health_path, any_taken, notes);
     }
     nodes(&mut out, &sites);
     for empty in ["\n[timeouts]\n\n", "\n[limits]\n\n", "\n[health]\n\n"] {
@@ -381,9 +382,14 @@ fn certificates(crt: &str, dir: &Path, line: usize, notes: &mut Vec<Note>) -> Ve
     vec![pair(crt.to_string())]
 }
 
-fn site(out: &mut String, s: &Site, default: Option<&str>, health_path: &str, notes: &mut Vec<Note>) {
+/// Writes one `[[site]]`; `any_taken`: another site has `*` for all paths.
+fn site(out: &mut String, s: &Site, default: Option<&str>, health_path: &str, any_taken: bool, notes: &mut Vec<Note>) {
     write!(out, "\n[[site]]\nname = {}\n", q(&s.name)).ok();
-    if s.hosts.is_empty() {
+    if s.hosts.is_empty() && default == Some(s.backend.name.as_str()) && !any_taken {
+        // `*` for every path is what the default backend takes in HAProxy:
+        // whatever no rule matches (the lowest precedence in rdmalb too).
+        out.push_str("hosts = [\"*\"]\n");
+    } else if s.hosts.is_empty() {
         let reached = default == Some(s.backend.name.as_str());
         if !reached {
             notes.push(Note::new(s.backend.line, "backend", Kind::Unsupported, format!("no rule reaches `{}`; its site gets the placeholder host `{}.invalid`", s.backend.name, s.name)));
