@@ -31,7 +31,11 @@ pub fn combined_pem(path: &Path, names: &[&str]) {
     let names: Vec<String> = names.iter().map(|s| s.to_string()).collect();
     let ck = rcgen::generate_simple_self_signed(names).expect("rcgen");
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, format!("{}{}", ck.cert.pem(), ck.signing_key.serialize_pem())).unwrap();
+    std::fs::write(
+        path,
+        format!("{}{}", ck.cert.pem(), ck.signing_key.serialize_pem()),
+    )
+    .unwrap();
 }
 
 /// Writes a certificate for every `crt` path `cfg` names, relative to
@@ -62,12 +66,21 @@ pub fn import(dir: &Path, name: &str, extra: &[&str]) -> (String, String, i32) {
         .output()
         .expect("run rdmalb import");
     let toml = std::fs::read_to_string(dir.join(format!("{name}.toml"))).unwrap_or_default();
-    (toml, String::from_utf8_lossy(&out.stderr).into_owned(), out.status.code().unwrap_or(-1))
+    (
+        toml,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        out.status.code().unwrap_or(-1),
+    )
 }
 
 /// `rdmalb check -c` on a file; panics with its problems.
 pub fn check(path: &Path) {
-    let out = Command::new(RDMALB).arg("check").arg("-c").arg(path).output().expect("run rdmalb check");
+    let out = Command::new(RDMALB)
+        .arg("check")
+        .arg("-c")
+        .arg(path)
+        .output()
+        .expect("run rdmalb check");
     assert!(
         out.status.success(),
         "rdmalb check -c {} fails:\n{}\n{}",
@@ -80,7 +93,11 @@ pub fn check(path: &Path) {
 #[test]
 fn corpus_imports_match_their_golden_files_and_pass_check() {
     let files = corpus();
-    assert!(files.len() >= 12, "the corpus has {} configurations", files.len());
+    assert!(
+        files.len() >= 12,
+        "the corpus has {} configurations",
+        files.len()
+    );
     let bless = std::env::var_os("RDMALB_IMPORT_BLESS").is_some();
     let mut differ = Vec::new();
     for cfg in &files {
@@ -90,22 +107,51 @@ fn corpus_imports_match_their_golden_files_and_pass_check() {
         std::fs::write(dir.path().join(format!("{name}.cfg")), &text).unwrap();
         certificates_for(&text, dir.path());
         let (toml, stderr, code) = import(dir.path(), &name, &[]);
-        assert!(code == 0 || code == 3, "{name}: rdmalb import exits {code}:\n{stderr}");
+        assert!(
+            code == 0 || code == 3,
+            "{name}: rdmalb import exits {code}:\n{stderr}"
+        );
         check(&dir.path().join(format!("{name}.toml")));
         let notes = format!("{stderr}exit status: {code}\n");
-        for (golden, got) in [(cfg.with_extension("toml"), &toml), (cfg.with_extension("notes"), &notes)] {
+        for (golden, got) in [
+            (cfg.with_extension("toml"), &toml),
+            (cfg.with_extension("notes"), &notes),
+        ] {
             if bless {
                 std::fs::write(&golden, got).unwrap();
                 continue;
             }
             let want = std::fs::read_to_string(&golden).unwrap_or_default();
             if want != *got {
-                differ.push(format!("{}:\n--- expected\n{want}--- got\n{got}", golden.display()));
+                differ.push(format!(
+                    "{}:\n--- expected\n{want}--- got\n{got}",
+                    golden.display()
+                ));
             }
         }
         // --allow-partial: the same output, exit status 0.
         let (again, _, code) = import(dir.path(), &name, &["--allow-partial"]);
-        assert_eq!((again.as_str(), code), (toml.as_str(), 0), "{name} with --allow-partial");
+        assert_eq!(
+            (again.as_str(), code),
+            (toml.as_str(), 0),
+            "{name} with --allow-partial"
+        );
     }
-    assert!(differ.is_empty(), "import output differs from the golden files (RDMALB_IMPORT_BLESS=1 rewrites them):\n{}", differ.join("\n"));
+    // docs/migrating-from-haproxy.md shows the worked example's output.
+    let doc = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/migrating-from-haproxy.md"),
+    )
+    .unwrap();
+    for ext in ["toml", "notes"] {
+        let golden =
+            std::fs::read_to_string(corpus_dir().join(format!("worked-example.{ext}"))).unwrap();
+        let shown = golden.replace("worked-example.cfg", "haproxy.cfg");
+        let shown = shown.split("exit status").next().unwrap();
+        assert!(doc.contains(shown), "docs/migrating-from-haproxy.md does not show the current worked-example.{ext}:\n{shown}");
+    }
+    assert!(
+        differ.is_empty(),
+        "import output differs from the golden files (RDMALB_IMPORT_BLESS=1 rewrites them):\n{}",
+        differ.join("\n")
+    );
 }

@@ -29,7 +29,11 @@ struct Listen {
 /// `text` with every `bind` (and `listen` address) on a fresh loopback
 /// port, every server at its address in `servers` (allocated on first
 /// use, keyed by backend and server name) and `crt` paths under `dir`.
-fn rewrite(text: &str, dir: &Path, servers: &mut Vec<(String, String, SocketAddr)>) -> (String, Vec<Listen>) {
+fn rewrite(
+    text: &str,
+    dir: &Path,
+    servers: &mut Vec<(String, String, SocketAddr)>,
+) -> (String, Vec<Listen>) {
     let mut out = String::new();
     let mut listens = Vec::new();
     let mut section = String::new();
@@ -41,7 +45,10 @@ fn rewrite(text: &str, dir: &Path, servers: &mut Vec<(String, String, SocketAddr
         };
         // A global maxconn may need more file descriptors than a test has.
         let global_maxconn = first == "maxconn" && in_global;
-        if DROPPED.contains(&first.as_str()) || global_maxconn || (first == "stats" && words.get(1).is_some_and(|w| w == "socket")) {
+        if DROPPED.contains(&first.as_str())
+            || global_maxconn
+            || (first == "stats" && words.get(1).is_some_and(|w| w == "socket"))
+        {
             continue;
         }
         match first.as_str() {
@@ -57,7 +64,10 @@ fn rewrite(text: &str, dir: &Path, servers: &mut Vec<(String, String, SocketAddr
             "bind" => {
                 let addr = free_addr();
                 words[1] = addr.to_string();
-                listens.push(Listen { addr, tls: words.iter().any(|w| w == "ssl") });
+                listens.push(Listen {
+                    addr,
+                    tls: words.iter().any(|w| w == "ssl"),
+                });
                 for i in 0..words.len() - 1 {
                     if words[i] == "crt" {
                         words[i + 1] = format!("{}/{}", dir.display(), words[i + 1]);
@@ -89,12 +99,19 @@ fn rewrite(text: &str, dir: &Path, servers: &mut Vec<(String, String, SocketAddr
 /// The backend that answered (the nginx body `backend/server`), or `None`
 /// for any other answer.
 async fn answered(client: &reqwest::Client, url: &str, host: &str) -> Option<String> {
-    let resp = client.get(url).header("host", host).send().await.unwrap_or_else(|e| panic!("GET {url} (Host: {host}): {e}"));
+    let resp = client
+        .get(url)
+        .header("host", host)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("GET {url} (Host: {host}): {e}"));
     if resp.status() != 200 {
         return None;
     }
     let body = resp.text().await.ok()?;
-    body.trim().split_once('/').map(|(backend, _)| backend.to_string())
+    body.trim()
+        .split_once('/')
+        .map(|(backend, _)| backend.to_string())
 }
 
 /// The hosts and paths to try: the imported sites' names (a wildcard as one
@@ -104,8 +121,18 @@ fn matrix(toml_text: &str) -> (Vec<String>, Vec<String>) {
     let value: toml::Value = toml::from_str(toml_text).expect("imported TOML");
     let mut hosts = BTreeSet::from(["unlisted.example.net".to_string()]);
     let mut paths = BTreeSet::from(["/".to_string(), "/unlisted".to_string()]);
-    for site in value.get("site").and_then(|s| s.as_array()).into_iter().flatten() {
-        for h in site.get("hosts").and_then(|h| h.as_array()).into_iter().flatten() {
+    for site in value
+        .get("site")
+        .and_then(|s| s.as_array())
+        .into_iter()
+        .flatten()
+    {
+        for h in site
+            .get("hosts")
+            .and_then(|h| h.as_array())
+            .into_iter()
+            .flatten()
+        {
             let h = h.as_str().unwrap();
             match h.strip_prefix("*.") {
                 Some(rest) => {
@@ -118,7 +145,12 @@ fn matrix(toml_text: &str) -> (Vec<String>, Vec<String>) {
                 }
             }
         }
-        for p in site.get("path_prefixes").and_then(|p| p.as_array()).into_iter().flatten() {
+        for p in site
+            .get("path_prefixes")
+            .and_then(|p| p.as_array())
+            .into_iter()
+            .flatten()
+        {
             let p = p.as_str().unwrap();
             paths.insert(p.to_string());
             paths.insert(format!("{p}more"));
@@ -151,7 +183,12 @@ async fn same_backend_through_both(test: &str, name: &str) {
         return;
     };
     for (_, _, a) in &servers {
-        eventually(&format!("nginx listens on {a}"), Duration::from_secs(10), || async move { std::net::TcpStream::connect(a).map_err(|e| e.to_string()) }).await;
+        eventually(
+            &format!("nginx listens on {a}"),
+            Duration::from_secs(10),
+            || async move { std::net::TcpStream::connect(a).map_err(|e| e.to_string()) },
+        )
+        .await;
     }
 
     let haproxy_dir = dir.path().join("haproxy");
@@ -175,7 +212,11 @@ async fn same_backend_through_both(test: &str, name: &str) {
             // HTTP/1.1 with a Host without port, the form hdr(host) rules
             // are written for (over h2, HAProxy's Host is the :authority,
             // port included).
-            let mut b = reqwest::Client::builder().no_proxy().http1_only().timeout(Duration::from_secs(20)).danger_accept_invalid_certs(true);
+            let mut b = reqwest::Client::builder()
+                .no_proxy()
+                .http1_only()
+                .timeout(Duration::from_secs(20))
+                .danger_accept_invalid_certs(true);
             for h in &hosts {
                 b = b.resolve(h, l.addr);
             }
@@ -216,9 +257,17 @@ async fn same_backend_through_both(test: &str, name: &str) {
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-    assert!(differ.is_empty(), "{name}: the same request reaches different backends:\n{}\n{}", differ.join("\n"), proxy.stderr_text());
+    assert!(
+        differ.is_empty(),
+        "{name}: the same request reaches different backends:\n{}\n{}",
+        differ.join("\n"),
+        proxy.stderr_text()
+    );
     let backends: BTreeSet<String> = servers.iter().map(|(b, _, _)| b.clone()).collect();
-    assert_eq!(reached, backends, "{name}: every backend answers some request of the matrix");
+    assert_eq!(
+        reached, backends,
+        "{name}: every backend answers some request of the matrix"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -238,12 +287,20 @@ async fn imported_path_routing_routes_as_haproxy() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn imported_tls_termination_routes_as_haproxy() {
-    same_backend_through_both("imported_tls_termination_routes_as_haproxy", "tls-termination").await;
+    same_backend_through_both(
+        "imported_tls_termination_routes_as_haproxy",
+        "tls-termination",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn imported_listen_sections_route_as_haproxy() {
-    same_backend_through_both("imported_listen_sections_route_as_haproxy", "listen-sections").await;
+    same_backend_through_both(
+        "imported_listen_sections_route_as_haproxy",
+        "listen-sections",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -253,5 +310,9 @@ async fn imported_backups_route_as_haproxy() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn imported_defaults_inheritance_routes_as_haproxy() {
-    same_backend_through_both("imported_defaults_inheritance_routes_as_haproxy", "defaults-inheritance").await;
+    same_backend_through_both(
+        "imported_defaults_inheritance_routes_as_haproxy",
+        "defaults-inheritance",
+    )
+    .await;
 }

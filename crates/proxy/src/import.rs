@@ -8,8 +8,9 @@
 //! [`map`] makes one `[[site]]` per backend, one `[[node]]` per server, the
 //! listeners and the global sections, and compares HAProxy's first-match
 //! rule order with rdmalb's precedence (exact host, then the longest
-//! wildcard, then `*`; the longest path prefix) on probe requests, noting
-//! every request the two would send to different backends.
+//! wildcard, then `*`; the longest path prefix) and [`probe`] checks it on
+//! probe requests, noting every request the two send to different
+//! backends.
 //!
 //! Relative paths (`crt` files) are taken relative to the HAProxy file's
 //! directory; put the TOML beside it.
@@ -17,6 +18,7 @@
 mod acl;
 mod lexer;
 mod map;
+mod probe;
 mod sections;
 
 use std::fmt;
@@ -67,7 +69,7 @@ impl fmt::Display for Note {
             Kind::Unsupported => "not supported",
             Kind::Routing => "routing changed",
         };
-        if self.why.starts_with("not supported") {
+        if self.kind == Kind::Unsupported && self.why.starts_with("not ") {
             write!(f, "{}", self.why)
         } else {
             write!(f, "{label}: {}", self.why)

@@ -145,9 +145,15 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
             0,
             1000,
         ) as u32,
-        expect_status: raw_health
-            .expect_status
-            .map(|_| c.int("health.expect_status", raw_health.expect_status, 200, 100, 599) as u16),
+        expect_status: raw_health.expect_status.map(|_| {
+            c.int(
+                "health.expect_status",
+                raw_health.expect_status,
+                200,
+                100,
+                599,
+            ) as u16
+        }),
     };
     let admin = raw_admin.and_then(|a| {
         let token_file = match a.token_file.as_deref() {

@@ -16,7 +16,10 @@ pub struct Area {
 }
 
 impl Area {
-    pub const ALL: Area = Area { hosts: None, paths: None };
+    pub const ALL: Area = Area {
+        hosts: None,
+        paths: None,
+    };
 }
 
 /// What one ACL line matches.
@@ -40,9 +43,13 @@ pub fn condition(
     acls: &[Acl],
     notes: &mut Vec<Note>,
 ) -> Vec<Area> {
-    let mut note = |why: String| notes.push(Note::new(rule_line, "use_backend", Kind::Routing, why));
+    let mut note =
+        |why: String| notes.push(Note::new(rule_line, "use_backend", Kind::Routing, why));
     if !positive {
-        note("`unless` conditions are not supported; the rule is imported without its condition".into());
+        note(
+            "`unless` conditions are not supported; the rule is imported without its condition"
+                .into(),
+        );
         return vec![Area::ALL];
     }
     let mut areas = Vec::new();
@@ -60,10 +67,16 @@ pub fn condition(
                 None => (false, branch[i].clone()),
             };
             let (text, alternatives) = if word == "{" {
-                let end = branch[i..].iter().position(|w| w == "}").map_or(branch.len(), |e| i + e);
+                let end = branch[i..]
+                    .iter()
+                    .position(|w| w == "}")
+                    .map_or(branch.len(), |e| i + e);
                 let inline = &branch[i + 1..end];
                 i = end;
-                (format!("{{ {} }}", inline.join(" ")), vec![criterion(inline)])
+                (
+                    format!("{{ {} }}", inline.join(" ")),
+                    vec![criterion(inline)],
+                )
             } else {
                 let lines: Vec<&Acl> = acls.iter().filter(|a| a.name == word).collect();
                 let alts = match (word.as_str(), lines.is_empty()) {
@@ -82,7 +95,9 @@ pub fn condition(
             let mut kept = Vec::new();
             for alt in alternatives {
                 match alt {
-                    Match::Other(why) => note(format!("`{text}`: {why}; the rule is imported without it (it matches more)")),
+                    Match::Other(why) => note(format!(
+                        "`{text}`: {why}; the rule is imported without it (it matches more)"
+                    )),
                     m => kept.push(m),
                 }
             }
@@ -104,7 +119,9 @@ pub fn condition(
             match conjunction(&conj) {
                 Ok(Some(area)) => areas.push(area),
                 Ok(None) => {}
-                Err(why) => note(format!("{why}; that part of the condition is imported as its first host and path test")),
+                Err(why) => note(format!(
+                    "{why}; that part of the condition is imported as its first host and path test"
+                )),
             }
         }
     }
@@ -140,10 +157,21 @@ fn conjunction(matches: &[Match]) -> Result<Option<Area>, String> {
                 area.hosts = Some(match area.hosts.take() {
                     None => h.clone(),
                     Some(prev) => {
-                        let both: Vec<String> = prev.iter().filter(|p| h.iter().any(|q| host_within(p, q) || host_within(q, p))).map(|p| {
-                            let q = h.iter().find(|q| host_within(p, q) || host_within(q, p)).expect("found above");
-                            if host_within(p, q) { p.clone() } else { q.clone() }
-                        }).collect();
+                        let both: Vec<String> = prev
+                            .iter()
+                            .filter(|p| h.iter().any(|q| host_within(p, q) || host_within(q, p)))
+                            .map(|p| {
+                                let q = h
+                                    .iter()
+                                    .find(|q| host_within(p, q) || host_within(q, p))
+                                    .expect("found above");
+                                if host_within(p, q) {
+                                    p.clone()
+                                } else {
+                                    q.clone()
+                                }
+                            })
+                            .collect();
                         if both.is_empty() {
                             return Ok(None);
                         }
@@ -181,7 +209,9 @@ fn conjunction(matches: &[Match]) -> Result<Option<Area>, String> {
 /// covers `b.a.com` and `*.b.a.com`).
 pub fn host_within(inner: &str, outer: &str) -> bool {
     inner == outer
-        || outer.strip_prefix('*').is_some_and(|suffix| inner.trim_start_matches('*').ends_with(suffix) && inner.len() > suffix.len())
+        || outer.strip_prefix('*').is_some_and(|suffix| {
+            inner.trim_start_matches('*').ends_with(suffix) && inner.len() > suffix.len()
+        })
 }
 
 /// One ACL line (`criterion [flags] patterns`) as a match.
@@ -199,7 +229,9 @@ fn criterion(words: &[String]) -> Match {
                 method = words.get(i + 1).cloned();
                 i += 1;
             }
-            "-f" | "-M" => return Match::Other(format!("pattern files (`{}`) are not supported", words[i])),
+            "-f" | "-M" => {
+                return Match::Other(format!("pattern files (`{}`) are not supported", words[i]))
+            }
             "-u" => i += 1,
             p => patterns.push(p.to_string()),
         }
@@ -213,8 +245,12 @@ fn criterion(words: &[String]) -> Match {
     let header_host = implied == "host";
     let kind = match (base.as_str(), method.as_deref()) {
         ("hdr" | "req.hdr", None | Some("str")) if header_host => "host",
-        ("hdr_dom" | "req.hdr_dom", _) | ("hdr" | "req.hdr", Some("dom")) if header_host => "host_dom",
-        ("hdr_end" | "req.hdr_end", _) | ("hdr" | "req.hdr", Some("end")) if header_host => "host_end",
+        ("hdr_dom" | "req.hdr_dom", _) | ("hdr" | "req.hdr", Some("dom")) if header_host => {
+            "host_dom"
+        }
+        ("hdr_end" | "req.hdr_end", _) | ("hdr" | "req.hdr", Some("end")) if header_host => {
+            "host_end"
+        }
         ("ssl_fc_sni" | "req.ssl_sni", None | Some("str")) => "sni",
         ("path_beg", _) | ("path", Some("beg")) | ("url_beg", _) => "path_beg",
         ("path", None | Some("str")) => "path",
@@ -239,12 +275,16 @@ fn criterion(words: &[String]) -> Match {
             for p in &patterns {
                 let bare = p.trim_start_matches('.');
                 match plain_host(bare) {
-                    Some(h) if kind == "host_end" && p.starts_with('.') => hosts.push(format!("*.{h}")),
+                    Some(h) if kind == "host_end" && p.starts_with('.') => {
+                        hosts.push(format!("*.{h}"))
+                    }
                     Some(h) => {
                         hosts.push(h.clone());
                         hosts.push(format!("*.{h}"));
                     }
-                    None => return Match::Other(format!("`{p}` is not a host name rdmalb can match")),
+                    None => {
+                        return Match::Other(format!("`{p}` is not a host name rdmalb can match"))
+                    }
                 }
             }
             Match::Hosts(hosts)
@@ -273,15 +313,28 @@ fn plain_host(p: &str) -> Option<String> {
 /// Notes for ACL lines that match approximately (written once per line).
 pub fn approximations(acls: &[Acl], notes: &mut Vec<Note>) {
     for a in acls {
-        let f = a.words.first().map_or(String::new(), |w| w.to_ascii_lowercase());
-        let m = a.words.iter().position(|w| w == "-m").and_then(|i| a.words.get(i + 1)).map(String::as_str);
+        let f = a
+            .words
+            .first()
+            .map_or(String::new(), |w| w.to_ascii_lowercase());
+        let m = a
+            .words
+            .iter()
+            .position(|w| w == "-m")
+            .and_then(|i| a.words.get(i + 1))
+            .map(String::as_str);
         let why = if f.starts_with("hdr_dom") || f.starts_with("req.hdr_dom") || m == Some("dom") {
             Some("matched as the name and `*.name`; HAProxy's hdr_dom also matches the name inside a longer one (name.example.net)")
         } else if (f.starts_with("hdr_end") || f.starts_with("req.hdr_end") || m == Some("end"))
-            && a.words.iter().skip(1).any(|w| !w.starts_with('-') && !w.starts_with('.'))
+            && a.words
+                .iter()
+                .skip(1)
+                .any(|w| !w.starts_with('-') && !w.starts_with('.'))
         {
             Some("a suffix without a leading dot is matched as the name and `*.name`; HAProxy's hdr_end also matches e.g. `myname`")
-        } else if (f.starts_with("path") || f.starts_with("url_beg")) && a.words.iter().any(|w| w.contains(char::is_whitespace)) {
+        } else if (f.starts_with("path") || f.starts_with("url_beg"))
+            && a.words.iter().any(|w| w.contains(char::is_whitespace))
+        {
             Some("a pattern with a blank never matches (request paths carry blanks as %20, which HAProxy's path does not decode); left out")
         } else if f == "path" && m.is_none() {
             Some("an exact path is matched as a path prefix")
@@ -295,7 +348,12 @@ pub fn approximations(acls: &[Acl], notes: &mut Vec<Note>) {
             None
         };
         if let Some(why) = why {
-            notes.push(Note::new(a.line, "acl", Kind::Approximated, format!("`{}`: {why}", a.name)));
+            notes.push(Note::new(
+                a.line,
+                "acl",
+                Kind::Approximated,
+                format!("`{}`: {why}", a.name),
+            ));
         }
     }
 }

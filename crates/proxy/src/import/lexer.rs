@@ -99,62 +99,64 @@ fn split(line: &str) -> Result<(Vec<String>, Option<String>), String> {
                     word.push(c);
                 }
             }
-            Quote::Double | Quote::None => match c {
-                '"' if quote == Quote::Double => quote = Quote::None,
-                '"' => {
-                    quote = Quote::Double;
-                    in_word = true;
-                }
-                '\'' if quote == Quote::None => {
-                    quote = Quote::Single;
-                    in_word = true;
-                }
-                ' ' | '\t' if quote == Quote::None => {
-                    if in_word {
-                        words.push(std::mem::take(&mut word));
-                        in_word = false;
+            Quote::Double | Quote::None => {
+                match c {
+                    '"' if quote == Quote::Double => quote = Quote::None,
+                    '"' => {
+                        quote = Quote::Double;
+                        in_word = true;
                     }
-                }
-                '#' if quote == Quote::None => break,
-                '\\' => {
-                    in_word = true;
-                    match chars.next() {
-                        Some(e @ (' ' | '#' | '\\' | '\'' | '"' | '$')) => word.push(e),
-                        Some('t') => word.push('\t'),
-                        Some('n') => word.push('\n'),
-                        Some('r') => word.push('\r'),
-                        Some('x') => {
-                            let hex: String = (0..2).filter_map(|_| chars.next()).collect();
-                            match u8::from_str_radix(&hex, 16) {
+                    '\'' if quote == Quote::None => {
+                        quote = Quote::Single;
+                        in_word = true;
+                    }
+                    ' ' | '\t' if quote == Quote::None => {
+                        if in_word {
+                            words.push(std::mem::take(&mut word));
+                            in_word = false;
+                        }
+                    }
+                    '#' if quote == Quote::None => break,
+                    '\\' => {
+                        in_word = true;
+                        match chars.next() {
+                            Some(e @ (' ' | '#' | '\\' | '\'' | '"' | '$')) => word.push(e),
+                            Some('t') => word.push('\t'),
+                            Some('n') => word.push('\n'),
+                            Some('r') => word.push('\r'),
+                            Some('x') => {
+                                let hex: String = (0..2).filter_map(|_| chars.next()).collect();
+                                match u8::from_str_radix(&hex, 16) {
                                 Ok(b) if hex.len() == 2 => word.push(char::from(b)),
                                 _ => return Err(format!("`\\x{hex}` is not an escape (expected \\x and two hex digits)")),
                             }
-                        }
-                        Some(other) => {
-                            word.push('\\');
-                            word.push(other);
-                        }
-                        None => word.push('\\'),
-                    }
-                }
-                '$' if quote == Quote::Double => {
-                    word.push('$');
-                    if env.is_none() {
-                        let name: String = chars
-                            .clone()
-                            .skip_while(|&c| c == '{')
-                            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                            .collect();
-                        if !name.is_empty() {
-                            env = Some(name);
+                            }
+                            Some(other) => {
+                                word.push('\\');
+                                word.push(other);
+                            }
+                            None => word.push('\\'),
                         }
                     }
+                    '$' if quote == Quote::Double => {
+                        word.push('$');
+                        if env.is_none() {
+                            let name: String = chars
+                                .clone()
+                                .skip_while(|&c| c == '{')
+                                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                                .collect();
+                            if !name.is_empty() {
+                                env = Some(name);
+                            }
+                        }
+                    }
+                    _ => {
+                        in_word = true;
+                        word.push(c);
+                    }
                 }
-                _ => {
-                    in_word = true;
-                    word.push(c);
-                }
-            },
+            }
         }
     }
     if quote != Quote::None {

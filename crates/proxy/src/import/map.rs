@@ -1,7 +1,8 @@
 //! The rdmalb configuration made from the read HAProxy sections: global
 //! settings, listeners, one site per backend (its hosts and path prefixes
 //! from the rules reaching it) and one node per server; then HAProxy's rule
-//! order is compared with rdmalb's precedence on probe requests.
+//! order is compared with rdmalb's precedence on probe requests
+//! ([`super::probe`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
@@ -13,46 +14,60 @@ use super::sections::{Haproxy, Proxy, Role, Server};
 use super::{Kind, Note};
 
 /// A site being built: its backend, hosts and path prefixes ("" = all).
-struct Site<'a> {
-    name: String,
-    backend: &'a Proxy,
-    pairs: Vec<(String, String)>,
-    hosts: Vec<String>,
-    paths: Vec<String>,
+pub(super) struct Site<'a> {
+    pub name: String,
+    pub backend: &'a Proxy,
+    pub pairs: Vec<(String, String)>,
+    pub hosts: Vec<String>,
+    pub paths: Vec<String>,
     /// The first rule reaching it (else its section's line), for notes.
     line: usize,
 }
 
 /// One rule of the merged routing table, in HAProxy's order.
-struct Routed {
-    line: usize,
-    backend: String,
-    areas: Vec<Area>,
+pub(super) struct Routed {
+    pub line: usize,
+    pub backend: String,
+    pub areas: Vec<Area>,
 }
 
 pub fn map(h: &Haproxy, dir: &Path, notes: &mut Vec<Note>) -> String {
-    let mut out = String::from("# Made by `rdmalb import` from an HAProxy configuration; review the notes it printed.\n");
+    let mut out = String::from(
+        "# Made by `rdmalb import` from an HAProxy configuration; review the notes it printed.\n",
+    );
     let mut tcp_notes = Vec::new();
-    let mut notes_push_tcp = |p: &Proxy, line: usize| tcp_notes.push(Note::new(line, "mode", Kind::Routing, format!("`{}` is not in mode http (HAProxy's default mode is tcp): not supported, {} dropped", p.name, if p.role == Role::Backend { "its servers are" } else { "its listeners are" })));
-    let frontends: Vec<&Proxy> = h.proxies.iter().filter(|p| p.role.has_frontend()).filter(|p| {
-        if p.is_http() {
-            true
-        } else {
-            notes_push_tcp(p, p.mode_http.as_ref().map_or(p.line, |m| m.line));
-            false
-        }
-    }).collect();
-    // A listen section without servers (a stats page) is no backend.
-    let backends: Vec<&Proxy> = h.proxies.iter().filter(|p| p.role == Role::Backend || (p.role == Role::Listen && !p.servers.is_empty())).filter(|p| {
-        if p.is_http() {
-            true
-        } else {
-            if p.role == Role::Backend {
+    let mut notes_push_tcp = |p: &Proxy, line: usize| {
+        tcp_notes.push(Note::new(line, "mode", Kind::Routing, format!("`{}` is not in mode http (HAProxy's default mode is tcp): not supported, {} dropped", p.name, if p.role == Role::Backend { "its servers are" } else { "its listeners are" })))
+    };
+    let frontends: Vec<&Proxy> = h
+        .proxies
+        .iter()
+        .filter(|p| p.role.has_frontend())
+        .filter(|p| {
+            if p.is_http() {
+                true
+            } else {
                 notes_push_tcp(p, p.mode_http.as_ref().map_or(p.line, |m| m.line));
+                false
             }
-            false
-        }
-    }).collect();
+        })
+        .collect();
+    // A listen section without servers (a stats page) is no backend.
+    let backends: Vec<&Proxy> = h
+        .proxies
+        .iter()
+        .filter(|p| p.role == Role::Backend || (p.role == Role::Listen && !p.servers.is_empty()))
+        .filter(|p| {
+            if p.is_http() {
+                true
+            } else {
+                if p.role == Role::Backend {
+                    notes_push_tcp(p, p.mode_http.as_ref().map_or(p.line, |m| m.line));
+                }
+                false
+            }
+        })
+        .collect();
     notes.append(&mut tcp_notes);
 
     // Routing table: every frontend's rules, merged in file order.
@@ -64,18 +79,35 @@ pub fn map(h: &Haproxy, dir: &Path, notes: &mut Vec<Note>) -> String {
         let mut mine = Vec::new();
         for r in &f.rules {
             if !backends.iter().any(|b| b.name == r.backend) {
-                notes.push(Note::new(r.line, "use_backend", Kind::Routing, format!("no http backend named `{}`; rule dropped", r.backend)));
+                notes.push(Note::new(
+                    r.line,
+                    "use_backend",
+                    Kind::Routing,
+                    format!("no http backend named `{}`; rule dropped", r.backend),
+                ));
                 continue;
             }
             let areas = match &r.condition {
                 None => vec![Area::ALL],
                 Some((positive, words)) => acl::condition(r.line, *positive, words, &f.acls, notes),
             };
-            mine.push(Routed { line: r.line, backend: r.backend.clone(), areas });
+            mine.push(Routed {
+                line: r.line,
+                backend: r.backend.clone(),
+                areas,
+            });
         }
         let own = (f.role == Role::Listen && !f.servers.is_empty()).then(|| f.name.clone());
         let fdefault = f.default_backend.as_ref().map(|d| d.value.clone()).or(own);
-        let signature = (format!("{:?}", mine.iter().map(|r| (&r.backend, &r.areas)).collect::<Vec<_>>()), format!("{fdefault:?}"));
+        let signature = (
+            format!(
+                "{:?}",
+                mine.iter()
+                    .map(|r| (&r.backend, &r.areas))
+                    .collect::<Vec<_>>()
+            ),
+            format!("{fdefault:?}"),
+        );
         match &first_signature {
             None => {
                 first_signature = Some(signature);
@@ -93,14 +125,35 @@ pub fn map(h: &Haproxy, dir: &Path, notes: &mut Vec<Note>) -> String {
     }
     if let Some(d) = &default {
         if !backends.iter().any(|b| &b.name == d) {
-            let line = frontends.iter().find_map(|f| f.default_backend.as_ref().filter(|x| &x.value == d)).map_or(0, |x| x.line);
-            notes.push(Note::new(line, "default_backend", Kind::Routing, format!("no http backend named `{d}`")));
+            let line = frontends
+                .iter()
+                .find_map(|f| f.default_backend.as_ref().filter(|x| &x.value == d))
+                .map_or(0, |x| x.line);
+            notes.push(Note::new(
+                line,
+                "default_backend",
+                Kind::Routing,
+                format!("no http backend named `{d}`"),
+            ));
             default = None;
         }
     }
 
     // Sites: the (host, prefix) pairs each backend's rules reach, first claim wins.
-    let mut sites: Vec<Site> = backends.iter().map(|b| Site { name: site_name(&b.name), backend: b, pairs: Vec::new(), hosts: Vec::new(), paths: Vec::new(), line: routed.iter().find(|r| r.backend == b.name).map_or(b.line, |r| r.line) }).collect();
+    let mut sites: Vec<Site> = backends
+        .iter()
+        .map(|b| Site {
+            name: site_name(&b.name),
+            backend: b,
+            pairs: Vec::new(),
+            hosts: Vec::new(),
+            paths: Vec::new(),
+            line: routed
+                .iter()
+                .find(|r| r.backend == b.name)
+                .map_or(b.line, |r| r.line),
+        })
+        .collect();
     // A pattern also claims the more specific patterns other rules name
     // (`*` every name, `*.a.com` `b.a.com`): rdmalb prefers those, so
     // without them a later rule for `b.a.com` would win where HAProxy's
@@ -117,7 +170,10 @@ pub fn map(h: &Haproxy, dir: &Path, notes: &mut Vec<Note>) -> String {
     let mut claimed: HashMap<(String, String), usize> = HashMap::new();
     let mut order: Vec<(String, String)> = Vec::new();
     for r in &routed {
-        let si = sites.iter().position(|s| s.backend.name == r.backend).expect("checked above");
+        let si = sites
+            .iter()
+            .position(|s| s.backend.name == r.backend)
+            .expect("checked above");
         for a in &r.areas {
             let hosts = a.hosts.clone().unwrap_or_else(|| vec!["*".into()]);
             let paths = a.paths.clone().unwrap_or_else(|| vec![String::new()]);
@@ -133,7 +189,9 @@ pub fn map(h: &Haproxy, dir: &Path, notes: &mut Vec<Note>) -> String {
                 for path in &paths {
                     let key = (host.clone(), path.clone());
                     let shadowed = order.iter().any(|(h, p)| {
-                        claimed[&(h.clone(), p.clone())] != si && (h == "*" || acl::host_within(host, h)) && path.starts_with(p.as_str())
+                        claimed[&(h.clone(), p.clone())] != si
+                            && (h == "*" || acl::host_within(host, h))
+                            && path.starts_with(p.as_str())
                     });
                     if claimed.contains_key(&key) {
                         continue;
@@ -148,8 +206,7 @@ pub fn map(h: &Haproxy, dir: &Path, notes: &mut Vec<Note>) -> String {
             }
         }
     }
-    for si in 0..sites.len() {
-        let s = &mut sites[si];
+    for (si, s) in sites.iter_mut().enumerate() {
         for (host, path) in &s.pairs {
             if !s.hosts.contains(host) {
                 s.hosts.push(host.clone());
@@ -174,14 +231,35 @@ pub fn map(h: &Haproxy, dir: &Path, notes: &mut Vec<Note>) -> String {
     }
 
     // Compare HAProxy's first-match order with rdmalb's precedence.
-    compare(&routed, default.as_deref(), &sites, notes);
+    super::probe::compare(&routed, default.as_deref(), &sites, notes);
 
-    global(&mut out, h, &frontends, &backends, default.as_deref(), notes);
+    global(
+        &mut out,
+        h,
+        &frontends,
+        &backends,
+        default.as_deref(),
+        notes,
+    );
     listeners(&mut out, &frontends, dir, notes);
-    let health_path = most_common(&backends.iter().filter_map(|b| b.httpchk.as_ref()).map(|c| (c.value.clone(), c.line)).collect::<Vec<_>>()).map_or("/".to_string(), |(p, _)| p);
+    let health_path = most_common(
+        &backends
+            .iter()
+            .filter_map(|b| b.httpchk.as_ref())
+            .map(|c| (c.value.clone(), c.line))
+            .collect::<Vec<_>>(),
+    )
+    .map_or("/".to_string(), |(p, _)| p);
     let any_taken = claimed.contains_key(&("*".to_string(), String::new()));
     for s in &sites {
-        site(&mut out, s, default.as_deref(), &health_path, any_taken, notes);
+        site(
+            &mut out,
+            s,
+            default.as_deref(),
+            &health_path,
+            any_taken,
+            notes,
+        );
     }
     nodes(&mut out, &sites);
     for empty in ["\n[timeouts]\n\n", "\n[limits]\n\n", "\n[health]\n\n"] {
@@ -203,7 +281,15 @@ impl Proxy {
 
 /// Site and node names: HAProxy allows `:` too, rdmalb does not.
 fn site_name(name: &str) -> String {
-    name.chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') { c } else { '_' }).collect()
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
 }
 
 fn q(s: &str) -> String {
@@ -219,16 +305,36 @@ fn most_common<T: Ord + Clone>(values: &[(T, usize)]) -> Option<(T, Vec<(T, usiz
     // Count, and the first position (a tie goes to the value seen first).
     let mut counts: BTreeMap<T, (usize, std::cmp::Reverse<usize>)> = BTreeMap::new();
     for (i, (v, _)) in values.iter().enumerate() {
-        counts.entry(v.clone()).or_insert((0, std::cmp::Reverse(i))).0 += 1;
+        counts
+            .entry(v.clone())
+            .or_insert((0, std::cmp::Reverse(i)))
+            .0 += 1;
     }
     let best = counts.iter().max_by_key(|(_, c)| **c)?.0.clone();
     let others = values.iter().filter(|(v, _)| *v != best).cloned().collect();
     Some((best, others))
 }
 
-fn global(out: &mut String, h: &Haproxy, frontends: &[&Proxy], backends: &[&Proxy], default: Option<&str>, notes: &mut Vec<Note>) {
+fn global(
+    out: &mut String,
+    h: &Haproxy,
+    frontends: &[&Proxy],
+    backends: &[&Proxy],
+    default: Option<&str>,
+    notes: &mut Vec<Note>,
+) {
     out.push_str("\n[global]\n");
-    let balances: Vec<(String, usize)> = backends.iter().filter(|b| !b.servers.is_empty()).map(|b| b.balance.as_ref().map_or(("roundrobin".to_string(), b.line), |x| (x.value.clone(), x.line))).collect();
+    let balances: Vec<(String, usize)> = backends
+        .iter()
+        .filter(|b| !b.servers.is_empty())
+        .map(|b| {
+            b.balance
+                .as_ref()
+                .map_or(("roundrobin".to_string(), b.line), |x| {
+                    (x.value.clone(), x.line)
+                })
+        })
+        .collect();
     let mapped = |b: &str| match b {
         "roundrobin" | "leastconn" | "random" => b.to_string(),
         "static-rr" => "roundrobin".into(),
@@ -236,14 +342,26 @@ fn global(out: &mut String, h: &Haproxy, frontends: &[&Proxy], backends: &[&Prox
     };
     for (b, line) in &balances {
         if !matches!(b.as_str(), "roundrobin" | "leastconn" | "random") {
-            notes.push(Note::new(*line, "balance", Kind::Approximated, format!("`{b}` is not an rdmalb policy; roundrobin instead")));
+            notes.push(Note::new(
+                *line,
+                "balance",
+                Kind::Approximated,
+                format!("`{b}` is not an rdmalb policy; roundrobin instead"),
+            ));
         }
     }
     let policies: Vec<(String, usize)> = balances.iter().map(|(b, l)| (mapped(b), *l)).collect();
     if let Some((best, others)) = most_common(&policies) {
         writeln!(out, "balance = {}", q(&best)).ok();
         for (b, line) in others {
-            notes.push(Note::new(line, "balance", Kind::Approximated, format!("rdmalb has one global balance: `{best}` (the most common) instead of `{b}`")));
+            notes.push(Note::new(
+                line,
+                "balance",
+                Kind::Approximated,
+                format!(
+                    "rdmalb has one global balance: `{best}` (the most common) instead of `{b}`"
+                ),
+            ));
         }
     }
     if let Some(d) = default {
@@ -252,39 +370,91 @@ fn global(out: &mut String, h: &Haproxy, frontends: &[&Proxy], backends: &[&Prox
     if let Some(n) = &h.global.nbthread {
         writeln!(out, "workers = {}", n.value).ok();
     }
-    let ff: Vec<bool> = frontends.iter().chain(backends).map(|p| p.forwardfor).collect();
+    let ff: Vec<bool> = frontends
+        .iter()
+        .chain(backends)
+        .map(|p| p.forwardfor)
+        .collect();
     if ff.iter().any(|f| *f) {
         out.push_str("forwarded_for = \"append\"\n");
         if let Some(p) = frontends.iter().chain(backends).find(|p| !p.forwardfor) {
-            notes.push(Note::new(p.line, "option forwardfor", Kind::Approximated, format!("rdmalb sets X-Forwarded-For on every request, `{}` included", p.name)));
+            notes.push(Note::new(
+                p.line,
+                "option forwardfor",
+                Kind::Approximated,
+                format!(
+                    "rdmalb sets X-Forwarded-For on every request, `{}` included",
+                    p.name
+                ),
+            ));
         }
     }
-    for (b, retries) in backends.iter().filter_map(|b| b.retries.as_ref().map(|r| (b, r))) {
+    for (b, retries) in backends
+        .iter()
+        .filter_map(|b| b.retries.as_ref().map(|r| (b, r)))
+    {
         if retries.value != 1 {
-            notes.push(Note::new(retries.line, "retries", Kind::Approximated, format!("`{}`: rdmalb retries a failed connect once, on another node", b.name)));
+            notes.push(Note::new(
+                retries.line,
+                "retries",
+                Kind::Approximated,
+                format!(
+                    "`{}`: rdmalb retries a failed connect once, on another node",
+                    b.name
+                ),
+            ));
         }
     }
 
     // Timeouts: the client side from frontends, the server side from backends.
     out.push_str("\n[timeouts]\n");
-    for (haproxy, key, side) in [("connect", "connect", false), ("client", "client", true), ("server", "server", false), ("http-request", "http_request", true), ("http-keep-alive", "keep_alive", true), ("queue", "queue", false)] {
+    for (haproxy, key, side) in [
+        ("connect", "connect", false),
+        ("client", "client", true),
+        ("server", "server", false),
+        ("http-request", "http_request", true),
+        ("http-keep-alive", "keep_alive", true),
+        ("queue", "queue", false),
+    ] {
         let proxies: &[&Proxy] = if side { frontends } else { backends };
-        let values: Vec<(Duration, usize)> = proxies.iter().filter_map(|p| p.timeouts.get(haproxy)).map(|t| (t.value, t.line)).collect();
+        let values: Vec<(Duration, usize)> = proxies
+            .iter()
+            .filter_map(|p| p.timeouts.get(haproxy))
+            .map(|t| (t.value, t.line))
+            .collect();
         if let Some((best, others)) = most_common(&values) {
             writeln!(out, "{key} = {}", dur(best.max(Duration::from_millis(1)))).ok();
             for (v, line) in others {
-                notes.push(Note::new(line, &format!("timeout {haproxy}"), Kind::Approximated, format!("rdmalb has one `timeouts.{key}`: {} (the most common) instead of {}", rdmalb_base::duration::format(best), rdmalb_base::duration::format(v))));
+                notes.push(Note::new(
+                    line,
+                    &format!("timeout {haproxy}"),
+                    Kind::Approximated,
+                    format!(
+                        "rdmalb has one `timeouts.{key}`: {} (the most common) instead of {}",
+                        rdmalb_base::duration::format(best),
+                        rdmalb_base::duration::format(v)
+                    ),
+                ));
             }
         }
     }
 
     out.push_str("\n[limits]\n");
-    let maxconns: Vec<(u64, usize)> = frontends.iter().filter_map(|f| f.maxconn.as_ref()).map(|m| (m.value, m.line)).collect();
+    let maxconns: Vec<(u64, usize)> = frontends
+        .iter()
+        .filter_map(|f| f.maxconn.as_ref())
+        .map(|m| (m.value, m.line))
+        .collect();
     match (most_common(&maxconns), &h.global.maxconn) {
         (Some((best, others)), _) => {
             writeln!(out, "max_connections = {best}").ok();
             for (v, line) in others {
-                notes.push(Note::new(line, "maxconn", Kind::Approximated, format!("rdmalb has one per-listener limit: {best} instead of {v}")));
+                notes.push(Note::new(
+                    line,
+                    "maxconn",
+                    Kind::Approximated,
+                    format!("rdmalb has one per-listener limit: {best} instead of {v}"),
+                ));
             }
         }
         (None, Some(g)) => {
@@ -295,36 +465,89 @@ fn global(out: &mut String, h: &Haproxy, frontends: &[&Proxy], backends: &[&Prox
 
     // Health checks: the most common per-server values.
     out.push_str("\n[health]\n");
-    let checked: Vec<&Server> = backends.iter().flat_map(|b| b.servers.iter()).filter(|s| s.check).collect();
-    let paths: Vec<(String, usize)> = backends.iter().filter_map(|b| b.httpchk.as_ref()).map(|c| (c.value.clone(), c.line)).collect();
+    let checked: Vec<&Server> = backends
+        .iter()
+        .flat_map(|b| b.servers.iter())
+        .filter(|s| s.check)
+        .collect();
+    let paths: Vec<(String, usize)> = backends
+        .iter()
+        .filter_map(|b| b.httpchk.as_ref())
+        .map(|c| (c.value.clone(), c.line))
+        .collect();
     if let Some((best, _)) = most_common(&paths) {
         writeln!(out, "path = {}", q(&best)).ok();
     }
-    let inters: Vec<(Duration, usize)> = checked.iter().map(|s| (s.inter.unwrap_or(Duration::from_secs(2)), s.line)).collect();
+    let inters: Vec<(Duration, usize)> = checked
+        .iter()
+        .map(|s| (s.inter.unwrap_or(Duration::from_secs(2)), s.line))
+        .collect();
     if let Some((best, others)) = most_common(&inters) {
-        writeln!(out, "interval = {}", dur(best.max(Duration::from_millis(1)))).ok();
+        writeln!(
+            out,
+            "interval = {}",
+            dur(best.max(Duration::from_millis(1)))
+        )
+        .ok();
         for (v, line) in others {
-            notes.push(Note::new(line, "server", Kind::Approximated, format!("rdmalb has one [health] interval: {} instead of inter {}", rdmalb_base::duration::format(best), rdmalb_base::duration::format(v))));
+            notes.push(Note::new(
+                line,
+                "server",
+                Kind::Approximated,
+                format!(
+                    "rdmalb has one [health] interval: {} instead of inter {}",
+                    rdmalb_base::duration::format(best),
+                    rdmalb_base::duration::format(v)
+                ),
+            ));
         }
     }
-    let checks: Vec<(Duration, usize)> = backends.iter().filter_map(|b| b.timeouts.get("check")).map(|t| (t.value, t.line)).collect();
+    let checks: Vec<(Duration, usize)> = backends
+        .iter()
+        .filter_map(|b| b.timeouts.get("check"))
+        .map(|t| (t.value, t.line))
+        .collect();
     if let Some((best, _)) = most_common(&checks) {
         writeln!(out, "timeout = {}", dur(best.max(Duration::from_millis(1)))).ok();
     }
-    for (key, get, dflt) in [("rise", (|s: &Server| s.rise) as fn(&Server) -> Option<u32>, 2), ("fall", |s: &Server| s.fall, 3)] {
-        let values: Vec<(u32, usize)> = checked.iter().map(|s| (get(s).unwrap_or(dflt), s.line)).collect();
+    for (key, get, dflt) in [
+        (
+            "rise",
+            (|s: &Server| s.rise) as fn(&Server) -> Option<u32>,
+            2,
+        ),
+        ("fall", |s: &Server| s.fall, 3),
+    ] {
+        let values: Vec<(u32, usize)> = checked
+            .iter()
+            .map(|s| (get(s).unwrap_or(dflt), s.line))
+            .collect();
         if let Some((best, others)) = most_common(&values) {
             writeln!(out, "{key} = {best}").ok();
             for (v, line) in others {
-                notes.push(Note::new(line, "server", Kind::Approximated, format!("rdmalb has one [health] {key}: {best} instead of {v}")));
+                notes.push(Note::new(
+                    line,
+                    "server",
+                    Kind::Approximated,
+                    format!("rdmalb has one [health] {key}: {best} instead of {v}"),
+                ));
             }
         }
     }
-    let expects: Vec<(u16, usize)> = backends.iter().filter_map(|b| b.expect_status.as_ref()).map(|e| (e.value, e.line)).collect();
+    let expects: Vec<(u16, usize)> = backends
+        .iter()
+        .filter_map(|b| b.expect_status.as_ref())
+        .map(|e| (e.value, e.line))
+        .collect();
     if let Some((best, others)) = most_common(&expects) {
         writeln!(out, "expect_status = {best}").ok();
         for (v, line) in others {
-            notes.push(Note::new(line, "http-check expect", Kind::Approximated, format!("rdmalb has one [health] expect_status: {best} instead of {v}")));
+            notes.push(Note::new(
+                line,
+                "http-check expect",
+                Kind::Approximated,
+                format!("rdmalb has one [health] expect_status: {best} instead of {v}"),
+            ));
         }
     }
     for b in backends {
@@ -337,8 +560,18 @@ fn global(out: &mut String, h: &Haproxy, frontends: &[&Proxy], backends: &[&Prox
 fn listeners(out: &mut String, frontends: &[&Proxy], dir: &Path, notes: &mut Vec<Note>) {
     for f in frontends {
         for (i, b) in f.binds.iter().enumerate() {
-            let name = if i == 0 { site_name(&f.name) } else { format!("{}-{}", site_name(&f.name), i + 1) };
-            write!(out, "\n[[listener]]\nname = {}\nlisten = {}\n", q(&name), q(&b.address.to_string())).ok();
+            let name = if i == 0 {
+                site_name(&f.name)
+            } else {
+                format!("{}-{}", site_name(&f.name), i + 1)
+            };
+            write!(
+                out,
+                "\n[[listener]]\nname = {}\nlisten = {}\n",
+                q(&name),
+                q(&b.address.to_string())
+            )
+            .ok();
             if b.accept_proxy {
                 out.push_str("accept_proxy = true\n");
             }
@@ -347,7 +580,7 @@ fn listeners(out: &mut String, frontends: &[&Proxy], dir: &Path, notes: &mut Vec
                 for crt in crts {
                     pairs.extend(certificates(crt, dir, b.line, notes));
                 }
-                write!(out, "tls = {{ h2 = {}, certificates = [\n", b.h2).ok();
+                writeln!(out, "tls = {{ h2 = {}, certificates = [", b.h2).ok();
                 for (cert, key) in pairs {
                     writeln!(out, "  {{ cert = {}, key = {} }},", q(&cert), q(&key)).ok();
                 }
@@ -359,22 +592,48 @@ fn listeners(out: &mut String, frontends: &[&Proxy], dir: &Path, notes: &mut Vec
 
 /// `crt <file>` (certificate and key in one PEM file, or the key in
 /// `<file>.key`) or `crt <directory>` (every certificate file in it).
-fn certificates(crt: &str, dir: &Path, line: usize, notes: &mut Vec<Note>) -> Vec<(String, String)> {
+fn certificates(
+    crt: &str,
+    dir: &Path,
+    line: usize,
+    notes: &mut Vec<Note>,
+) -> Vec<(String, String)> {
     let full = dir.join(crt);
     let pair = |path: String| {
         let key = format!("{path}.key");
-        if dir.join(&key).is_file() { (path, key) } else { (path.clone(), path) }
+        if dir.join(&key).is_file() {
+            (path, key)
+        } else {
+            (path.clone(), path)
+        }
     };
     if full.is_dir() {
         let mut files: Vec<String> = std::fs::read_dir(&full)
-            .map(|d| d.filter_map(Result::ok).filter(|e| e.path().is_file()).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+            .map(|d| {
+                d.filter_map(Result::ok)
+                    .filter(|e| e.path().is_file())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
             .unwrap_or_default();
-        files.retain(|f| ![".key", ".ocsp", ".issuer", ".sctl"].iter().any(|ext| f.ends_with(ext)));
+        files.retain(|f| {
+            ![".key", ".ocsp", ".issuer", ".sctl"]
+                .iter()
+                .any(|ext| f.ends_with(ext))
+        });
         files.sort();
         if files.is_empty() {
-            notes.push(Note::new(line, "bind", Kind::Routing, format!("`crt {crt}`: no certificate files in the directory")));
+            notes.push(Note::new(
+                line,
+                "bind",
+                Kind::Routing,
+                format!("`crt {crt}`: no certificate files in the directory"),
+            ));
         }
-        return files.into_iter().map(|f| pair(format!("{}/{f}", crt.trim_end_matches('/')))).collect();
+        return files
+            .into_iter()
+            .map(|f| pair(format!("{}/{f}", crt.trim_end_matches('/'))))
+            .collect();
     }
     if !full.is_file() {
         notes.push(Note::new(line, "bind", Kind::Unsupported, format!("`crt {crt}` does not exist at import time; imported as a file holding certificate and key")));
@@ -383,7 +642,14 @@ fn certificates(crt: &str, dir: &Path, line: usize, notes: &mut Vec<Note>) -> Ve
 }
 
 /// Writes one `[[site]]`; `any_taken`: another site has `*` for all paths.
-fn site(out: &mut String, s: &Site, default: Option<&str>, health_path: &str, any_taken: bool, notes: &mut Vec<Note>) {
+fn site(
+    out: &mut String,
+    s: &Site,
+    default: Option<&str>,
+    health_path: &str,
+    any_taken: bool,
+    notes: &mut Vec<Note>,
+) {
     write!(out, "\n[[site]]\nname = {}\n", q(&s.name)).ok();
     if s.hosts.is_empty() && default == Some(s.backend.name.as_str()) && !any_taken {
         // `*` for every path is what the default backend takes in HAProxy:
@@ -392,14 +658,40 @@ fn site(out: &mut String, s: &Site, default: Option<&str>, health_path: &str, an
     } else if s.hosts.is_empty() {
         let reached = default == Some(s.backend.name.as_str());
         if !reached {
-            notes.push(Note::new(s.backend.line, "backend", Kind::Unsupported, format!("no rule reaches `{}`; its site gets the placeholder host `{}.invalid`", s.backend.name, s.name)));
+            notes.push(Note::new(
+                s.backend.line,
+                "backend",
+                Kind::Unsupported,
+                format!(
+                    "no rule reaches `{}`; its site gets the placeholder host `{}.invalid`",
+                    s.backend.name, s.name
+                ),
+            ));
         }
-        writeln!(out, "# Reached as {}: the host below is a placeholder (rdmalb sites need one).", if reached { "global.default_site" } else { "nothing" }).ok();
+        writeln!(
+            out,
+            "# Reached as {}: the host below is a placeholder (rdmalb sites need one).",
+            if reached {
+                "global.default_site"
+            } else {
+                "nothing"
+            }
+        )
+        .ok();
         writeln!(out, "hosts = [{}]", q(&format!("{}.invalid", s.name))).ok();
     } else {
-        writeln!(out, "hosts = [{}]", s.hosts.iter().map(|h| q(h)).collect::<Vec<_>>().join(", ")).ok();
+        writeln!(
+            out,
+            "hosts = [{}]",
+            s.hosts.iter().map(|h| q(h)).collect::<Vec<_>>().join(", ")
+        )
+        .ok();
         if s.paths.iter().any(|p| !p.is_empty()) {
-            let paths: Vec<String> = s.paths.iter().map(|p| q(if p.is_empty() { "/" } else { p })).collect();
+            let paths: Vec<String> = s
+                .paths
+                .iter()
+                .map(|p| q(if p.is_empty() { "/" } else { p }))
+                .collect();
             writeln!(out, "path_prefixes = [{}]", paths.join(", ")).ok();
         }
     }
@@ -421,9 +713,20 @@ fn nodes(out: &mut String, sites: &[Site]) {
     }
     for s in sites {
         for srv in &s.backend.servers {
-            let name = if count[srv.name.as_str()] > 1 { format!("{}-{}", s.name, site_name(&srv.name)) } else { site_name(&srv.name) };
+            let name = if count[srv.name.as_str()] > 1 {
+                format!("{}-{}", s.name, site_name(&srv.name))
+            } else {
+                site_name(&srv.name)
+            };
             let addr = srv.address.expect("servers without address are dropped");
-            write!(out, "\n[[node]]\nname = {}\naddress = {}\nsite = {}\n", q(&name), q(&addr.to_string()), q(&s.name)).ok();
+            write!(
+                out,
+                "\n[[node]]\nname = {}\naddress = {}\nsite = {}\n",
+                q(&name),
+                q(&addr.to_string()),
+                q(&s.name)
+            )
+            .ok();
             if !srv.check {
                 out.push_str("check = false\n");
             }
@@ -447,99 +750,16 @@ fn nodes(out: &mut String, sites: &[Site]) {
                     writeln!(out, "agent_port = {p}").ok();
                 }
                 if let Some(i) = srv.agent_inter {
-                    writeln!(out, "agent_interval = {}", dur(i.max(Duration::from_millis(1)))).ok();
+                    writeln!(
+                        out,
+                        "agent_interval = {}",
+                        dur(i.max(Duration::from_millis(1)))
+                    )
+                    .ok();
                 }
                 if let Some(a) = &srv.agent_addr {
                     writeln!(out, "agent_address = {}", q(a)).ok();
                 }
-            }
-        }
-    }
-}
-
-/// Whether `host` (a concrete name) matches `pattern`.
-fn host_matches(pattern: &str, host: &str) -> bool {
-    pattern == "*" || pattern == host || pattern.strip_prefix('*').is_some_and(|s| host.len() > s.len() && host.ends_with(s))
-}
-
-/// Where HAProxy sends a request: the first rule whose area matches.
-fn haproxy_route<'a>(routed: &'a [Routed], default: Option<&'a str>, host: &str, path: &str) -> Option<&'a str> {
-    routed
-        .iter()
-        .find(|r| {
-            r.areas.iter().any(|a| {
-                a.hosts.as_ref().is_none_or(|hs| hs.iter().any(|h| host_matches(h, host))) && a.paths.as_ref().is_none_or(|ps| ps.iter().any(|p| path.starts_with(p.as_str())))
-            })
-        })
-        .map(|r| r.backend.as_str())
-        .or(default)
-}
-
-/// Where rdmalb sends it (front/route.rs): the most specific host pattern
-/// with a matching prefix (exact, longest wildcard, `*`), longest prefix.
-fn rdmalb_route<'a>(sites: &'a [Site], default: Option<&'a str>, host: &str, path: &str) -> Option<&'a str> {
-    let mut best: Option<((u8, usize, usize), &str)> = None;
-    for s in sites {
-        for h in &s.hosts {
-            if !host_matches(h, host) {
-                continue;
-            }
-            let rank = if h == "*" { 0 } else if h.starts_with('*') { 1 } else { 2 };
-            let prefixes: Vec<&str> = if s.paths.iter().all(|p| p.is_empty()) { vec![""] } else { s.paths.iter().map(|p| if p.is_empty() { "/" } else { p.as_str() }).collect() };
-            for p in prefixes {
-                if path.starts_with(p) {
-                    let key = (rank, h.len(), p.len());
-                    if best.is_none_or(|(k, _)| key > k) {
-                        best = Some((key, s.backend.name.as_str()));
-                    }
-                }
-            }
-        }
-    }
-    // Within one host pattern the longest prefix wins; across patterns the
-    // more specific pattern wins first, which the key's order encodes.
-    best.map(|(_, b)| b).or(default)
-}
-
-fn compare(routed: &[Routed], default: Option<&str>, sites: &[Site], notes: &mut Vec<Note>) {
-    let mut hosts = vec!["unlisted.invalid".to_string()];
-    let mut paths = vec!["/".to_string(), "/unlisted".to_string()];
-    for r in routed {
-        for a in &r.areas {
-            for h in a.hosts.iter().flatten() {
-                hosts.push(h.strip_prefix("*.").map_or(h.clone(), |s| format!("probe.{s}")));
-                if let Some(s) = h.strip_prefix("*.") {
-                    hosts.push(s.to_string());
-                }
-            }
-            for p in a.paths.iter().flatten() {
-                paths.push(p.clone());
-                paths.push(format!("{p}probe"));
-            }
-        }
-    }
-    hosts.sort();
-    hosts.dedup();
-    paths.sort();
-    paths.dedup();
-    let mut seen = Vec::new();
-    for host in &hosts {
-        for path in &paths {
-            let want = haproxy_route(routed, default, host, path);
-            let got = rdmalb_route(sites, default, host, path);
-            if want != got && !seen.contains(&(want, got)) {
-                seen.push((want, got));
-                let line = routed
-                    .iter()
-                    .find(|r| Some(r.backend.as_str()) == want)
-                    .or_else(|| routed.iter().find(|r| Some(r.backend.as_str()) == got))
-                    .map_or(0, |r| r.line);
-                notes.push(Note::new(
-                    line,
-                    "use_backend",
-                    Kind::Routing,
-                    format!("not expressible as rdmalb sites: Host `{host}` path `{path}` reaches backend `{}` in HAProxy, `{}` in rdmalb", want.unwrap_or("none"), got.unwrap_or("none")),
-                ));
             }
         }
     }

@@ -24,9 +24,6 @@ impl Role {
     pub fn has_frontend(self) -> bool {
         matches!(self, Role::Frontend | Role::Listen | Role::Defaults)
     }
-    pub fn has_backend(self) -> bool {
-        matches!(self, Role::Backend | Role::Listen | Role::Defaults)
-    }
 }
 
 /// A value and the line it came from.
@@ -170,25 +167,45 @@ pub fn read(lines: &[Line], notes: &mut Vec<Note>) -> Haproxy {
         };
         let other_section = matches!(
             kw,
-            "userlist" | "peers" | "resolvers" | "cache" | "program" | "mailers" | "http-errors" | "ring" | "fcgi-app"
+            "userlist"
+                | "peers"
+                | "resolvers"
+                | "cache"
+                | "program"
+                | "mailers"
+                | "http-errors"
+                | "ring"
+                | "fcgi-app"
         );
         if role.is_some() || other_section || kw == "global" {
             finish(&mut current, &mut defaults, &mut out);
             in_global = kw == "global";
             skipping = other_section;
             if other_section {
-                notes.push(Note::new(line.number, kw, Kind::Unsupported, format!("section not supported; its {} lines are skipped", kw)));
+                notes.push(Note::new(
+                    line.number,
+                    kw,
+                    Kind::Unsupported,
+                    format!("section not supported; its {} lines are skipped", kw),
+                ));
             }
             if let Some(role) = role {
                 let name = line.word(1);
                 let mut p = match (role, line.words.iter().position(|w| w == "from")) {
-                    (_, Some(i)) => match defaults.iter().rev().find(|d| d.name == line.word(i + 1)) {
-                        Some(d) => inherit(d, role, name, line.number),
-                        None => {
-                            notes.push(Note::new(line.number, kw, Kind::Routing, format!("no defaults section named `{}`", line.word(i + 1))));
-                            Proxy::new(role, name, line.number)
+                    (_, Some(i)) => {
+                        match defaults.iter().rev().find(|d| d.name == line.word(i + 1)) {
+                            Some(d) => inherit(d, role, name, line.number),
+                            None => {
+                                notes.push(Note::new(
+                                    line.number,
+                                    kw,
+                                    Kind::Routing,
+                                    format!("no defaults section named `{}`", line.word(i + 1)),
+                                ));
+                                Proxy::new(role, name, line.number)
+                            }
                         }
-                    },
+                    }
                     (_, None) => match defaults.last() {
                         Some(d) => inherit(d, role, name, line.number),
                         None => Proxy::new(role, name, line.number),
@@ -209,7 +226,12 @@ pub fn read(lines: &[Line], notes: &mut Vec<Note>) -> Haproxy {
         } else if let Some(p) = current.as_mut() {
             directive(p, line, notes);
         } else {
-            notes.push(Note::new(line.number, kw, Kind::Unsupported, "outside any section; ignored".into()));
+            notes.push(Note::new(
+                line.number,
+                kw,
+                Kind::Unsupported,
+                "outside any section; ignored".into(),
+            ));
         }
     }
     finish(&mut current, &mut defaults, &mut out);
@@ -243,18 +265,41 @@ fn global(g: &mut Global, line: &Line, notes: &mut Vec<Note>) {
     let kw = line.keyword();
     match kw {
         "maxconn" | "nbthread" => match number(line, 1, notes) {
-            Some(v) if kw == "maxconn" => g.maxconn = Some(At { value: v, line: line.number }),
-            Some(v) => g.nbthread = Some(At { value: v, line: line.number }),
+            Some(v) if kw == "maxconn" => {
+                g.maxconn = Some(At {
+                    value: v,
+                    line: line.number,
+                })
+            }
+            Some(v) => {
+                g.nbthread = Some(At {
+                    value: v,
+                    line: line.number,
+                })
+            }
             None => {}
         },
-        "daemon" | "user" | "group" | "uid" | "gid" | "chroot" | "pidfile" | "master-worker" => notes.push(Note::new(
+        "daemon" | "user" | "group" | "uid" | "gid" | "chroot" | "pidfile" | "master-worker" => {
+            notes.push(Note::new(
+                line.number,
+                kw,
+                Kind::Unsupported,
+                "not needed: rdmalb runs in the foreground under its systemd unit (conf/systemd)"
+                    .into(),
+            ))
+        }
+        "log" => notes.push(Note::new(
             line.number,
             kw,
             Kind::Unsupported,
-            "not needed: run rdmalb under its systemd unit (conf/systemd)".into(),
+            "not supported: rdmalb writes its access log to global.access_log (stdout)".into(),
         )),
-        "log" => notes.push(Note::new(line.number, kw, Kind::Unsupported, "not supported: rdmalb writes its access log to global.access_log (stdout)".into())),
-        _ => notes.push(Note::new(line.number, kw, Kind::Unsupported, "not supported in the global section".into())),
+        _ => notes.push(Note::new(
+            line.number,
+            kw,
+            Kind::Unsupported,
+            "not supported in the global section".into(),
+        )),
     }
 }
 
@@ -262,7 +307,12 @@ fn number(line: &Line, i: usize, notes: &mut Vec<Note>) -> Option<u64> {
     match line.word(i).parse() {
         Ok(v) => Some(v),
         Err(_) => {
-            notes.push(Note::new(line.number, line.keyword(), Kind::Unsupported, format!("`{}` is not a number; ignored", line.word(i))));
+            notes.push(Note::new(
+                line.number,
+                line.keyword(),
+                Kind::Unsupported,
+                format!("`{}` is not a number; ignored", line.word(i)),
+            ));
             None
         }
     }
@@ -271,7 +321,9 @@ fn number(line: &Line, i: usize, notes: &mut Vec<Note>) -> Option<u64> {
 /// HAProxy's time format: a number and an optional unit (us, ms, s, m, h,
 /// d); a bare number is milliseconds.
 pub fn time(text: &str) -> Option<Duration> {
-    let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
     let (num, unit) = text.split_at(split);
     let n: u64 = num.parse().ok()?;
     Some(match unit {
@@ -290,30 +342,60 @@ fn directive(p: &mut Proxy, line: &Line, notes: &mut Vec<Note>) {
     let n = line.number;
     let mut note = |kind, why: String| notes.push(Note::new(n, kw, kind, why));
     match kw {
-        "mode" => p.mode_http = Some(At { value: line.word(1) == "http", line: n }),
+        "mode" => {
+            p.mode_http = Some(At {
+                value: line.word(1) == "http",
+                line: n,
+            })
+        }
         "bind" if p.role.has_frontend() && p.role != Role::Defaults => bind(p, line, 1, notes),
-        "acl" => p.acls.push(Acl { line: n, name: line.word(1).to_string(), words: line.words[2..].to_vec() }),
+        "acl" => p.acls.push(Acl {
+            line: n,
+            name: line.word(1).to_string(),
+            words: line.words[2..].to_vec(),
+        }),
         "use_backend" => {
             let condition = match line.word(2) {
                 "" => None,
                 w @ ("if" | "unless") => Some((w == "if", line.words[3..].to_vec())),
                 other => {
-                    note(Kind::Routing, format!("`{other}` is not `if` or `unless`; rule dropped"));
+                    note(
+                        Kind::Routing,
+                        format!("`{other}` is not `if` or `unless`; rule dropped"),
+                    );
                     return;
                 }
             };
             if line.word(1).contains('%') {
-                note(Kind::Routing, "dynamic backend names (log-format) are not supported; rule dropped".into());
+                note(
+                    Kind::Routing,
+                    "dynamic backend names (log-format) are not supported; rule dropped".into(),
+                );
                 return;
             }
-            p.rules.push(Rule { line: n, backend: line.word(1).to_string(), condition });
+            p.rules.push(Rule {
+                line: n,
+                backend: line.word(1).to_string(),
+                condition,
+            });
         }
-        "default_backend" => p.default_backend = Some(At { value: line.word(1).to_string(), line: n }),
-        "balance" => p.balance = Some(At { value: line.word(1).to_string(), line: n }),
-        "server" => match server(p, line, notes) {
-            Some(s) => p.servers.push(s),
-            None => {}
-        },
+        "default_backend" => {
+            p.default_backend = Some(At {
+                value: line.word(1).to_string(),
+                line: n,
+            })
+        }
+        "balance" => {
+            p.balance = Some(At {
+                value: line.word(1).to_string(),
+                line: n,
+            })
+        }
+        "server" => {
+            if let Some(s) = server(p, line, notes) {
+                p.servers.push(s);
+            }
+        }
         "default-server" => p.default_server.push(line.clone()),
         "timeout" => timeout(p, line, notes),
         "option" | "no" => option(p, line, notes),
@@ -328,16 +410,25 @@ fn directive(p: &mut Proxy, line: &Line, notes: &mut Vec<Note>) {
                 p.maxconn = Some(At { value: v, line: n });
             }
         }
-        "log" => note(Kind::Unsupported, "not supported: rdmalb writes its access log to global.access_log (stdout)".into()),
-        "http-request" | "http-response" | "http-after-response" | "tcp-request" | "tcp-response" | "redirect" => {
-            note(Kind::Unsupported, "not supported: rdmalb has no request or response rules".into())
-        }
-        "stick-table" | "stick" | "cookie" | "use-server" | "hash-type" => {
-            note(Kind::Unsupported, "not supported: rdmalb has no session stickiness".into())
-        }
-        "capture" | "unique-id-format" | "unique-id-header" | "log-format" | "errorfile" | "stats" | "monitor-uri" => {
-            note(Kind::Unsupported, "not supported".into())
-        }
+        "log" => note(
+            Kind::Unsupported,
+            "not supported: rdmalb writes its access log to global.access_log (stdout)".into(),
+        ),
+        "http-request"
+        | "http-response"
+        | "http-after-response"
+        | "tcp-request"
+        | "tcp-response"
+        | "redirect" => note(
+            Kind::Unsupported,
+            "not supported: rdmalb has no request or response rules".into(),
+        ),
+        "stick-table" | "stick" | "cookie" | "use-server" | "hash-type" => note(
+            Kind::Unsupported,
+            "not supported: rdmalb has no session stickiness".into(),
+        ),
+        "capture" | "unique-id-format" | "unique-id-header" | "log-format" | "errorfile"
+        | "stats" | "monitor-uri" => note(Kind::Unsupported, "not supported".into()),
         _ => note(Kind::Unsupported, "not supported".into()),
     }
 }
@@ -362,16 +453,33 @@ fn bind(p: &mut Proxy, line: &Line, at: usize, notes: &mut Vec<Note>) {
             }
             "accept-proxy" => accept_proxy = true,
             "v4v6" | "v6only" => {}
-            "name" | "ciphers" | "ciphersuites" | "ssl-min-ver" | "ssl-max-ver" | "curves" | "ecdhe" | "process" | "crt-list" | "ca-file" | "verify" | "interface" | "mss" | "maxconn" | "npn" | "thread" | "level" | "mode" | "user" | "group" => {
-                notes.push(Note::new(n, "bind", Kind::Unsupported, format!("bind option `{w}` not supported")));
+            "name" | "ciphers" | "ciphersuites" | "ssl-min-ver" | "ssl-max-ver" | "curves"
+            | "ecdhe" | "process" | "crt-list" | "ca-file" | "verify" | "interface" | "mss"
+            | "maxconn" | "npn" | "thread" | "level" | "mode" | "user" | "group" => {
+                notes.push(Note::new(
+                    n,
+                    "bind",
+                    Kind::Unsupported,
+                    format!("bind option `{w}` not supported"),
+                ));
                 i += 1;
             }
-            _ => notes.push(Note::new(n, "bind", Kind::Unsupported, format!("bind option `{w}` not supported"))),
+            _ => notes.push(Note::new(
+                n,
+                "bind",
+                Kind::Unsupported,
+                format!("bind option `{w}` not supported"),
+            )),
         }
         i += 1;
     }
     if ssl && crt.is_empty() {
-        notes.push(Note::new(n, "bind", Kind::Routing, "`ssl` without `crt`: listener dropped".into()));
+        notes.push(Note::new(
+            n,
+            "bind",
+            Kind::Routing,
+            "`ssl` without `crt`: listener dropped".into(),
+        ));
         return;
     }
     for addr in line.word(at).split(',') {
@@ -395,7 +503,10 @@ fn bind(p: &mut Proxy, line: &Line, at: usize, notes: &mut Vec<Note>) {
 
 /// `:80`, `*:80`, `0.0.0.0:80`, `:::80`, `[::]:80`, `ipv4@...`, `ipv6@...`.
 fn bind_address(addr: &str) -> Option<SocketAddr> {
-    let addr = addr.strip_prefix("ipv4@").or_else(|| addr.strip_prefix("ipv6@")).unwrap_or(addr);
+    let addr = addr
+        .strip_prefix("ipv4@")
+        .or_else(|| addr.strip_prefix("ipv6@"))
+        .unwrap_or(addr);
     let (host, port) = addr.rsplit_once(':')?;
     let port: u16 = port.parse().ok()?;
     let host = host.trim_start_matches('[').trim_end_matches(']');
@@ -409,20 +520,35 @@ fn bind_address(addr: &str) -> Option<SocketAddr> {
 
 fn server(p: &mut Proxy, line: &Line, notes: &mut Vec<Note>) -> Option<Server> {
     let n = line.number;
-    let mut s = Server { line: n, name: line.word(1).to_string(), ..Server::default() };
+    let mut s = Server {
+        line: n,
+        name: line.word(1).to_string(),
+        ..Server::default()
+    };
     let defaults: Vec<Line> = p.default_server.clone();
     for d in &defaults {
         server_options(&mut s, d, 1, notes);
     }
     server_options(&mut s, line, 3, notes);
     let addr = line.word(2);
-    let addr = addr.strip_prefix("ipv4@").or_else(|| addr.strip_prefix("ipv6@")).unwrap_or(addr);
+    let addr = addr
+        .strip_prefix("ipv4@")
+        .or_else(|| addr.strip_prefix("ipv6@"))
+        .unwrap_or(addr);
     s.address = match addr.parse::<SocketAddr>() {
         Ok(a) => Some(a),
-        Err(_) => match addr.rsplit_once(':').filter(|(_, port)| port.parse::<u16>().is_ok()) {
+        Err(_) => match addr
+            .rsplit_once(':')
+            .filter(|(_, port)| port.parse::<u16>().is_ok())
+        {
             Some(_) => match addr.to_socket_addrs().ok().and_then(|mut a| a.next()) {
                 Some(a) => {
-                    notes.push(Note::new(n, "server", Kind::Approximated, format!("`{addr}` resolved once, at import time, to {a}")));
+                    notes.push(Note::new(
+                        n,
+                        "server",
+                        Kind::Approximated,
+                        format!("`{addr}` resolved once, at import time, to {a}"),
+                    ));
                     Some(a)
                 }
                 None => None,
@@ -451,7 +577,12 @@ fn server_options(s: &mut Server, line: &Line, from: usize, notes: &mut Vec<Note
         let w = line.word(i);
         let arg = line.word(i + 1);
         let mut bad = |what: &str| {
-            notes.push(Note::new(n, kw, Kind::Unsupported, format!("`{w} {arg}`: {what}; ignored")));
+            notes.push(Note::new(
+                n,
+                kw,
+                Kind::Unsupported,
+                format!("`{w} {arg}`: {what}; ignored"),
+            ));
         };
         let mut takes_arg = true;
         match w {
@@ -494,14 +625,32 @@ fn server_options(s: &mut Server, line: &Line, from: usize, notes: &mut Vec<Note
             "agent-addr" => s.agent_addr = Some(arg.to_string()),
             "ssl" | "verify" | "ca-file" | "sni" | "alpn" | "check-ssl" | "check-sni" | "crt" => {
                 takes_arg = !matches!(w, "ssl" | "check-ssl");
-                notes.push(Note::new(n, kw, Kind::Routing, format!("`{w}` not supported: rdmalb speaks cleartext HTTP to its nodes")));
+                notes.push(Note::new(
+                    n,
+                    kw,
+                    Kind::Routing,
+                    format!("`{w}` not supported: rdmalb speaks cleartext HTTP to its nodes"),
+                ));
             }
-            "cookie" | "fastinter" | "downinter" | "slowstart" | "port" | "addr" | "id" | "resolvers" | "resolve-prefer" | "init-addr" | "on-error" | "observe" | "error-limit" | "maxqueue" | "minconn" | "agent-send" | "pool-max-conn" | "track" | "redir" => {
-                notes.push(Note::new(n, kw, Kind::Unsupported, format!("server option `{w}` not supported; ignored")));
+            "cookie" | "fastinter" | "downinter" | "slowstart" | "port" | "addr" | "id"
+            | "resolvers" | "resolve-prefer" | "init-addr" | "on-error" | "observe"
+            | "error-limit" | "maxqueue" | "minconn" | "agent-send" | "pool-max-conn" | "track"
+            | "redir" => {
+                notes.push(Note::new(
+                    n,
+                    kw,
+                    Kind::Unsupported,
+                    format!("server option `{w}` not supported; ignored"),
+                ));
             }
             _ => {
                 takes_arg = false;
-                notes.push(Note::new(n, kw, Kind::Unsupported, format!("server option `{w}` not supported; ignored")));
+                notes.push(Note::new(
+                    n,
+                    kw,
+                    Kind::Unsupported,
+                    format!("server option `{w}` not supported; ignored"),
+                ));
             }
         }
         i += if takes_arg { 2 } else { 1 };
@@ -512,22 +661,43 @@ fn timeout(p: &mut Proxy, line: &Line, notes: &mut Vec<Note>) {
     let which = line.word(1);
     let n = line.number;
     match (which, time(line.word(2))) {
-        ("connect" | "client" | "server" | "http-request" | "http-keep-alive" | "queue" | "check", Some(t)) => {
-            p.timeouts.insert(which.to_string(), At { value: t, line: n });
+        (
+            "connect" | "client" | "server" | "http-request" | "http-keep-alive" | "queue"
+            | "check",
+            Some(t),
+        ) => {
+            p.timeouts
+                .insert(which.to_string(), At { value: t, line: n });
         }
-        ("connect" | "client" | "server" | "http-request" | "http-keep-alive" | "queue" | "check", None) => notes.push(Note::new(
+        (
+            "connect" | "client" | "server" | "http-request" | "http-keep-alive" | "queue"
+            | "check",
+            None,
+        ) => notes.push(Note::new(
             n,
             "timeout",
             Kind::Unsupported,
-            format!("`{}` is not a time (expected e.g. 5s, 500ms, 1m); ignored", line.word(2)),
+            format!(
+                "`{}` is not a time (expected e.g. 5s, 500ms, 1m); ignored",
+                line.word(2)
+            ),
         )),
-        _ => notes.push(Note::new(n, "timeout", Kind::Unsupported, format!("`timeout {which}` not supported"))),
+        _ => notes.push(Note::new(
+            n,
+            "timeout",
+            Kind::Unsupported,
+            format!("`timeout {which}` not supported"),
+        )),
     }
 }
 
 fn option(p: &mut Proxy, line: &Line, notes: &mut Vec<Note>) {
     let n = line.number;
-    let (on, words) = if line.keyword() == "no" { (false, &line.words[2..]) } else { (true, &line.words[1..]) };
+    let (on, words) = if line.keyword() == "no" {
+        (false, &line.words[2..])
+    } else {
+        (true, &line.words[1..])
+    };
     let name = words.first().map_or("", String::as_str);
     match name {
         "forwardfor" => p.forwardfor = on,
@@ -538,21 +708,35 @@ fn option(p: &mut Proxy, line: &Line, notes: &mut Vec<Note>) {
                 2 => words[1].clone(),
                 _ => {
                     if words[1] != "GET" {
-                        notes.push(Note::new(n, "option httpchk", Kind::Approximated, format!("rdmalb checks with GET, not {}", words[1])));
+                        notes.push(Note::new(
+                            n,
+                            "option httpchk",
+                            Kind::Approximated,
+                            format!("rdmalb checks with GET, not {}", words[1]),
+                        ));
                     }
                     words[2].clone()
                 }
             };
-            p.httpchk = on.then_some(At { value: uri, line: n });
+            p.httpchk = on.then_some(At {
+                value: uri,
+                line: n,
+            });
         }
-        "httplog" | "http-keep-alive" | "dontlognull" | "redispatch" | "log-health-checks" | "prefer-last-server" => {}
+        "httplog" | "http-keep-alive" | "dontlognull" | "redispatch" | "log-health-checks"
+        | "prefer-last-server" => {}
         "http-server-close" | "httpclose" | "forceclose" => notes.push(Note::new(
             n,
             &format!("option {name}"),
             Kind::Approximated,
             "rdmalb keeps connections alive on both sides (pooled upstream connections)".into(),
         )),
-        _ => notes.push(Note::new(n, &format!("option {name}"), Kind::Unsupported, "not supported".into())),
+        _ => notes.push(Note::new(
+            n,
+            &format!("option {name}"),
+            Kind::Unsupported,
+            "not supported".into(),
+        )),
     }
 }
 
@@ -560,14 +744,32 @@ fn http_check(p: &mut Proxy, line: &Line, notes: &mut Vec<Note>) {
     let n = line.number;
     match (line.word(1), line.word(2)) {
         ("expect", "status") => match line.word(3).parse::<u16>() {
-            Ok(code) if (100..=599).contains(&code) => p.expect_status = Some(At { value: code, line: n }),
-            _ => notes.push(Note::new(n, "http-check expect", Kind::Unsupported, format!("`{}` is not one status code; ignored", line.word(3)))),
+            Ok(code) if (100..=599).contains(&code) => {
+                p.expect_status = Some(At {
+                    value: code,
+                    line: n,
+                })
+            }
+            _ => notes.push(Note::new(
+                n,
+                "http-check expect",
+                Kind::Unsupported,
+                format!("`{}` is not one status code; ignored", line.word(3)),
+            )),
         },
         ("send", _) => {
             if let Some(i) = line.words.iter().position(|w| w == "uri") {
-                p.httpchk = Some(At { value: line.word(i + 1).to_string(), line: n });
+                p.httpchk = Some(At {
+                    value: line.word(i + 1).to_string(),
+                    line: n,
+                });
             }
         }
-        (what, _) => notes.push(Note::new(n, &format!("http-check {what}"), Kind::Unsupported, "not supported (rdmalb's check passes on [health] expect_status)".into())),
+        (what, _) => notes.push(Note::new(
+            n,
+            &format!("http-check {what}"),
+            Kind::Unsupported,
+            "not supported (rdmalb's check passes on [health] expect_status)".into(),
+        )),
     }
 }

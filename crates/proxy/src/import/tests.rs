@@ -15,11 +15,16 @@ fn imported(text: &str) -> Imported {
 
 /// The notes as `LINE: directive: text`.
 fn notes(i: &Imported) -> Vec<String> {
-    i.notes.iter().map(|n| format!("{}: {}: {n}", n.line, n.directive)).collect()
+    i.notes
+        .iter()
+        .map(|n| format!("{}: {}: {n}", n.line, n.directive))
+        .collect()
 }
 
 fn has_note(i: &Imported, line: usize, needle: &str) -> bool {
-    i.notes.iter().any(|n| n.line == line && n.to_string().contains(needle))
+    i.notes
+        .iter()
+        .any(|n| n.line == line && n.to_string().contains(needle))
 }
 
 fn parsed(i: &Imported) -> crate::config::Config {
@@ -31,10 +36,19 @@ const HEAD: &str = "defaults\n    mode http\n    timeout connect 5s\n";
 
 #[test]
 fn lexer_comments_quotes_and_escapes() {
-    assert_eq!(words("  bind :80   # the web\n\n# only a comment\n"), [["bind", ":80"]]);
-    assert_eq!(words(r#"acl a hdr(host) "x y" 'z #w' a\ b c\#d"#), [["acl", "a", "hdr(host)", "x y", "z #w", "a b", "c#d"]]);
+    assert_eq!(
+        words("  bind :80   # the web\n\n# only a comment\n"),
+        [["bind", ":80"]]
+    );
+    assert_eq!(
+        words(r#"acl a hdr(host) "x y" 'z #w' a\ b c\#d"#),
+        [["acl", "a", "hdr(host)", "x y", "z #w", "a b", "c#d"]]
+    );
     // Quoted and unquoted parts of a word join; single quotes keep backslashes.
-    assert_eq!(words(r#"x "a"'b'c '\n' "\t" \\ \x41"#), [["x", "abc", "\\n", "\t", "\\", "A"]]);
+    assert_eq!(
+        words(r#"x "a"'b'c '\n' "\t" \\ \x41"#),
+        [["x", "abc", "\\n", "\t", "\\", "A"]]
+    );
     // A backslash before an ordinary character stays.
     assert_eq!(words(r"x a\qb"), [["x", "a\\qb"]]);
 }
@@ -43,9 +57,26 @@ fn lexer_comments_quotes_and_escapes() {
 fn lexer_trailing_backslash_is_no_continuation_and_bad_quotes_drop_the_line() {
     let (lines, notes) = lex("server a 1.2.3.4:80 check \\\n  inter 5s\nacl x \"open\n");
     let w: Vec<_> = lines.iter().map(|l| (l.number, l.words.clone())).collect();
-    assert_eq!(w, [(1, vec!["server".to_string(), "a".into(), "1.2.3.4:80".into(), "check".into()]), (2, vec!["inter".into(), "5s".into()])]);
+    assert_eq!(
+        w,
+        [
+            (
+                1,
+                vec![
+                    "server".to_string(),
+                    "a".into(),
+                    "1.2.3.4:80".into(),
+                    "check".into()
+                ]
+            ),
+            (2, vec!["inter".into(), "5s".into()])
+        ]
+    );
     assert_eq!(notes.len(), 2, "{notes:?}");
-    assert!(notes[0].why.contains("not read as a line continuation"), "{notes:?}");
+    assert!(
+        notes[0].why.contains("not read as a line continuation"),
+        "{notes:?}"
+    );
     assert_eq!((notes[1].line, notes[1].kind), (3, Kind::Routing));
     assert!(notes[1].why.contains("unterminated quote"));
 }
@@ -85,12 +116,23 @@ fn one_site_defaults_and_default_server() {
     assert_eq!(c.timeouts.server, Duration::from_secs(30));
     assert_eq!(c.health.path, "/alive");
     assert_eq!(c.health.expect_status, Some(204));
-    assert_eq!((c.health.interval, c.health.fall, c.health.rise), (Duration::from_secs(3), 2, 2));
+    assert_eq!(
+        (c.health.interval, c.health.fall, c.health.rise),
+        (Duration::from_secs(3), 2, 2)
+    );
     assert_eq!(c.global.default_site, Some(0));
     assert_eq!(c.nodes.len(), 2);
     assert!(i.toml.contains("balance = \"leastconn\""));
-    assert!(i.toml.contains("weight = 10\nmax_inflight = 30\n"), "{}", i.toml);
-    assert!(i.toml.contains("backup = true\ndisabled = true\n"), "{}", i.toml);
+    assert!(
+        i.toml.contains("weight = 10\nmax_inflight = 30\n"),
+        "{}",
+        i.toml
+    );
+    assert!(
+        i.toml.contains("backup = true\ndisabled = true\n"),
+        "{}",
+        i.toml
+    );
 }
 
 #[test]
@@ -119,8 +161,14 @@ fn hosts_paths_or_and_inline_acls_make_sites() {
     assert!(site("static").hosts[0].matches("anything.net"));
     let t = crate::front::route::RouteTable::build(&c);
     let name = |h: &str, p: &str| t.route(Some(h), p).map(|s| c.sites[s].name.clone());
-    assert_eq!(name("shop.example.com", "/api/x").as_deref(), Some("shop_api"));
-    assert_eq!(name("shop.example.com", "/static/x").as_deref(), Some("shop"));
+    assert_eq!(
+        name("shop.example.com", "/api/x").as_deref(),
+        Some("shop_api")
+    );
+    assert_eq!(
+        name("shop.example.com", "/static/x").as_deref(),
+        Some("shop")
+    );
     assert_eq!(name("other.net", "/static/x").as_deref(), Some("static"));
     assert_eq!(name("other.net", "/").as_deref(), Some("www"));
 }
@@ -139,11 +187,20 @@ fn earlier_general_rules_keep_their_order_over_later_specific_ones() {
     ));
     assert!(!i.changes_routing(), "{:?}", notes(&i));
     assert!(has_note(&i, 13, "no rule reaches `v2`"), "{:?}", notes(&i));
-    assert!(i.toml.contains("name = \"api\"\nhosts = [\"*\", \"shop.example.com\"]\npath_prefixes = [\"/api/\"]\n"), "{}", i.toml);
+    assert!(
+        i.toml.contains(
+            "name = \"api\"\nhosts = [\"*\", \"shop.example.com\"]\npath_prefixes = [\"/api/\"]\n"
+        ),
+        "{}",
+        i.toml
+    );
     let c = parsed(&i);
     let t = crate::front::route::RouteTable::build(&c);
     let name = |h: &str, p: &str| t.route(Some(h), p).map(|s| c.sites[s].name.clone());
-    assert_eq!(name("shop.example.com", "/api/v2/x").as_deref(), Some("api"));
+    assert_eq!(
+        name("shop.example.com", "/api/v2/x").as_deref(),
+        Some("api")
+    );
     assert_eq!(name("shop.example.com", "/x").as_deref(), Some("shop"));
     assert_eq!(name("other.example.com", "/api/x").as_deref(), Some("api"));
 }
@@ -171,8 +228,16 @@ fn negation_and_unknown_criteria_are_routing_notes() {
     ));
     assert!(i.changes_routing());
     assert!(has_note(&i, 8, "negation `!admin`"), "{:?}", notes(&i));
-    assert!(has_note(&i, 9, "`admin`: `src` is not a host or path-prefix test"), "{:?}", notes(&i));
-    assert!(has_note(&i, 10, "`unless` conditions are not supported"), "{:?}", notes(&i));
+    assert!(
+        has_note(&i, 9, "`admin`: `src` is not a host or path-prefix test"),
+        "{:?}",
+        notes(&i)
+    );
+    assert!(
+        has_note(&i, 10, "`unless` conditions are not supported"),
+        "{:?}",
+        notes(&i)
+    );
     parsed(&i);
 }
 
@@ -183,14 +248,30 @@ fn tcp_mode_unknown_backends_and_bad_servers_change_routing() {
          backend mysql\n    server m 10.0.0.1:3306\n",
     );
     assert!(i.changes_routing());
-    assert!(has_note(&i, 3, "HAProxy's default mode is tcp"), "{:?}", notes(&i));
+    assert!(
+        has_note(&i, 3, "HAProxy's default mode is tcp"),
+        "{:?}",
+        notes(&i)
+    );
     let i = imported(&format!(
         "{HEAD}frontend web\n    bind :80\n    use_backend nope if {{ path_beg /x }}\n    default_backend app\n\
          backend app\n    server a unix@/run/app.sock\n    server b 10.0.0.2:80 ssl verify none\n"
     ));
-    assert!(has_note(&i, 6, "no http backend named `nope`"), "{:?}", notes(&i));
-    assert!(has_note(&i, 9, "address `unix@/run/app.sock` not supported"), "{:?}", notes(&i));
-    assert!(has_note(&i, 10, "rdmalb speaks cleartext HTTP"), "{:?}", notes(&i));
+    assert!(
+        has_note(&i, 6, "no http backend named `nope`"),
+        "{:?}",
+        notes(&i)
+    );
+    assert!(
+        has_note(&i, 9, "address `unix@/run/app.sock` not supported"),
+        "{:?}",
+        notes(&i)
+    );
+    assert!(
+        has_note(&i, 10, "rdmalb speaks cleartext HTTP"),
+        "{:?}",
+        notes(&i)
+    );
     parsed(&i);
 }
 
@@ -202,8 +283,20 @@ fn unsupported_directives_are_noted_without_routing_changes() {
          backend app\n    balance source\n    cookie SRV insert\n    server a 10.0.0.1:80 cookie a check inter 5s\n    server b 10.0.0.2:80 check\n"
     ));
     assert!(!i.changes_routing(), "{:?}", notes(&i));
-    for (line, needle) in [(2, "systemd"), (3, "access log"), (9, "no request or response rules"), (10, "stickiness"), (13, "`source` is not an rdmalb policy"), (14, "stickiness"), (15, "server option `cookie`")] {
-        assert!(has_note(&i, line, needle), "line {line}: {needle}: {:?}", notes(&i));
+    for (line, needle) in [
+        (2, "systemd"),
+        (3, "access log"),
+        (9, "no request or response rules"),
+        (10, "stickiness"),
+        (13, "`source` is not an rdmalb policy"),
+        (14, "stickiness"),
+        (15, "server option `cookie`"),
+    ] {
+        assert!(
+            has_note(&i, line, needle),
+            "line {line}: {needle}: {:?}",
+            notes(&i)
+        );
     }
     parsed(&i);
 }
@@ -217,16 +310,26 @@ fn listen_sections_and_several_frontends() {
     ));
     // The listen section's own servers are its default; the frontend's rule
     // applies to every listener in rdmalb.
-    assert!(has_note(&i, 6, "routes differently from the first frontend"), "{:?}", notes(&i));
+    assert!(
+        has_note(&i, 6, "routes differently from the first frontend"),
+        "{:?}",
+        notes(&i)
+    );
     let c = parsed(&i);
     assert_eq!(c.listeners.len(), 2);
-    assert_eq!(c.global.default_site.map(|s| c.sites[s].name.as_str()), Some("app"));
+    assert_eq!(
+        c.global.default_site.map(|s| c.sites[s].name.as_str()),
+        Some("app")
+    );
 }
 
 #[test]
 fn note_rendering() {
     let n = Note::new(12, "use_backend", Kind::Routing, "x".into());
-    assert_eq!(n.render("haproxy.cfg"), "haproxy.cfg:12: use_backend: routing changed: x");
+    assert_eq!(
+        n.render("haproxy.cfg"),
+        "haproxy.cfg:12: use_backend: routing changed: x"
+    );
     let n = Note::new(3, "daemon", Kind::Unsupported, "not supported".into());
     assert_eq!(n.render("h.cfg"), "h.cfg:3: daemon: not supported");
 }

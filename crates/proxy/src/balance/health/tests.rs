@@ -117,7 +117,9 @@ async fn check_once_passes_2xx_3xx_and_fails_otherwise() {
         StatusCode::NO_CONTENT
     );
     b.status.store(302, Ordering::SeqCst);
-    assert!(check_once(b.addr, "h.test", "/", t, None, None).await.is_ok());
+    assert!(check_once(b.addr, "h.test", "/", t, None, None)
+        .await
+        .is_ok());
     b.status.store(503, Ordering::SeqCst);
     let e = check_once(b.addr, "h.test", "/", t, None, None)
         .await
@@ -134,14 +136,23 @@ async fn check_once_passes_2xx_3xx_and_fails_otherwise() {
 async fn check_once_with_expect_status_passes_on_that_status_only() {
     let b = backend(200).await;
     let t = Duration::from_secs(5);
-    assert!(check_once(b.addr, "h", "/", t, None, Some(200)).await.is_ok());
+    assert!(check_once(b.addr, "h", "/", t, None, Some(200))
+        .await
+        .is_ok());
     // A 204 passes the default check but not `expect_status = 200` ...
     b.status.store(204, Ordering::SeqCst);
-    let e = check_once(b.addr, "h", "/", t, None, Some(200)).await.unwrap_err();
-    assert!(matches!(e, CheckError::Status(s) if s.as_u16() == 204), "{e}");
+    let e = check_once(b.addr, "h", "/", t, None, Some(200))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, CheckError::Status(s) if s.as_u16() == 204),
+        "{e}"
+    );
     // ... and a 404 the check that expects it.
     b.status.store(404, Ordering::SeqCst);
-    assert!(check_once(b.addr, "h", "/", t, None, Some(404)).await.is_ok());
+    assert!(check_once(b.addr, "h", "/", t, None, Some(404))
+        .await
+        .is_ok());
     assert!(check_once(b.addr, "h", "/", t, None, None).await.is_err());
 }
 

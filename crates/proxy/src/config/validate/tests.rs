@@ -295,7 +295,9 @@ fn bad_health_rise() {
 fn health_expect_status_defaults_to_none_and_parses() {
     assert_eq!(ok(BASE).health.expect_status, None);
     assert_eq!(
-        ok(&with("[health]\nexpect_status = 204")).health.expect_status,
+        ok(&with("[health]\nexpect_status = 204"))
+            .health
+            .expect_status,
         Some(204)
     );
 }
@@ -311,7 +313,9 @@ fn bad_health_expect_status() {
 
 #[test]
 fn any_host_star_is_a_host_pattern() {
-    let c = ok(&with("[[site]]\nname = \"any\"\nhosts = [\"*\"]\npath_prefixes = [\"/static/\"]"));
+    let c = ok(&with(
+        "[[site]]\nname = \"any\"\nhosts = [\"*\"]\npath_prefixes = [\"/static/\"]",
+    ));
     assert!(c.sites[2].hosts[0].matches("anything.org"));
     rejects(
         &with("[[site]]\nname = \"any\"\nhosts = [\"**\"]"),
