@@ -352,7 +352,7 @@ fn directive(p: &mut Proxy, line: &Line, notes: &mut Vec<Note>) {
         "acl" => p.acls.push(Acl {
             line: n,
             name: line.word(1).to_string(),
-            words: line.words[2..].to_vec(),
+            words: line.words.get(2..).unwrap_or_default().to_vec(),
         }),
         "use_backend" => {
             let condition = match line.word(2) {
@@ -694,7 +694,7 @@ fn timeout(p: &mut Proxy, line: &Line, notes: &mut Vec<Note>) {
 fn option(p: &mut Proxy, line: &Line, notes: &mut Vec<Note>) {
     let n = line.number;
     let (on, words) = if line.keyword() == "no" {
-        (false, &line.words[2..])
+        (false, line.words.get(2..).unwrap_or_default())
     } else {
         (true, &line.words[1..])
     };

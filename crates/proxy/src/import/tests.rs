@@ -333,3 +333,38 @@ fn note_rendering() {
     let n = Note::new(3, "daemon", Kind::Unsupported, "not supported".into());
     assert_eq!(n.render("h.cfg"), "h.cfg:3: daemon: not supported");
 }
+
+proptest::proptest! {
+    /// Any sequence of HAProxy-like words (sections, directives, options,
+    /// quotes, escapes, braces) imports without a panic, and a line is
+    /// noted at most where it is.
+    #[test]
+    fn arbitrary_directives_never_panic(lines in proptest::collection::vec(
+        proptest::collection::vec(proptest::sample::select(vec![
+            "frontend", "backend", "listen", "defaults", "global", "bind", "server", "acl", "use_backend",
+            "default_backend", "option", "no", "httpchk", "timeout", "client", "http-check", "expect", "status",
+            "if", "unless", "!", "{", "}", "||", "or", "hdr(host)", "hdr_dom(host)", "hdr_end(host)", "path_beg",
+            "-i", "-m", "end", "dom", "a", "b", "x.com", "*.y.org", ".z.net", "/p/", ":80", "1.2.3.4:80",
+            "[::]:443", "ssl", "crt", "alpn", "h2", "check", "inter", "5s", "7x", "weight", "300", "backup",
+            "default-server", "mode", "http", "tcp", "\\", "\"", "'", "#", "\\x4", "$V", "balance", "random",
+        ]), 0..8),
+        0..24,
+    )) {
+        let text: String = lines.iter().map(|l| l.join(" ") + "\n").collect();
+        let i = import(&text, Path::new("/nonexistent"));
+        for n in &i.notes {
+            proptest::prop_assert!(n.line <= lines.len());
+        }
+    }
+}
+
+#[test]
+fn directives_without_their_arguments_are_noted_not_fatal() {
+    let mut text = String::from("global\n    maxconn\n    nbthread x\ndefaults\n    mode http\n");
+    text.push_str("frontend\n    bind\n    acl\n    use_backend\n    use_backend b if\n    no\n    option\n    option httpchk\n    timeout\n    default_backend\n");
+    text.push_str("backend b\n    server\n    server s\n    server s 1.2.3.4:80 inter\n    http-check\n    balance\n    retries\n");
+    let i = imported(&text);
+    assert!(has_note(&i, 2, "is not a number"), "{:?}", notes(&i));
+    assert!(has_note(&i, 18, "server `s`: address `` not supported"), "{:?}", notes(&i));
+    assert!(has_note(&i, 19, "`inter `: not a time"), "{:?}", notes(&i));
+}
