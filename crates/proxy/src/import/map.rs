@@ -315,6 +315,35 @@ fn most_common<T: Ord + Clone>(values: &[(T, usize)]) -> Option<(T, Vec<(T, usiz
     Some((best, others))
 }
 
+/// Writes `key = <the most common value>` for a setting rdmalb has once
+/// and HAProxy per proxy or server (`key_path` names it in notes, its last
+/// part is the key), and notes each line with another value.
+fn one_key<T: Ord + Clone>(
+    out: &mut String,
+    notes: &mut Vec<Note>,
+    key_path: &str,
+    directive: &str,
+    values: &[(T, usize)],
+    show: impl Fn(&T) -> String,
+) -> Option<T> {
+    let (best, others) = most_common(values)?;
+    let key = key_path.rsplit('.').next().unwrap_or(key_path);
+    writeln!(out, "{key} = {}", show(&best)).ok();
+    for (v, line) in others {
+        notes.push(Note::new(
+            line,
+            directive,
+            Kind::Approximated,
+            format!(
+                "rdmalb has one `{key_path}`: {} (the most common) instead of {}",
+                show(&best),
+                show(&v)
+            ),
+        ));
+    }
+    Some(best)
+}
+
 fn global(
     out: &mut String,
     h: &Haproxy,
@@ -351,19 +380,7 @@ fn global(
         }
     }
     let policies: Vec<(String, usize)> = balances.iter().map(|(b, l)| (mapped(b), *l)).collect();
-    if let Some((best, others)) = most_common(&policies) {
-        writeln!(out, "balance = {}", q(&best)).ok();
-        for (b, line) in others {
-            notes.push(Note::new(
-                line,
-                "balance",
-                Kind::Approximated,
-                format!(
-                    "rdmalb has one global balance: `{best}` (the most common) instead of `{b}`"
-                ),
-            ));
-        }
-    }
+    one_key(out, notes, "global.balance", "balance", &policies, |b| q(b));
     if let Some(d) = default {
         writeln!(out, "default_site = {}", q(&site_name(d))).ok();
     }
@@ -422,21 +439,15 @@ fn global(
             .filter_map(|p| p.timeouts.get(haproxy))
             .map(|t| (t.value, t.line))
             .collect();
-        if let Some((best, others)) = most_common(&values) {
-            writeln!(out, "{key} = {}", dur(best.max(Duration::from_millis(1)))).ok();
-            for (v, line) in others {
-                notes.push(Note::new(
-                    line,
-                    &format!("timeout {haproxy}"),
-                    Kind::Approximated,
-                    format!(
-                        "rdmalb has one `timeouts.{key}`: {} (the most common) instead of {}",
-                        rdmalb_base::duration::format(best),
-                        rdmalb_base::duration::format(v)
-                    ),
-                ));
-            }
-        }
+        let key = format!("timeouts.{key}");
+        one_key(
+            out,
+            notes,
+            &key,
+            &format!("timeout {haproxy}"),
+            &values,
+            |d| dur(*d),
+        );
     }
 
     out.push_str("\n[limits]\n");
@@ -445,22 +456,16 @@ fn global(
         .filter_map(|f| f.maxconn.as_ref())
         .map(|m| (m.value, m.line))
         .collect();
-    match (most_common(&maxconns), &h.global.maxconn) {
-        (Some((best, others)), _) => {
-            writeln!(out, "max_connections = {best}").ok();
-            for (v, line) in others {
-                notes.push(Note::new(
-                    line,
-                    "maxconn",
-                    Kind::Approximated,
-                    format!("rdmalb has one per-listener limit: {best} instead of {v}"),
-                ));
-            }
-        }
-        (None, Some(g)) => {
-            writeln!(out, "max_connections = {}", g.value).ok();
-        }
-        (None, None) => {}
+    let per_listener = one_key(
+        out,
+        notes,
+        "limits.max_connections",
+        "maxconn",
+        &maxconns,
+        u64::to_string,
+    );
+    if let (None, Some(g)) = (per_listener, &h.global.maxconn) {
+        writeln!(out, "max_connections = {}", g.value).ok();
     }
 
     // Health checks: the most common per-server values.
@@ -482,26 +487,9 @@ fn global(
         .iter()
         .map(|s| (s.inter.unwrap_or(Duration::from_secs(2)), s.line))
         .collect();
-    if let Some((best, others)) = most_common(&inters) {
-        writeln!(
-            out,
-            "interval = {}",
-            dur(best.max(Duration::from_millis(1)))
-        )
-        .ok();
-        for (v, line) in others {
-            notes.push(Note::new(
-                line,
-                "server",
-                Kind::Approximated,
-                format!(
-                    "rdmalb has one [health] interval: {} instead of inter {}",
-                    rdmalb_base::duration::format(best),
-                    rdmalb_base::duration::format(v)
-                ),
-            ));
-        }
-    }
+    one_key(out, notes, "health.interval", "server", &inters, |d| {
+        dur(*d)
+    });
     let checks: Vec<(Duration, usize)> = backends
         .iter()
         .filter_map(|b| b.timeouts.get("check"))
@@ -522,34 +510,28 @@ fn global(
             .iter()
             .map(|s| (get(s).unwrap_or(dflt), s.line))
             .collect();
-        if let Some((best, others)) = most_common(&values) {
-            writeln!(out, "{key} = {best}").ok();
-            for (v, line) in others {
-                notes.push(Note::new(
-                    line,
-                    "server",
-                    Kind::Approximated,
-                    format!("rdmalb has one [health] {key}: {best} instead of {v}"),
-                ));
-            }
-        }
+        one_key(
+            out,
+            notes,
+            &format!("health.{key}"),
+            "server",
+            &values,
+            u32::to_string,
+        );
     }
     let expects: Vec<(u16, usize)> = backends
         .iter()
         .filter_map(|b| b.expect_status.as_ref())
         .map(|e| (e.value, e.line))
         .collect();
-    if let Some((best, others)) = most_common(&expects) {
-        writeln!(out, "expect_status = {best}").ok();
-        for (v, line) in others {
-            notes.push(Note::new(
-                line,
-                "http-check expect",
-                Kind::Approximated,
-                format!("rdmalb has one [health] expect_status: {best} instead of {v}"),
-            ));
-        }
-    }
+    one_key(
+        out,
+        notes,
+        "health.expect_status",
+        "http-check expect",
+        &expects,
+        u16::to_string,
+    );
     for b in backends {
         if b.httpchk.is_none() && b.servers.iter().any(|s| s.check) {
             notes.push(Note::new(b.line, "backend", Kind::Approximated, format!("`{}` has no `option httpchk`: HAProxy checks that a TCP connection opens, rdmalb sends an HTTP GET and wants 2xx/3xx", b.name)));

@@ -665,6 +665,16 @@ fn timeout(p: &mut Proxy, line: &Line, notes: &mut Vec<Note>) {
             "connect" | "client" | "server" | "http-request" | "http-keep-alive" | "queue"
             | "check",
             Some(t),
+        ) if t.is_zero() => notes.push(Note::new(
+            n,
+            "timeout",
+            Kind::Unsupported,
+            format!("`timeout {which} 0` (none) is not supported: rdmalb's default is kept"),
+        )),
+        (
+            "connect" | "client" | "server" | "http-request" | "http-keep-alive" | "queue"
+            | "check",
+            Some(t),
         ) => {
             p.timeouts
                 .insert(which.to_string(), At { value: t, line: n });

@@ -365,6 +365,10 @@ fn directives_without_their_arguments_are_noted_not_fatal() {
     text.push_str("backend b\n    server\n    server s\n    server s 1.2.3.4:80 inter\n    http-check\n    balance\n    retries\n");
     let i = imported(&text);
     assert!(has_note(&i, 2, "is not a number"), "{:?}", notes(&i));
-    assert!(has_note(&i, 18, "server `s`: address `` not supported"), "{:?}", notes(&i));
+    assert!(
+        has_note(&i, 18, "server `s`: address `` not supported"),
+        "{:?}",
+        notes(&i)
+    );
     assert!(has_note(&i, 19, "`inter `: not a time"), "{:?}", notes(&i));
 }
