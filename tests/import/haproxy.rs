@@ -316,3 +316,8 @@ async fn imported_defaults_inheritance_routes_as_haproxy() {
     )
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn imported_negation_routes_as_haproxy() {
+    same_backend_through_both("imported_negation_routes_as_haproxy", "negation").await;
+}

@@ -33,29 +33,97 @@ enum Match {
     Other(String),
 }
 
+impl Match {
+    /// Whether a request for `host` and `path` matches (`None`: unknown).
+    fn test(&self, host: &str, path: &str) -> Option<bool> {
+        match self {
+            Match::Hosts(h) => Some(h.iter().any(|p| host_matches(p, host))),
+            Match::Paths(p) => Some(p.iter().any(|p| path.starts_with(p.as_str()))),
+            Match::Always => Some(true),
+            Match::Never => Some(false),
+            Match::Other(_) => None,
+        }
+    }
+}
+
+/// Whether the concrete name `host` matches `pattern` (exact, `*.suffix`
+/// or `*`).
+pub fn host_matches(pattern: &str, host: &str) -> bool {
+    pattern == "*"
+        || pattern == host
+        || pattern
+            .strip_prefix('*')
+            .is_some_and(|s| host.len() > s.len() && host.ends_with(s))
+}
+
+/// A condition as HAProxy evaluates it, when every test in it is a host or
+/// path test: an OR of ANDs of (negated, OR of matches).
+#[derive(Debug, Clone)]
+pub struct Exact {
+    branches: Vec<Vec<(bool, Vec<Match>)>>,
+    unless: bool,
+}
+
+impl Exact {
+    /// Whether HAProxy's rule matches a request for `host` and `path`.
+    pub fn matches(&self, host: &str, path: &str) -> bool {
+        let hit = self.branches.iter().any(|b| {
+            b.iter().all(|(negated, alts)| {
+                alts.iter().any(|m| m.test(host, path) == Some(true)) != *negated
+            })
+        });
+        hit != self.unless
+    }
+
+    /// The host patterns and path prefixes it tests (probe requests).
+    pub fn names(&self) -> (Vec<String>, Vec<String>) {
+        let (mut hosts, mut paths) = (Vec::new(), Vec::new());
+        for (_, alts) in self.branches.iter().flatten() {
+            for m in alts {
+                match m {
+                    Match::Hosts(h) => hosts.extend(h.iter().cloned()),
+                    Match::Paths(p) => paths.extend(p.iter().cloned()),
+                    _ => {}
+                }
+            }
+        }
+        (hosts, paths)
+    }
+}
+
+/// A rule's condition as imported.
+#[derive(Debug, Clone)]
+pub struct Condition {
+    /// What rdmalb's sites will match (OR).
+    pub areas: Vec<Area>,
+    /// HAProxy's meaning, when it is made of host and path tests only.
+    pub exact: Option<Exact>,
+    /// A negation or `unless` left out (e.g. "negation `!a`"): a routing
+    /// change unless the probes find HAProxy's order gives the same
+    /// backends anyway.
+    pub left_out: Vec<String>,
+}
+
 /// The areas (OR) a rule's condition matches. Parts rdmalb cannot express
 /// are left out (the rule then matches more than in HAProxy) with a note
-/// naming them, marked as a routing change.
+/// naming them, marked as a routing change (`!` and `unless` in
+/// [`Condition::left_out`], decided after the probes).
 pub fn condition(
     rule_line: usize,
     positive: bool,
     words: &[String],
     acls: &[Acl],
     notes: &mut Vec<Note>,
-) -> Vec<Area> {
+) -> Condition {
+    let mut left_out = Vec::new();
     let mut note =
         |why: String| notes.push(Note::new(rule_line, "use_backend", Kind::Routing, why));
-    if !positive {
-        note(
-            "`unless` conditions are not supported; the rule is imported without its condition"
-                .into(),
-        );
-        return vec![Area::ALL];
-    }
     let mut areas = Vec::new();
+    let mut exact = Some(Vec::new());
     for branch in split_or(words) {
         // Each term is an OR of matches; the branch is their AND, distributed.
         let mut products: Vec<Vec<Match>> = vec![Vec::new()];
+        let mut literals = Vec::new();
         let mut i = 0;
         while i < branch.len() {
             let (negated, word) = match branch[i].strip_prefix('!') {
@@ -88,8 +156,14 @@ pub fn condition(
                 (word.clone(), alts)
             };
             i += 1;
+            if alternatives.iter().any(|m| matches!(m, Match::Other(_))) {
+                exact = None;
+            }
+            literals.push((negated, alternatives.clone()));
             if negated {
-                note(format!("negation `!{text}` is not expressible with host and path prefix matching; the rule is imported without it (it matches more)"));
+                if positive {
+                    left_out.push(format!("negation `!{text}`"));
+                }
                 continue;
             }
             let mut kept = Vec::new();
@@ -115,17 +189,27 @@ pub fn condition(
                 })
                 .collect();
         }
+        if let Some(e) = exact.as_mut() {
+            e.push(literals);
+        }
         for conj in products {
-            match conjunction(&conj) {
-                Ok(Some(area)) => areas.push(area),
-                Ok(None) => {}
-                Err(why) => note(format!(
-                    "{why}; that part of the condition is imported as its first host and path test"
-                )),
+            if let Some(area) = conjunction(&conj) {
+                areas.push(area);
             }
         }
     }
-    areas
+    if !positive {
+        left_out.push("`unless`".into());
+        areas = vec![Area::ALL];
+    }
+    Condition {
+        areas,
+        exact: exact.map(|branches| Exact {
+            branches,
+            unless: !positive,
+        }),
+        left_out,
+    }
 }
 
 fn split_or(words: &[String]) -> Vec<Vec<String>> {
@@ -147,12 +231,12 @@ fn split_or(words: &[String]) -> Vec<Vec<String>> {
 }
 
 /// The area of an AND of matches: `None` when it matches nothing.
-fn conjunction(matches: &[Match]) -> Result<Option<Area>, String> {
+fn conjunction(matches: &[Match]) -> Option<Area> {
     let mut area = Area::ALL;
     for m in matches {
         match m {
             Match::Always | Match::Other(_) => {}
-            Match::Never => return Ok(None),
+            Match::Never => return None,
             Match::Hosts(h) => {
                 area.hosts = Some(match area.hosts.take() {
                     None => h.clone(),
@@ -173,7 +257,7 @@ fn conjunction(matches: &[Match]) -> Result<Option<Area>, String> {
                             })
                             .collect();
                         if both.is_empty() {
-                            return Ok(None);
+                            return None;
                         }
                         both
                     }
@@ -194,7 +278,7 @@ fn conjunction(matches: &[Match]) -> Result<Option<Area>, String> {
                             }
                         }
                         if both.is_empty() {
-                            return Ok(None);
+                            return None;
                         }
                         both
                     }
@@ -202,7 +286,7 @@ fn conjunction(matches: &[Match]) -> Result<Option<Area>, String> {
             }
         }
     }
-    Ok(Some(area))
+    Some(area)
 }
 
 /// Whether every host `inner` matches is matched by `outer` (`*.a.com`

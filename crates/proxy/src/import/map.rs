@@ -29,6 +29,10 @@ pub(super) struct Routed {
     pub line: usize,
     pub backend: String,
     pub areas: Vec<Area>,
+    /// HAProxy's own condition, when made of host and path tests only.
+    pub exact: Option<acl::Exact>,
+    /// Negations or `unless` left out of `areas`.
+    pub left_out: Vec<String>,
 }
 
 pub fn map(h: &Haproxy, dir: &Path, notes: &mut Vec<Note>) -> String {
@@ -87,14 +91,20 @@ pub fn map(h: &Haproxy, dir: &Path, notes: &mut Vec<Note>) -> String {
                 ));
                 continue;
             }
-            let areas = match &r.condition {
-                None => vec![Area::ALL],
+            let c = match &r.condition {
+                None => acl::Condition {
+                    areas: vec![Area::ALL],
+                    exact: None,
+                    left_out: Vec::new(),
+                },
                 Some((positive, words)) => acl::condition(r.line, *positive, words, &f.acls, notes),
             };
             mine.push(Routed {
                 line: r.line,
                 backend: r.backend.clone(),
-                areas,
+                areas: c.areas,
+                exact: c.exact,
+                left_out: c.left_out,
             });
         }
         let own = (f.role == Role::Listen && !f.servers.is_empty()).then(|| f.name.clone());
@@ -159,6 +169,7 @@ pub fn map(h: &Haproxy, dir: &Path, notes: &mut Vec<Note>) -> String {
     // without them a later rule for `b.a.com` would win where HAProxy's
     // earlier rule does. A pair inside an earlier claim is never reached in
     // HAProxy (another backend's earlier rule takes it all) and is left out.
+    // `order`: the claims that shadow.
     let mut named: Vec<String> = Vec::new();
     for a in routed.iter().flat_map(|r| &r.areas) {
         for h in a.hosts.iter().flatten() {
@@ -174,6 +185,9 @@ pub fn map(h: &Haproxy, dir: &Path, notes: &mut Vec<Note>) -> String {
             .iter()
             .position(|s| s.backend.name == r.backend)
             .expect("checked above");
+        // Only a rule imported whole shadows later ones: one imported
+        // without a part matches more here than in HAProxy.
+        let covers = r.left_out.is_empty() && (r.exact.is_some() || r.areas == [Area::ALL]);
         for a in &r.areas {
             let hosts = a.hosts.clone().unwrap_or_else(|| vec!["*".into()]);
             let paths = a.paths.clone().unwrap_or_else(|| vec![String::new()]);
@@ -200,7 +214,9 @@ pub fn map(h: &Haproxy, dir: &Path, notes: &mut Vec<Note>) -> String {
                         continue;
                     }
                     claimed.insert(key.clone(), si);
-                    order.push(key.clone());
+                    if covers {
+                        order.push(key.clone());
+                    }
                     sites[si].pairs.push(key);
                 }
             }
@@ -231,7 +247,20 @@ pub fn map(h: &Haproxy, dir: &Path, notes: &mut Vec<Note>) -> String {
     }
 
     // Compare HAProxy's first-match order with rdmalb's precedence.
-    super::probe::compare(&routed, default.as_deref(), &sites, notes);
+    let involved = super::probe::compare(&routed, default.as_deref(), &sites, notes);
+    let all_exact = routed
+        .iter()
+        .all(|r| r.exact.is_some() || r.areas == [Area::ALL]);
+    for r in &routed {
+        for what in &r.left_out {
+            // Only when HAProxy's every condition is known can the probes judge.
+            notes.push(if !all_exact || involved.contains(&r.backend) {
+                Note::new(r.line, "use_backend", Kind::Routing, format!("{what} is not expressible with host and path prefix matching; the rule is imported without it (it matches more)"))
+            } else {
+                Note::new(r.line, "use_backend", Kind::Approximated, format!("{what} is left out, and the order of the rules still gives every host and path they name the same backend as in HAProxy"))
+            });
+        }
+    }
 
     global(
         &mut out,

@@ -3,19 +3,14 @@
 //! name under it and the bare domain), and a host and a path no rule
 //! names. A request the two send to different backends is a routing note.
 
+use std::collections::BTreeSet;
+
+use super::acl::host_matches;
 use super::map::{Routed, Site};
 use super::{Kind, Note};
 
-/// Whether `host` (a concrete name) matches `pattern`.
-fn host_matches(pattern: &str, host: &str) -> bool {
-    pattern == "*"
-        || pattern == host
-        || pattern
-            .strip_prefix('*')
-            .is_some_and(|s| host.len() > s.len() && host.ends_with(s))
-}
-
-/// Where HAProxy sends a request: the first rule whose area matches.
+/// Where HAProxy sends a request: the first rule that matches (its exact
+/// condition when it has one, else the areas imported).
 fn haproxy_route<'a>(
     routed: &'a [Routed],
     default: Option<&'a str>,
@@ -25,6 +20,9 @@ fn haproxy_route<'a>(
     routed
         .iter()
         .find(|r| {
+            if let Some(e) = &r.exact {
+                return e.matches(host, path);
+            }
             r.areas.iter().any(|a| {
                 a.hosts
                     .as_ref()
@@ -82,29 +80,36 @@ fn rdmalb_route<'a>(
     best.map(|(_, b)| b).or(default)
 }
 
+/// Notes each pair of backends (HAProxy's, rdmalb's) some probe request
+/// reaches differently; returns the backends involved.
 pub(super) fn compare(
     routed: &[Routed],
     default: Option<&str>,
     sites: &[Site],
     notes: &mut Vec<Note>,
-) {
+) -> BTreeSet<String> {
     let mut hosts = vec!["unlisted.invalid".to_string()];
     let mut paths = vec!["/".to_string(), "/unlisted".to_string()];
     for r in routed {
+        let (mut named_hosts, mut named_paths) =
+            r.exact.as_ref().map(|e| e.names()).unwrap_or_default();
         for a in &r.areas {
-            for h in a.hosts.iter().flatten() {
-                hosts.push(
-                    h.strip_prefix("*.")
-                        .map_or(h.clone(), |s| format!("probe.{s}")),
-                );
-                if let Some(s) = h.strip_prefix("*.") {
+            named_hosts.extend(a.hosts.iter().flatten().cloned());
+            named_paths.extend(a.paths.iter().flatten().cloned());
+        }
+        for h in named_hosts {
+            match h.strip_prefix("*.") {
+                Some(s) => {
+                    hosts.push(format!("probe.{s}"));
                     hosts.push(s.to_string());
                 }
+                None if h == "*" => {}
+                None => hosts.push(h),
             }
-            for p in a.paths.iter().flatten() {
-                paths.push(p.clone());
-                paths.push(format!("{p}probe"));
-            }
+        }
+        for p in named_paths {
+            paths.push(format!("{p}probe"));
+            paths.push(p);
         }
     }
     hosts.sort();
@@ -112,24 +117,35 @@ pub(super) fn compare(
     paths.sort();
     paths.dedup();
     let mut seen = Vec::new();
+    let mut involved = BTreeSet::new();
     for host in &hosts {
         for path in &paths {
             let want = haproxy_route(routed, default, host, path);
             let got = rdmalb_route(sites, default, host, path);
-            if want != got && !seen.contains(&(want, got)) {
-                seen.push((want, got));
-                let line = routed
-                    .iter()
-                    .find(|r| Some(r.backend.as_str()) == want)
-                    .or_else(|| routed.iter().find(|r| Some(r.backend.as_str()) == got))
-                    .map_or(0, |r| r.line);
-                notes.push(Note::new(
-                    line,
-                    "use_backend",
-                    Kind::Routing,
-                    format!("not expressible as rdmalb sites: Host `{host}` path `{path}` reaches backend `{}` in HAProxy, `{}` in rdmalb", want.unwrap_or("none"), got.unwrap_or("none")),
-                ));
+            if want == got {
+                continue;
             }
+            involved.extend(want.into_iter().chain(got).map(str::to_string));
+            if seen.contains(&(want, got)) {
+                continue;
+            }
+            seen.push((want, got));
+            let line = routed
+                .iter()
+                .find(|r| Some(r.backend.as_str()) == want)
+                .or_else(|| routed.iter().find(|r| Some(r.backend.as_str()) == got))
+                .map_or(0, |r| r.line);
+            notes.push(Note::new(
+                line,
+                "use_backend",
+                Kind::Routing,
+                format!(
+                    "not expressible as rdmalb sites: Host `{host}` path `{path}` reaches backend `{}` in HAProxy, `{}` in rdmalb",
+                    want.unwrap_or("none"),
+                    got.unwrap_or("none")
+                ),
+            ));
         }
     }
+    involved
 }

@@ -234,11 +234,45 @@ fn negation_and_unknown_criteria_are_routing_notes() {
         notes(&i)
     );
     assert!(
-        has_note(&i, 10, "`unless` conditions are not supported"),
+        has_note(&i, 10, "`unless` is not expressible"),
         "{:?}",
         notes(&i)
     );
     parsed(&i);
+}
+
+#[test]
+fn a_negation_the_rule_order_makes_moot_is_only_approximated() {
+    let rules = |admin_rule: &str| {
+        imported(&format!(
+            "{HEAD}frontend web\n    bind :80\n    acl st path_beg /static/\n    acl adm path_beg /static/admin/\n\
+             \x20   use_backend static if st !adm\n{admin_rule}    default_backend www\n\
+             backend static\n    server s 10.0.0.1:80\nbackend admin\n    server a 10.0.0.2:80\n\
+             backend www\n    server w 10.0.0.3:80\n"
+        ))
+    };
+    // /static/admin/ goes to `admin` by its own rule in HAProxy, by the
+    // longer prefix in rdmalb.
+    let i = rules("    use_backend admin if adm\n");
+    assert!(!i.changes_routing(), "{:?}", notes(&i));
+    assert!(
+        has_note(
+            &i,
+            8,
+            "negation `!adm` is left out, and the order of the rules still gives"
+        ),
+        "{:?}",
+        notes(&i)
+    );
+    // Without that rule HAProxy sends /static/admin/ to `www`.
+    let i = rules("");
+    assert!(i.changes_routing());
+    assert!(
+        has_note(&i, 8, "negation `!adm` is not expressible"),
+        "{:?}",
+        notes(&i)
+    );
+    assert!(has_note(&i, 8, "Host `unlisted.invalid` path `/static/admin/` reaches backend `www` in HAProxy, `static` in rdmalb"), "{:?}", notes(&i));
 }
 
 #[test]
