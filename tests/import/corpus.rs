@@ -39,12 +39,17 @@ pub fn combined_pem(path: &Path, names: &[&str]) {
 }
 
 /// Writes a certificate for every `crt` path `cfg` names, relative to
-/// `dir` (a path ending in `/` is a directory: two certificates in it).
+/// `dir` (and its `crt-base`; a path ending in `/` is a directory: two
+/// certificates in it).
 pub fn certificates_for(cfg: &str, dir: &Path) {
+    let mut base = dir.to_path_buf();
     for line in cfg.lines() {
         let words: Vec<&str> = line.split_whitespace().collect();
+        if words.first() == Some(&"crt-base") {
+            base = dir.join(words[1]);
+        }
         for w in words.windows(2).filter(|w| w[0] == "crt") {
-            let path = dir.join(w[1]);
+            let path = base.join(w[1]);
             if w[1].ends_with('/') {
                 combined_pem(&path.join("a.example.com.pem"), &["a.example.com"]);
                 combined_pem(&path.join("b.example.com.pem"), &["b.example.com"]);

@@ -270,7 +270,13 @@ pub fn map(h: &Haproxy, dir: &Path, notes: &mut Vec<Note>) -> String {
         default.as_deref(),
         notes,
     );
-    listeners(&mut out, &frontends, dir, notes);
+    listeners(
+        &mut out,
+        &frontends,
+        dir,
+        h.global.crt_base.as_deref(),
+        notes,
+    );
     let health_path = most_common(
         &backends
             .iter()
@@ -290,7 +296,7 @@ pub fn map(h: &Haproxy, dir: &Path, notes: &mut Vec<Note>) -> String {
             notes,
         );
     }
-    nodes(&mut out, &sites);
+    nodes(&mut out, &sites, notes);
     for empty in ["\n[timeouts]\n\n", "\n[limits]\n\n", "\n[health]\n\n"] {
         out = out.replace(empty, "\n");
     }
@@ -568,7 +574,13 @@ fn global(
     }
 }
 
-fn listeners(out: &mut String, frontends: &[&Proxy], dir: &Path, notes: &mut Vec<Note>) {
+fn listeners(
+    out: &mut String,
+    frontends: &[&Proxy],
+    dir: &Path,
+    crt_base: Option<&str>,
+    notes: &mut Vec<Note>,
+) {
     for f in frontends {
         for (i, b) in f.binds.iter().enumerate() {
             let name = if i == 0 {
@@ -589,7 +601,14 @@ fn listeners(out: &mut String, frontends: &[&Proxy], dir: &Path, notes: &mut Vec
             if let Some(crts) = &b.crt {
                 let mut pairs = Vec::new();
                 for crt in crts {
-                    pairs.extend(certificates(crt, dir, b.line, notes));
+                    // HAProxy puts a relative `crt` under `crt-base`.
+                    let crt = match crt_base {
+                        Some(base) if !crt.starts_with('/') => {
+                            format!("{}/{crt}", base.trim_end_matches('/'))
+                        }
+                        _ => crt.clone(),
+                    };
+                    pairs.extend(certificates(&crt, dir, b.line, notes));
                 }
                 writeln!(out, "tls = {{ h2 = {}, certificates = [", b.h2).ok();
                 for (cert, key) in pairs {
@@ -715,7 +734,7 @@ fn site(
     }
 }
 
-fn nodes(out: &mut String, sites: &[Site]) {
+fn nodes(out: &mut String, sites: &[Site], notes: &mut Vec<Note>) {
     let mut count: HashMap<&str, usize> = HashMap::new();
     for s in sites {
         for srv in &s.backend.servers {
@@ -757,6 +776,15 @@ fn nodes(out: &mut String, sites: &[Site]) {
                 out.push_str("disabled = true\n");
             }
             if srv.agent_check {
+                if srv.agent_port.is_none() {
+                    notes.push(Note::new(
+                        srv.line,
+                        "server",
+                        Kind::Unsupported,
+                        "`agent-check` without `agent-port` (HAProxy refuses it): no agent check"
+                            .into(),
+                    ));
+                }
                 if let Some(p) = srv.agent_port {
                     writeln!(out, "agent_port = {p}").ok();
                 }

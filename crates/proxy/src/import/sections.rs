@@ -38,6 +38,8 @@ pub struct At<T> {
 pub struct Global {
     pub maxconn: Option<At<u64>>,
     pub nbthread: Option<At<u64>>,
+    /// `crt-base`: the directory relative `crt` paths are in.
+    pub crt_base: Option<String>,
 }
 
 /// One `bind` address.
@@ -264,6 +266,7 @@ fn inherit(d: &Proxy, role: Role, name: &str, line: usize) -> Proxy {
 fn global(g: &mut Global, line: &Line, notes: &mut Vec<Note>) {
     let kw = line.keyword();
     match kw {
+        "crt-base" => g.crt_base = Some(line.word(1).to_string()),
         "maxconn" | "nbthread" => match number(line, 1, notes) {
             Some(v) if kw == "maxconn" => {
                 g.maxconn = Some(At {
