@@ -88,11 +88,11 @@ fn rewrite(
             }
             _ => {}
         }
+        // Every line indented, section keywords too: HAProxy does not mind.
         out.push_str("    ");
         out.push_str(&words.join(" "));
         out.push('\n');
     }
-    // Section keywords start a line; HAProxy does not mind the indent.
     (out, listens)
 }
 
