@@ -14,7 +14,8 @@
 # runtime, health checks every 10 s, metrics upkeep).
 #
 # Environment: N1=2000 N2=12000 CONNS=20 (keep-alive connections; requests
-# are spread evenly over them). Prints one line per binary and writes
+# are spread evenly over them); KEEP=DIR keeps each callgrind profile as
+# DIR/<binary>.<N>.callgrind, for callgrind_annotate. Prints one line per binary and writes
 # bench/results/instructions-<date>.md.
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -81,6 +82,9 @@ count() { # BIN N -> instructions
     kill -TERM "$PROXY_PID"
     wait "$PROXY_PID" || true
     PROXY_PID=
+    if [ -n "${KEEP:-}" ]; then
+        mkdir -p "$KEEP" && cp "$out" "$KEEP/$(basename "$bin").$n.callgrind"
+    fi
     # Every thread's events are in the one file: its "summary:" line.
     awk '/^summary:/ {print $2}' "$out"
 }

@@ -8,7 +8,7 @@
 //! Shared across reloads with the rest of the node's runtime state.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
@@ -20,52 +20,41 @@ pub const CLASSES: usize = 6;
 /// timeout, protocol, 5xx.
 pub const ERROR_KINDS: usize = 4;
 
-/// Requests per second over the last complete second, HAProxy's `rate`: a
-/// count for the current second and one for the second before.
-#[derive(Debug, Default)]
+/// Requests per second, HAProxy's `rate`, measured by the reader, not the
+/// request path: each read compares the request count with the one kept
+/// from at least [`RATE_PERIOD`] earlier, so a request pays no clock read.
+/// Between reads less than a period apart the last figure stands.
+#[derive(Debug)]
 struct Rate {
-    /// Unix second the `current` count belongs to.
-    second: AtomicU64,
-    current: AtomicU64,
-    previous: AtomicU64,
+    /// (when, requests started then, the rate computed then).
+    last: std::sync::Mutex<(Instant, u64, u64)>,
+}
+
+/// The shortest span a rate is measured over.
+const RATE_PERIOD: Duration = Duration::from_secs(1);
+
+impl Default for Rate {
+    fn default() -> Self {
+        Rate {
+            last: std::sync::Mutex::new((Instant::now(), 0, 0)),
+        }
+    }
 }
 
 impl Rate {
-    fn now() -> u64 {
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs())
+    /// The rate, given the requests started so far.
+    fn per_second(&self, started: u64) -> u64 {
+        self.at(started, Instant::now())
     }
 
-    fn tick(&self) {
-        let now = Self::now();
-        self.roll(now);
-        self.current.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Moves the window to second `now`. Racing threads may each move it;
-    /// a count landing in the wrong second by a race is within the
-    /// figure's meaning (a rate over about one second).
-    fn roll(&self, now: u64) {
-        let seen = self.second.load(Ordering::Relaxed);
-        if seen == now {
-            return;
+    fn at(&self, started: u64, now: Instant) -> u64 {
+        let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+        let span = now.saturating_duration_since(last.0);
+        if span >= RATE_PERIOD {
+            let rate = (started.saturating_sub(last.1) as f64 / span.as_secs_f64()).round() as u64;
+            *last = (now, started, rate);
         }
-        if self
-            .second
-            .compare_exchange(seen, now, Ordering::AcqRel, Ordering::Relaxed)
-            .is_ok()
-        {
-            let last = self.current.swap(0, Ordering::AcqRel);
-            self.previous
-                .store(if now == seen + 1 { last } else { 0 }, Ordering::Release);
-        }
-    }
-
-    /// Requests in the last complete second.
-    fn per_second(&self) -> u64 {
-        self.roll(Self::now());
-        self.previous.load(Ordering::Acquire)
+        last.2
     }
 }
 
@@ -77,6 +66,7 @@ pub(crate) struct Traffic {
     upstream_errors: [AtomicU64; ERROR_KINDS],
     bytes_out: AtomicU64,
     inflight_max: AtomicUsize,
+    started: AtomicU64,
     rate: Rate,
 }
 
@@ -93,7 +83,8 @@ pub struct TrafficSnapshot {
     pub bytes_out_total: u64,
     /// The most requests in flight at once since start.
     pub inflight_max: usize,
-    /// Requests started in the last complete second.
+    /// Requests started per second, measured between reads at least a
+    /// second apart (the last such figure).
     pub rate: u64,
 }
 
@@ -101,7 +92,7 @@ impl Traffic {
     /// A request took a slot with `inflight` now in flight.
     pub(crate) fn started(&self, inflight: usize) {
         self.inflight_max.fetch_max(inflight, Ordering::Relaxed);
-        self.rate.tick();
+        self.started.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn finished(&self, class: usize, bytes_out: u64) {
@@ -124,7 +115,7 @@ impl Traffic {
             }),
             bytes_out_total: self.bytes_out.load(Ordering::Relaxed),
             inflight_max: self.inflight_max.load(Ordering::Relaxed),
-            rate: self.rate.per_second(),
+            rate: self.rate.per_second(self.started.load(Ordering::Relaxed)),
         }
     }
 }

@@ -180,7 +180,7 @@ pub struct NodeStatus {
     #[serde(flatten)]
     pub control: ControlSnapshot,
     /// What the node served: requests by class, errors, bytes, peak
-    /// in-flight, requests in the last second.
+    /// in-flight, requests per second.
     pub traffic: TrafficSnapshot,
     /// Site the node is assigned to now: its role word's once the agent
     /// read one, else `site` (`null` = idle pool).

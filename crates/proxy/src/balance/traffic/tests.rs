@@ -3,18 +3,17 @@
 use super::*;
 
 #[test]
-fn the_rate_is_the_count_of_the_last_complete_second() {
+fn the_rate_is_measured_between_reads_a_second_apart() {
     let r = Rate::default();
-    r.roll(100);
-    for _ in 0..7 {
-        r.current.fetch_add(1, Ordering::Relaxed);
-    }
-    r.roll(101);
-    assert_eq!(r.previous.load(Ordering::Relaxed), 7);
-    r.current.fetch_add(1, Ordering::Relaxed);
-    // A gap of more than a second: nothing happened in the last one.
-    r.roll(103);
-    assert_eq!(r.previous.load(Ordering::Relaxed), 0);
+    let t0 = r.last.lock().unwrap().0;
+    assert_eq!(
+        r.at(50, t0 + Duration::from_millis(500)),
+        0,
+        "less than a period: the last figure"
+    );
+    assert_eq!(r.at(300, t0 + Duration::from_secs(2)), 150);
+    assert_eq!(r.at(400, t0 + Duration::from_millis(2500)), 150);
+    assert_eq!(r.at(400, t0 + Duration::from_secs(4)), 50);
 }
 
 #[test]

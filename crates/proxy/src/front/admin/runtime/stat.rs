@@ -12,7 +12,7 @@
 //! timeouts and protocol errors, `status` (UP, DOWN, MAINT, DRAIN,
 //! `DOWN (agent)`, `no check`), `weight`/`uweight` current / configured
 //! weight, `act`/`bck`, `chkfail` failed checks, `lastchg` seconds since
-//! the last up/down change, `rate` requests in the last second,
+//! the last up/down change, `rate` requests per second (between reads at least 1 s apart),
 //! `hrsp_1xx`..`hrsp_5xx`, `hrsp_other` (cut exchanges), `check_rise`,
 //! `check_fall`, `addr`, `mode`, `algo` (BACKEND).
 
