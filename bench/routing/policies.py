@@ -146,11 +146,19 @@ def run(bin_, work, name, text):
     out = os.path.join(work, name)
     with open(path, "w") as f:
         f.write(text)
-    log = open(out + ".log", "w")
-    r = subprocess.run([bin_, "cluster", "-c", path, "-o", out], stdout=log, stderr=log)
-    if r.returncode != 0:
-        sys.stderr.write(open(out + ".log").read()[-3000:])
-        sys.exit(f"cluster run {name} failed")
+    # A run that fails is tried once more: the cluster picks free loopback
+    # ports before binding them, and another program may take one between.
+    for attempt in (1, 2):
+        with open(out + ".log", "w") as log:
+            r = subprocess.run([bin_, "cluster", "-c", path, "-o", out], stdout=log, stderr=log)
+        if r.returncode == 0:
+            break
+        tail = open(out + ".log").read()[-3000:]
+        shutil.rmtree(out, ignore_errors=True)
+        if attempt == 2:
+            sys.stderr.write(tail)
+            sys.exit(f"cluster run {name} failed twice")
+        print(f"cluster run {name} failed; once more: {tail.strip().splitlines()[-1] if tail.strip() else ''}", file=sys.stderr)
     d = json.load(open(os.path.join(out, "load.json")))
     t = next(s for s in d["summary"] if s["site"] == "TOTAL")
     shutil.rmtree(out, ignore_errors=True)
