@@ -102,7 +102,7 @@ def traces(bin_, work):
     return {"dynamic": dyn, "rubis": mix}
 
 
-def spec(scenario, policy, transport, duration, load, trace_file, candidates):
+def spec(scenario, policy, transport, duration, load, trace_file, candidates, inflight=0.2):
     s = SCENARIOS[scenario]
     balance, routing = POLICIES[policy]
     slots = s["node_slots"]
@@ -133,7 +133,7 @@ network = 0.0
 connections = 0.0
 irq = 0.0
 app = 1.0
-inflight = 0.2
+inflight = {inflight}
 
 [proxy.routing]
 candidates = {candidates}
@@ -174,7 +174,8 @@ def main():
     ap.add_argument("--duration", type=int, default=8, help="seconds per run")
     ap.add_argument("--objective", type=int, default=100, help="latency objective, ms (one of 10,25,50,100,250,500,1000,2500)")
     ap.add_argument("--transport", default="shm", choices=["shm", "tcp"])
-    ap.add_argument("--candidates", default="2", help="routing.candidates of the window policies")
+    ap.add_argument("--candidates", default="2", help="routing.candidates of the window policies (a number or '\"all\"')")
+    ap.add_argument("--inflight-weight", type=float, default=0.2, help="[weights] inflight of weighted-least-load")
     ap.add_argument("--bin", default=os.environ.get("RDMALB_TESTBED_BIN"))
     a = ap.parse_args()
     scenarios = [s for s in a.scenarios.split(",") if s]
@@ -212,7 +213,7 @@ def main():
                 for p in order:
                     for pct in loads:
                         rate = capacity[s] * pct / 100.0
-                        text = spec(s, p, a.transport, a.duration, f"rate = {rate:.1f}", files[SCENARIOS[s]["trace"]], a.candidates)
+                        text = spec(s, p, a.transport, a.duration, f"rate = {rate:.1f}", files[SCENARIOS[s]["trace"]], a.candidates, a.inflight_weight)
                         d, t = run(bin_, work, f"{s}-{p}-{pct}-{r}", text)
                         within = t["served_within_ms"].get(str(a.objective), 0)
                         row = dict(
