@@ -16,6 +16,7 @@
 //! directory; put the TOML beside it.
 
 mod acl;
+mod bind;
 mod lexer;
 mod map;
 mod probe;

@@ -142,6 +142,17 @@ impl Default for Configured {
     }
 }
 
+/// Set once any node of the process gets a weight other than the default
+/// (config, runtime API or agent-check). Until then all weights are equal
+/// and a pick skips comparing them: the default configuration pays nothing
+/// for weights on the request path.
+static WEIGHTS_SET: AtomicBool = AtomicBool::new(false);
+
+/// Whether the nodes' weights may differ (see [`WEIGHTS_SET`]).
+pub(crate) fn weights_may_differ() -> bool {
+    WEIGHTS_SET.load(Ordering::Relaxed)
+}
+
 /// `max_inflight` value meaning "none set".
 const NO_LIMIT: usize = usize::MAX;
 
@@ -251,6 +262,9 @@ impl Control {
     /// it changed.
     pub(crate) fn set_weight(&self, weight: u32, by: Source) -> bool {
         let weight = weight.min(MAX_WEIGHT);
+        if weight != DEFAULT_WEIGHT {
+            WEIGHTS_SET.store(true, Ordering::Relaxed);
+        }
         self.weight_source.store(by.to_u8(), Ordering::Release);
         self.weight.swap(weight, Ordering::AcqRel) != weight
     }

@@ -236,9 +236,10 @@ impl WeightedLeastLoad {
             if let Some(k) = hot_cold::choose(&probes, history.threshold()) {
                 best = (start + k) % n;
             }
-        } else if slots
-            .iter()
-            .any(|s| s.node.weight() != slots[0].node.weight())
+        } else if super::control::weights_may_differ()
+            && slots
+                .iter()
+                .any(|s| s.node.weight() != slots[0].node.weight())
         {
             // Weighted nodes: the lowest load per unit of weight (a node of
             // weight 2 at index 0.8 ranks with one of weight 1 at 0.4).

@@ -40,8 +40,12 @@ pub trait Selector: Send + Sync + std::fmt::Debug + 'static {
 }
 
 /// Whether every candidate has the same weight (the common case: the
-/// policies then skip the weight arithmetic).
+/// policies then skip the weight arithmetic). Without any weight ever set
+/// this reads one flag, not every candidate.
 pub(super) fn equal_weights(candidates: &[Arc<NodeState>]) -> bool {
+    if !super::control::weights_may_differ() {
+        return true;
+    }
     let mut it = candidates.iter().map(|n| n.weight());
     let first = it.next();
     it.all(|w| Some(w) == first)

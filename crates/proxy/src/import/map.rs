@@ -270,7 +270,7 @@ pub fn map(h: &Haproxy, dir: &Path, notes: &mut Vec<Note>) -> String {
         default.as_deref(),
         notes,
     );
-    listeners(
+    super::bind::listeners(
         &mut out,
         &frontends,
         dir,
@@ -315,7 +315,7 @@ impl Proxy {
 }
 
 /// Site and node names: HAProxy allows `:` too, rdmalb does not.
-fn site_name(name: &str) -> String {
+pub(super) fn site_name(name: &str) -> String {
     name.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
@@ -327,7 +327,7 @@ fn site_name(name: &str) -> String {
         .collect()
 }
 
-fn q(s: &str) -> String {
+pub(super) fn q(s: &str) -> String {
     toml::Value::String(s.to_string()).to_string()
 }
 
@@ -572,103 +572,6 @@ fn global(
             notes.push(Note::new(b.line, "backend", Kind::Approximated, format!("`{}` has no `option httpchk`: HAProxy checks that a TCP connection opens, rdmalb sends an HTTP GET and wants 2xx/3xx", b.name)));
         }
     }
-}
-
-fn listeners(
-    out: &mut String,
-    frontends: &[&Proxy],
-    dir: &Path,
-    crt_base: Option<&str>,
-    notes: &mut Vec<Note>,
-) {
-    for f in frontends {
-        for (i, b) in f.binds.iter().enumerate() {
-            let name = if i == 0 {
-                site_name(&f.name)
-            } else {
-                format!("{}-{}", site_name(&f.name), i + 1)
-            };
-            write!(
-                out,
-                "\n[[listener]]\nname = {}\nlisten = {}\n",
-                q(&name),
-                q(&b.address.to_string())
-            )
-            .ok();
-            if b.accept_proxy {
-                out.push_str("accept_proxy = true\n");
-            }
-            if let Some(crts) = &b.crt {
-                let mut pairs = Vec::new();
-                for crt in crts {
-                    // HAProxy puts a relative `crt` under `crt-base`.
-                    let crt = match crt_base {
-                        Some(base) if !crt.starts_with('/') => {
-                            format!("{}/{crt}", base.trim_end_matches('/'))
-                        }
-                        _ => crt.clone(),
-                    };
-                    pairs.extend(certificates(&crt, dir, b.line, notes));
-                }
-                writeln!(out, "tls = {{ h2 = {}, certificates = [", b.h2).ok();
-                for (cert, key) in pairs {
-                    writeln!(out, "  {{ cert = {}, key = {} }},", q(&cert), q(&key)).ok();
-                }
-                out.push_str("] }\n");
-            }
-        }
-    }
-}
-
-/// `crt <file>` (certificate and key in one PEM file, or the key in
-/// `<file>.key`) or `crt <directory>` (every certificate file in it).
-fn certificates(
-    crt: &str,
-    dir: &Path,
-    line: usize,
-    notes: &mut Vec<Note>,
-) -> Vec<(String, String)> {
-    let full = dir.join(crt);
-    let pair = |path: String| {
-        let key = format!("{path}.key");
-        if dir.join(&key).is_file() {
-            (path, key)
-        } else {
-            (path.clone(), path)
-        }
-    };
-    if full.is_dir() {
-        let mut files: Vec<String> = std::fs::read_dir(&full)
-            .map(|d| {
-                d.filter_map(Result::ok)
-                    .filter(|e| e.path().is_file())
-                    .map(|e| e.file_name().to_string_lossy().into_owned())
-                    .collect()
-            })
-            .unwrap_or_default();
-        files.retain(|f| {
-            ![".key", ".ocsp", ".issuer", ".sctl"]
-                .iter()
-                .any(|ext| f.ends_with(ext))
-        });
-        files.sort();
-        if files.is_empty() {
-            notes.push(Note::new(
-                line,
-                "bind",
-                Kind::Routing,
-                format!("`crt {crt}`: no certificate files in the directory"),
-            ));
-        }
-        return files
-            .into_iter()
-            .map(|f| pair(format!("{}/{f}", crt.trim_end_matches('/'))))
-            .collect();
-    }
-    if !full.is_file() {
-        notes.push(Note::new(line, "bind", Kind::Unsupported, format!("`crt {crt}` does not exist at import time; imported as a file holding certificate and key")));
-    }
-    vec![pair(crt.to_string())]
 }
 
 /// Writes one `[[site]]`; `any_taken`: another site has `*` for all paths.

@@ -1,0 +1,106 @@
+//! `bind` lines to `[[listener]]` tables: addresses, `accept-proxy`, and
+//! `ssl crt` files or directories (under `crt-base`) to certificate pairs.
+
+use std::fmt::Write;
+use std::path::Path;
+
+use super::map::{q, site_name};
+use super::sections::Proxy;
+use super::{Kind, Note};
+
+pub(super) fn listeners(
+    out: &mut String,
+    frontends: &[&Proxy],
+    dir: &Path,
+    crt_base: Option<&str>,
+    notes: &mut Vec<Note>,
+) {
+    for f in frontends {
+        for (i, b) in f.binds.iter().enumerate() {
+            let name = if i == 0 {
+                site_name(&f.name)
+            } else {
+                format!("{}-{}", site_name(&f.name), i + 1)
+            };
+            write!(
+                out,
+                "\n[[listener]]\nname = {}\nlisten = {}\n",
+                q(&name),
+                q(&b.address.to_string())
+            )
+            .ok();
+            if b.accept_proxy {
+                out.push_str("accept_proxy = true\n");
+            }
+            if let Some(crts) = &b.crt {
+                let mut pairs = Vec::new();
+                for crt in crts {
+                    // HAProxy puts a relative `crt` under `crt-base`.
+                    let crt = match crt_base {
+                        Some(base) if !crt.starts_with('/') => {
+                            format!("{}/{crt}", base.trim_end_matches('/'))
+                        }
+                        _ => crt.clone(),
+                    };
+                    pairs.extend(certificates(&crt, dir, b.line, notes));
+                }
+                writeln!(out, "tls = {{ h2 = {}, certificates = [", b.h2).ok();
+                for (cert, key) in pairs {
+                    writeln!(out, "  {{ cert = {}, key = {} }},", q(&cert), q(&key)).ok();
+                }
+                out.push_str("] }\n");
+            }
+        }
+    }
+}
+
+/// `crt <file>` (certificate and key in one PEM file, or the key in
+/// `<file>.key`) or `crt <directory>` (every certificate file in it).
+fn certificates(
+    crt: &str,
+    dir: &Path,
+    line: usize,
+    notes: &mut Vec<Note>,
+) -> Vec<(String, String)> {
+    let full = dir.join(crt);
+    let pair = |path: String| {
+        let key = format!("{path}.key");
+        if dir.join(&key).is_file() {
+            (path, key)
+        } else {
+            (path.clone(), path)
+        }
+    };
+    if full.is_dir() {
+        let mut files: Vec<String> = std::fs::read_dir(&full)
+            .map(|d| {
+                d.filter_map(Result::ok)
+                    .filter(|e| e.path().is_file())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        files.retain(|f| {
+            ![".key", ".ocsp", ".issuer", ".sctl"]
+                .iter()
+                .any(|ext| f.ends_with(ext))
+        });
+        files.sort();
+        if files.is_empty() {
+            notes.push(Note::new(
+                line,
+                "bind",
+                Kind::Routing,
+                format!("`crt {crt}`: no certificate files in the directory"),
+            ));
+        }
+        return files
+            .into_iter()
+            .map(|f| pair(format!("{}/{f}", crt.trim_end_matches('/'))))
+            .collect();
+    }
+    if !full.is_file() {
+        notes.push(Note::new(line, "bind", Kind::Unsupported, format!("`crt {crt}` does not exist at import time; imported as a file holding certificate and key")));
+    }
+    vec![pair(crt.to_string())]
+}
