@@ -56,12 +56,13 @@ impl RifHistory {
         self.ring[i % HISTORY].store(v, Ordering::Relaxed);
         if (i + 1) % RECOMPUTE == 0 {
             let filled = (i + 1).min(HISTORY);
-            let mut values: Vec<u32> = self.ring[..filled]
-                .iter()
-                .map(|a| a.load(Ordering::Relaxed))
-                .collect();
+            // On the stack: this runs on the request path.
+            let mut values = [0u32; HISTORY];
+            for (v, a) in values.iter_mut().zip(&self.ring[..filled]) {
+                *v = a.load(Ordering::Relaxed);
+            }
             let k = ((filled as f64 * Q_RIF).ceil() as usize).clamp(1, filled) - 1;
-            let (_, q, _) = values.select_nth_unstable(k);
+            let (_, q, _) = values[..filled].select_nth_unstable(k);
             self.threshold
                 .store(f64::from(*q).to_bits(), Ordering::Relaxed);
         }
