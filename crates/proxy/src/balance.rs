@@ -32,6 +32,7 @@ mod latency;
 mod least_load;
 pub mod load;
 mod node;
+mod node_loop;
 pub mod node_windows;
 mod policy;
 mod prequal;

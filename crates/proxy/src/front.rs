@@ -1,14 +1,18 @@
 //! The HTTP data path: listeners, routing to sites, node selection,
 //! pooled forwarding, reload, restart ([`restart`]) and graceful drain.
 //!
-//! Request path (the folders follow it):
-//! [`listener`] accepts (bounded, TLS with SNI, HTTP/1.1 + HTTP/2) →
-//! [`io`] enforces head/idle/write timeouts on the client stream →
+//! Request path, one direction, each file importing only those after it:
+//! [`listener`] accepts (bounded, TLS with SNI, HTTP/1.1 + HTTP/2; [`io`]
+//! enforces head/idle/write timeouts on the client stream) →
 //! [`forward`] routes by Host and path ([`route`]), picks a node
 //! ([`crate::balance::Backends::pick`]), rewrites headers ([`headers`]) and
-//! forwards over a pooled connection ([`upstream`]) → [`body`] streams the
-//! response and settles the [`exchange`] (passive health, metrics
-//! ([`stats`]), access log ([`access_log`])).
+//! sends the request →
+//! [`response`] streams the answer to the client and, when it ends, settles
+//! the [`exchange`] (in-flight slot, passive health, metrics ([`stats`]),
+//! access log ([`access_log`])) →
+//! [`state`] (the snapshot every request reads) →
+//! [`upstream`] (pooled node connections, one idle stack per worker) →
+//! [`body`] (the request body on its way to the node).
 //!
 //! Everything a request reads comes from one immutable [`state::Snapshot`]
 //! behind an `ArcSwap`; SIGHUP builds a new one from the config file and
@@ -25,6 +29,7 @@ pub mod headers;
 pub mod io;
 pub mod listener;
 pub mod metrics;
+pub mod response;
 pub mod restart;
 pub mod route;
 pub mod state;

@@ -21,6 +21,7 @@ mod lexer;
 mod map;
 mod probe;
 mod sections;
+mod site;
 
 use std::fmt;
 use std::path::Path;

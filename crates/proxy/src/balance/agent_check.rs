@@ -51,7 +51,7 @@ use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
-use super::health::NodeLoop;
+use super::node_loop::NodeLoop;
 use super::{AdminState, Backends, ControlSource, NodeState};
 
 /// Counter `rdmalb_agent_checks_total{node,result}`; `result` is a

@@ -37,6 +37,7 @@ use tokio::net::TcpStream;
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 
+use super::node_loop::NodeLoop;
 use super::{AdminState, Backends, NodeState, Transition};
 use crate::config::SendProxy;
 
@@ -156,28 +157,6 @@ impl HealthChecks {
     pub async fn join(self) {
         let _ = self.supervisor.await;
     }
-}
-
-/// Starts one node's loop: the node, the snapshots it follows, the
-/// shutdown watch.
-pub(crate) type SpawnLoop =
-    fn(Arc<NodeState>, Arc<ArcSwap<Backends>>, watch::Receiver<bool>) -> JoinHandle<()>;
-
-/// One kind of per-node background loop the supervisor keeps running: the
-/// active health check ([`HEALTH_LOOP`]) and the agent-check
-/// ([`super::agent_check::AGENT_LOOP`]).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct NodeLoop {
-    /// For log lines: "health check", "agent-check".
-    pub what: &'static str,
-    /// Whether `node` of `backends` gets this loop.
-    pub wanted: fn(&Backends, &NodeState) -> bool,
-    /// Spawns the loop for `node`; it runs until `shutdown` (the supervisor
-    /// aborts it when the node leaves or no longer wants it).
-    pub spawn: SpawnLoop,
-    /// Called after the loop of `node` was stopped because the node left the
-    /// config (`removed`) or stays but no longer wants the loop.
-    pub stopped: fn(&NodeState, bool),
 }
 
 /// The active health check: every node, whatever its `check` (a node with

@@ -24,12 +24,17 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::mpsc;
 
 use super::error::ProxyError;
 use crate::config::AccessLog as Destination;
+
+/// Milliseconds for the access-log timers.
+pub fn ms(d: Duration) -> i64 {
+    d.as_millis().min(i64::MAX as u128) as i64
+}
 
 /// Records waiting for the writer; beyond this, records are dropped (and
 /// counted) rather than slowing the data path.

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use hyper::client::conn::http1::SendRequest;
 
-use super::access_log::{AccessRecord, Counts, Timers};
+use super::access_log::{ms, AccessRecord, Counts, Timers};
 use super::body::RequestBody;
 use super::error::ErrorKind;
 use super::state::{ConnCtx, Snapshot};
@@ -30,11 +30,6 @@ pub enum End {
     UpstreamTimeout,
     /// The client went away before the response ended.
     ClientAborted,
-}
-
-/// Milliseconds for the access-log timers.
-pub fn ms(d: Duration) -> i64 {
-    d.as_millis().min(i64::MAX as u128) as i64
 }
 
 /// Per-request accounting; see the module doc.

@@ -13,10 +13,12 @@ use http::{Request, Response, StatusCode, Uri, Version};
 use hyper::body::{Body, Incoming};
 use hyper_util::rt::TokioIo;
 
-use super::body::{ClientBodyError, RequestBody, ResponseBody};
+use super::access_log::ms;
+use super::body::{ClientBodyError, RequestBody};
 use super::error::{ErrorKind, ErrorSource};
-use super::exchange::{head_bytes, ms, Exchange};
+use super::exchange::{head_bytes, Exchange};
 use super::headers;
+use super::response::ResponseBody;
 use super::state::ConnCtx;
 use super::stats;
 use super::upstream::ConnectError;

@@ -28,7 +28,7 @@ use super::error::ProxyError;
 use super::io::{ConnIo, ConnShared, IoTimeouts, Protocol};
 use super::restart::Inherited;
 use super::state::{ConnCtx, Runtime};
-use super::{forward, stats, tls};
+use super::{forward, stats, tls, upstream};
 use crate::config::{Config, Listener};
 use crate::proxy_protocol::{self, Header};
 
@@ -144,17 +144,6 @@ impl Shared {
     }
 }
 
-thread_local! {
-    /// 1-based id of the worker thread running on this thread (0 = none):
-    /// picks the worker's own idle-connection stack in the node pools.
-    static WORKER: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-}
-
-/// The id of the current worker (0 outside the workers).
-pub fn worker_id() -> usize {
-    WORKER.with(|w| w.get())
-}
-
 /// Runs one worker: a current-thread runtime (no work stealing, no
 /// cross-thread wakeups between a client connection and its node
 /// connections) accepting on every listener — each worker registers its
@@ -168,7 +157,7 @@ pub fn worker(
     shutdown: watch::Receiver<bool>,
     drain: mpsc::Sender<()>,
 ) {
-    WORKER.with(|w| w.set(id + 1));
+    upstream::set_worker(id + 1);
     rt.block_on(async move {
         let (local, mut done) = mpsc::channel::<()>(1);
         for l in listeners {
@@ -459,7 +448,7 @@ fn head_failure(ctx: &ConnCtx, status: u16, termination: &'static str, kind: &'s
     stats::client_error(kind);
     tracing::debug!(client = %ctx.client, listener = %ctx.listener, status, "bad request head");
     if ctx.proxy.access.enabled() {
-        let tq = super::exchange::ms(ctx.conn.head_elapsed(Instant::now()));
+        let tq = super::access_log::ms(ctx.conn.head_elapsed(Instant::now()));
         ctx.proxy.access.log(AccessRecord {
             client: ctx.client,
             date: SystemTime::now()

@@ -104,7 +104,7 @@ impl NodePool {
 
     /// This thread's idle stack.
     fn stack(&self) -> &Mutex<Vec<Idle>> {
-        &self.idle[super::listener::worker_id() % self.idle.len()]
+        &self.idle[worker_id() % self.idle.len()]
     }
 
     fn pop(&self) -> Option<Idle> {
@@ -243,4 +243,21 @@ impl Pools {
     pub fn get(&self, index: usize) -> Option<&Arc<NodePool>> {
         self.by_index.get(index)
     }
+}
+
+thread_local! {
+    /// 1-based id of the worker thread running on this thread (0 = none):
+    /// picks the worker's own idle-connection stack in the node pools.
+    static WORKER: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Marks the current thread as worker `id` (1-based); the listener calls it
+/// once when a worker starts.
+pub(super) fn set_worker(id: usize) {
+    WORKER.with(|w| w.set(id));
+}
+
+/// The id of the current worker (0 outside the workers).
+pub fn worker_id() -> usize {
+    WORKER.with(|w| w.get())
 }

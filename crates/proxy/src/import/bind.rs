@@ -4,8 +4,8 @@
 use std::fmt::Write;
 use std::path::Path;
 
-use super::map::{q, site_name};
 use super::sections::Proxy;
+use super::site::{q, site_name};
 use super::{Kind, Note};
 
 pub(super) fn listeners(

@@ -11,29 +11,8 @@ use std::time::Duration;
 
 use super::acl::{self, Area};
 use super::sections::{Haproxy, Proxy, Role, Server};
+use super::site::{q, site_name, Routed, Site};
 use super::{Kind, Note};
-
-/// A site being built: its backend, hosts and path prefixes ("" = all).
-pub(super) struct Site<'a> {
-    pub name: String,
-    pub backend: &'a Proxy,
-    pub pairs: Vec<(String, String)>,
-    pub hosts: Vec<String>,
-    pub paths: Vec<String>,
-    /// The first rule reaching it (else its section's line), for notes.
-    line: usize,
-}
-
-/// One rule of the merged routing table, in HAProxy's order.
-pub(super) struct Routed {
-    pub line: usize,
-    pub backend: String,
-    pub areas: Vec<Area>,
-    /// HAProxy's own condition, when made of host and path tests only.
-    pub exact: Option<acl::Exact>,
-    /// Negations or `unless` left out of `areas`.
-    pub left_out: Vec<String>,
-}
 
 pub fn map(h: &Haproxy, dir: &Path, notes: &mut Vec<Note>) -> String {
     let mut out = String::from(
@@ -312,23 +291,6 @@ impl Proxy {
             Role::Defaults => "defaults",
         }
     }
-}
-
-/// Site and node names: HAProxy allows `:` too, rdmalb does not.
-pub(super) fn site_name(name: &str) -> String {
-    name.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
-}
-
-pub(super) fn q(s: &str) -> String {
-    toml::Value::String(s.to_string()).to_string()
 }
 
 fn dur(d: Duration) -> String {

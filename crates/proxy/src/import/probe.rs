@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 
 use super::acl::host_matches;
-use super::map::{Routed, Site};
+use super::site::{Routed, Site};
 use super::{Kind, Note};
 
 /// Where HAProxy sends a request: the first rule that matches (its exact

@@ -1,0 +1,45 @@
+//! What the mapping builds, shared by its parts: the sites made from
+//! backends ([`Site`]), HAProxy's rules in order ([`Routed`]), and the
+//! names and quoting of the TOML written.
+
+use super::acl::{self, Area};
+use super::sections::Proxy;
+
+/// A site being built: its backend, hosts and path prefixes ("" = all).
+pub(super) struct Site<'a> {
+    pub name: String,
+    pub backend: &'a Proxy,
+    pub pairs: Vec<(String, String)>,
+    pub hosts: Vec<String>,
+    pub paths: Vec<String>,
+    /// The first rule reaching it (else its section's line), for notes.
+    pub line: usize,
+}
+
+/// One rule of the merged routing table, in HAProxy's order.
+pub(super) struct Routed {
+    pub line: usize,
+    pub backend: String,
+    pub areas: Vec<Area>,
+    /// HAProxy's own condition, when made of host and path tests only.
+    pub exact: Option<acl::Exact>,
+    /// Negations or `unless` left out of `areas`.
+    pub left_out: Vec<String>,
+}
+
+/// Site and node names: HAProxy allows `:` too, rdmalb does not.
+pub(super) fn site_name(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+pub(super) fn q(s: &str) -> String {
+    toml::Value::String(s.to_string()).to_string()
+}
