@@ -119,7 +119,7 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
         pool_idle_per_node: c.int(
             "limits.pool_idle_per_node",
             raw_limits.pool_idle_per_node,
-            64,
+            1024,
             0,
             100_000,
         ) as usize,

@@ -26,6 +26,10 @@
 //! omitted: section 3.4), and where it chose `http/1.1` or nothing the
 //! preface is an HTTP/1.1 request with a version this connection does not
 //! speak, answered 400. Cleartext listeners keep prior-knowledge HTTP/2.
+//!
+//! On HTTP/2 connections it also coalesces writes: the frames of responses
+//! that become ready within one scheduler round leave in one write (one
+//! TLS record, one system call) instead of one each (see `poll_hold`).
 
 use std::future::Future;
 use std::io;
@@ -147,6 +151,12 @@ pin_project! {
         // The wrapper's own reply (408, or 400 to the HTTP/2 preface) and
         // how much of it was written.
         reply: Option<(&'static [u8], usize)>,
+        // HTTP/2 only: bytes written but not yet passed on (from `out_at`),
+        // and the one scheduler round a flush waits for (see `Coalesce`).
+        out: Vec<u8>,
+        out_at: usize,
+        flush_wait: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
+        waited: bool,
     }
 }
 
@@ -176,6 +186,10 @@ impl<S> ConnIo<S> {
             write_timer: None,
             write_blocked: false,
             reply: None,
+            out: Vec::new(),
+            out_at: 0,
+            flush_wait: None,
+            waited: false,
         }
     }
 }
@@ -367,6 +381,73 @@ impl<S: AsyncRead + AsyncWrite> ConnIo<S> {
     }
 }
 
+/// Most bytes an HTTP/2 connection holds back before passing them on.
+const COALESCE_MAX: usize = 64 * 1024;
+
+// HTTP/2 write coalescing. hyper's HTTP/2 connection writes and flushes
+// whatever frames are ready each time its task runs, and the responses of
+// concurrent streams become ready one by one, as each node answers: without
+// help every response becomes its own TLS record and its own system call.
+// On an HTTP/2 connection this wrapper therefore keeps written bytes, and a
+// flush first lets the worker's other ready tasks (other streams' nodes
+// answering) run for one scheduler round (`tokio::task::yield_now`, which
+// also lets the runtime poll for I/O) before it passes everything on in
+// one write. A flush never waits longer than that one round.
+impl<S: AsyncRead + AsyncWrite> ConnIo<S> {
+    /// Passes the held bytes on to the stream.
+    fn poll_drain(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let mut this = self.project();
+        while *this.out_at < this.out.len() {
+            match this
+                .inner
+                .as_mut()
+                .poll_write(cx, &this.out[*this.out_at..])
+            {
+                Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
+                Poll::Ready(Ok(n)) => *this.out_at += n,
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        this.out.clear();
+        if this.out.capacity() > 16 * 1024 {
+            // A large burst passed: an idle connection keeps no big buffer.
+            *this.out = Vec::new();
+        }
+        *this.out_at = 0;
+        *this.waited = false;
+        Poll::Ready(Ok(()))
+    }
+
+    /// Holds `bufs` (HTTP/2), passing held bytes on first when full.
+    fn poll_hold(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        if self.out.len() >= COALESCE_MAX {
+            let res = self.as_mut().poll_drain(cx);
+            match self.as_mut().guard_write(cx, res) {
+                Poll::Ready(Ok(())) => {}
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        let this = self.project();
+        let mut n = 0;
+        for b in bufs {
+            let room = COALESCE_MAX.saturating_sub(this.out.len()).max(1);
+            let take = b.len().min(room);
+            this.out.extend_from_slice(&b[..take]);
+            n += take;
+            if take < b.len() {
+                break;
+            }
+        }
+        Poll::Ready(Ok(n))
+    }
+}
+
 impl<S: AsyncRead + AsyncWrite> AsyncWrite for ConnIo<S> {
     fn poll_write(
         mut self: Pin<&mut Self>,
@@ -375,6 +456,9 @@ impl<S: AsyncRead + AsyncWrite> AsyncWrite for ConnIo<S> {
     ) -> Poll<io::Result<usize>> {
         if self.reply.is_some() {
             return Poll::Ready(Err(answered()));
+        }
+        if self.h2 {
+            return self.poll_hold(cx, &[io::IoSlice::new(buf)]);
         }
         let res = self.as_mut().project().inner.poll_write(cx, buf);
         self.guard_write(cx, res)
@@ -388,20 +472,48 @@ impl<S: AsyncRead + AsyncWrite> AsyncWrite for ConnIo<S> {
         if self.reply.is_some() {
             return Poll::Ready(Err(answered()));
         }
+        if self.h2 {
+            return self.poll_hold(cx, bufs);
+        }
         let res = self.as_mut().project().inner.poll_write_vectored(cx, bufs);
         self.guard_write(cx, res)
     }
 
     fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
+        self.h2 || self.inner.is_write_vectored()
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if self.out_at < self.out.len() {
+            let this = self.as_mut().project();
+            if !*this.waited {
+                let wait = this
+                    .flush_wait
+                    .get_or_insert_with(|| Box::pin(tokio::task::yield_now()));
+                if wait.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+                *this.flush_wait = None;
+                *this.waited = true;
+            }
+            let res = self.as_mut().poll_drain(cx);
+            match self.as_mut().guard_write(cx, res) {
+                Poll::Ready(Ok(())) => {}
+                other => return other,
+            }
+        }
         let res = self.as_mut().project().inner.poll_flush(cx);
         self.guard_write(cx, res)
     }
 
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if self.out_at < self.out.len() {
+            let res = self.as_mut().poll_drain(cx);
+            match self.as_mut().guard_write(cx, res) {
+                Poll::Ready(Ok(())) => {}
+                other => return other,
+            }
+        }
         self.project().inner.poll_shutdown(cx)
     }
 }

@@ -15,7 +15,7 @@
 //! them either): rdmalb does not pool them at all, so each request to the
 //! node opens its own connection.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -65,7 +65,7 @@ pub struct NodePool {
     addr: SocketAddr,
     /// `[[node]] send_proxy`: connections are made per request, not pooled.
     send_proxy: Option<SendProxy>,
-    idle: Box<[Mutex<Vec<Idle>>]>,
+    idle: Box<[Mutex<VecDeque<Idle>>]>,
     max_idle: usize,
     idle_timeout: Duration,
     connect_timeout: Duration,
@@ -87,7 +87,7 @@ impl NodePool {
             send_proxy,
             // Slot 0 serves threads that are not workers (tests, tools).
             idle: (0..=config.global.workers.max(1))
-                .map(|_| Mutex::new(Vec::new()))
+                .map(|_| Mutex::new(VecDeque::new()))
                 .collect(),
             max_idle: config.limits.pool_idle_per_node,
             idle_timeout: config.timeouts.keep_alive,
@@ -103,12 +103,15 @@ impl NodePool {
     }
 
     /// This thread's idle stack.
-    fn stack(&self) -> &Mutex<Vec<Idle>> {
+    fn stack(&self) -> &Mutex<VecDeque<Idle>> {
         &self.idle[worker_id() % self.idle.len()]
     }
 
     fn pop(&self) -> Option<Idle> {
-        self.stack().lock().unwrap_or_else(|e| e.into_inner()).pop()
+        self.stack()
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop_back()
     }
 
     /// A pooled connection if one is alive, else a new one. `client` (the
@@ -196,9 +199,9 @@ impl NodePool {
         let mut idle = self.stack().lock().unwrap_or_else(|e| e.into_inner());
         if idle.len() >= self.max_idle {
             // Drop the coldest.
-            idle.remove(0);
+            idle.pop_front();
         }
-        idle.push(Idle {
+        idle.push_back(Idle {
             sender,
             since: Instant::now(),
         });

@@ -116,3 +116,88 @@ async fn http1_on_an_h2_connection_is_refused_before_hyper_reads_it() {
     assert_eq!(io.read(&mut buf).await.unwrap(), H2_PREFACE.len());
     assert!(!shared.bad_preface.load(Ordering::Relaxed));
 }
+
+/// Nothing written on an HTTP/2 connection reaches the peer before a flush;
+/// the flush passes every held write on at once.
+#[tokio::test(start_paused = true)]
+async fn h2_writes_are_held_until_flush() {
+    let (client, server) = tokio::io::duplex(1 << 20);
+    let shared = Arc::new(ConnShared::new(Instant::now()));
+    let mut io = ConnIo::new(server, shared, timeouts(), Protocol::Http2);
+    let (mut cr, _cw) = tokio::io::split(client);
+    io.write_all(b"frame one;").await.unwrap();
+    io.write_all(b"frame two").await.unwrap();
+    let mut buf = [0u8; 64];
+    let early = tokio::time::timeout(Duration::from_millis(50), cr.read(&mut buf)).await;
+    assert!(early.is_err(), "held bytes reached the peer before a flush");
+    io.flush().await.unwrap();
+    let n = cr.read(&mut buf).await.unwrap();
+    assert_eq!(&buf[..n], b"frame one;frame two");
+}
+
+/// A flush with held bytes first lets the other ready tasks of the worker
+/// run (they may add their streams' frames), then writes.
+#[tokio::test(start_paused = true)]
+async fn h2_flush_waits_one_scheduler_round() {
+    let (client, server) = tokio::io::duplex(1 << 20);
+    let shared = Arc::new(ConnShared::new(Instant::now()));
+    let mut io = ConnIo::new(server, shared, timeouts(), Protocol::Http2);
+    let (mut cr, _cw) = tokio::io::split(client);
+    let ran = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&ran);
+    tokio::spawn(async move { flag.store(true, Ordering::SeqCst) });
+    io.write_all(b"response").await.unwrap();
+    io.flush().await.unwrap();
+    assert!(ran.load(Ordering::SeqCst), "the flush did not yield once");
+    let mut buf = [0u8; 16];
+    let n = cr.read(&mut buf).await.unwrap();
+    assert_eq!(&buf[..n], b"response");
+    // Nothing held: a flush does not wait.
+    let again = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&again);
+    tokio::spawn(async move { flag.store(true, Ordering::SeqCst) });
+    io.flush().await.unwrap();
+    assert!(!again.load(Ordering::SeqCst));
+}
+
+/// More than the holding limit in one go arrives whole and in order, and a
+/// shutdown passes held bytes on first.
+#[tokio::test(start_paused = true)]
+async fn h2_large_writes_arrive_in_order() {
+    let (client, server) = tokio::io::duplex(1 << 20);
+    let shared = Arc::new(ConnShared::new(Instant::now()));
+    let mut io = ConnIo::new(server, shared, timeouts(), Protocol::Http2);
+    let (mut cr, _cw) = tokio::io::split(client);
+    let data: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+    let reader = tokio::spawn(async move {
+        let mut got = Vec::new();
+        cr.read_to_end(&mut got).await.unwrap();
+        got
+    });
+    for chunk in data.chunks(7_000) {
+        io.write_all(chunk).await.unwrap();
+    }
+    io.write_all(b"tail").await.unwrap();
+    io.shutdown().await.unwrap();
+    drop(io);
+    let got = reader.await.unwrap();
+    assert_eq!(got.len(), data.len() + 4);
+    assert_eq!(&got[..data.len()], &data[..]);
+    assert_eq!(&got[data.len()..], b"tail");
+}
+
+/// HTTP/1.1 connections are not held: a write reaches the peer at once.
+#[tokio::test(start_paused = true)]
+async fn http1_writes_pass_through() {
+    let (client, server) = tokio::io::duplex(4096);
+    let shared = Arc::new(ConnShared::new(Instant::now()));
+    let mut io = ConnIo::new(server, shared, timeouts(), Protocol::Http1);
+    let (mut cr, _cw) = tokio::io::split(client);
+    io.write_all(b"HTTP/1.1 200 OK\r\n").await.unwrap();
+    let mut buf = [0u8; 64];
+    let n = tokio::time::timeout(Duration::from_millis(50), cr.read(&mut buf))
+        .await
+        .expect("an HTTP/1.1 write was held")
+        .unwrap();
+    assert_eq!(&buf[..n], b"HTTP/1.1 200 OK\r\n");
+}
