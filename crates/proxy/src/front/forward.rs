@@ -58,6 +58,11 @@ pub async fn handle(
         }
     }
 
+    // RFC 9112 section 6.1: chunked at most once, else the length is not
+    // reliable (section 6.3): 400 and close, as HAProxy does.
+    if headers::chunked_twice(req.headers()) {
+        return Ok(error(ex, ErrorKind::BadRequest));
+    }
     if req.headers().contains_key(header::TRANSFER_ENCODING)
         && !headers::only_chunked(req.headers())
     {

@@ -224,5 +224,22 @@ pub fn only_chunked(headers: &HeaderMap) -> bool {
     })
 }
 
+/// Whether the request names `chunked` more than once over all its
+/// `Transfer-Encoding` lines. RFC 9112 section 6.1 forbids applying it
+/// twice, so such a body has no reliable length (section 6.3): 400, not
+/// a body decoded once and forwarded as if the framing were sound.
+pub fn chunked_twice(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::TRANSFER_ENCODING)
+        .iter()
+        .flat_map(|v| v.as_bytes().split(|&b| b == b','))
+        .filter(|c| {
+            let c = c.split(|&b| b == b';').next().unwrap_or(&[]);
+            c.trim_ascii().eq_ignore_ascii_case(b"chunked")
+        })
+        .count()
+        > 1
+}
+
 #[cfg(test)]
 mod tests;

@@ -122,3 +122,20 @@ fn only_chunked_accepts_chunked_alone_in_any_case_and_spacing() {
     assert!(!te(&["gzip, chunked"]));
     assert!(!te(&["identity"]));
 }
+
+#[test]
+fn chunked_twice_counts_over_every_line() {
+    let te = |lines: &[&str]| {
+        let mut h = HeaderMap::new();
+        for l in lines {
+            h.append(header::TRANSFER_ENCODING, HeaderValue::from_str(l).unwrap());
+        }
+        chunked_twice(&h)
+    };
+    assert!(!te(&[]));
+    assert!(!te(&["chunked"]));
+    assert!(!te(&["gzip, chunked"]));
+    assert!(te(&["chunked", "chunked"]));
+    assert!(te(&["chunked, Chunked"]));
+    assert!(te(&[" chunked ;x=1", "gzip", "CHUNKED"]));
+}
