@@ -32,8 +32,10 @@ pub fn connection_has(headers: &HeaderMap, token: &str) -> bool {
 
 /// Removes hop-by-hop headers: `Connection` and every header it names,
 /// `Keep-Alive`, `Proxy-Connection`, `TE` (unless it is just `trailers`),
-/// `Trailer`, `Transfer-Encoding`, and `Upgrade` unless `upgrade` is set,
-/// in which case `Connection: upgrade` is kept so the node sees the upgrade.
+/// `Transfer-Encoding`, and `Upgrade` unless `upgrade` is set, in which
+/// case `Connection: upgrade` is kept so the node sees the upgrade.
+/// `Trailer` is end to end (RFC 9110 section 6.6.2) and stays: hyper
+/// forwards the trailer fields it declares, and only those.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap, upgrade: bool) {
     if headers.contains_key(header::CONNECTION) {
         let mut named: Vec<HeaderName> = Vec::new();
@@ -60,7 +62,6 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap, upgrade: bool) {
     }
     headers.remove(&KEEP_ALIVE);
     headers.remove(&PROXY_CONNECTION);
-    headers.remove(header::TRAILER);
     headers.remove(header::TRANSFER_ENCODING);
     if let Some(te) = headers.get(header::TE) {
         let only_trailers = te

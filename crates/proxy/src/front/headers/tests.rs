@@ -25,8 +25,11 @@ fn strips_hop_by_hop_and_connection_listed() {
         ("x-kept", "yes"),
     ]);
     strip_hop_by_hop(&mut h, false);
-    assert_eq!(h.len(), 1, "{h:?}");
+    assert_eq!(h.len(), 2, "{h:?}");
     assert_eq!(h["x-kept"], "yes");
+    // End to end (RFC 9110 section 6.6.2): without it hyper drops the
+    // trailer fields of a forwarded chunked body.
+    assert_eq!(h["trailer"], "x-sum");
 
     let mut h = map(&[("te", "trailers")]);
     strip_hop_by_hop(&mut h, false);
