@@ -126,6 +126,7 @@ pub async fn handle(
     let version = req.version();
     let (mut parts, body) = req.into_parts();
     headers::strip_hop_by_hop(&mut parts.headers, upgrade);
+    headers::chunk_unknown_length(&mut parts.headers, !body.is_end_stream());
     // hyper already answered `100 Continue` to the client when the body
     // was first read; the node must not be asked again.
     parts.headers.remove(header::EXPECT);

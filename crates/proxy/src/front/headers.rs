@@ -225,6 +225,20 @@ pub fn only_chunked(headers: &HeaderMap) -> bool {
     })
 }
 
+/// Marks a request body of unknown length (chunked from the client, or
+/// HTTP/2 without `Content-Length`) as chunked for the node, whatever the
+/// method: hyper sends a GET, HEAD or CONNECT whose body length it does
+/// not know as `Content-Length: 0` and leaves the body unread, while the
+/// framing of a message does not depend on its method (RFC 9112 section 6).
+pub fn chunk_unknown_length(headers: &mut HeaderMap, has_body: bool) {
+    if has_body && !headers.contains_key(header::CONTENT_LENGTH) {
+        headers.insert(
+            header::TRANSFER_ENCODING,
+            HeaderValue::from_static("chunked"),
+        );
+    }
+}
+
 /// Whether the request names `chunked` more than once over all its
 /// `Transfer-Encoding` lines. RFC 9112 section 6.1 forbids applying it
 /// twice, so such a body has no reliable length (section 6.3): 400, not

@@ -142,3 +142,16 @@ fn chunked_twice_counts_over_every_line() {
     assert!(te(&["chunked, Chunked"]));
     assert!(te(&[" chunked ;x=1", "gzip", "CHUNKED"]));
 }
+
+#[test]
+fn a_body_of_unknown_length_is_chunked_for_the_node() {
+    let mut h = map(&[("host", "a")]);
+    chunk_unknown_length(&mut h, true);
+    assert_eq!(h["transfer-encoding"], "chunked");
+    let mut h = map(&[("content-length", "5")]);
+    chunk_unknown_length(&mut h, true);
+    assert!(!h.contains_key("transfer-encoding"), "{h:?}");
+    let mut h = map(&[]);
+    chunk_unknown_length(&mut h, false);
+    assert!(h.is_empty(), "{h:?}");
+}
