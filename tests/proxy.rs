@@ -1,6 +1,7 @@
 //! The HTTP front end through the real `rdmalb proxy` binary.
 
 mod conf;
+mod differential;
 mod errors;
 mod halog;
 mod nginx;

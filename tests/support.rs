@@ -658,6 +658,7 @@ pub async fn read_some(s: &mut tokio::net::TcpStream, want: usize) -> Vec<u8> {
     out
 }
 
+pub mod echo;
 mod group;
 pub mod haproxy;
 pub mod reconfig;

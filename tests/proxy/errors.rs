@@ -146,6 +146,21 @@ async fn unknown_transfer_coding_gets_501() {
     still_serves(s.addr);
 }
 
+/// RFC 9112 section 6: a GET with a chunked body reaches the node with its
+/// body (hyper would send it as `Content-Length: 0`), and the next request
+/// on the connection is served. Found by `differential.rs`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_with_a_chunked_body_reaches_the_node_whole() {
+    let s = setup("").await;
+    let resp = raw_exchange(
+        s.addr,
+        b"GET /upload HTTP/1.1\r\nHost: www.example.com\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n\
+          GET /upload HTTP/1.1\r\nHost: www.example.com\r\nConnection: close\r\n\r\n",
+    );
+    assert!(resp.contains("received 5"), "{resp}");
+    assert!(resp.contains("received 0"), "second request: {resp}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn oversized_head_gets_431() {
     let s = setup("[limits]\nmax_header_bytes = 2048\nmax_headers = 20\n").await;

@@ -60,6 +60,11 @@ pub async fn handle(
         }
     }
 
+    // RFC 9112 section 6.1: chunked at most once, else the length is not
+    // reliable (section 6.3): 400 and close, as HAProxy does.
+    if headers::chunked_twice(req.headers()) {
+        return Ok(error(ex, ErrorKind::BadRequest));
+    }
     if req.headers().contains_key(header::TRANSFER_ENCODING)
         && !headers::only_chunked(req.headers())
     {
@@ -123,6 +128,7 @@ pub async fn handle(
     let version = req.version();
     let (mut parts, body) = req.into_parts();
     headers::strip_hop_by_hop(&mut parts.headers, upgrade);
+    headers::chunk_unknown_length(&mut parts.headers, !body.is_end_stream());
     // hyper already answered `100 Continue` to the client when the body
     // was first read; the node must not be asked again.
     parts.headers.remove(header::EXPECT);

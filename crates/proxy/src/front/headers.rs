@@ -32,8 +32,10 @@ pub fn connection_has(headers: &HeaderMap, token: &str) -> bool {
 
 /// Removes hop-by-hop headers: `Connection` and every header it names,
 /// `Keep-Alive`, `Proxy-Connection`, `TE` (unless it is just `trailers`),
-/// `Trailer`, `Transfer-Encoding`, and `Upgrade` unless `upgrade` is set,
-/// in which case `Connection: upgrade` is kept so the node sees the upgrade.
+/// `Transfer-Encoding`, and `Upgrade` unless `upgrade` is set, in which
+/// case `Connection: upgrade` is kept so the node sees the upgrade.
+/// `Trailer` is end to end (RFC 9110 section 6.6.2) and stays: hyper
+/// forwards the trailer fields it declares, and only those.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap, upgrade: bool) {
     if headers.contains_key(header::CONNECTION) {
         let mut named: Vec<HeaderName> = Vec::new();
@@ -60,7 +62,6 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap, upgrade: bool) {
     }
     headers.remove(&KEEP_ALIVE);
     headers.remove(&PROXY_CONNECTION);
-    headers.remove(header::TRAILER);
     headers.remove(header::TRANSFER_ENCODING);
     if let Some(te) = headers.get(header::TE) {
         let only_trailers = te
@@ -222,6 +223,37 @@ pub fn only_chunked(headers: &HeaderMap) -> bool {
                 .all(|c| c.is_empty() || c.eq_ignore_ascii_case("chunked"))
         })
     })
+}
+
+/// Marks a request body of unknown length (chunked from the client, or
+/// HTTP/2 without `Content-Length`) as chunked for the node, whatever the
+/// method: hyper sends a GET, HEAD or CONNECT whose body length it does
+/// not know as `Content-Length: 0` and leaves the body unread, while the
+/// framing of a message does not depend on its method (RFC 9112 section 6).
+pub fn chunk_unknown_length(headers: &mut HeaderMap, has_body: bool) {
+    if has_body && !headers.contains_key(header::CONTENT_LENGTH) {
+        headers.insert(
+            header::TRANSFER_ENCODING,
+            HeaderValue::from_static("chunked"),
+        );
+    }
+}
+
+/// Whether the request names `chunked` more than once over all its
+/// `Transfer-Encoding` lines. RFC 9112 section 6.1 forbids applying it
+/// twice, so such a body has no reliable length (section 6.3): 400, not
+/// a body decoded once and forwarded as if the framing were sound.
+pub fn chunked_twice(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::TRANSFER_ENCODING)
+        .iter()
+        .flat_map(|v| v.as_bytes().split(|&b| b == b','))
+        .filter(|c| {
+            let c = c.split(|&b| b == b';').next().unwrap_or(&[]);
+            c.trim_ascii().eq_ignore_ascii_case(b"chunked")
+        })
+        .count()
+        > 1
 }
 
 #[cfg(test)]

@@ -25,8 +25,11 @@ fn strips_hop_by_hop_and_connection_listed() {
         ("x-kept", "yes"),
     ]);
     strip_hop_by_hop(&mut h, false);
-    assert_eq!(h.len(), 1, "{h:?}");
+    assert_eq!(h.len(), 2, "{h:?}");
     assert_eq!(h["x-kept"], "yes");
+    // End to end (RFC 9110 section 6.6.2): without it hyper drops the
+    // trailer fields of a forwarded chunked body.
+    assert_eq!(h["trailer"], "x-sum");
 
     let mut h = map(&[("te", "trailers")]);
     strip_hop_by_hop(&mut h, false);
@@ -121,4 +124,34 @@ fn only_chunked_accepts_chunked_alone_in_any_case_and_spacing() {
     assert!(!te(&["cow", "chunked"]));
     assert!(!te(&["gzip, chunked"]));
     assert!(!te(&["identity"]));
+}
+
+#[test]
+fn chunked_twice_counts_over_every_line() {
+    let te = |lines: &[&str]| {
+        let mut h = HeaderMap::new();
+        for l in lines {
+            h.append(header::TRANSFER_ENCODING, HeaderValue::from_str(l).unwrap());
+        }
+        chunked_twice(&h)
+    };
+    assert!(!te(&[]));
+    assert!(!te(&["chunked"]));
+    assert!(!te(&["gzip, chunked"]));
+    assert!(te(&["chunked", "chunked"]));
+    assert!(te(&["chunked, Chunked"]));
+    assert!(te(&[" chunked ;x=1", "gzip", "CHUNKED"]));
+}
+
+#[test]
+fn a_body_of_unknown_length_is_chunked_for_the_node() {
+    let mut h = map(&[("host", "a")]);
+    chunk_unknown_length(&mut h, true);
+    assert_eq!(h["transfer-encoding"], "chunked");
+    let mut h = map(&[("content-length", "5")]);
+    chunk_unknown_length(&mut h, true);
+    assert!(!h.contains_key("transfer-encoding"), "{h:?}");
+    let mut h = map(&[]);
+    chunk_unknown_length(&mut h, false);
+    assert!(h.is_empty(), "{h:?}");
 }
