@@ -566,7 +566,7 @@ impl Dir {
     /// replace or add `[role]` keys, `tail` is appended.
     fn warm(&self, role_keys: &str, tail: &str) -> String {
         std::fs::write(self.dir.path().join("warm.tpl"), WARM_TPL).unwrap();
-        let mut keys = vec![("mode", "\"warm\""), ("gate", "\"run/gate\"")];
+        let mut keys = [("mode", "\"warm\""), ("gate", "\"run/gate\"")];
         let mut extra = String::new();
         for line in role_keys.lines() {
             let (k, v) = line.split_once('=').unwrap();
