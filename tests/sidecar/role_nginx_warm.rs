@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::support::role::{claim, outcome, served, SidecarProc};
+use crate::support::role::{claim, get_json, outcome, served, SidecarProc};
 use crate::support::{eventually, free_addr, GroupNginx, NGINX};
 use rdmalb_window::layout::word;
 use rdmalb_window::{
@@ -234,6 +234,12 @@ async fn nginx_warm_switches_under_traffic_without_a_reload_or_a_wrong_site() {
         served(app, "unknown.example", "/", "x-rdmalb-site").await,
         (421, String::new()),
         "the default server refuses hosts of no site"
+    );
+    let status = get_json(&format!("http://{admin}/status")).await;
+    assert_eq!(status["role_application"]["mode"], "warm", "{status}");
+    assert_eq!(
+        status["role_application"]["gate"],
+        dir.path().join("gate").display().to_string()
     );
     let worker_before = worker(dir.path());
     assert!(!worker_before.is_empty());
