@@ -1,6 +1,8 @@
 //! Validation of `site` and `[role]`: the initial site, the reload command,
-//! the verification probe and the per-site templates (read and parsed here,
-//! with every variable they use checked against what the renderer defines).
+//! the verification probe, the mode (cold, or warm with its gate directory)
+//! and the per-site templates (read and parsed here, with every variable
+//! they use checked against what the renderer defines; in warm mode every
+//! site template must use `{{gate}}`, in cold mode none may).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
