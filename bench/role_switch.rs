@@ -4,16 +4,26 @@
 //! site verified by the probe. Transport: shm (the CAS and the polling of
 //! `ROLE_APPLIED` go through `ShmWindow`, as a same-host proxy's would).
 //!
-//! Run: `cargo bench --bench role_switch` (`-- --runs N`, default 20;
-//! `-- --app testsrv` for our test server instead of nginx, after `cargo
-//! build` made `target/debug/rdmalb-testbed` (or `RDMALB_TESTBED_BIN`); `-- --app nginx-plain` reloads with bare `nginx -s reload`, not
-//! waiting for nginx's old workers, for comparison only: such a switch can
-//! be published while old workers still answer with the old site). The sidecar runs in this process (`Sidecar::start`, the same
-//! code as `rdmalb sidecar`); nginx is Debian's, started with its own prefix
-//! and the shipped template (`conf/role/nginx-site.conf.tpl`) and reload
-//! wrapper (`conf/role/nginx-reload.sh`). Switches alternate between two
-//! sites. Prints a markdown table and writes it to
-//! `bench/results/role_switch-<app>.md`.
+//! Run: `cargo bench --bench role_switch -- --runs N --app APP` (runs
+//! default 20; testsrv needs `target/debug/rdmalb-testbed` from `cargo
+//! build`, or `RDMALB_TESTBED_BIN`). APP:
+//!
+//! - `nginx` (default): Debian's nginx with its own prefix, the shipped
+//!   template (`conf/role/nginx-site.conf.tpl`) and reload wrapper
+//!   (`conf/role/nginx-reload.sh`);
+//! - `nginx-plain`: bare `nginx -s reload`, not waiting for nginx's old
+//!   workers; comparison only (such a switch can be published while old
+//!   workers still answer with the old site);
+//! - `nginx-warm`: warm roles (`[role] mode = "warm"`, issue 16): every site
+//!   in one file from `conf/role/nginx-warm-site.conf.tpl`, loaded once at
+//!   start-up; a switch renames the gate marker and probes, no reload;
+//! - `testsrv`: `rdmalb-testbed testsrv`, `sh -c "kill -HUP $(cat pid)"`;
+//! - `testsrv-pkill`: the same signalled with `pkill -HUP -F pid`
+//!   (comparison only).
+//!
+//! The sidecar runs in this process (`Sidecar::start`, the same code as
+//! `rdmalb sidecar`). Switches alternate between two sites. Prints a
+//! markdown table and writes it to `bench/results/role_switch-<app>.md`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -57,10 +67,21 @@ fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// How the nginx bench reloads and switches.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum NginxMode {
+    /// Cold, with the wrapper that waits for nginx's old workers.
+    Wrapper,
+    /// Cold, bare `nginx -s reload` (comparison only).
+    Plain,
+    /// Warm: every site loaded once, a switch moves the gate marker.
+    Warm,
+}
+
 /// Starts nginx on `port` including `<dir>/site.conf`; returns the guard
-/// and the sidecar's `[role]` lines for it. `plain`: reload with bare
-/// `nginx -s reload` instead of the wrapper that waits for the old workers.
-fn nginx(dir: &Path, port: u16, plain: bool) -> (App, String) {
+/// and the sidecar's `[role]` lines for it.
+fn nginx(dir: &Path, port: u16, mode: NginxMode) -> (App, String) {
+    let plain = mode == NginxMode::Plain;
     let p = dir.display();
     for site in SITES {
         std::fs::create_dir_all(dir.join("www").join(site)).unwrap();
@@ -69,7 +90,11 @@ fn nginx(dir: &Path, port: u16, plain: bool) -> (App, String) {
         std::process::exit(0);
     };
     let app = nginx.into_child();
-    let tpl = repo().join("conf/role/nginx-site.conf.tpl");
+    let tpl = repo().join(if mode == NginxMode::Warm {
+        "conf/role/nginx-warm-site.conf.tpl"
+    } else {
+        "conf/role/nginx-site.conf.tpl"
+    });
     let wrapper = format!(
         "\"sh\", \"{}\", \"{p}/nginx.pid\", ",
         repo().join("conf/role/nginx-reload.sh").display()
@@ -79,6 +104,14 @@ fn nginx(dir: &Path, port: u16, plain: bool) -> (App, String) {
          verify = \"127.0.0.1:{port}\"\nverify_header = \"x-rdmalb-site\"\n",
         if plain { "" } else { wrapper.as_str() }
     );
+    if mode == NginxMode::Warm {
+        role.push_str(&format!(
+            "mode = \"warm\"\ngate = \"{p}/gate\"\n[role.idle]\ntemplate = \"{}\"\n",
+            repo()
+                .join("conf/role/nginx-warm-default.conf.tpl")
+                .display()
+        ));
+    }
     for site in SITES {
         role.push_str(&format!(
             "[role.site.{site}]\ntemplate = \"{}\"\nhosts = [\"{site}.example\"]\nhealth_path = \"/healthz\"\nvars = {{ root = \"{p}/www/{site}\" }}\n",
@@ -89,8 +122,10 @@ fn nginx(dir: &Path, port: u16, plain: bool) -> (App, String) {
 }
 
 /// Starts `rdmalb-testbed testsrv` on `port` reading `<dir>/site.toml` (reloaded
-/// on SIGHUP); the probe checks its `X-Site` header.
-fn testsrv(dir: &Path, port: u16) -> (App, String) {
+/// on SIGHUP); the probe checks its `X-Site` header. `pkill`: signal it with
+/// `pkill -HUP -F <pid file>` (one process) instead of `sh -c "kill -HUP
+/// $(cat <pid file>)"` (a shell and a `cat`).
+fn testsrv(dir: &Path, port: u16, pkill: bool) -> (App, String) {
     let p = dir.display();
     std::fs::write(
         dir.join("site.toml"),
@@ -121,8 +156,13 @@ fn testsrv(dir: &Path, port: u16) -> (App, String) {
     let app = child;
     wait_listening(port);
     let tpl = repo().join("conf/role/testsrv-site.toml.tpl");
+    let reload = if pkill {
+        format!("\"pkill\", \"-HUP\", \"-F\", \"{p}/testsrv.pid\"")
+    } else {
+        format!("\"sh\", \"-c\", \"kill -HUP $(cat {p}/testsrv.pid)\"")
+    };
     let mut role = format!(
-        "[role]\nfile = \"site.toml\"\nreload = [\"sh\", \"-c\", \"kill -HUP $(cat {p}/testsrv.pid)\"]\n\
+        "[role]\nfile = \"site.toml\"\nreload = [{reload}]\n\
          verify = \"127.0.0.1:{port}\"\nverify_header = \"x-site\"\n"
     );
     for site in SITES {
@@ -152,10 +192,14 @@ async fn main() {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let (_app, role) = match app_name.as_str() {
-        "nginx" => nginx(dir.path(), port, false),
-        "nginx-plain" => nginx(dir.path(), port, true),
-        "testsrv" => testsrv(dir.path(), port),
-        other => panic!("--app {other}: accepted nginx, nginx-plain, testsrv"),
+        "nginx" => nginx(dir.path(), port, NginxMode::Wrapper),
+        "nginx-plain" => nginx(dir.path(), port, NginxMode::Plain),
+        "nginx-warm" => nginx(dir.path(), port, NginxMode::Warm),
+        "testsrv" => testsrv(dir.path(), port, false),
+        "testsrv-pkill" => testsrv(dir.path(), port, true),
+        other => {
+            panic!("--app {other}: accepted nginx, nginx-plain, nginx-warm, testsrv, testsrv-pkill")
+        }
     };
     let text = format!(
         "node = \"bench\"\nnode_id = 3\nsites = [\"shop\", \"blog\"]\nsite = \"shop\"\n\
@@ -212,14 +256,22 @@ async fn main() {
     };
     let report = format!(
         "# Role switching time ({app_name}, transport shm)\n\n\
-         CAS on the role word → ROLE_APPLIED = new epoch (render, atomic replace, reload, verify).\n\
+         CAS on the role word → ROLE_APPLIED = new epoch ({}).\n\
          {runs} switches alternating shop/blog; {profile} build; {}.\n\n\
          | app | transport | switches | median ms | p10 ms | p90 ms | min ms | max ms | mean ms |\n\
          |---|---|---|---|---|---|---|---|---|\n\
          | {app_name} | shm | {runs} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} |\n\n\
          Every switch (ms): {}\n",
+        if app_name == "nginx-warm" {
+            "gate marker renamed, verify; the warm file was loaded once at start-up"
+        } else {
+            "render, atomic replace, reload, verify"
+        },
         std::fs::read_to_string("/proc/loadavg")
-            .map(|l| format!("load average at the end {}", l.split_whitespace().take(3).collect::<Vec<_>>().join(" ")))
+            .map(|l| format!(
+                "load average at the end {}",
+                l.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+            ))
             .unwrap_or_default(),
         percentile(&sorted, 0.5),
         percentile(&sorted, 0.1),
@@ -227,7 +279,10 @@ async fn main() {
         sorted[0],
         sorted[sorted.len() - 1],
         mean,
-        ms.iter().map(|m| format!("{m:.1}")).collect::<Vec<_>>().join(", ")
+        ms.iter()
+            .map(|m| format!("{m:.1}"))
+            .collect::<Vec<_>>()
+            .join(", ")
     );
     print!("{report}");
     let out = repo().join(format!("bench/results/role_switch-{app_name}.md"));

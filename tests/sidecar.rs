@@ -5,5 +5,6 @@ mod collect;
 mod config;
 mod role_config;
 mod role_nginx;
+mod role_nginx_warm;
 mod role_testsrv;
 mod serve;

@@ -555,3 +555,158 @@ fn all_role_problems_are_reported_together() {
         assert!(keys.contains(&k), "{k} missing from {keys:?}");
     }
 }
+
+// Warm roles: `[role] mode = "warm"` and `gate`.
+
+/// A template with the gate check, as the warm nginx template has it.
+const WARM_TPL: &str = "server { server_name {{hosts}}; if (!-f {{gate}}) { return 421; } }\n";
+
+impl Dir {
+    /// A valid warm config: shop and blog with `warm.tpl`; `role_keys`
+    /// replace or add `[role]` keys, `tail` is appended.
+    fn warm(&self, role_keys: &str, tail: &str) -> String {
+        std::fs::write(self.dir.path().join("warm.tpl"), WARM_TPL).unwrap();
+        let mut keys = [("mode", "\"warm\""), ("gate", "\"run/gate\"")];
+        let mut extra = String::new();
+        for line in role_keys.lines() {
+            let (k, v) = line.split_once('=').unwrap();
+            match keys.iter_mut().find(|(n, _)| *n == k.trim()) {
+                Some(slot) => slot.1 = v.trim(),
+                None => {
+                    extra.push_str(line);
+                    extra.push('\n');
+                }
+            }
+        }
+        let keys: String = keys
+            .iter()
+            .filter(|(_, v)| *v != "DROP")
+            .map(|(k, v)| format!("{k} = {v}\n"))
+            .collect();
+        format!(
+            "site = \"shop\"\n{HEAD}[role]\nfile = \"conf/sites.conf\"\nreload = [\"nginx\", \"-s\", \"reload\"]\nverify = \"127.0.0.1:8081\"\n{keys}{extra}\
+             [role.site.shop]\ntemplate = \"warm.tpl\"\nhosts = [\"shop.example\"]\n\
+             [role.site.blog]\ntemplate = \"warm.tpl\"\nhosts = [\"blog.example\"]\n{tail}"
+        )
+    }
+}
+
+#[test]
+fn warm_mode_and_gate_are_read() {
+    let d = Dir::new();
+    let r = d.parse(&d.warm("", "")).unwrap().role.unwrap();
+    assert_eq!(
+        r.mode,
+        config::RoleMode::Warm {
+            gate: d.dir.path().join("run/gate")
+        },
+        "a relative gate is anchored at the config file's directory; it need not exist yet"
+    );
+    assert_eq!(r.sites.len(), 2);
+    let r = d
+        .parse(&d.role("mode = \"cold\"", ""))
+        .unwrap()
+        .role
+        .unwrap();
+    assert_eq!(r.mode, config::RoleMode::Cold);
+    let r = d.parse(&d.role("", "")).unwrap().role.unwrap();
+    assert_eq!(r.mode, config::RoleMode::Cold, "cold is the default");
+}
+
+#[test]
+fn rejects_unknown_role_mode() {
+    let d = Dir::new();
+    let m = d.reject(&d.warm("mode = \"hot\"", ""), "role.mode");
+    assert!(
+        m.contains("`hot` is not a role mode") && m.contains("\"cold\"") && m.contains("\"warm\""),
+        "{m}"
+    );
+}
+
+#[test]
+fn rejects_warm_mode_without_gate() {
+    let d = Dir::new();
+    let m = d.reject(&d.warm("gate = DROP", ""), "role.gate");
+    assert!(m.contains("missing") && m.contains("/run/rdmalb/n1"), "{m}");
+}
+
+#[test]
+fn rejects_gate_in_cold_mode() {
+    let d = Dir::new();
+    let m = d.reject(&d.role("gate = \"run/gate\"", ""), "role.gate");
+    assert!(m.contains("only used with mode = \"warm\""), "{m}");
+}
+
+#[test]
+fn rejects_gate_path_unsafe_in_the_apps_config() {
+    let d = Dir::new();
+    let m = d.reject(&d.warm("gate = \"/run/rdmalb/n 1\"", ""), "role.gate");
+    assert!(
+        m.contains("contains ' '") && m.contains("letters, digits, / . _ -"),
+        "{m}"
+    );
+    let m = d.reject(&d.warm("gate = \"/run/x;y\"", ""), "role.gate");
+    assert!(m.contains("contains ';'"), "{m}");
+    let m = d.reject(&d.warm("gate = \"\"", ""), "role.gate");
+    assert!(m.contains("empty path"), "{m}");
+}
+
+#[test]
+fn rejects_gate_that_is_a_file() {
+    let d = Dir::new();
+    let m = d.reject(&d.warm("gate = \"shop.tpl\"", ""), "role.gate");
+    assert!(m.contains("is not a directory"), "{m}");
+}
+
+#[test]
+fn rejects_warm_site_template_without_the_gate() {
+    let d = Dir::new();
+    let text = d.warm("", "").replace(
+        "[role.site.blog]\ntemplate = \"warm.tpl\"",
+        "[role.site.blog]\ntemplate = \"plain.tpl\"",
+    );
+    let m = d.reject(&text, "role.site.blog.template");
+    assert!(
+        m.contains("plain.tpl") && m.contains("does not use {{gate}}") && m.contains("421"),
+        "{m}"
+    );
+}
+
+#[test]
+fn rejects_gate_variable_in_cold_mode() {
+    let d = Dir::new();
+    std::fs::write(d.dir.path().join("warm.tpl"), WARM_TPL).unwrap();
+    let text = d.role(
+        "",
+        "[role.site.blog]\ntemplate = \"warm.tpl\"\nhosts = [\"blog.example\"]\n",
+    );
+    let m = d.reject(&text, "role.site.blog.template");
+    assert!(
+        m.contains("uses {{gate}}") && m.contains("mode = \"warm\""),
+        "{m}"
+    );
+}
+
+#[test]
+fn rejects_warm_site_name_unusable_in_a_marker_file_name() {
+    let d = Dir::new();
+    let text = d.warm("", "").replace(
+        "sites = [\"shop\", \"blog\", \"news\"]",
+        "sites = [\"shop\", \"blog\", \"my news\"]",
+    ) + "[role.site.\"my news\"]\ntemplate = \"warm.tpl\"\nhosts = [\"news.example\"]\n";
+    let m = d.reject(&text, "role.site.my news");
+    assert!(
+        m.contains("active-my news") && m.contains("letters, digits, . _ -"),
+        "{m}"
+    );
+}
+
+#[test]
+fn rejects_warm_mode_without_sites() {
+    let d = Dir::new();
+    let text = format!(
+        "site = \"idle\"\n{HEAD}[role]\nmode = \"warm\"\ngate = \"run/gate\"\nfile = \"conf/sites.conf\"\nreload = [\"nginx\", \"-s\", \"reload\"]\nverify = \"127.0.0.1:8081\"\n"
+    );
+    let m = d.reject(&text, "role.site");
+    assert!(m.contains("at least one [role.site.<name>]"), "{m}");
+}

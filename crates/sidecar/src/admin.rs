@@ -276,6 +276,8 @@ pub fn status_json(state: &AdminState) -> Value {
     let role_application = json!({
         "enabled": cfg.role.is_some(),
         "file": cfg.role.as_ref().map(|r| r.file.display().to_string()),
+        "mode": cfg.role.as_ref().map(|r| if r.mode.gate().is_some() { "warm" } else { "cold" }),
+        "gate": cfg.role.as_ref().and_then(|r| r.mode.gate()).map(|g| g.display().to_string()),
         "switches_total": report.switches_total,
         "failures_total": report.failures_total,
         "last_switch": report.last_switch.map(|s| json!({

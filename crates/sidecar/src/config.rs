@@ -126,6 +126,34 @@ pub struct RoleConfig {
     pub idle: Option<RoleTemplate>,
     /// `[role.site.<name>]`, keyed by site name.
     pub sites: std::collections::BTreeMap<String, SiteRole>,
+    /// `[role] mode`: cold (default) or warm.
+    pub mode: RoleMode,
+}
+
+/// How a switch changes what the app serves (`[role] mode`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RoleMode {
+    /// `"cold"` (default): each switch renders the target site's template
+    /// into `file` and runs the reload command.
+    Cold,
+    /// `"warm"`: `file` holds every `[role.site.*]` block at once (rendered
+    /// and loaded with one reload at start-up); a switch only moves the gate
+    /// marker in `gate`, which the app checks on every request, so no reload
+    /// runs (`role::warm`).
+    Warm {
+        /// The directory of the gate marker (`[role] gate`).
+        gate: PathBuf,
+    },
+}
+
+impl RoleMode {
+    /// The gate directory in warm mode.
+    pub fn gate(&self) -> Option<&Path> {
+        match self {
+            RoleMode::Cold => None,
+            RoleMode::Warm { gate } => Some(gate),
+        }
+    }
 }
 
 /// A template file, parsed, with its free-form variables.

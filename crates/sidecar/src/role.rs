@@ -29,11 +29,16 @@
 //! - [`crate::template`]: the `{{var}}` template syntax (shared with config validation).
 //! - [`apply`]: file replacement, reload command, verification probe.
 //! - [`state`]: the role kept on disk across restarts.
+//! - [`warm`] and [`gate`]: warm roles (`[role] mode = "warm"`): every site
+//!   configured in the app at once, a switch renames the gate marker the
+//!   app checks per request instead of reloading.
 
 pub mod apply;
+pub mod gate;
 pub mod state;
+mod warm;
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -66,6 +71,10 @@ pub fn variables<'a>(
             let name = cfg.sites.get(i)?;
             let s = role.sites.get(name)?;
             let quoted: Vec<String> = s.hosts.iter().map(|h| format!("\"{h}\"")).collect();
+            if let Some(dir) = role.mode.gate() {
+                let marker = gate::Gate::new(dir).marker(Some(name));
+                v.set("gate", marker.display().to_string());
+            }
             v.set("site", name.clone())
                 .set("hosts", s.hosts.join(" "))
                 .set("hosts_quoted", quoted.join(", "))
@@ -144,6 +153,10 @@ pub struct Applier {
     state: state::StateFile,
     /// Highest epoch recorded in the state file.
     recorded: u64,
+    /// Warm mode: the app has loaded the file with every site's block (done
+    /// by the first switch, normally the start-up apply; undone when a
+    /// switch had to restore the previous file).
+    warm_loaded: AtomicBool,
     client: hyper_util::client::legacy::Client<
         hyper_util::client::legacy::connect::HttpConnector,
         http_body_util::Empty<bytes::Bytes>,
@@ -182,6 +195,7 @@ impl Applier {
             applied: 0,
             handled: 0,
             recorded: 0,
+            warm_loaded: AtomicBool::new(false),
             state: file,
             bad_word: None,
             client: apply::probe_client(),
@@ -326,9 +340,15 @@ impl Applier {
             Ok(()) => {
                 let took = seen.elapsed();
                 self.serving = target;
-                self.record(epoch, None);
                 self.publish(epoch, target, RoleStatusCode::Ok);
                 self.set_applied(epoch);
+                // Recorded after publishing, off the switch's critical
+                // path (the state file's two fsyncs took ~4 ms each on a
+                // loaded disk: most of a warm switch). Until then the file
+                // names `target` as being applied, so a crash in between
+                // restarts on `target` too, finishing the apply, at an
+                // epoch past this one: the same outcome.
+                self.record(epoch, None);
                 metrics::histogram!("rdmalb_sidecar_role_switch_seconds", "node" => node.clone())
                     .record(took.as_secs_f64());
                 metrics::gauge!("rdmalb_sidecar_role_switch_last_seconds", "node" => node.clone())
@@ -370,7 +390,7 @@ impl Applier {
     }
 
     /// Render, replace, reload, verify; restores the previous file on a
-    /// reload or verification failure.
+    /// reload or verification failure. Warm mode: [`warm`].
     async fn switch(&self, target: SiteSlot) -> Result<(), SwitchError> {
         use RoleStatusCode::{NoTemplate, ReloadFailed, RenderFailed, VerifyFailed};
         let Some(role) = &self.cfg.role else {
@@ -382,26 +402,57 @@ impl Applier {
                 "role application is off (the sidecar config has no [role] section)",
             ));
         };
+        if let Some(dir) = role.mode.gate() {
+            return self.warm_switch(role, dir, target).await;
+        }
         if target == SiteSlot::Idle && role.idle.is_none() {
             // Idle without an idle template: the app config stays as it is;
             // proxies stop routing the old site here from the role word.
             return Ok(());
         }
+        let text = self.render(role, target)?;
+        let previous = self
+            .replace_file(role, text)
+            .await
+            .map_err(|e| SwitchError::new(RenderFailed, e))?;
+
+        if let Err(e) = apply::reload(&role.reload, role.reload_timeout).await {
+            let reason = self.roll_back(role, &previous, e.to_string()).await;
+            return Err(SwitchError::new(ReloadFailed, reason));
+        }
+        if let Err(e) = self.probe(role, target).await {
+            let reason = self.roll_back(role, &previous, e).await;
+            return Err(SwitchError::new(VerifyFailed, reason));
+        }
+        Ok(())
+    }
+
+    /// `target`'s template rendered (`NO_TEMPLATE` without one,
+    /// `RENDER_FAILED` when it does not render).
+    fn render(&self, role: &RoleConfig, target: SiteSlot) -> Result<String, SwitchError> {
         let Some((template, vars)) = variables(&self.cfg, role, target) else {
             return Err(SwitchError::new(
-                NoTemplate,
+                RoleStatusCode::NoTemplate,
                 format!("no [role.site.{}] template", self.site_label(target)),
             ));
         };
-        let text = template.template.render(&vars).map_err(|e| {
+        template.template.render(&vars).map_err(|e| {
             SwitchError::new(
-                RenderFailed,
+                RoleStatusCode::RenderFailed,
                 format!("template `{}`: {e}", template.path.display()),
             )
-        })?;
-        let file = role.file.clone();
-        let f = file.clone();
-        let previous = blocking(move || {
+        })
+    }
+
+    /// Replaces the app's config file with `text` (atomically); returns
+    /// what it held before, for a rollback.
+    async fn replace_file(
+        &self,
+        role: &RoleConfig,
+        text: String,
+    ) -> Result<apply::Previous, String> {
+        let f = role.file.clone();
+        blocking(move || {
             let previous =
                 apply::snapshot(&f).map_err(|e| format!("cannot read `{}`: {e}", f.display()))?;
             apply::replace(&f, text.as_bytes(), apply::mode_of(&previous))
@@ -409,23 +460,21 @@ impl Applier {
             Ok(previous)
         })
         .await
-        .map_err(|e| SwitchError::new(RenderFailed, e))?;
+    }
 
-        if let Err(e) = apply::reload(&role.reload, role.reload_timeout).await {
-            let reason = self.roll_back(role, &previous, e.to_string()).await;
-            return Err(SwitchError::new(ReloadFailed, reason));
-        }
+    /// The verification probe of `target` (nothing to verify for idle or a
+    /// site without a `[role.site.*]` section). `Err` is the reason.
+    async fn probe(&self, role: &RoleConfig, target: SiteSlot) -> Result<(), String> {
         let Some(i) = target.index() else {
             return Ok(()); // idle: nothing to verify
         };
-        let (name, site) = match self
+        let Some((name, site)) = self
             .cfg
             .sites
             .get(i)
             .and_then(|n| role.sites.get(n).map(|s| (n, s)))
-        {
-            Some(x) => x,
-            None => return Ok(()),
+        else {
+            return Ok(());
         };
         let probe = apply::Probe {
             addr: role.verify,
@@ -434,11 +483,10 @@ impl Applier {
             header: role.verify_header.as_ref(),
             site: name,
         };
-        if let Err(e) = apply::verify(&self.client, &probe, role.verify_timeout).await {
-            let reason = self.roll_back(role, &previous, e.to_string()).await;
-            return Err(SwitchError::new(VerifyFailed, reason));
-        }
-        Ok(())
+        apply::verify(&self.client, &probe, role.verify_timeout)
+            .await
+            .map(drop)
+            .map_err(|e| e.to_string())
     }
 
     /// Puts the previous file back and reloads; returns `reason` extended

@@ -27,6 +27,9 @@ pub const SITE_VARIABLES: &[&str] = &[
     "listen",
     "port",
 ];
+/// Variables a site template may use besides [`SITE_VARIABLES`] when
+/// `[role] mode = "warm"`: `gate`, the path of the site's gate marker file.
+pub const WARM_SITE_VARIABLES: &[&str] = &["gate"];
 /// Variables the idle template may use (besides its own `vars`).
 pub const IDLE_VARIABLES: &[&str] = &["site", "node", "node_id", "listen", "port"];
 

@@ -120,6 +120,8 @@ pub struct RawAgentCheck {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawRole {
+    pub mode: Option<String>,
+    pub gate: Option<String>,
     pub poll: Option<String>,
     pub file: Option<String>,
     pub reload: Option<Vec<String>>,

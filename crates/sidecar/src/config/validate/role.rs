@@ -1,6 +1,8 @@
 //! Validation of `site` and `[role]`: the initial site, the reload command,
-//! the verification probe and the per-site templates (read and parsed here,
-//! with every variable they use checked against what the renderer defines).
+//! the verification probe, the mode (cold, or warm with its gate directory)
+//! and the per-site templates (read and parsed here, with every variable
+//! they use checked against what the renderer defines; in warm mode every
+//! site template must use `{{gate}}`, in cold mode none may).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -8,10 +10,10 @@ use std::time::Duration;
 
 use super::super::raw::{RawRole, RawRoleIdle, RawRoleSite};
 use super::super::{
-    RoleConfig, RoleTemplate, SiteRole, DEFAULT_HEALTH_PATH, DEFAULT_RELOAD_TIMEOUT,
+    RoleConfig, RoleMode, RoleTemplate, SiteRole, DEFAULT_HEALTH_PATH, DEFAULT_RELOAD_TIMEOUT,
     DEFAULT_VERIFY_TIMEOUT,
 };
-use crate::template::{Template, IDLE_VARIABLES, SITE_VARIABLES};
+use crate::template::{Template, IDLE_VARIABLES, SITE_VARIABLES, WARM_SITE_VARIABLES};
 use rdmalb_base::problems::ConfigCheck;
 use rdmalb_window::SiteSlot;
 
@@ -58,6 +60,10 @@ pub(super) fn role(
     let v = v?;
     let raw: RawRole = r.value("role", v);
     let before = r.count();
+    let mode = mode(r, raw.mode.as_deref(), raw.gate.as_deref());
+    // From the text, so that a warm config whose gate is wrong still has its
+    // templates checked as warm ones.
+    let warm = raw.mode.as_deref() == Some("warm");
     let poll = raw.poll.as_deref().map(|t| {
         r.duration_within(
             "role.poll",
@@ -129,8 +135,15 @@ pub(super) fn role(
                     );
                     continue;
                 }
+                if warm && !is_marker_name(name) {
+                    r.add(
+                        key,
+                        format!("`{name}` cannot name a gate marker: with mode = \"warm\" the site's marker file is `active-{name}` in the gate directory and its path is written into the app's config (accepted for warm sites: letters, digits, . _ -)"),
+                    );
+                    continue;
+                }
                 let s: RawRoleSite = r.value(&key, v);
-                if let Some(site) = site_role(r, &key, s) {
+                if let Some(site) = site_role(r, &key, s, warm) {
                     by_site.insert(name.clone(), site);
                 }
             }
@@ -151,10 +164,17 @@ pub(super) fn role(
             );
         }
     }
+    if warm && by_site.is_empty() && !r.has_problem_under("role.site") {
+        r.add(
+            "role.site",
+            "mode = \"warm\" needs at least one [role.site.<name>] section (the sites the node keeps configured; accepted: add [role.site.<name>] sections, or mode = \"cold\")",
+        );
+    }
     if r.count() > before {
         return None;
     }
     Some(RoleConfig {
+        mode: mode?,
         poll,
         file: file?,
         reload: reload?,
@@ -165,6 +185,83 @@ pub(super) fn role(
         idle,
         sites: by_site,
     })
+}
+
+/// `[role] mode` and `[role] gate`: `None` when either is wrong.
+fn mode(r: &mut ConfigCheck, mode: Option<&str>, gate: Option<&str>) -> Option<RoleMode> {
+    let warm = match mode {
+        None | Some("cold") => false,
+        Some("warm") => true,
+        Some(other) => {
+            r.add(
+                "role.mode",
+                format!("`{other}` is not a role mode (accepted: \"cold\": render the site's template and reload the app on each switch, or \"warm\": every site configured at once, switched by the gate marker without a reload)"),
+            );
+            return None;
+        }
+    };
+    match (warm, gate) {
+        (false, None) => Some(RoleMode::Cold),
+        (false, Some(_)) => {
+            r.add(
+                "role.gate",
+                "only used with mode = \"warm\" (accepted: remove `gate`, or set mode = \"warm\")",
+            );
+            None
+        }
+        (true, None) => {
+            r.add(
+                "role.gate",
+                "missing: mode = \"warm\" needs the directory where the sidecar keeps the gate marker (e.g. \"/run/rdmalb/n1\")",
+            );
+            None
+        }
+        (true, Some(t)) => gate_dir(r, t).map(|gate| RoleMode::Warm { gate }),
+    }
+}
+
+/// Characters of a gate path: it is written unquoted into the app's config
+/// (`if (!-f {{gate}}) ...`), so nothing that nginx or a shell would parse.
+fn is_gate_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '/' | '.' | '_' | '-')
+}
+
+/// A site name usable in a gate marker's file name (`active-<name>`).
+fn is_marker_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+}
+
+/// `[role] gate`: a directory path safe to write into the app's config.
+/// It may not exist yet (the sidecar creates it, with its parents, at
+/// start-up: `/run` is emptied on every boot), but it must not be a file.
+fn gate_dir(r: &mut ConfigCheck, text: &str) -> Option<PathBuf> {
+    if text.is_empty() {
+        r.add(
+            "role.gate",
+            "empty path (expected a directory such as \"/run/rdmalb/n1\")",
+        );
+        return None;
+    }
+    let path = r.path(text);
+    let shown = path.display().to_string();
+    if let Some(c) = shown.chars().find(|c| !is_gate_char(*c)) {
+        r.add(
+            "role.gate",
+            format!("`{shown}` contains {c:?}: the gate path is written unquoted into the app's config (accepted: letters, digits, / . _ -)"),
+        );
+        return None;
+    }
+    if path.exists() && !path.is_dir() {
+        r.add(
+            "role.gate",
+            format!("`{shown}` exists and is not a directory (expected a directory for the gate marker; the sidecar creates it when missing)"),
+        );
+        return None;
+    }
+    Some(path)
 }
 
 fn target_file(r: &mut ConfigCheck, text: Option<&str>) -> Option<PathBuf> {
@@ -235,7 +332,7 @@ fn is_host(h: &str) -> bool {
         })
 }
 
-fn site_role(r: &mut ConfigCheck, key: &str, s: RawRoleSite) -> Option<SiteRole> {
+fn site_role(r: &mut ConfigCheck, key: &str, s: RawRoleSite, warm: bool) -> Option<SiteRole> {
     let mut ok = true;
     let hosts = match s.hosts {
         None => {
@@ -276,13 +373,29 @@ fn site_role(r: &mut ConfigCheck, key: &str, s: RawRoleSite) -> Option<SiteRole>
             None
         }
     };
-    let template = template(
-        r,
-        key,
-        s.template.as_deref(),
-        s.vars.as_ref(),
-        SITE_VARIABLES,
-    );
+    let builtins: Vec<&str> = SITE_VARIABLES
+        .iter()
+        .chain(WARM_SITE_VARIABLES)
+        .copied()
+        .collect();
+    let template = template(r, key, s.template.as_deref(), s.vars.as_ref(), &builtins);
+    if let Some(t) = &template {
+        let gated = t.template.variables().iter().any(|(n, _)| *n == "gate");
+        let tkey = format!("{key}.template");
+        if warm && !gated {
+            r.add(
+                tkey,
+                format!("`{}` does not use {{{{gate}}}}: with mode = \"warm\" every site's block must refuse requests while its gate marker is absent (nginx: `if (!-f {{{{gate}}}}) {{ return 421; }}`), or the node would answer for sites it does not serve (accepted: a template with the gate check, e.g. conf/role/nginx-warm-site.conf.tpl)", t.path.display()),
+            );
+            ok = false;
+        } else if !warm && gated {
+            r.add(
+                tkey,
+                format!("`{}` uses {{{{gate}}}}, which is defined only with [role] mode = \"warm\" (accepted: set mode = \"warm\" and gate, or remove the gate check)", t.path.display()),
+            );
+            ok = false;
+        }
+    }
     if !ok {
         return None;
     }
