@@ -222,6 +222,10 @@ pub struct Candidate<'a> {
     pub inflight: usize,
 }
 
+/// One score per candidate of a decision; decisions compare a few nodes
+/// (d = 2 by default), so the scores stay on the stack.
+pub type Scores = smallvec::SmallVec<[f64; 4]>;
+
 /// Scores every candidate (into `scores`, same order) and returns the
 /// position of the lowest score. Ties (within 1e-9) go to fewer requests in
 /// flight, then to the first one found scanning from position `start`
@@ -231,7 +235,7 @@ pub fn rank(
     w: &LoadWeights,
     candidates: &[Candidate<'_>],
     start: usize,
-    scores: &mut Vec<f64>,
+    scores: &mut Scores,
 ) -> Option<usize> {
     let n = candidates.len();
     scores.clear();

@@ -85,6 +85,9 @@ pub struct ConnShared {
     pub bad_preface: AtomicBool,
     /// The client speaks HTTP/2 (ALPN or prior knowledge).
     pub h2: AtomicBool,
+    /// The wrapper parked the connection (see [`ConnIo::parking`]); its
+    /// owner clears it when it serves the connection again.
+    pub parked: AtomicBool,
 }
 
 impl ConnShared {
@@ -98,6 +101,7 @@ impl ConnShared {
             timed_out: AtomicBool::new(false),
             bad_preface: AtomicBool::new(false),
             h2: AtomicBool::new(false),
+            parked: AtomicBool::new(false),
         }
     }
 
@@ -130,8 +134,9 @@ pub struct IoTimeouts {
 pin_project! {
     /// A client stream with head, idle and write timeouts.
     pub struct ConnIo<S> {
+        // `None` once parked: the stream went to `park`'s slot.
         #[pin]
-        inner: S,
+        inner: Option<S>,
         shared: std::sync::Arc<ConnShared>,
         timeouts: IoTimeouts,
         protocol: Protocol,
@@ -157,6 +162,8 @@ pin_project! {
         out_at: usize,
         flush_wait: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
         waited: bool,
+        // HTTP/1 keep-alive parking (see `parking`).
+        park: Option<(Duration, Parked<S>)>,
     }
 }
 
@@ -171,7 +178,7 @@ impl<S> ConnIo<S> {
         let h2 = protocol == Protocol::Http2;
         shared.h2.store(h2, Ordering::Relaxed);
         ConnIo {
-            inner,
+            inner: Some(inner),
             shared,
             timeouts,
             protocol,
@@ -190,8 +197,47 @@ impl<S> ConnIo<S> {
             out_at: 0,
             flush_wait: None,
             waited: false,
+            park: None,
         }
     }
+
+    /// Parks the connection after `after` without a byte of a next request
+    /// (HTTP/1.x, between requests, when `after` is shorter than
+    /// `timeouts.keep_alive`): the stream is put into `slot` and hyper is
+    /// told the client closed, so hyper ends the connection and frees its
+    /// buffers while the socket stays open. The caller waits for the
+    /// client's next bytes on the stream alone and then serves it again.
+    pub fn parking(mut self, after: Duration, slot: Parked<S>) -> Self {
+        self.park = Some((after, slot));
+        self
+    }
+}
+
+/// Where a parked connection's stream waits for its owner (see
+/// [`ConnIo::parking`]).
+pub type Parked<S> = std::sync::Arc<std::sync::Mutex<Option<S>>>;
+
+/// The parking delay, when a connection between requests (`between`) parks
+/// before `timeouts.keep_alive` ends it.
+fn park_after<S>(
+    park: &Option<(Duration, Parked<S>)>,
+    timeouts: &IoTimeouts,
+    between: bool,
+) -> Option<Duration> {
+    match park {
+        Some((after, _)) if between && *after < timeouts.keep_alive => Some(*after),
+        _ => None,
+    }
+}
+
+/// The stream, unless the connection was parked.
+fn live<S>(inner: Pin<&mut Option<S>>) -> Option<Pin<&mut S>> {
+    inner.as_pin_mut()
+}
+
+/// A write after parking: hyper has been told the client is gone.
+fn parked() -> io::Error {
+    io::Error::new(io::ErrorKind::NotConnected, "the connection is parked")
 }
 
 fn arm(timer: &mut Option<Pin<Box<Sleep>>>, deadline: tokio::time::Instant) {
@@ -207,7 +253,7 @@ fn fired(timer: &mut Option<Pin<Box<Sleep>>>, cx: &mut Context<'_>) -> bool {
         .is_some_and(|t| t.as_mut().poll(cx).is_ready())
 }
 
-impl<S: AsyncRead + AsyncWrite> ConnIo<S> {
+impl<S: AsyncRead + AsyncWrite + Unpin> ConnIo<S> {
     /// Writes the wrapper's own reply, then reports end-of-stream.
     fn poll_reply(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let mut this = self.project();
@@ -215,7 +261,10 @@ impl<S: AsyncRead + AsyncWrite> ConnIo<S> {
             return Poll::Ready(Ok(()));
         };
         while *off < reply.len() {
-            match this.inner.as_mut().poll_write(cx, &reply[*off..]) {
+            let Some(inner) = live(this.inner.as_mut()) else {
+                return Poll::Ready(Ok(()));
+            };
+            match inner.poll_write(cx, &reply[*off..]) {
                 Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => {
                     *off = reply.len() + 1;
                     return Poll::Ready(Ok(()));
@@ -225,7 +274,10 @@ impl<S: AsyncRead + AsyncWrite> ConnIo<S> {
             }
         }
         if *off == reply.len() {
-            match this.inner.as_mut().poll_flush(cx) {
+            let Some(inner) = live(this.inner.as_mut()) else {
+                return Poll::Ready(Ok(()));
+            };
+            match inner.poll_flush(cx) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(_) => *off += 1,
             }
@@ -234,7 +286,7 @@ impl<S: AsyncRead + AsyncWrite> ConnIo<S> {
     }
 }
 
-impl<S: AsyncRead + AsyncWrite> AsyncRead for ConnIo<S> {
+impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for ConnIo<S> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -243,9 +295,13 @@ impl<S: AsyncRead + AsyncWrite> AsyncRead for ConnIo<S> {
         if self.reply.is_some() {
             return self.poll_reply(cx);
         }
-        let this = self.as_mut().project();
+        let mut this = self.as_mut().project();
         let before = buf.filled().len();
-        let res = this.inner.poll_read(cx, buf);
+        let Some(inner) = live(this.inner.as_mut()) else {
+            // Parked: hyper sees the end of the stream.
+            return Poll::Ready(Ok(()));
+        };
+        let res = inner.poll_read(cx, buf);
         if !*this.sniffed {
             // Decide on the whole preface, which may arrive in pieces: a
             // slow HTTP/1 client sending "P" must keep its timers.
@@ -321,17 +377,36 @@ impl<S: AsyncRead + AsyncWrite> AsyncRead for ConnIo<S> {
                     *this.head_bytes = false;
                     return Poll::Pending;
                 }
+                // Between requests an HTTP/1 connection may park first.
+                let park = park_after(
+                    this.park,
+                    this.timeouts,
+                    generation > 0
+                        && !*this.head_bytes
+                        && !*this.write_blocked
+                        && this.out.is_empty(),
+                );
                 if !*this.read_armed {
                     let wait = if generation == 0 {
                         this.timeouts.http_request
                     } else {
-                        this.timeouts.keep_alive
+                        park.unwrap_or(this.timeouts.keep_alive)
                     };
                     arm(this.read_timer, (Instant::now() + wait).into());
                     *this.read_armed = true;
                 }
                 if !fired(this.read_timer, cx) {
                     return Poll::Pending;
+                }
+                if park.is_some() {
+                    if let Some((_, slot)) = this.park.as_ref() {
+                        let stream = Pin::get_mut(this.inner).take();
+                        *slot.lock().unwrap_or_else(|e| e.into_inner()) = stream;
+                        this.shared.parked.store(true, Ordering::Relaxed);
+                        // End of stream for hyper, which closes its side
+                        // (a no-op here: see `poll_shutdown`).
+                        return Poll::Ready(Ok(()));
+                    }
                 }
                 if *this.head_bytes && !*this.write_blocked {
                     tracing::debug!("request head timeout: answering 408");
@@ -347,7 +422,7 @@ impl<S: AsyncRead + AsyncWrite> AsyncRead for ConnIo<S> {
     }
 }
 
-impl<S: AsyncRead + AsyncWrite> ConnIo<S> {
+impl<S: AsyncRead + AsyncWrite + Unpin> ConnIo<S> {
     fn guard_write<T>(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -393,16 +468,47 @@ const COALESCE_MAX: usize = 64 * 1024;
 // answering) run for one scheduler round (`tokio::task::yield_now`, which
 // also lets the runtime poll for I/O) before it passes everything on in
 // one write. A flush never waits longer than that one round.
-impl<S: AsyncRead + AsyncWrite> ConnIo<S> {
+impl<S: AsyncRead + AsyncWrite + Unpin> ConnIo<S> {
+    /// Starts the keep-alive (or parking) timer when a flush ends an HTTP/1
+    /// response and no request is active. hyper last read while the
+    /// response was being produced and will not read again until the
+    /// client sends something, so the timer must start here, in the flush
+    /// that ends the response (same task), for the idle limit to hold.
+    fn arm_idle(self: Pin<&mut Self>, cx: &mut Context<'_>) {
+        let this = self.project();
+        if *this.h2
+            || *this.read_armed
+            || this.reply.is_some()
+            || this.shared.upgraded.load(Ordering::Relaxed)
+            || this.shared.active.load(Ordering::Acquire) != 0
+        {
+            return;
+        }
+        let started = this.shared.started.load(Ordering::Acquire);
+        if started == 0 {
+            return;
+        }
+        *this.generation = started;
+        *this.head_bytes = false;
+        let wait = park_after(this.park, this.timeouts, !*this.write_blocked)
+            .unwrap_or(this.timeouts.keep_alive);
+        arm(this.read_timer, (Instant::now() + wait).into());
+        *this.read_armed = true;
+        // Registers this task with the timer; when it fires hyper's next
+        // read finds it expired.
+        if fired(this.read_timer, cx) {
+            cx.waker().wake_by_ref();
+        }
+    }
+
     /// Passes the held bytes on to the stream.
     fn poll_drain(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let mut this = self.project();
         while *this.out_at < this.out.len() {
-            match this
-                .inner
-                .as_mut()
-                .poll_write(cx, &this.out[*this.out_at..])
-            {
+            let Some(inner) = live(this.inner.as_mut()) else {
+                return Poll::Ready(Err(parked()));
+            };
+            match inner.poll_write(cx, &this.out[*this.out_at..]) {
                 Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
                 Poll::Ready(Ok(n)) => *this.out_at += n,
                 Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
@@ -448,7 +554,7 @@ impl<S: AsyncRead + AsyncWrite> ConnIo<S> {
     }
 }
 
-impl<S: AsyncRead + AsyncWrite> AsyncWrite for ConnIo<S> {
+impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for ConnIo<S> {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -460,7 +566,10 @@ impl<S: AsyncRead + AsyncWrite> AsyncWrite for ConnIo<S> {
         if self.h2 {
             return self.poll_hold(cx, &[io::IoSlice::new(buf)]);
         }
-        let res = self.as_mut().project().inner.poll_write(cx, buf);
+        let res = match live(self.as_mut().project().inner) {
+            Some(inner) => inner.poll_write(cx, buf),
+            None => Poll::Ready(Err(parked())),
+        };
         self.guard_write(cx, res)
     }
 
@@ -475,12 +584,15 @@ impl<S: AsyncRead + AsyncWrite> AsyncWrite for ConnIo<S> {
         if self.h2 {
             return self.poll_hold(cx, bufs);
         }
-        let res = self.as_mut().project().inner.poll_write_vectored(cx, bufs);
+        let res = match live(self.as_mut().project().inner) {
+            Some(inner) => inner.poll_write_vectored(cx, bufs),
+            None => Poll::Ready(Err(parked())),
+        };
         self.guard_write(cx, res)
     }
 
     fn is_write_vectored(&self) -> bool {
-        self.h2 || self.inner.is_write_vectored()
+        self.h2 || self.inner.as_ref().is_some_and(|s| s.is_write_vectored())
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -502,8 +614,15 @@ impl<S: AsyncRead + AsyncWrite> AsyncWrite for ConnIo<S> {
                 other => return other,
             }
         }
-        let res = self.as_mut().project().inner.poll_flush(cx);
-        self.guard_write(cx, res)
+        let res = match live(self.as_mut().project().inner) {
+            Some(inner) => inner.poll_flush(cx),
+            None => Poll::Ready(Ok(())),
+        };
+        let res = self.as_mut().guard_write(cx, res);
+        if matches!(res, Poll::Ready(Ok(()))) {
+            self.arm_idle(cx);
+        }
+        res
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -514,7 +633,11 @@ impl<S: AsyncRead + AsyncWrite> AsyncWrite for ConnIo<S> {
                 other => return other,
             }
         }
-        self.project().inner.poll_shutdown(cx)
+        match live(self.project().inner) {
+            Some(inner) => inner.poll_shutdown(cx),
+            // Parked: the socket stays open for the next request.
+            None => Poll::Ready(Ok(())),
+        }
     }
 }
 

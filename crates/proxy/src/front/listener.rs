@@ -25,7 +25,7 @@ use tokio_rustls::TlsAcceptor;
 
 use super::access_log::{AccessRecord, Counts, Timers};
 use super::error::ProxyError;
-use super::io::{ConnIo, ConnShared, IoTimeouts, Protocol};
+use super::io::{ConnIo, ConnShared, IoTimeouts, Parked, Protocol};
 use super::restart::Inherited;
 use super::state::{ConnCtx, Runtime};
 use super::{forward, stats, tls, upstream};
@@ -318,10 +318,7 @@ async fn connection(
 ) {
     let timeouts = l.timeouts;
     match &l.tls {
-        None => {
-            let io = ConnIo::new(stream, Arc::clone(&ctx.conn), timeouts, Protocol::Detect);
-            drive(io, ctx, &l.builder, timeouts.keep_alive, shutdown).await;
-        }
+        None => serve_stream(stream, Protocol::Detect, ctx, l, shutdown).await,
         Some(acceptor) => {
             let accepted =
                 tokio::time::timeout(timeouts.http_request, acceptor.accept(stream)).await;
@@ -343,21 +340,106 @@ async fn connection(
                 Some(b"h2") => Protocol::Http2,
                 _ => Protocol::Http1,
             };
-            let io = ConnIo::new(stream, Arc::clone(&ctx.conn), timeouts, protocol);
-            drive(io, ctx, &l.builder, timeouts.keep_alive, shutdown).await;
+            serve_stream(stream, protocol, ctx, l, shutdown).await;
+        }
+    }
+}
+
+/// How long an HTTP/1 keep-alive connection waits between requests with
+/// hyper's connection state (its 8 KiB read and write buffers, the task's
+/// parts) before it is parked: then only the socket is kept, and hyper
+/// starts afresh on the client's next bytes ([`ConnIo::parking`]). Idle
+/// connections cost memory like HAProxy's, which holds no buffer for them.
+const PARK_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// A client stream: plain TCP or TLS over it.
+trait Socket: AsyncRead + AsyncWrite + Unpin + Send + 'static {
+    /// The TCP socket, waited on while the connection is parked.
+    fn tcp(&self) -> &TcpStream;
+}
+
+impl Socket for TcpStream {
+    fn tcp(&self) -> &TcpStream {
+        self
+    }
+}
+
+impl Socket for tokio_rustls::server::TlsStream<TcpStream> {
+    fn tcp(&self) -> &TcpStream {
+        self.get_ref().0
+    }
+}
+
+/// Serves a client stream until it ends: HTTP/1 connections park between
+/// requests after [`PARK_AFTER`] and come back on their next bytes, for at
+/// most `timeouts.keep_alive` of idleness in all.
+async fn serve_stream<S: Socket>(
+    mut stream: S,
+    mut protocol: Protocol,
+    ctx: Arc<ConnCtx>,
+    l: &Shared,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let timeouts = l.timeouts;
+    let slot: Parked<S> = Arc::default();
+    loop {
+        let io = ConnIo::new(stream, Arc::clone(&ctx.conn), timeouts, protocol)
+            .parking(PARK_AFTER, Arc::clone(&slot));
+        if !drive(
+            io,
+            Arc::clone(&ctx),
+            &l.builder,
+            timeouts.keep_alive,
+            shutdown.clone(),
+        )
+        .await
+        {
+            return;
+        }
+        let parked = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let Some(parked) = parked else { return };
+        ctx.conn.parked.store(false, Ordering::Relaxed);
+        metrics::counter!("rdmalb_connections_parked_total").increment(1);
+        stream = parked;
+        // It spoke HTTP/1.x: a later HTTP/2 preface is answered 400.
+        protocol = Protocol::Http1;
+        let deadline = tokio::time::Instant::now() + timeouts.keep_alive.saturating_sub(PARK_AFTER);
+        let mut stay = false;
+        let woke = loop {
+            tokio::select! {
+                r = stream.tcp().readable() => break r.is_ok(),
+                _ = tokio::time::sleep_until(deadline) => break false,
+                _ = rdmalb_base::shutdown::requested(&mut shutdown), if !stay => {
+                    // As in `drive`: after a restart an idle HTTP/1
+                    // connection is not closed under a client that may be
+                    // sending (its next response says `Connection: close`).
+                    if ctx.proxy.handed_over.load(Ordering::Relaxed) {
+                        stay = true;
+                        continue;
+                    }
+                    break false;
+                }
+            }
+        };
+        if !woke {
+            // Idle for `timeouts.keep_alive`, or shutting down: closed
+            // quietly, as an idle keep-alive connection is.
+            return;
         }
     }
 }
 
 /// Serves one connection; on shutdown asks it to finish gracefully (HTTP/1
-/// closes after the in-flight response, HTTP/2 sends GOAWAY).
+/// closes after the in-flight response, HTTP/2 sends GOAWAY). True when
+/// it ended because the stream parked (see [`serve_stream`]).
 async fn drive<I>(
     io: I,
     ctx: Arc<ConnCtx>,
     builder: &auto::Builder<TokioExecutor>,
     idle_limit: std::time::Duration,
     mut shutdown: watch::Receiver<bool>,
-) where
+) -> bool
+where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let svc_ctx = Arc::clone(&ctx);
@@ -381,8 +463,8 @@ async fn drive<I>(
             Ok::<_, std::convert::Infallible>(resp)
         }
     });
-    let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), svc);
-    tokio::pin!(conn);
+    // Boxed: while the stream is parked the task keeps none of it.
+    let mut conn = Box::pin(builder.serve_connection_with_upgrades(TokioIo::new(io), svc));
     // HTTP/2 has no per-request read to time out on: an HTTP/2 connection
     // that started no request for `keep_alive` is sent GOAWAY instead.
     let idle = idle_limit;
@@ -418,9 +500,12 @@ async fn drive<I>(
             }
         }
     };
+    if ctx.conn.parked.load(Ordering::Relaxed) {
+        return true;
+    }
     if ctx.conn.timed_out.load(Ordering::Relaxed) {
         head_failure(&ctx, 408, "cR", "408");
-        return;
+        return false;
     }
     if ctx.conn.bad_preface.load(Ordering::Relaxed) {
         if ctx.conn.h2.load(Ordering::Relaxed) {
@@ -430,9 +515,9 @@ async fn drive<I>(
         } else {
             head_failure(&ctx, 400, "PR", "400");
         }
-        return;
+        return false;
     }
-    let Err(e) = result else { return };
+    let Err(e) = result else { return false };
     match e.downcast_ref::<hyper::Error>() {
         // hyper answered these itself (431/400) before closing.
         Some(h) if h.is_parse_too_large() => head_failure(&ctx, 431, "PR", "431"),
@@ -441,6 +526,7 @@ async fn drive<I>(
             tracing::debug!(client = %ctx.client, listener = %ctx.listener, error = %e, "client connection ended with an error")
         }
     }
+    false
 }
 
 /// Accounts for a request whose head never reached the service.

@@ -201,3 +201,91 @@ async fn http1_writes_pass_through() {
         .unwrap();
     assert_eq!(&buf[..n], b"HTTP/1.1 200 OK\r\n");
 }
+
+/// Between requests an HTTP/1 connection parks after the parking delay:
+/// hyper reads end-of-stream and the stream, still open, is in the slot.
+#[tokio::test(start_paused = true)]
+async fn idle_http1_connection_parks_and_keeps_its_stream() {
+    let (client, server) = tokio::io::duplex(4096);
+    let shared = Arc::new(ConnShared::new(Instant::now()));
+    let slot: Parked<tokio::io::DuplexStream> = Arc::default();
+    let mut io = ConnIo::new(server, Arc::clone(&shared), timeouts(), Protocol::Http1)
+        .parking(Duration::from_secs(1), Arc::clone(&slot));
+    let (mut cr, mut cw) = tokio::io::split(client);
+    cw.write_all(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+        .await
+        .unwrap();
+    let mut buf = [0u8; 64];
+    assert!(io.read(&mut buf).await.unwrap() > 0);
+    shared.request_started();
+    io.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
+        .await
+        .unwrap();
+    shared.request_finished();
+    let before = tokio::time::Instant::now();
+    assert_eq!(
+        io.read(&mut buf).await.unwrap(),
+        0,
+        "parking reads as end of stream"
+    );
+    assert!(before.elapsed() >= Duration::from_secs(1));
+    assert!(shared.parked.load(Ordering::Relaxed));
+    // hyper's shutdown of its side does not close the parked socket.
+    io.shutdown().await.unwrap();
+    drop(io);
+    let mut stream = slot
+        .lock()
+        .unwrap()
+        .take()
+        .expect("the stream is in the slot");
+    let mut head = vec![0u8; 38];
+    cr.read_exact(&mut head).await.unwrap();
+    cw.write_all(b"GET /next HTTP/1.1\r\n").await.unwrap();
+    let n = stream.read(&mut buf).await.unwrap();
+    assert_eq!(&buf[..n], b"GET /next HTTP/1.1\r\n");
+}
+
+/// A connection in the middle of a request head does not park: the head
+/// timer answers 408 as before.
+#[tokio::test(start_paused = true)]
+async fn partial_head_does_not_park() {
+    let (client, server) = tokio::io::duplex(4096);
+    let shared = Arc::new(ConnShared::new(Instant::now()));
+    let slot: Parked<tokio::io::DuplexStream> = Arc::default();
+    let mut io = ConnIo::new(server, Arc::clone(&shared), timeouts(), Protocol::Http1)
+        .parking(Duration::from_secs(1), Arc::clone(&slot));
+    let (_cr, mut cw) = tokio::io::split(client);
+    cw.write_all(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+        .await
+        .unwrap();
+    let mut buf = [0u8; 64];
+    assert!(io.read(&mut buf).await.unwrap() > 0);
+    shared.request_started();
+    shared.request_finished();
+    cw.write_all(b"GET /slow HT").await.unwrap();
+    assert!(io.read(&mut buf).await.unwrap() > 0);
+    assert_eq!(io.read(&mut buf).await.unwrap(), 0);
+    assert!(shared.timed_out.load(Ordering::Relaxed), "408, not parked");
+    assert!(!shared.parked.load(Ordering::Relaxed));
+    assert!(slot.lock().unwrap().is_none());
+}
+
+/// HTTP/2 connections never park (they multiplex; their idle limit is the
+/// GOAWAY after `timeouts.keep_alive`).
+#[tokio::test(start_paused = true)]
+async fn h2_connection_does_not_park() {
+    let (client, server) = tokio::io::duplex(4096);
+    let shared = Arc::new(ConnShared::new(Instant::now()));
+    let slot: Parked<tokio::io::DuplexStream> = Arc::default();
+    let mut io = ConnIo::new(server, Arc::clone(&shared), timeouts(), Protocol::Http2)
+        .parking(Duration::from_secs(1), Arc::clone(&slot));
+    let (_cr, mut cw) = tokio::io::split(client);
+    cw.write_all(H2_PREFACE).await.unwrap();
+    let mut buf = [0u8; 64];
+    assert!(io.read(&mut buf).await.unwrap() > 0);
+    shared.request_started();
+    shared.request_finished();
+    let idle = tokio::time::timeout(Duration::from_secs(5), io.read(&mut buf)).await;
+    assert!(idle.is_err(), "an idle HTTP/2 connection stays with hyper");
+    assert!(!shared.parked.load(Ordering::Relaxed));
+}
