@@ -122,12 +122,12 @@ impl Reconfiguration {
                 n.await_role();
             }
         }
-        let source = Arc::new(ProxyWindows {
+        let source = Arc::new(ProxyWindows::new(
             nodes,
-            peers: Arc::clone(&peers),
-            names: config.nodes.iter().map(|n| n.name.clone()).collect(),
-            config: current,
-        });
+            Arc::clone(&peers),
+            config.nodes.iter().map(|n| n.name.clone()).collect(),
+            current,
+        ));
         let agent = Arc::new(
             Agent::new(settings, Arc::clone(own.memory()), source, Some(routing)).with_qos(
                 crate::qos::guarantee::QosPolicy::from_config(config, demand),

@@ -4,6 +4,7 @@
 //! the lock home, served to peers over shm and/or tcp), and a reconnecting
 //! set of links to peer proxies' windows ([`PeerLinks`]).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -260,18 +261,67 @@ pub struct ProxyWindows {
     pub names: Vec<String>,
     /// The config in force (swapped on reload).
     pub config: Arc<ArcSwap<Config>>,
+    /// Each agent node's position in the config it was computed for. The
+    /// agent asks for every node several times a round (and `watch_roles`
+    /// every `role_poll`); finding each by name in the node list made that
+    /// quadratic in the nodes.
+    positions: ArcSwapOption<Positions>,
+}
+
+/// Agent node index → position in `config.nodes`.
+struct Positions {
+    config: Arc<Config>,
+    of: Vec<Option<usize>>,
+}
+
+impl ProxyWindows {
+    /// The windows of `nodes` and `peers`; `names` are the agent's node
+    /// names by its node index, `config` the config in force.
+    pub fn new(
+        nodes: Arc<NodeWindows>,
+        peers: Arc<PeerLinks>,
+        names: Vec<String>,
+        config: Arc<ArcSwap<Config>>,
+    ) -> Self {
+        ProxyWindows {
+            nodes,
+            peers,
+            names,
+            config,
+            positions: ArcSwapOption::empty(),
+        }
+    }
+
+    /// Where agent node `index` is in the config in force (rebuilt once per
+    /// reload).
+    fn position(&self, index: usize) -> Option<usize> {
+        let config = self.config.load();
+        if let Some(p) = self.positions.load().as_ref() {
+            if Arc::ptr_eq(&p.config, &*config) {
+                return p.of.get(index).copied().flatten();
+            }
+        }
+        let mut by_name: HashMap<&str, usize> = HashMap::with_capacity(config.nodes.len());
+        for (i, n) in config.nodes.iter().enumerate() {
+            by_name.entry(n.name.as_str()).or_insert(i);
+        }
+        let of = self
+            .names
+            .iter()
+            .map(|n| by_name.get(n.as_str()).copied())
+            .collect();
+        let p = Arc::new(Positions {
+            config: Arc::clone(&config),
+            of,
+        });
+        self.positions.store(Some(Arc::clone(&p)));
+        p.of.get(index).copied().flatten()
+    }
 }
 
 impl WindowSource for ProxyWindows {
     fn node(&self, index: usize) -> Option<Arc<dyn RemoteWindow>> {
-        let name = self.names.get(index)?;
-        let position = self
-            .config
-            .load()
-            .nodes
-            .iter()
-            .position(|n| &n.name == name)?;
-        self.nodes.get(position)
+        self.nodes.get(self.position(index)?)
     }
 
     fn proxy(&self, id: u16) -> Option<Arc<dyn RemoteWindow>> {
