@@ -278,6 +278,15 @@ impl Agent {
         }
     }
 
+    /// Uses `own` for this proxy's window (the same memory as given to
+    /// [`Agent::new`], with its atomics routed as the window is served: see
+    /// [`LocalWindow`]); call before the first round.
+    pub fn with_local_window(mut self, own: LocalWindow) -> Agent {
+        debug_assert!(Arc::ptr_eq(own.memory(), self.own.memory()));
+        self.own = own;
+        self
+    }
+
     /// Runs a round every `sensitivity` until `shutdown` turns true.
     pub async fn run(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
         let mut tick = tokio::time::interval(self.settings.reconfig.sensitivity);
