@@ -158,9 +158,12 @@ impl Drop for Many {
 /// CAS that must lose, a FAA. Returns the problems found.
 async fn round(w: &VerbsWindow, node: u64, k: u64, last_seq: &mut u64) -> Vec<String> {
     let mut bad = Vec::new();
+    // Generous bounds: the guest emulates its CPUs, and 64 windows read at
+    // once through one thread is the point; a bound, not a timing claim.
     let policy = ReadPolicy {
+        retries: 20,
         staleness: Duration::from_secs(30),
-        ..ReadPolicy::default()
+        deadline: Duration::from_secs(10),
     };
     match read_load(w, &policy).await {
         LoadRead::Fresh(b) => {
