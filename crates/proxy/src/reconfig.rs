@@ -87,14 +87,13 @@ fn check_verbs(config: &Config) -> Result<(), WindowError> {
             devices.push(device.as_deref());
         }
     }
+    #[cfg(feature = "verbs")]
     for device in devices {
-        #[cfg(feature = "verbs")]
         rdmalb_window::verbs::probe(device)?;
-        #[cfg(not(feature = "verbs"))]
-        {
-            let _ = device;
-            return Err(WindowError::verbs_not_compiled());
-        }
+    }
+    #[cfg(not(feature = "verbs"))]
+    if !devices.is_empty() {
+        return Err(WindowError::verbs_not_compiled());
     }
     Ok(())
 }
