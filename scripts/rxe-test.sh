@@ -8,6 +8,11 @@
 #      in one process, then the "sidecar gone" check;
 #   2. the window conformance suite (tests/window_conformance.rs cases, via
 #      tests/verbs_guest.rs) against verbs: freshness, seqlock, CAS, FAA, refusals, headers;
+#      and the shared completion poller (tests/verbs_guest/poller.rs): 64 windows
+#      served by one process, read and CAS-ed through one completion thread
+#      (every read's contents and every CAS/FAA result checked), a failed queue
+#      pair isolated, the thread stopping with the last window; and proxy windows
+#      over verbs (tests/verbs_guest/peers.rs: site-lock races, update counters);
 #   3. a `serve` process plus 3 concurrent `client` processes (header checks,
 #      refusals, live seqlock-valid READs, a CAS race, FAAs, a claim race through
 #      rdmalb::reconfig::protocol) and `verify` (exactly one CAS winner per
@@ -113,10 +118,11 @@ cat /tmp/solo.log; grep -E '^(CHECK|RESULT)' /tmp/solo.log >> \$R
 [ \$s -eq 0 ] || { note "solo exited \$s"; rc=1; }
 
 note "== conformance suite (tests/window_conformance.rs cases on verbs)"
-timeout 600 /share/verbs_conformance --ignored --test-threads=1 verbs:: > /tmp/conf.log 2>&1; s=\$?
+timeout 600 /share/verbs_conformance --ignored --test-threads=1 --nocapture verbs:: > /tmp/conf.log 2>&1; s=\$?
 cat /tmp/conf.log
-grep -E '^test verbs::' /tmp/conf.log | sed 's/^test \\(verbs::[a-z_]*\\) \\.\\.\\. \\(.*\\)/CHECK conformance-\\1 \\2/; s/ FAILED\$/ FAIL/' >> \$R
-grep -q 'test result: ok. 6 passed' /tmp/conf.log || { note "CHECK conformance-suite FAIL (exit \$s)"; rc=1; }
+grep -E '^test verbs::' /tmp/conf.log | sed 's/^test \\(verbs::[a-z0-9_]*\\) \\.\\.\\. \\(.*\\)/CHECK conformance-\\1 \\2/; s/ FAILED\$/ FAIL/' >> \$R
+grep -E '^CHECK (shared-poller|proxy-windows)' /tmp/conf.log >> \$R
+grep -q 'test result: ok. 9 passed' /tmp/conf.log || { note "CHECK conformance-suite FAIL (exit \$s)"; rc=1; }
 
 note "== multi-process (serve + 3 clients + verify)"
 \$B serve \$C --listen 127.0.0.1:18700 --max-secs 400 > /tmp/serve.log 2>&1 &

@@ -4,3 +4,4 @@ mod kill;
 mod nginx;
 mod race;
 mod roles;
+mod verbs;

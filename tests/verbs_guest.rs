@@ -1,7 +1,12 @@
 //! The window conformance suite (`tests/window_conformance.rs`) against the
-//! verbs transport. It needs a real RDMA device, so its cases are
-//! `#[ignore]`d: `scripts/rxe-test.sh` copies this test binary into a
-//! Soft-RoCE QEMU guest and runs `verbs_guest --ignored verbs::` there.
+//! verbs transport, and the shared completion poller's own cases
+//! (`verbs_guest/poller.rs`: 64 windows through one completion thread, a
+//! failed queue pair isolated, the thread stopping with the last window) and
+//! proxy windows over verbs (`verbs_guest/peers.rs`: site locks and update
+//! counters).
+//! It needs a real RDMA device, so its cases are `#[ignore]`d:
+//! `scripts/rxe-test.sh` copies this test binary into a Soft-RoCE QEMU guest
+//! and runs `verbs_guest --ignored verbs::` there.
 //!
 //! The suite file is included as a module so every transport runs the same
 //! cases; its own shm and tcp instantiations therefore run here too (a
@@ -11,6 +16,10 @@
 
 #[path = "window/conformance.rs"]
 mod conformance;
+#[path = "verbs_guest/peers.rs"]
+mod peers;
+#[path = "verbs_guest/poller.rs"]
+mod poller;
 
 use std::sync::Arc;
 
@@ -68,4 +77,24 @@ mod verbs {
     case!(faa_totals);
     case!(refuse_outside_control_area);
     case!(header_mismatch_refused);
+
+    // The completion thread every verbs window of the process shares.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs an RDMA device; scripts/rxe-test.sh runs it in a Soft-RoCE guest"]
+    async fn shared_poller_64_windows() {
+        super::poller::many_windows(64, 20).await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs an RDMA device; scripts/rxe-test.sh runs it in a Soft-RoCE guest"]
+    async fn shared_poller_failed_qp_is_isolated() {
+        super::poller::failed_qp_is_isolated(8).await
+    }
+
+    // Proxy windows (site locks, update counters) over verbs.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs an RDMA device; scripts/rxe-test.sh runs it in a Soft-RoCE guest"]
+    async fn proxy_windows_over_verbs() {
+        super::peers::lock_home_and_counters(50).await
+    }
 }

@@ -75,7 +75,7 @@ async fn a_lock_left_by_a_killed_proxy_is_taken_after_lease_and_skew() {
     let own = OwnWindow::serve(
         &ProxyWindow {
             shm: Some(p1_path.clone()),
-            tcp: None,
+            ..ProxyWindow::default()
         },
         1,
         site_hash(),

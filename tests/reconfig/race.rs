@@ -42,11 +42,12 @@ async fn start_proxies(tag: &str, nodes: &Nodes, tcp: bool, rng: &mut impl Rng) 
                 ProxyWindow {
                     shm: None,
                     tcp: Some("127.0.0.1:0".parse().unwrap()),
+                    ..ProxyWindow::default()
                 }
             } else {
                 ProxyWindow {
                     shm: Some(shm_path(&format!("{tag}-p{id}"))),
-                    tcp: None,
+                    ..ProxyWindow::default()
                 }
             };
             OwnWindow::serve(&cfg, *id, site_hash(), Some(&psk)).expect("serve proxy window")

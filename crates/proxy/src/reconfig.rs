@@ -48,7 +48,7 @@ pub use peers::{LocalWindow, OwnWindow, PeerLinks, ProxyWindows, WindowSource};
 pub use status::AgentStatus;
 
 use crate::balance::{Backends, NodeWindows};
-use crate::config::Config;
+use crate::config::{Config, WindowEndpoint};
 use rdmalb_window::{site_table_hash, Psk, ReadPolicy, WindowError};
 
 /// The agent's bound on reading one node (load block retries included); it
@@ -71,6 +71,31 @@ impl std::fmt::Debug for Reconfiguration {
             .field("own", &self.own)
             .finish()
     }
+}
+
+/// Fails at start-up, with the error that names the alternatives, when the
+/// proxy window or a peer's is over verbs and this host has no usable RDMA
+/// device (or the binary was built without verbs), instead of retrying a
+/// link that can never come up.
+fn check_verbs(config: &Config) -> Result<(), WindowError> {
+    let mut devices: Vec<Option<&str>> = Vec::new();
+    if config.reconfig.window.verbs.is_some() {
+        devices.push(config.reconfig.window.device.as_deref());
+    }
+    for p in &config.reconfig.peers {
+        if let WindowEndpoint::Verbs { device, .. } = &p.window {
+            devices.push(device.as_deref());
+        }
+    }
+    #[cfg(feature = "verbs")]
+    for device in devices {
+        rdmalb_window::verbs::probe(device)?;
+    }
+    #[cfg(not(feature = "verbs"))]
+    if !devices.is_empty() {
+        return Err(WindowError::verbs_not_compiled());
+    }
+    Ok(())
 }
 
 impl Reconfiguration {
@@ -101,7 +126,11 @@ impl Reconfiguration {
             .transpose()?;
         let id = config.global.proxy_id;
         let site_hash = site_table_hash(&config.site_names());
+        check_verbs(config)?;
         let own = OwnWindow::serve(&config.reconfig.window, id, site_hash, psk.as_ref())?;
+        let local = own
+            .local(&config.reconfig.window, id, site_hash, psk.as_ref())
+            .await?;
         let peers = Arc::new(PeerLinks::new(id, site_hash, psk, &config.reconfig.peers));
         peers.connect_missing().await;
         let mut settings = AgentSettings::from_config(config);
@@ -122,21 +151,24 @@ impl Reconfiguration {
                 n.await_role();
             }
         }
-        let source = Arc::new(ProxyWindows {
+        let source = Arc::new(ProxyWindows::new(
             nodes,
-            peers: Arc::clone(&peers),
-            names: config.nodes.iter().map(|n| n.name.clone()).collect(),
-            config: current,
-        });
+            Arc::clone(&peers),
+            config.nodes.iter().map(|n| n.name.clone()).collect(),
+            current,
+        ));
         let agent = Arc::new(
-            Agent::new(settings, Arc::clone(own.memory()), source, Some(routing)).with_qos(
-                crate::qos::guarantee::QosPolicy::from_config(config, demand),
-            ),
+            Agent::new(settings, Arc::clone(own.memory()), source, Some(routing))
+                .with_local_window(local)
+                .with_qos(crate::qos::guarantee::QosPolicy::from_config(
+                    config, demand,
+                )),
         );
         tracing::info!(
             proxy_id = id,
             window_shm = ?config.reconfig.window.shm,
             window_tcp = ?own.tcp_addr(),
+            window_verbs = ?own.verbs_addr(),
             peers = config.reconfig.peers.len(),
             "proxy window served"
         );

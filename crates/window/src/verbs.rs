@@ -20,13 +20,15 @@
 //! message says to use `transport = "shm"` or `"tcp"` instead.
 //!
 //! Submodules: `device` (device, port and GID selection, queue-pair state
-//! transitions), `wire` (the control messages), `engine` (posting and
-//! completion handling), `server` and `client`. The transport is tested
+//! transitions), `wire` (the control messages), `engine` (one window's
+//! posting and completion handling), `poller` (the one completion thread
+//! every window of the process shares), `server` and `client`. The transport is tested
 //! for real inside a Soft-RoCE QEMU guest by `scripts/rxe-test.sh`.
 
 mod client;
 mod device;
 mod engine;
+mod poller;
 mod server;
 mod wire;
 

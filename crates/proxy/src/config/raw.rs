@@ -210,6 +210,10 @@ pub struct RawProxyWindow {
     pub shm: Option<String>,
     /// Tcp responder listen address.
     pub tcp: Option<String>,
+    /// Verbs control port listen address (RDMA; exclusive with shm and tcp).
+    pub verbs: Option<String>,
+    /// Verbs only: RDMA device name (default: the first device).
+    pub device: Option<String>,
 }
 
 /// `[[reconfig.peer]]`: another proxy's window.
@@ -217,10 +221,13 @@ pub struct RawProxyWindow {
 #[serde(deny_unknown_fields)]
 pub struct RawPeerProxy {
     pub id: Option<i64>,
-    /// "shm" or "tcp".
+    /// "shm", "tcp" or "verbs".
     pub transport: Option<String>,
-    /// Shm: window file path. Tcp: responder address.
+    /// Shm: window file path. Tcp: responder address. Verbs: the peer's
+    /// verbs control address.
     pub window: Option<String>,
+    /// Verbs only: the local RDMA device (default: the first device).
+    pub device: Option<String>,
 }
 
 /// `[qos]`: the proxy-wide admission queue.

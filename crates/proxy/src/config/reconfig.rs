@@ -171,13 +171,35 @@ pub(super) fn validate(
                 .is_some()
                 .then(|| c.socket_addr("reconfig.window.tcp", w.tcp.as_deref()))
                 .flatten();
-            if w.shm.is_none() && w.tcp.is_none() {
+            let verbs = w
+                .verbs
+                .is_some()
+                .then(|| c.socket_addr("reconfig.window.verbs", w.verbs.as_deref()))
+                .flatten();
+            if w.shm.is_none() && w.tcp.is_none() && w.verbs.is_none() {
                 c.add(
                     "reconfig.window",
-                    "empty (expected `shm = \"/dev/shm/rdmalb-proxy-1\"` and/or `tcp = \"127.0.0.1:7101\"`)",
+                    "empty (expected `shm = \"/dev/shm/rdmalb-proxy-1\"` and/or `tcp = \"127.0.0.1:7101\"`, or `verbs = \"10.0.0.1:7102\"`)",
                 );
             }
-            ProxyWindow { shm, tcp }
+            if w.verbs.is_some() && (w.shm.is_some() || w.tcp.is_some()) {
+                c.add(
+                    "reconfig.window.verbs",
+                    "set together with shm or tcp (expected verbs alone: peers over verbs change the window with the NIC's atomics, which are not atomic with the CPU atomics shm and tcp peers use)",
+                );
+            }
+            if w.device.is_some() && w.verbs.is_none() {
+                c.add(
+                    "reconfig.window.device",
+                    "set without `verbs` (expected it only with `verbs = \"host:port\"`)",
+                );
+            }
+            ProxyWindow {
+                shm,
+                tcp,
+                verbs,
+                device: w.device,
+            }
         }
     };
 
@@ -211,21 +233,25 @@ pub(super) fn validate(
         },
     };
 
-    let tcp_used = window.tcp.is_some()
-        || peers
-            .iter()
-            .any(|p| matches!(p.window, WindowEndpoint::Tcp { .. }));
-    if tcp_used && cluster.psk_file.is_none() {
+    let keyed = window.tcp.is_some()
+        || window.verbs.is_some()
+        || peers.iter().any(|p| {
+            matches!(
+                p.window,
+                WindowEndpoint::Tcp { .. } | WindowEndpoint::Verbs { .. }
+            )
+        });
+    if keyed && cluster.psk_file.is_none() {
         c.add(
             "cluster.psk_file",
-            "missing: proxy windows use the tcp transport, which requires authentication (expected the path of a pre-shared key file made by `rdmalb psk --out FILE`)",
+            "missing: proxy windows use the tcp or verbs transport, which require authentication (expected the path of a pre-shared key file made by `rdmalb psk --out FILE`)",
         );
     }
     if mode == ReconfigMode::Reconfigure {
         if !peers.is_empty() && !window.is_served() {
             c.add(
                 "reconfig.window",
-                "missing: with peers, this proxy must serve a window (they take site locks on it and bump its update counters); set `shm` and/or `tcp`",
+                "missing: with peers, this proxy must serve a window (they take site locks on it and bump its update counters); set `shm` and/or `tcp`, or `verbs`",
             );
         }
         if !nodes.iter().any(|n| n.window.is_some()) {
@@ -347,7 +373,7 @@ fn peer(
         (_, None) => {
             c.add(
                 format!("{key}.window"),
-                "missing (expected the peer's window: a /dev/shm file path for shm, host:port for tcp)",
+                "missing (expected the peer's window: a /dev/shm file path for shm, host:port for tcp, the peer's verbs control host:port for verbs)",
             );
             return None;
         }
@@ -364,11 +390,15 @@ fn peer(
         (Some("tcp"), Some(_)) => WindowEndpoint::Tcp {
             addr: c.socket_addr(&format!("{key}.window"), p.window.as_deref())?,
         },
+        (Some("verbs"), Some(_)) => WindowEndpoint::Verbs {
+            control: c.socket_addr(&format!("{key}.window"), p.window.as_deref())?,
+            device: p.device.clone(),
+        },
         (t, Some(_)) => {
             c.add(
                 format!("{key}.transport"),
                 format!(
-                    "{} (expected \"shm\" or \"tcp\"; proxy windows are not served over verbs)",
+                    "{} (expected \"shm\", \"tcp\" or \"verbs\")",
                     t.map_or("missing".to_string(), |t| format!(
                         "`{t}` is not a proxy window transport"
                     ))
@@ -377,6 +407,12 @@ fn peer(
             return None;
         }
     };
+    if p.device.is_some() && !matches!(window, WindowEndpoint::Verbs { .. }) {
+        c.add(
+            format!("{key}.device"),
+            "set for a peer that is not reached over verbs (expected it only with transport = \"verbs\")",
+        );
+    }
     Some(PeerProxy { id, window })
 }
 

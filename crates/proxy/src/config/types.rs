@@ -661,12 +661,20 @@ pub struct ProxyWindow {
     pub shm: Option<PathBuf>,
     /// Tcp responder address (authenticated with `cluster.psk_file`).
     pub tcp: Option<SocketAddr>,
+    /// Verbs control port (RDMA; authenticated with `cluster.psk_file`).
+    /// Never with `shm` or `tcp`: peers then change the window with the
+    /// NIC's atomics, which are not atomic with the CPU's, so every
+    /// read-modify-write on it must come through the NIC (this proxy's own
+    /// agent included, over a loopback queue pair).
+    pub verbs: Option<SocketAddr>,
+    /// The RDMA device for `verbs` (default: the first device).
+    pub device: Option<String>,
 }
 
 impl ProxyWindow {
     /// Whether this proxy serves a window at all.
     pub fn is_served(&self) -> bool {
-        self.shm.is_some() || self.tcp.is_some()
+        self.shm.is_some() || self.tcp.is_some() || self.verbs.is_some()
     }
 }
 
@@ -675,7 +683,7 @@ impl ProxyWindow {
 pub struct PeerProxy {
     /// The peer's `global.proxy_id`.
     pub id: u16,
-    /// Its window (shm or tcp; never verbs for proxy windows).
+    /// Its window (shm, tcp or verbs).
     pub window: WindowEndpoint,
 }
 

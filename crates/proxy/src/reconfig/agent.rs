@@ -10,9 +10,10 @@
 //! window is a CAS from a value read this round, so two proxies acting on
 //! the same view can never both succeed.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use arc_swap::ArcSwap;
+use arc_swap::{ArcSwap, ArcSwapOption};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -201,12 +202,24 @@ struct Work {
     pending: Vec<Pending>,
 }
 
+/// Agent node index → position in a routing snapshot's node list. Routing
+/// follows every node's role word every round and every `role_poll`;
+/// finding each node by name in the snapshot made that quadratic in the
+/// nodes.
+struct Routed {
+    backends: Arc<Backends>,
+    of: Vec<Option<usize>>,
+}
+
 /// The reconfiguration agent of one proxy.
 pub struct Agent {
     settings: AgentSettings,
     own: LocalWindow,
     source: Arc<dyn WindowSource>,
     routing: Option<Arc<ArcSwap<Backends>>>,
+    /// Each agent node's position in the routing snapshot it was computed
+    /// for (rebuilt when a reload swaps the snapshot).
+    routed: ArcSwapOption<Routed>,
     qos: QosPolicy,
     work: tokio::sync::Mutex<Work>,
     shown: Mutex<(Vec<SiteRole>, Vec<NodeRole>)>,
@@ -261,7 +274,17 @@ impl Agent {
             own,
             source,
             routing,
+            routed: ArcSwapOption::empty(),
         }
+    }
+
+    /// Uses `own` for this proxy's window (the same memory as given to
+    /// [`Agent::new`], with its atomics routed as the window is served: see
+    /// [`LocalWindow`]); call before the first round.
+    pub fn with_local_window(mut self, own: LocalWindow) -> Agent {
+        debug_assert!(Arc::ptr_eq(own.memory(), self.own.memory()));
+        self.own = own;
+        self
     }
 
     /// Runs a round every `sensitivity` until `shutdown` turns true.
@@ -340,6 +363,7 @@ impl Agent {
     /// ended with.
     pub async fn round(&self) -> (Plan, Vec<(usize, Result<ClaimOutcome, ProtocolError>)>) {
         let mut work = self.work.lock().await;
+        let started = std::time::Instant::now();
         Counters::bump(&self.counters.rounds);
         let views = self.read_all().await;
         let now = Instant::now();
@@ -408,6 +432,7 @@ impl Agent {
                 }
             }
         }
+        metrics::histogram!(status::ROUND).record(started.elapsed().as_secs_f64());
         (plan, outcomes)
     }
 
@@ -544,9 +569,35 @@ impl Agent {
 
     fn follow(&self, node: usize, site: SiteSlot, applied: bool) {
         let Some(routing) = &self.routing else { return };
-        let name = &self.settings.nodes[node].name;
         let b = routing.load();
-        if let Some(n) = b.nodes().iter().find(|n| &n.name == name) {
+        let routed = match self.routed.load_full() {
+            Some(r) if Arc::ptr_eq(&r.backends, &*b) => r,
+            _ => {
+                let mut by_name: HashMap<&str, usize> = HashMap::with_capacity(b.nodes().len());
+                for (i, n) in b.nodes().iter().enumerate() {
+                    by_name.entry(n.name.as_str()).or_insert(i);
+                }
+                let of = self
+                    .settings
+                    .nodes
+                    .iter()
+                    .map(|n| by_name.get(n.name.as_str()).copied())
+                    .collect();
+                let r = Arc::new(Routed {
+                    backends: Arc::clone(&b),
+                    of,
+                });
+                self.routed.store(Some(Arc::clone(&r)));
+                r
+            }
+        };
+        if let Some(n) = routed
+            .of
+            .get(node)
+            .copied()
+            .flatten()
+            .and_then(|i| b.nodes().get(i))
+        {
             n.follow_role(site.index(), applied);
         }
     }

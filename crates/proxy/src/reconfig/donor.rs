@@ -67,9 +67,18 @@ pub struct DonorQuery<'a> {
 }
 
 impl DonorQuery<'_> {
-    /// Nodes assigned to `site` (any state but FAILED, so a node on its way
-    /// counts) plus its fixed nodes.
-    fn members(&self, site: usize) -> usize {
+    fn priority(&self, site: usize) -> u32 {
+        self.priorities.get(site).copied().unwrap_or(0)
+    }
+
+    fn qos(&self, site: usize) -> SiteQos {
+        self.qos.get(site).copied().unwrap_or_default()
+    }
+
+    /// The rules' member count of `site`, counted directly (the property
+    /// test's oracle for [`Tally`]).
+    #[cfg(test)]
+    pub(crate) fn members(&self, site: usize) -> usize {
         let moving = self
             .views
             .iter()
@@ -79,17 +88,10 @@ impl DonorQuery<'_> {
         moving + self.fixed.get(site).copied().unwrap_or(0)
     }
 
-    fn priority(&self, site: usize) -> u32 {
-        self.priorities.get(site).copied().unwrap_or(0)
-    }
-
-    fn qos(&self, site: usize) -> SiteQos {
-        self.qos.get(site).copied().unwrap_or_default()
-    }
-
-    /// Nodes `site` needs for its guarantee: its active nodes (fixed ones
-    /// serve too) and their mean load feed [`SiteQos::nodes_needed`].
-    fn needed(&self, site: usize) -> usize {
+    /// The nodes `site` needs for its guarantee, counted directly (the
+    /// property test's oracle for [`Tally`]).
+    #[cfg(test)]
+    pub(crate) fn needed(&self, site: usize) -> usize {
         let loads: Vec<Option<f64>> = self
             .views
             .iter()
@@ -102,16 +104,56 @@ impl DonorQuery<'_> {
         let active = loads.len() + self.fixed.get(site).copied().unwrap_or(0);
         self.qos(site).nodes_needed(active, load)
     }
+}
 
-    /// Whether `site` can give one node and keep its minimum and its
+/// What the rules need per site, counted in one pass over the views (the
+/// rules look at a site once per candidate node: counting per candidate was
+/// quadratic in the nodes, and a claim makes its choice under the site
+/// lock; see docs/benchmarks.md, "Reconfiguration at scale").
+struct Tally {
+    /// Nodes assigned to the site (any state but FAILED, so a node on its
+    /// way counts) plus its fixed nodes.
+    members: Vec<usize>,
+    /// Whether the site can give one node and keep its minimum and its
     /// guarantee.
-    fn can_give(&self, site: usize) -> bool {
-        let Some(limits) = self.sites.get(site) else {
-            return false;
-        };
-        let members = self.members(site);
-        // After giving one: members - 1 >= min_nodes and >= needed.
-        members > limits.min_nodes && members > self.needed(site)
+    can_give: Vec<bool>,
+}
+
+impl Tally {
+    fn new(q: &DonorQuery<'_>) -> Tally {
+        let n = q.sites.len();
+        let fixed = |s: usize| q.fixed.get(s).copied().unwrap_or(0);
+        let mut members: Vec<usize> = (0..n).map(fixed).collect();
+        // Per site: nodes serving it, and the sum and count of their known loads.
+        let mut serving = vec![(0usize, 0.0f64, 0usize); n];
+        for v in q.views.iter().flatten() {
+            if let Some(s) = v.role.site.index().filter(|s| *s < n) {
+                if v.effective() != Effective::Failed {
+                    members[s] += 1;
+                }
+            }
+            if let Some(s) = v.serving().and_then(SiteSlot::index).filter(|s| *s < n) {
+                let e = &mut serving[s];
+                e.0 += 1;
+                if let Some(l) = v.load {
+                    e.1 += l;
+                    e.2 += 1;
+                }
+            }
+        }
+        let can_give = (0..n)
+            .map(|s| {
+                let (count, sum, known) = serving[s];
+                // Nodes the site needs for its guarantee: its active nodes
+                // (fixed ones serve too) and their mean load feed
+                // [`SiteQos::nodes_needed`].
+                let load = (known > 0).then(|| sum / known as f64);
+                let needed = q.qos(s).nodes_needed(count + fixed(s), load);
+                // After giving one: members - 1 >= min_nodes and >= needed.
+                members[s] > q.sites[s].min_nodes && members[s] > needed
+            })
+            .collect();
+        Tally { members, can_give }
     }
 }
 
@@ -119,7 +161,8 @@ impl DonorQuery<'_> {
 /// for the rules).
 pub fn choose_donor(q: &DonorQuery<'_>) -> Option<usize> {
     let hot = q.sites.get(q.hot_site)?;
-    if q.members(q.hot_site) >= hot.max_nodes {
+    let tally = Tally::new(q);
+    if tally.members[q.hot_site] >= hot.max_nodes {
         return None;
     }
     let hot_priority = q.priority(q.hot_site);
@@ -142,7 +185,7 @@ pub fn choose_donor(q: &DonorQuery<'_>) -> Option<usize> {
                     if s == q.hot_site || (busy && !(may_pull && p < hot_priority)) {
                         return None;
                     }
-                    if !q.can_give(s) {
+                    if !tally.can_give.get(s).copied().unwrap_or(false) {
                         return None;
                     }
                     (true, p)

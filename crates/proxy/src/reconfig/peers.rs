@@ -4,6 +4,7 @@
 //! the lock home, served to peers over shm and/or tcp), and a reconnecting
 //! set of links to peer proxies' windows ([`PeerLinks`]).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -34,15 +35,41 @@ pub trait WindowSource: Send + Sync + 'static {
 
 /// This proxy's own window memory seen through [`RemoteWindow`], so the agent
 /// treats the lock home the same whether it is this proxy or a peer.
-#[derive(Debug, Clone)]
+///
+/// Reads are plain loads of the memory. Atomics are CPU atomics, except
+/// when the window is served over verbs: peers then change it with the
+/// NIC's atomics, which are not atomic with the CPU's, so this proxy's own
+/// compare-and-swaps and fetch-and-adds go through the NIC too, over a
+/// loopback queue pair ([`LocalWindow::with_atomics`]).
+#[derive(Clone)]
 pub struct LocalWindow {
     mem: Arc<WindowMemory>,
+    atomics: Option<Arc<dyn RemoteWindow>>,
+}
+
+impl std::fmt::Debug for LocalWindow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalWindow")
+            .field("path", &self.mem.path())
+            .field("atomics", &self.atomics.as_ref().map(|a| a.peer()))
+            .finish()
+    }
 }
 
 impl LocalWindow {
     /// Wraps window memory this process owns.
     pub fn new(mem: Arc<WindowMemory>) -> Self {
-        LocalWindow { mem }
+        LocalWindow { mem, atomics: None }
+    }
+
+    /// Wraps window memory this process owns whose read-modify-writes must
+    /// go through `atomics` (a link to the same window in the atomicity
+    /// domain its peers use).
+    pub fn with_atomics(mem: Arc<WindowMemory>, atomics: Arc<dyn RemoteWindow>) -> Self {
+        LocalWindow {
+            mem,
+            atomics: Some(atomics),
+        }
     }
 
     /// The memory.
@@ -53,8 +80,11 @@ impl LocalWindow {
 
 impl RemoteWindow for LocalWindow {
     fn kind(&self) -> TransportKind {
-        // Same-process memory: one-sided like shm.
-        TransportKind::Shm
+        match &self.atomics {
+            Some(a) => a.kind(),
+            // Same-process memory: one-sided like shm.
+            None => TransportKind::Shm,
+        }
     }
 
     fn peer(&self) -> &str {
@@ -71,12 +101,18 @@ impl RemoteWindow for LocalWindow {
     }
 
     fn compare_swap(&self, word: usize, expected: u64, new: u64) -> WindowFuture<'_, u64> {
+        if let Some(a) = &self.atomics {
+            return a.compare_swap(word, expected, new);
+        }
         let r = check_atomic_word(self.peer(), word)
             .map(|()| self.mem.compare_swap(word, expected, new).unwrap_or(0));
         Box::pin(std::future::ready(r))
     }
 
     fn fetch_add(&self, word: usize, delta: u64) -> WindowFuture<'_, u64> {
+        if let Some(a) = &self.atomics {
+            return a.fetch_add(word, delta);
+        }
         let r = check_atomic_word(self.peer(), word)
             .map(|()| self.mem.fetch_add(word, delta).unwrap_or(0));
         Box::pin(std::future::ready(r))
@@ -84,11 +120,14 @@ impl RemoteWindow for LocalWindow {
 }
 
 /// This proxy's window: memory (a `/dev/shm` file when `shm` is set, else
-/// anonymous) and its tcp responder when `tcp` is set. The header's node id
-/// is the proxy id. Dropping it stops the responder and removes the file.
+/// anonymous), its tcp responder when `tcp` is set, its verbs responder
+/// when `verbs` is set. The header's node id is the proxy id. Dropping it
+/// stops the responders and removes the file.
 pub struct OwnWindow {
     mem: Arc<WindowMemory>,
     tcp: Option<TcpServerHandle>,
+    #[cfg(feature = "verbs")]
+    verbs: Option<rdmalb_window::verbs::VerbsServer>,
     _stop: watch::Sender<bool>,
 }
 
@@ -116,6 +155,27 @@ impl OwnWindow {
             None => WindowMemory::anonymous(id, site_hash)?,
         });
         let (stop, stop_rx) = watch::channel(false);
+        #[cfg(feature = "verbs")]
+        let verbs = match (cfg.verbs, psk) {
+            (Some(listen), Some(psk)) => Some(rdmalb_window::verbs::VerbsServer::start(
+                mem.clone(),
+                listen,
+                psk.clone(),
+                cfg.device.clone(),
+                stop_rx.clone(),
+            )?),
+            (Some(_), None) => {
+                return Err(WindowError::Psk {
+                    path: "cluster.psk_file".into(),
+                    reason: "not configured; a verbs proxy window needs it".into(),
+                })
+            }
+            (None, _) => None,
+        };
+        #[cfg(not(feature = "verbs"))]
+        if cfg.verbs.is_some() {
+            return Err(WindowError::verbs_not_compiled());
+        }
         let tcp = match (cfg.tcp, psk) {
             (Some(listen), Some(psk)) => {
                 Some(tcp::serve(mem.clone(), listen, psk.clone(), stop_rx)?)
@@ -131,8 +191,57 @@ impl OwnWindow {
         Ok(OwnWindow {
             mem,
             tcp,
+            #[cfg(feature = "verbs")]
+            verbs,
             _stop: stop,
         })
+    }
+
+    /// The verbs responder's control address, when the window is served
+    /// over verbs.
+    pub fn verbs_addr(&self) -> Option<std::net::SocketAddr> {
+        #[cfg(feature = "verbs")]
+        {
+            self.verbs
+                .as_ref()
+                .map(rdmalb_window::verbs::VerbsServer::local_addr)
+        }
+        #[cfg(not(feature = "verbs"))]
+        None
+    }
+
+    /// The window as the agent uses it: plain memory, or, when it is served
+    /// over verbs, memory whose atomics go through a loopback queue pair to
+    /// its own verbs responder (peers change it with the NIC's atomics,
+    /// which the CPU's would race). `cfg` is what [`OwnWindow::serve`] got.
+    pub async fn local(
+        &self,
+        cfg: &ProxyWindow,
+        proxy_id: u16,
+        site_hash: u64,
+        psk: Option<&Psk>,
+    ) -> Result<LocalWindow, WindowError> {
+        let (Some(addr), Some(psk)) = (self.verbs_addr(), psk) else {
+            return Ok(LocalWindow::new(Arc::clone(&self.mem)));
+        };
+        let expect = Expect {
+            node_id: Some(u64::from(proxy_id)),
+            site_hash: Some(site_hash),
+        };
+        let link = Link::connect(Peer {
+            endpoint: &WindowEndpoint::Verbs {
+                control: addr,
+                device: cfg.device.clone(),
+            },
+            expect: &expect,
+            psk: Some(psk),
+            id: proxy_id,
+        })
+        .await?;
+        Ok(LocalWindow::with_atomics(
+            Arc::clone(&self.mem),
+            Arc::clone(link.window()),
+        ))
     }
 
     /// The memory.
@@ -227,13 +336,6 @@ impl PeerLinks {
     }
 
     async fn connect(&self, peer: &PeerProxy) -> Result<Link, WindowError> {
-        // Peer windows hold the site locks and update counters: atomics
-        // that shm and tcp serve from the owner's CPU (docs/window.md).
-        if let WindowEndpoint::Verbs { control, .. } = &peer.window {
-            return Err(WindowError::NoDevice {
-                detail: format!("peer proxy window {control} over verbs is not supported"),
-            });
-        }
         let expect = Expect {
             node_id: Some(u64::from(peer.id)),
             site_hash: Some(self.site_hash),
@@ -260,18 +362,67 @@ pub struct ProxyWindows {
     pub names: Vec<String>,
     /// The config in force (swapped on reload).
     pub config: Arc<ArcSwap<Config>>,
+    /// Each agent node's position in the config it was computed for. The
+    /// agent asks for every node several times a round (and `watch_roles`
+    /// every `role_poll`); finding each by name in the node list made that
+    /// quadratic in the nodes.
+    positions: ArcSwapOption<Positions>,
+}
+
+/// Agent node index → position in `config.nodes`.
+struct Positions {
+    config: Arc<Config>,
+    of: Vec<Option<usize>>,
+}
+
+impl ProxyWindows {
+    /// The windows of `nodes` and `peers`; `names` are the agent's node
+    /// names by its node index, `config` the config in force.
+    pub fn new(
+        nodes: Arc<NodeWindows>,
+        peers: Arc<PeerLinks>,
+        names: Vec<String>,
+        config: Arc<ArcSwap<Config>>,
+    ) -> Self {
+        ProxyWindows {
+            nodes,
+            peers,
+            names,
+            config,
+            positions: ArcSwapOption::empty(),
+        }
+    }
+
+    /// Where agent node `index` is in the config in force (rebuilt once per
+    /// reload).
+    fn position(&self, index: usize) -> Option<usize> {
+        let config = self.config.load();
+        if let Some(p) = self.positions.load().as_ref() {
+            if Arc::ptr_eq(&p.config, &*config) {
+                return p.of.get(index).copied().flatten();
+            }
+        }
+        let mut by_name: HashMap<&str, usize> = HashMap::with_capacity(config.nodes.len());
+        for (i, n) in config.nodes.iter().enumerate() {
+            by_name.entry(n.name.as_str()).or_insert(i);
+        }
+        let of = self
+            .names
+            .iter()
+            .map(|n| by_name.get(n.as_str()).copied())
+            .collect();
+        let p = Arc::new(Positions {
+            config: Arc::clone(&config),
+            of,
+        });
+        self.positions.store(Some(Arc::clone(&p)));
+        p.of.get(index).copied().flatten()
+    }
 }
 
 impl WindowSource for ProxyWindows {
     fn node(&self, index: usize) -> Option<Arc<dyn RemoteWindow>> {
-        let name = self.names.get(index)?;
-        let position = self
-            .config
-            .load()
-            .nodes
-            .iter()
-            .position(|n| &n.name == name)?;
-        self.nodes.get(position)
+        self.nodes.get(self.position(index)?)
     }
 
     fn proxy(&self, id: u16) -> Option<Arc<dyn RemoteWindow>> {

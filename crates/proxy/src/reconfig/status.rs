@@ -20,6 +20,13 @@ pub const SKIPPED: &str = "rdmalb_reconfig_skipped_rounds_total";
 /// Counter `rdmalb_reconfig_lock_busy_total{site}`: site lock held by another
 /// proxy.
 pub const LOCK_BUSY: &str = "rdmalb_reconfig_lock_busy_total";
+/// Counter `rdmalb_reconfig_lock_attempts_total{site}`: site lock
+/// acquisitions tried (each try reads the lock word and, when it is free or
+/// expired, CASes it once; a busy lock is never waited for).
+pub const LOCK_ATTEMPTS: &str = "rdmalb_reconfig_lock_attempts_total";
+/// Histogram `rdmalb_reconfig_lock_held_seconds`: how long this proxy held
+/// each site lock, from the winning CAS to the release.
+pub const LOCK_HELD: &str = "rdmalb_reconfig_lock_held_seconds";
 /// Counter `rdmalb_reconfig_lock_steals_total{site}`: expired site locks
 /// taken over (their holder died or stalled past lease + skew).
 pub const LOCK_STEALS: &str = "rdmalb_reconfig_lock_steals_total";
@@ -55,6 +62,9 @@ pub const FENCED: &str = "rdmalb_reconfig_fenced_total";
 /// Counter `rdmalb_reconfig_unresolved_total{step}`: CASes whose reply was
 /// lost and whose outcome reading back could not settle at once.
 pub const UNRESOLVED: &str = "rdmalb_reconfig_unresolved_total";
+/// Histogram `rdmalb_reconfig_round_seconds`: how long one round of the
+/// agent took (reading every node, planning, and the claims it made).
+pub const ROUND: &str = "rdmalb_reconfig_round_seconds";
 /// Gauge `rdmalb_reconfig_nodes{state}`: nodes by effective state.
 pub const NODES: &str = "rdmalb_reconfig_nodes";
 
@@ -65,8 +75,11 @@ pub struct Counters {
     pub claims: AtomicU64,
     pub lost_cas: AtomicU64,
     pub skipped_rounds: AtomicU64,
+    pub lock_attempts: AtomicU64,
     pub lock_busy: AtomicU64,
     pub lock_steals: AtomicU64,
+    /// Nanoseconds site locks were held (see [`LOCK_HELD`]).
+    pub lock_held_ns: AtomicU64,
     pub rollbacks: AtomicU64,
     pub errors: AtomicU64,
     pub moves: AtomicU64,
@@ -90,8 +103,10 @@ impl Counters {
             claims: g(&self.claims),
             lost_cas: g(&self.lost_cas),
             skipped_rounds: g(&self.skipped_rounds),
+            lock_attempts: g(&self.lock_attempts),
             lock_busy: g(&self.lock_busy),
             lock_steals: g(&self.lock_steals),
+            lock_held_us: g(&self.lock_held_ns) / 1000,
             rollbacks: g(&self.rollbacks),
             errors: g(&self.errors),
             moves: g(&self.moves),
@@ -111,8 +126,12 @@ pub struct CountersSnapshot {
     pub claims: u64,
     pub lost_cas: u64,
     pub skipped_rounds: u64,
+    /// Site lock acquisitions tried (see [`LOCK_ATTEMPTS`]).
+    pub lock_attempts: u64,
     pub lock_busy: u64,
     pub lock_steals: u64,
+    /// Microseconds site locks were held (see [`LOCK_HELD`]).
+    pub lock_held_us: u64,
     pub rollbacks: u64,
     pub errors: u64,
     /// Role changes seen on any node (see [`MOVES`]).

@@ -25,6 +25,7 @@ use sideway::ibverbs::queue_pair::QueuePair;
 
 use super::device::{self, DeviceError};
 use super::engine::{self, Done, Engine, OpError, Request, SLOT_BYTES};
+use super::poller;
 use super::wire::{self, Answer, ConnectRequest, RegionInfo};
 use crate::layout::{ATOMIC_BYTES, READ_ONLY_BYTES, READ_WORDS};
 use crate::transport::{check_atomic_word, Expect, RemoteWindow, WindowFuture};
@@ -291,10 +292,11 @@ fn setup(
         }
     })?;
     let slots = opts.max_in_flight.clamp(1, 4096);
-    let mut parts =
-        engine::create_parts(Arc::clone(&dev), slots).map_err(|detail| WindowError::NoDevice {
-            detail: format!("{}: {detail}", dev.name),
-        })?;
+    let no_device = |detail: engine::EngineError| WindowError::NoDevice {
+        detail: format!("{}: {detail}", dev.name),
+    };
+    let poller = poller::shared(&dev).map_err(no_device)?;
+    let mut parts = engine::create_parts(poller, slots).map_err(no_device)?;
     let psn = device::random_psn();
 
     let mut stream = TcpStream::connect_timeout(&control_addr, opts.connect_timeout)
@@ -378,7 +380,7 @@ fn setup(
             detail: format!("{}: {detail}", dev.name),
         }
     })?;
-    engine.spawn_poller().map_err(|e| match e {
+    engine.start().map_err(|e| match e {
         engine::EngineError::Thread(source) => {
             WindowError::io("cannot start the completion thread", source)
         }

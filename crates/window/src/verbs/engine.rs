@@ -1,26 +1,25 @@
 //! The proxy side's queue-pair engine: posting work requests, matching
-//! completions to waiting futures, timeouts, and failure.
+//! completions to waiting futures, timeouts, and failure, for one window.
 //!
 //! Every operation owns one *slot* of a registered local buffer (256 bytes,
 //! enough for a whole `read_raw`): the NIC writes the READ data or the
-//! atomic's old value there. The work request id is the slot index. A
-//! dedicated completion thread polls the completion queue and, per
-//! completion, copies the result out of the slot, frees the slot and wakes
-//! the waiting future through a oneshot channel.
+//! atomic's old value there. The work request id is the slot index. The
+//! process's shared completion thread ([`super::poller`]) polls this
+//! window's completion queue and, per completion, copies the result out of
+//! the slot, frees the slot and wakes the waiting future through a oneshot
+//! channel.
 //!
 //! Why slots are freed only by the completion thread: a future may time out
 //! or be dropped while its request is still in the NIC; the slot must not be
 //! reused until the NIC is done with it. The number of slots bounds the
 //! operations in flight (a semaphore; waiters queue fairly).
 //!
-//! The completion thread spins for a short while after activity (a READ on
-//! real hardware completes in a few microseconds), then arms the completion
-//! channel and sleeps in `poll(2)` on it and on the control connection, so
-//! an idle window costs no CPU. A closed control connection, an error
-//! completion or a request stuck far beyond its timeout marks the window
-//! *broken*: the queue pair is moved to ERROR (the NIC flushes everything
-//! outstanding), waiters get an error, and new operations fail at once. The
-//! caller reconnects with a new `VerbsWindow`.
+//! A closed control connection, an error completion or a request stuck far
+//! beyond its timeout marks the window *broken*: its queue pair is moved to
+//! ERROR (the NIC flushes everything outstanding into this window's own
+//! queue), its waiters get an error, and its new operations fail at once.
+//! Other windows on the same poller are not touched. The caller reconnects
+//! with a new `VerbsWindow`.
 #![allow(unsafe_code)]
 
 use std::alloc::Layout;
@@ -33,7 +32,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use sideway::ibverbs::completion::{
-    BasicCompletionQueue, CompletionChannel, CompletionQueue, PollCompletionQueueError,
+    BasicCompletionQueue, CompletionQueue, PollCompletionQueueError,
 };
 use sideway::ibverbs::memory_region::MemoryRegion;
 use sideway::ibverbs::queue_pair::{
@@ -42,19 +41,12 @@ use sideway::ibverbs::queue_pair::{
 use sideway::ibverbs::AccessFlags;
 use tokio::sync::{oneshot, Semaphore};
 
-use super::device::{self, Device};
+use super::device;
+use super::poller::Poller;
 use crate::layout::READ_WORDS;
 
 /// Bytes of one slot: a whole `read_raw` (32 words).
 pub(crate) const SLOT_BYTES: usize = READ_WORDS * 8;
-/// Spin this long after the last completion before sleeping on the channel.
-const SPIN: Duration = Duration::from_micros(50);
-/// Longest sleep in `poll(2)` with operations outstanding: bounds how late
-/// a timeout is reported.
-const TICK_MS: i32 = 5;
-/// Longest sleep when idle: bounds how late a closed window releases its
-/// queue pair (a new operation wakes the thread through the channel).
-const IDLE_TICK_MS: i32 = 100;
 /// `IBV_WC_SUCCESS` and `IBV_WC_WR_FLUSH_ERR`.
 const WC_SUCCESS: u32 = 0;
 const WC_FLUSH: u32 = 5;
@@ -171,13 +163,15 @@ struct Table {
 
 /// The queue pair, its buffers and the completion bookkeeping of one window.
 /// Field order is drop order: queue pair first (no DMA after it is gone),
-/// then the local region, then the memory it covers.
+/// then the local region, then the memory it covers, then the completion
+/// queue, and the poller (its channel) last.
 pub(crate) struct Engine {
     qp: Mutex<BasicQueuePair>,
     local_mr: Arc<MemoryRegion>,
     mem: SlotMemory,
     cq: Arc<BasicCompletionQueue>,
-    channel: Arc<CompletionChannel>,
+    /// Whether `cq` is armed for its next completion event (poller thread only).
+    armed: AtomicBool,
     control: TcpStream,
     table: Mutex<Table>,
     permits: Semaphore,
@@ -186,7 +180,7 @@ pub(crate) struct Engine {
     shutdown: AtomicBool,
     op_timeout: Duration,
     peer: String,
-    _device: Arc<Device>,
+    poller: Arc<Poller>,
 }
 
 /// Why setting up an engine or posting to it failed: the step, and what
@@ -215,26 +209,20 @@ pub(crate) enum EngineError {
 
 /// Resources created before the queue pair is connected.
 pub(crate) struct Parts {
-    pub device: Arc<Device>,
+    pub poller: Arc<Poller>,
     pub qp: BasicQueuePair,
     pub cq: Arc<BasicCompletionQueue>,
-    pub channel: Arc<CompletionChannel>,
     pub slots: usize,
 }
 
-/// Creates the completion channel, queue, an RC queue pair (INIT, no remote
-/// access: nobody may read or write the proxy's memory) with `slots` send slots.
-pub(crate) fn create_parts(device: Arc<Device>, slots: usize) -> Result<Parts, EngineError> {
-    let channel = device
-        .ctx
-        .create_comp_channel()
-        .map_err(|e| EngineError::CreateChannel(rdmalb_base::error::chain(&e)))?;
-    channel
-        .set_nonblocking(true)
-        .map_err(EngineError::ChannelMode)?;
+/// Creates this window's completion queue (on the shared poller's channel)
+/// and an RC queue pair (INIT, no remote access: nobody may read or write
+/// the proxy's memory) with `slots` send slots.
+pub(crate) fn create_parts(poller: Arc<Poller>, slots: usize) -> Result<Parts, EngineError> {
+    let device = &poller.device;
     let mut b = device.ctx.create_cq_builder();
     b.setup_cqe(slots as u32 + 8)
-        .setup_comp_channel(&channel, 0);
+        .setup_comp_channel(&poller.channel, 0);
     let cq = b
         .build()
         .map_err(|e| EngineError::CreateCq(rdmalb_base::error::chain(&e)))?;
@@ -242,17 +230,16 @@ pub(crate) fn create_parts(device: Arc<Device>, slots: usize) -> Result<Parts, E
         .create_qp(&cq.clone().into(), slots as u32, AccessFlags::none())
         .map_err(|e| EngineError::CreateQp(e.to_string()))?;
     Ok(Parts {
-        device,
+        poller,
         qp,
         cq,
-        channel,
         slots,
     })
 }
 
 impl Engine {
     /// Registers the local slots and wraps a connected queue pair. Call
-    /// [`Engine::spawn_poller`] next.
+    /// [`Engine::start`] next.
     pub(crate) fn new(
         parts: Parts,
         control: TcpStream,
@@ -263,7 +250,7 @@ impl Engine {
         // SAFETY: `mem` is a live allocation of `layout.size()` bytes; it is
         // dropped after the region (field order of `Engine`).
         let local_mr = unsafe {
-            parts.device.pd.reg_mr(
+            parts.poller.device.pd.reg_mr(
                 mem.ptr.as_ptr() as usize,
                 mem.layout.size(),
                 AccessFlags::LocalWrite,
@@ -282,7 +269,7 @@ impl Engine {
             local_mr,
             mem,
             cq: parts.cq,
-            channel: parts.channel,
+            armed: AtomicBool::new(false),
             control,
             table: Mutex::new(table),
             permits: Semaphore::new(parts.slots),
@@ -291,23 +278,60 @@ impl Engine {
             shutdown: AtomicBool::new(false),
             op_timeout,
             peer,
-            _device: parts.device,
+            poller: parts.poller,
         }))
     }
 
-    /// Starts the completion thread; it holds a reference until [`Engine::stop`].
-    pub(crate) fn spawn_poller(self: &Arc<Self>) -> Result<(), EngineError> {
-        let me = Arc::clone(self);
-        std::thread::Builder::new()
-            .name("rdmalb-verbs-cq".into())
-            .spawn(move || me.poll_loop())
-            .map(|_| ())
-            .map_err(EngineError::Thread)
+    /// Hands the window to the shared completion thread; it holds a
+    /// reference until [`Engine::stop`].
+    pub(crate) fn start(self: &Arc<Self>) -> Result<(), EngineError> {
+        Arc::clone(&self.poller).register(Arc::clone(self))
     }
 
-    /// Asks the completion thread to exit (it releases the queue pair).
+    /// Closes the window: the completion thread fails what still waits and
+    /// releases its reference (the queue pair goes with the last one).
     pub(crate) fn stop(&self) {
         self.shutdown.store(true, Ordering::Release);
+        self.poller.wake();
+    }
+
+    /// Whether [`Engine::stop`] was called.
+    pub(crate) fn stopping(&self) -> bool {
+        self.shutdown.load(Ordering::Acquire)
+    }
+
+    /// Operations posted and not completed yet.
+    pub(crate) fn outstanding(&self) -> usize {
+        self.outstanding.load(Ordering::Acquire)
+    }
+
+    /// The completion queue, to match completion events to windows.
+    pub(crate) fn cq_ptr(&self) -> *mut rdma_mummy_sys::ibv_cq {
+        unsafe_cq(&self.cq)
+    }
+
+    /// The control connection, watched by the completion thread.
+    pub(crate) fn control_fd(&self) -> std::os::fd::RawFd {
+        self.control.as_raw_fd()
+    }
+
+    /// Arms the queue for its next completion event, unless it is armed.
+    pub(crate) fn arm(&self) {
+        if self.armed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        // SAFETY: the CQ is alive (held by `self`); arming is the documented
+        // way to get one event on the channel for the next completion.
+        let rc = unsafe { rdma_mummy_sys::ibv_req_notify_cq(self.cq_ptr(), 0) };
+        if rc != 0 {
+            self.armed.store(false, Ordering::Release);
+            self.fail(format!("ibv_req_notify_cq failed ({rc})"));
+        }
+    }
+
+    /// The queue's event was taken: it needs arming again.
+    pub(crate) fn disarmed(&self) {
+        self.armed.store(false, Ordering::Release);
     }
 
     /// The first failure, if the window is unusable.
@@ -422,39 +446,9 @@ impl Engine {
         }
     }
 
-    fn poll_loop(self: Arc<Self>) {
-        let mut spin_until = Instant::now();
-        let mut last_scan = Instant::now();
-        let cq_ptr = unsafe_cq(&self.cq);
-        while !self.shutdown.load(Ordering::Acquire) {
-            let now = Instant::now();
-            if now.duration_since(last_scan) >= Duration::from_millis(1) {
-                self.scan_deadlines(now);
-                last_scan = now;
-            }
-            if self.drain() > 0 {
-                spin_until = Instant::now() + SPIN;
-                continue;
-            }
-            if self.outstanding.load(Ordering::Acquire) > 0 && now < spin_until {
-                std::hint::spin_loop();
-                continue;
-            }
-            // SAFETY: the CQ is alive (held by `self`); arming is the documented
-            // way to get one event on the channel for the next completion.
-            let rc = unsafe { rdma_mummy_sys::ibv_req_notify_cq(cq_ptr, 0) };
-            if rc != 0 {
-                self.fail(format!("ibv_req_notify_cq failed ({rc})"));
-            }
-            // A completion that arrived before arming raises no event.
-            if self.drain() > 0 {
-                spin_until = Instant::now() + SPIN;
-                continue;
-            }
-            self.wait(cq_ptr);
-        }
-        // Fail whatever still waits; the queue pair is destroyed when the last
-        // reference (usually this one) goes. A normal close is not a warning.
+    /// The window was closed: fail whatever still waits. A normal close is
+    /// not a warning.
+    pub(crate) fn finish(&self) {
         if self.broken.set("window closed".into()).is_ok() {
             self.permits.close();
             tracing::debug!(peer = %self.peer, "verbs window closed");
@@ -467,71 +461,19 @@ impl Engine {
         }
     }
 
-    /// Sleeps until a completion event, control-connection activity or a tick.
-    fn wait(&self, cq_ptr: *mut rdma_mummy_sys::ibv_cq) {
-        let mut fds = [
-            libc::pollfd {
-                fd: self.channel.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: self.control.as_raw_fd(),
-                events: libc::POLLIN | libc::POLLRDHUP,
-                revents: 0,
-            },
-        ];
-        let watch_control = if self.broken().is_some() { 1 } else { 2 };
-        // Idle windows wake rarely; with work outstanding, often enough to
-        // enforce timeouts.
-        let tick = if self.outstanding.load(Ordering::Acquire) > 0 {
-            TICK_MS
-        } else {
-            IDLE_TICK_MS
-        };
-        // SAFETY: `fds` is a valid array of `watch_control` pollfd entries.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), watch_control, tick) };
-        if n <= 0 {
-            return;
-        }
-        if fds[0].revents != 0 {
-            loop {
-                let mut ev_cq: *mut rdma_mummy_sys::ibv_cq = std::ptr::null_mut();
-                let mut ctx: *mut libc::c_void = std::ptr::null_mut();
-                // SAFETY: the channel is alive and non-blocking; out-pointers are valid.
-                let rc = unsafe {
-                    rdma_mummy_sys::ibv_get_cq_event(
-                        self.channel.comp_channel().as_ptr(),
-                        &mut ev_cq,
-                        &mut ctx,
-                    )
-                };
-                if rc != 0 {
-                    break;
-                }
-                // SAFETY: every event must be acknowledged before the CQ is
-                // destroyed; `ev_cq` is our CQ (the only one on this channel).
-                unsafe {
-                    rdma_mummy_sys::ibv_ack_cq_events(
-                        if ev_cq.is_null() { cq_ptr } else { ev_cq },
-                        1,
-                    )
-                };
-            }
-        }
-        if watch_control == 2 && fds[1].revents != 0 {
-            let mut buf = [0u8; 64];
-            match (&self.control).read(&mut buf) {
-                Ok(0) => self.fail("the sidecar closed the verbs control connection".into()),
-                Ok(_) => {} // reserved for future notices; ignored
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                Err(e) => self.fail(format!("verbs control connection failed: {e}")),
-            }
+    /// The control connection is readable: a close breaks the window.
+    pub(crate) fn control_activity(&self) {
+        let mut buf = [0u8; 64];
+        match (&self.control).read(&mut buf) {
+            Ok(0) => self.fail("the sidecar closed the verbs control connection".into()),
+            Ok(_) => {} // reserved for future notices; ignored
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => self.fail(format!("verbs control connection failed: {e}")),
         }
     }
 
     /// Polls every available completion; returns how many there were.
-    fn drain(&self) -> usize {
+    pub(crate) fn drain(&self) -> usize {
         let mut n = 0;
         match self.cq.start_poll() {
             Ok(poller) => {
@@ -583,7 +525,9 @@ impl Engine {
         }
     }
 
-    fn scan_deadlines(&self, now: Instant) {
+    /// Times out operations past their deadline; breaks the window when one
+    /// is stuck far beyond it.
+    pub(crate) fn scan_deadlines(&self, now: Instant) {
         let hard = (self.op_timeout * 10).max(Duration::from_secs(5));
         let mut stuck = false;
         {
@@ -606,8 +550,8 @@ impl Engine {
 }
 
 fn unsafe_cq(cq: &BasicCompletionQueue) -> *mut rdma_mummy_sys::ibv_cq {
-    // SAFETY: the pointer is only used while the CQ is alive (the poller owns
-    // an `Arc` of the engine that owns the CQ).
+    // SAFETY: the pointer is only used while the CQ is alive (the poller
+    // holds an `Arc` of the engine that owns the CQ).
     unsafe { cq.cq().as_ptr() }
 }
 
@@ -624,7 +568,7 @@ fn wc_status_text(status: u32) -> String {
         .into_owned()
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // A panic while holding these locks leaves consistent data (plain pushes
     // and takes), so a poisoned lock is still usable.
     m.lock().unwrap_or_else(|p| p.into_inner())

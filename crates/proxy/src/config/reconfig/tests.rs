@@ -302,9 +302,75 @@ fn window_empty() {
 #[test]
 fn window_unknown_key() {
     rejects(
-        &with("[reconfig]\nwindow = { verbs = \"127.0.0.1:1\" }"),
+        &with("[reconfig]\nwindow = { rdma = \"127.0.0.1:1\" }"),
         "reconfig",
         "unknown field",
+    );
+}
+
+#[test]
+fn verbs_window_and_peer_accepted() {
+    let c = ok(&with(
+        "[reconfig]\nwindow = { verbs = \"127.0.0.1:7102\", device = \"rxe0\" }\n\n[[reconfig.peer]]\nid = 1\ntransport = \"verbs\"\nwindow = \"127.0.0.1:7201\"\ndevice = \"rxe0\"",
+    ));
+    assert_eq!(
+        c.reconfig.window.verbs,
+        Some("127.0.0.1:7102".parse().unwrap())
+    );
+    assert_eq!(c.reconfig.window.device.as_deref(), Some("rxe0"));
+    assert!(c.reconfig.window.is_served());
+    assert_eq!(
+        c.reconfig.peers,
+        vec![PeerProxy {
+            id: 1,
+            window: WindowEndpoint::Verbs {
+                control: "127.0.0.1:7201".parse().unwrap(),
+                device: Some("rxe0".into()),
+            },
+        }]
+    );
+}
+
+#[test]
+fn verbs_window_with_shm() {
+    rejects(
+        &with("[reconfig]\nwindow = { verbs = \"127.0.0.1:7102\", shm = \"/dev/shm/p2\" }"),
+        "reconfig.window.verbs",
+        "expected verbs alone",
+    );
+}
+
+#[test]
+fn verbs_window_bad_address() {
+    rejects(
+        &with("[reconfig]\nwindow = { verbs = \"nowhere\" }"),
+        "reconfig.window.verbs",
+        "nowhere",
+    );
+}
+
+#[test]
+fn window_device_without_verbs() {
+    rejects(
+        &with("[reconfig]\nwindow = { shm = \"/dev/shm/p2\", device = \"rxe0\" }"),
+        "reconfig.window.device",
+        "only with `verbs",
+    );
+}
+
+#[test]
+fn verbs_window_without_psk() {
+    let text = with("[reconfig]\nwindow = { verbs = \"127.0.0.1:7102\" }")
+        .replace("[cluster]\npsk_file = \"cluster.psk\"", "");
+    rejects(&text, "cluster.psk_file", "tcp or verbs transport");
+}
+
+#[test]
+fn peer_device_without_verbs() {
+    rejects(
+        &with("[[reconfig.peer]]\nid = 1\ntransport = \"shm\"\nwindow = \"/dev/shm/p1\"\ndevice = \"rxe0\""),
+        "reconfig.peer[0].device",
+        "only with transport = \"verbs\"",
     );
 }
 
@@ -315,7 +381,7 @@ fn tcp_window_without_psk() {
     rejects(
         &text,
         "cluster.psk_file",
-        "proxy windows use the tcp transport",
+        "proxy windows use the tcp or verbs transport",
     );
 }
 
@@ -365,11 +431,11 @@ fn peer_without_window() {
 }
 
 #[test]
-fn peer_verbs_transport() {
+fn peer_unknown_transport() {
     rejects(
-        &with("[[reconfig.peer]]\nid = 1\ntransport = \"verbs\"\nwindow = \"127.0.0.1:7201\""),
+        &with("[[reconfig.peer]]\nid = 1\ntransport = \"rdma\"\nwindow = \"127.0.0.1:7201\""),
         "reconfig.peer[0].transport",
-        "expected \"shm\" or \"tcp\"",
+        "expected \"shm\", \"tcp\" or \"verbs\"",
     );
 }
 
@@ -407,7 +473,7 @@ fn peer_tcp_without_psk() {
     rejects(
         &text,
         "cluster.psk_file",
-        "proxy windows use the tcp transport",
+        "proxy windows use the tcp or verbs transport",
     );
 }
 

@@ -62,6 +62,7 @@ impl Agent {
             Ok(h) => h,
             Err(busy) => return Ok(busy),
         };
+        let since = std::time::Instant::now();
         let claim = Claim {
             to,
             site: lock_site,
@@ -69,7 +70,7 @@ impl Agent {
             locks: vec![held],
         };
         let outcome = self.claim_locked(work, home.as_ref(), claim, node).await;
-        self.unlock(home.as_ref(), held).await;
+        self.unlock(home.as_ref(), held, since).await;
         outcome
     }
 
@@ -81,6 +82,8 @@ impl Agent {
     ) -> Result<Result<HeldLock, ClaimOutcome>, ProtocolError> {
         let r = &self.settings.reconfig;
         let label = self.settings.sites[site].name.clone();
+        Counters::bump(&self.counters.lock_attempts);
+        metrics::counter!(status::LOCK_ATTEMPTS, "site" => label.clone()).increment(1);
         Ok(
             match protocol::try_lock(
                 home,
@@ -107,8 +110,20 @@ impl Agent {
         )
     }
 
-    pub(super) async fn unlock(&self, home: &dyn RemoteWindow, held: HeldLock) {
-        match protocol::unlock(home, held).await {
+    /// Releases `held`, taken at `since` (counted as lock hold time).
+    pub(super) async fn unlock(
+        &self,
+        home: &dyn RemoteWindow,
+        held: HeldLock,
+        since: std::time::Instant,
+    ) {
+        let result = protocol::unlock(home, held).await;
+        let for_ = since.elapsed();
+        self.counters
+            .lock_held_ns
+            .fetch_add(for_.as_nanos() as u64, std::sync::atomic::Ordering::Relaxed);
+        metrics::histogram!(status::LOCK_HELD).record(for_.as_secs_f64());
+        match result {
             Ok(true) => {}
             Ok(false) => {
                 tracing::warn!(site = %self.settings.sites[held.site].name, "site lock lease ran out while held; another proxy took it")
@@ -165,6 +180,7 @@ impl Agent {
             Ok(h) => h,
             Err(busy) => return Ok(busy),
         };
+        let since = std::time::Instant::now();
         claim.locks.push(held);
         let outcome = match self.choose(work, site, to, node).await {
             Ok(Choice::Node(i, v)) if v.role.site.index().is_none_or(|s| s == d) => {
@@ -174,7 +190,7 @@ impl Agent {
             Ok(_) => Ok(ClaimOutcome::NoDonor),
             Err(e) => Err(e),
         };
-        self.unlock(home, held).await;
+        self.unlock(home, held, since).await;
         outcome
     }
 
@@ -214,14 +230,12 @@ impl Agent {
                 }) {
                     return Ok(Choice::Coming(v.index));
                 }
-                let fixed: Vec<usize> = (0..self.settings.sites.len())
-                    .map(|s| {
-                        let n = &self.settings.nodes;
-                        n.iter()
-                            .filter(|n| !n.has_window && n.configured_site == Some(s))
-                            .count()
-                    })
-                    .collect();
+                let mut fixed = vec![0usize; self.settings.sites.len()];
+                for n in self.settings.nodes.iter().filter(|n| !n.has_window) {
+                    if let Some(f) = n.configured_site.and_then(|s| fixed.get_mut(s)) {
+                        *f += 1;
+                    }
+                }
                 let limits: Vec<SiteLimits> =
                     self.settings.sites.iter().map(|s| s.limits).collect();
                 let cooling = |i: usize| self.cooling(work, i, now);
