@@ -246,7 +246,8 @@ async fn serve(
         runtime.connections.fetch_add(1, Ordering::Relaxed);
         tokio::spawn(async move {
             let mut stream = stream;
-            if let Some(ctx) = accepted(&l, &mut stream, client, Arc::clone(&runtime)).await {
+            let ctx = Box::pin(accepted(&l, &mut stream, client, Arc::clone(&runtime))).await;
+            if let Some(ctx) = ctx {
                 connection(stream, &l, ctx, shutdown).await;
             }
             runtime.connections.fetch_sub(1, Ordering::Relaxed);
@@ -321,7 +322,8 @@ async fn connection(
         None => serve_stream(stream, Protocol::Detect, ctx, l, shutdown).await,
         Some(acceptor) => {
             let accepted =
-                tokio::time::timeout(timeouts.http_request, acceptor.accept(stream)).await;
+                tokio::time::timeout(timeouts.http_request, Box::pin(acceptor.accept(stream)))
+                    .await;
             let stream = match accepted {
                 Ok(Ok(s)) => s,
                 Ok(Err(e)) => {
@@ -340,7 +342,9 @@ async fn connection(
                 Some(b"h2") => Protocol::Http2,
                 _ => Protocol::Http1,
             };
-            serve_stream(stream, protocol, ctx, l, shutdown).await;
+            // Boxed: the TLS session is large, and a plain connection's
+            // task should not carry room for it.
+            Box::pin(serve_stream(stream, protocol, ctx, l, shutdown)).await;
         }
     }
 }
@@ -385,15 +389,16 @@ async fn serve_stream<S: Socket>(
     loop {
         let io = ConnIo::new(stream, Arc::clone(&ctx.conn), timeouts, protocol)
             .parking(PARK_AFTER, Arc::clone(&slot));
-        if !drive(
+        // Boxed, like the handshake: a parked connection's task keeps
+        // only the stream and the wait for its next bytes.
+        let served = Box::pin(drive(
             io,
             Arc::clone(&ctx),
             &l.builder,
             timeouts.keep_alive,
             shutdown.clone(),
-        )
-        .await
-        {
+        ));
+        if !served.await {
             return;
         }
         let parked = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
