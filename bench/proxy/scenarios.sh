@@ -369,7 +369,9 @@ run_load() {
             LOADCMD[$scen]="${CMD[*]@Q}"
             ;;
     esac
-    LOADCMD[$scen]=$(sed -e "s|127.0.0.1:[0-9]*|127.0.0.1:PORT|g" -e "s|--port '*[0-9]*'*|--port PORT|" -e "s|--log-file '*[^ ]*|--log-file FILE|" -e "s|'\([-A-Za-z0-9/.:=_]*\)'|\1|g" -e "s|$WORK|WORK|g" <<<"${LOADCMD[$scen]}")
+    # For the text: quotes only where needed, no ports or work-dir paths.
+    LOADCMD[$scen]=$(sed -e "s|'\([-A-Za-z0-9/.:=_]*\)'|\1|g" -e "s|127.0.0.1:[0-9]*|127.0.0.1:PORT|g" \
+        -e "s|--port [0-9]*|--port PORT|" -e "s|--log-file [^ ]*|--log-file FILE|" -e "s|$WORK|WORK|g" <<<"${LOADCMD[$scen]}")
 }
 
 # parse_load SCEN OUT: prints "requests seconds req/s p50_ms p99_ms errors
