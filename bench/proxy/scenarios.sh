@@ -53,7 +53,8 @@
 #   RDMALB_BIN=path (else: cargo build --release -p rdmalb --bin rdmalb)
 #   RESULTS_DIR=bench/results
 #   PROFILE_SCENARIOS="ka1k close ..." or "all": after a scenario's rounds,
-#       profile rdmalb with perf during one more load run of it (not idle10k)
+#       profile rdmalb with perf during one more load run of it (not idle10k);
+#       PROFILE_CERT=ecdsa|rsa: the certificate of the TLS scenarios' profile
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -76,6 +77,7 @@ HS_CLIENTS=${HS_CLIENTS:-1}
 HS_CONNS_PER_S=${HS_CONNS_PER_S:-300}
 IDLE_CONNS=${IDLE_CONNS:-10000}
 PROFILE_SCENARIOS=${PROFILE_SCENARIOS:-}
+PROFILE_CERT=${PROFILE_CERT:-ecdsa}
 RESULTS_DIR=${RESULTS_DIR:-$ROOT/bench/results}
 BIN=${RDMALB_BIN:-}
 NCPU=$(nproc)
@@ -87,6 +89,7 @@ if [ "$ROUNDS" -lt 1 ] || [ "$DURATION" -lt 1 ] || [ "$HS_CLIENTS" -lt 1 ] || [ 
     die "ROUNDS, DURATION, HS_CLIENTS and IDLE_CONNS must be at least 1"
 fi
 [ "$PROFILE_SCENARIOS" = all ] && PROFILE_SCENARIOS=$SCENARIOS
+case $PROFILE_CERT in ecdsa | rsa) ;; *) die "PROFILE_CERT=$PROFILE_CERT (accepted: ecdsa rsa)" ;; esac
 for s in $SCENARIOS $PROFILE_SCENARIOS; do
     [[ " $ALL_SCENARIOS " == *" $s "* ]] || die "unknown scenario $s (accepted: $ALL_SCENARIOS)"
 done
@@ -419,7 +422,8 @@ parse_load() {
 CSV_HEADER="round,position,key,requests,seconds,req_per_s,p50_ms,p99_ms,errors,proxy_cpu_us_per_req,proxy_cpu_util,backend_cpu_us_per_req,x1,x2,x3,x4"
 # Scenario-specific columns x1..x4:
 #   ka64k, ka1m  MiB/s of response bodies, proxy CPU µs per MiB
-#   close        TCP connects per request (all of the machine's, /proc/net/snmp)
+#   close, h2    TCP connects per request (all of the machine's, /proc/net/snmp):
+#                new client connections and upstream connections not reused
 #   tls-hs       connections (= full handshakes) per second, proxy CPU µs per
 #                handshake (its 10 requests included), mean connection time ms
 #   idle10k      connections held, RSS before (MiB), RSS while held (MiB),
@@ -457,7 +461,7 @@ measure() {
             x1=$(awk -v r="$rps" -v s="$size" 'BEGIN { printf "%.1f", r * s / 1048576 }')
             [ -n "$cpu" ] && x2=$(awk -v c="$cpu" -v s="$size" 'BEGIN { printf "%.1f", c * 1048576 / s }')
             ;;
-        close) x1=$(awk -v d=$((o1 - o0)) -v r="$req" 'BEGIN { printf "%.3f", d / r }') ;;
+        close | h2) x1=$(awk -v d=$((o1 - o0)) -v r="$req" 'BEGIN { printf "%.3f", d / r }') ;;
         tls-hs)
             x1=$(awk -v c="$c1" -v s="$secs" 'BEGIN { printf "%.1f", c / s }')
             [ -n "$pgid" ] && x2=$(awk -v d=$((p1 - p0)) -v hz="$CLK_HZ" -v c="$c1" 'BEGIN { printf "%.1f", d * 1e6 / hz / c }')
@@ -556,7 +560,7 @@ run_scenario() {
     done
     if [[ " $PROFILE_SCENARIOS " == *" $scen "* ]] && [ "$scen" != idle10k ] && [[ " $TARGETS " == *" rdmalb "* ]]; then
         key=rdmalb
-        [[ $scen == tls-* ]] && key=rdmalb@ecdsa
+        [[ $scen == tls-* ]] && key=rdmalb@$PROFILE_CERT
         local report=$RESULTS_DIR/proxy-profile-rdmalb-$scen-$RUN_STAMP.txt
         mkdir -p "$RESULTS_DIR"
         log "profiling rdmalb in $scen during one more ${DURATION}s load run"
@@ -585,7 +589,7 @@ columns() {
     local common=("req/s:6:%.0f" "p50 ms:7:%.3f" "p99 ms:8:%.3f" "proxy CPU µs/req:10:%.1f" "proxy CPU use (cores):11:%.2f" "backend CPU µs/req:12:%.1f" "errors:9:sum")
     case $1 in
         ka64k | ka1m) printf '%s\n' "MiB/s:13:%.0f" "req/s:6:%.0f" "p50 ms:7:%.3f" "p99 ms:8:%.3f" "proxy CPU µs/MiB:14:%.0f" "proxy CPU use (cores):11:%.2f" "errors:9:sum" ;;
-        close) printf '%s\n' "${common[@]:0:6}" "TCP connects/req:13:%.2f" "errors:9:sum" ;;
+        close | h2) printf '%s\n' "${common[@]:0:6}" "TCP connects/req:13:%.3f" "errors:9:sum" ;;
         tls-hs) printf '%s\n' "req/s:6:%.0f" "handshakes/s:13:%.0f" "proxy CPU µs/req:10:%.1f" "proxy CPU µs/handshake (+10 req):14:%.0f" "mean connection ms:15:%.2f" "proxy CPU use (cores):11:%.2f" "errors:9:sum" ;;
         idle10k) printf '%s\n' "held:13:%.0f" "RSS before MiB:14:%.1f" "RSS held MiB:15:%.1f" "KiB per connection:16:%.2f" "req/s (wrk -c10):6:%.0f" "p50 ms:7:%.3f" "p99 ms:8:%.3f" "proxy CPU µs/req:10:%.1f" "errors:9:sum" ;;
         *) printf '%s\n' "${common[@]}" ;;
@@ -748,7 +752,7 @@ RESULT=$RESULTS_DIR/proxy-scenarios-$RUN_STAMP
         awk -F, 'NR > 1 { line = "|"; for (i = 1; i <= NF; i++) line = line " " ($i == "" ? "–" : $i) " |"; print line }' "$WORK/$scen.csv"
     done
     echo
-    echo "x1..x4: ka64k/ka1m MiB/s and proxy CPU µs per MiB; close TCP connects per request; tls-hs handshakes/s,"
+    echo "x1..x4: ka64k/ka1m MiB/s and proxy CPU µs per MiB; close and h2 TCP connects per request; tls-hs handshakes/s,"
     echo "proxy CPU µs per handshake (its 10 requests included) and the mean connection time (ms); idle10k"
     echo "connections held, RSS before and while held (MiB, all proxy processes) and KiB per held connection."
     echo
