@@ -100,7 +100,8 @@ proxy_labels() {
 # the group with perf (cpu-clock samples, DWARF call graphs) while CMD runs
 # (CMD is the load; it must take DURATION seconds), then writes three
 # reports into REPORT: self time by shared object, self time by symbol, and
-# inclusive time (self + callees) by symbol. cpu-clock is a software event,
+# inclusive time (self + callees) by symbol (PERF_KEEP=DIR keeps the
+# recording itself). cpu-clock is a software event,
 # so this works where hardware counters are not exposed (VMs); release
 # builds carry line tables (profile.release debug=1) for DWARF unwinding.
 perf_profile() {
@@ -130,7 +131,8 @@ perf_profile() {
         _perf_rep --children --sort symbol -g none --percent-limit 1.5
         head -n 160 "$WORK/perf-report.txt"
     } >"$report"
-    rm -f "$data"
+    # PERF_KEEP=DIR keeps the recording for deeper reports (perf report -i).
+    if [ -n "${PERF_KEEP:-}" ]; then mkdir -p "$PERF_KEEP" && mv "$data" "$PERF_KEEP/"; else rm -f "$data"; fi
 }
 
 # replace_doc_block DOC NAME SCRIPT BLOCKFILE [HEADING]: replaces what lies

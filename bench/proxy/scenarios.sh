@@ -55,6 +55,7 @@
 #   PROFILE_SCENARIOS="ka1k close ..." or "all": after a scenario's rounds,
 #       profile rdmalb with perf during one more load run of it (not idle10k);
 #       PROFILE_CERT=ecdsa|rsa: the certificate of the TLS scenarios' profile
+#       PERF_KEEP=DIR keeps the perf recordings (for deeper `perf report`s)
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
