@@ -23,6 +23,8 @@ PACKAGES=(
     # real backends and the comparison proxies, load generators; haproxy also
     # brings halog, which the tests run over rdmalb's access log
     haproxy wrk httperf curl openssl
+    # h2load, the HTTP/2 load generator of bench/proxy/scenarios.sh
+    nghttp2-client
     # process and socket tools the scripts use (pgrep, ss, taskset is in util-linux);
     # systemd for `systemd-analyze verify` of the shipped units (conf/systemd/)
     procps iproute2 systemd

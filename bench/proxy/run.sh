@@ -55,6 +55,8 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 # shellcheck source=scripts/lib/common.sh
 . "$ROOT/scripts/lib/common.sh"
+# shellcheck source=bench/proxy/lib.sh
+. "$HERE/lib.sh"
 export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 umask 022
 
@@ -122,13 +124,9 @@ else
 fi
 
 # ----------------------------------------------------------------- configs
-render() { # template out: fill @...@ placeholders
-    local tdir
-    tdir=$WORK/tmp-$(basename "$2" | tr . -)
-    sed -e "s|@DIR@|$WORK|g" -e "s|@BACKEND_PORT@|$BACKEND_PORT|g" \
-        -e "s|@LISTEN_PORT@|${3:-0}|g" -e "s|@BODY@|$BODY|g" \
-        -e "/@TEMPDIRS@/{r /dev/stdin" -e "d}" "$1" >"$2" < <(nginx_tempdirs "$tdir")
-}
+# Templates are filled by proxy_render (lib.sh): one worker, 4096
+# connections, no TLS listener.
+render() { proxy_render "$@"; }
 # 1 KiB body: 64 x 16 characters.
 BODY=$(printf '%.0s0123456789abcdef' $(seq 64))
 free_port BACKEND_PORT 28000
@@ -146,7 +144,8 @@ render "$HERE/nginx-proxy.conf.in" "$WORK/nginx-proxy.conf" "${PORT[nginx]}"
 # rdmalb_config OUT PORT BALANCE WINDOWS(0|1): the rdmalb template with
 # RDMALB_NODES nodes (all the backend), with shm windows when WINDOWS=1.
 rdmalb_config() {
-    local i nodes=$WORK/nodes-$(basename "$1")
+    local i nodes
+    nodes=$WORK/nodes-$(basename "$1")
     : >"$nodes"
     for ((i = 1; i <= RDMALB_NODES; i++)); do
         printf '[[node]]\nname = "b%d"\naddress = "127.0.0.1:%s"\nsite = "bench"\n' "$i" "$BACKEND_PORT" >>"$nodes"
@@ -228,17 +227,7 @@ if [[ " $TARGETS " == *" rdmalb-wll "* ]]; then
 fi
 
 # ----------------------------------------------------------------- measuring
-# CPU ticks (utime+stime) of every process in a process group. The comm field
-# may contain spaces, so fields are counted after the last ')'.
-cpu_ticks() {
-    local pgid=$1 total=0 pid t
-    for pid in $(pgrep -g "$pgid"); do
-        t=$(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | awk '{print $12 + $13}') || continue
-        total=$((total + ${t:-0}))
-    done
-    echo "$total"
-}
-HZ=$(getconf CLK_TCK)
+# cpu_ticks PGID (lib.sh): utime+stime of every process of the group.
 
 CSV=$WORK/runs.csv
 echo "round,position,target,requests,seconds,req_per_s,p50_ms,p99_ms,socket_errors,non_2xx,proxy_cpu_us_per_req,proxy_cpu_util,backend_cpu_us_per_req" >"$CSV"
@@ -263,7 +252,7 @@ measure() {
     [ -n "${PGID[$t]}" ] && p1=$(cpu_ticks "${PGID[$t]}")
     b1=$(cpu_ticks "$BACKEND_PGID")
     check_spawned || die "a process died during the $t run"
-    awk -v round="$round" -v pos="$pos" -v t="$t" -v hz="$HZ" -v dp=$((p1 - p0)) -v db=$((b1 - b0)) \
+    awk -v round="$round" -v pos="$pos" -v t="$t" -v hz="$CLK_HZ" -v dp=$((p1 - p0)) -v db=$((b1 - b0)) \
         -v wall="$(awk -v a="$t0" -v b="$t1" 'BEGIN{print b-a}')" -v proxied="${PGID[$t]:+1}" '
         function ms(v,   n, u) { n = v + 0; u = v; sub(/^[0-9.]+/, "", u)
             if (u == "us") n /= 1000; else if (u == "s") n *= 1000; else if (u == "m") n *= 60000
@@ -304,60 +293,31 @@ LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
 STAMP=$(date -u +%Y%m%d-%H%M)
 
 # ----------------------------------------------------------------- profile
-# cpu-clock is a software event, so this works where hardware counters are
-# not exposed (VMs); release builds carry line tables (profile.release debug=1)
-# for DWARF unwinding.
+# perf_profile (lib.sh): cpu-clock samples with DWARF call graphs during one
+# more wrk run of the target; three reports per profile.
 PROFILES=()
 for t in $PROFILE; do
-    pids=$(pgrep -g "${PGID[$t]}" | paste -sd,)
-    log "profiling $t (pids $pids) during a ${DURATION}s wrk run"
-    perf record -q -e cpu-clock -F 999 --call-graph dwarf,16384 -o "$WORK/perf-$t.data" \
-        -p "$pids" -- sleep "$((DURATION + 1))" >"$WORK/perf-$t.out" 2>&1 &
-    perf_pid=$!
-    sleep 0.5
-    run_wrk "$t" "$DURATION" "$WORK/wrk-profile-$t.txt"
-    wait "$perf_pid" || { cat "$WORK/perf-$t.out" >&2; die "perf record failed for $t"; }
+    log "profiling $t during a ${DURATION}s wrk run"
     mkdir -p "$RESULTS_DIR"
     report=$RESULTS_DIR/proxy-profile-$t-$STAMP.txt
-    # Reports go through files: `head` on a pipe would SIGPIPE perf report.
-    rep() { perf report -i "$WORK/perf-$t.data" --stdio "$@" 2>/dev/null | grep -v '^$' >"$WORK/perf-report.txt" || true; }
-    {
-        echo "# perf profile of $t under wrk -t$WRK_THREADS -c$CONNS -d${DURATION}s ($(date -u +%FT%H:%MZ))"
-        echo "# Self time by shared object:"
-        rep --no-children --sort dso -g none --percent-limit 0.5
-        cat "$WORK/perf-report.txt"
-        echo
-        echo "# Self time by symbol (top entries):"
-        rep --no-children --sort dso,symbol -g none --percent-limit 0.3
-        head -n 90 "$WORK/perf-report.txt"
-        echo
-        echo "# Inclusive time (self + callees) by symbol (top entries):"
-        rep --children --sort symbol -g none --percent-limit 1.5
-        head -n 90 "$WORK/perf-report.txt"
-    } >"$report"
+    perf_profile "$t" "${PGID[$t]}" "$report" "$t under wrk -t$WRK_THREADS -c$CONNS -d${DURATION}s" \
+        run_wrk "$t" "$DURATION" "$WORK/wrk-profile-$t.txt"
     PROFILES+=("$report")
 done
 
 # ----------------------------------------------------------------- report
-median() { # column target
-    awk -F, -v c="$1" -v t="$2" 'NR > 1 && $3 == t && $c != "" { print $c }' "$CSV" | sort -g |
-        awk '{ v[NR] = $1 } END { if (NR == 0) print ""; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b == 0) print "n/a"; else printf "%.2f", a / b }'; }
-declare -A RPS P50 P99 CPU UTIL BCPU ERR LABEL
+# median, ratio and proxy_labels come from lib.sh.
+declare -A RPS P50 P99 CPU UTIL BCPU ERR
 for t in "${ORDER[@]}"; do
-    RPS[$t]=$(median 6 "$t")
-    P50[$t]=$(median 7 "$t")
-    P99[$t]=$(median 8 "$t")
-    CPU[$t]=$(median 11 "$t")
-    UTIL[$t]=$(median 12 "$t")
-    BCPU[$t]=$(median 13 "$t")
+    RPS[$t]=$(median "$CSV" 6 "$t")
+    P50[$t]=$(median "$CSV" 7 "$t")
+    P99[$t]=$(median "$CSV" 8 "$t")
+    CPU[$t]=$(median "$CSV" 11 "$t")
+    UTIL[$t]=$(median "$CSV" 12 "$t")
+    BCPU[$t]=$(median "$CSV" 13 "$t")
     ERR[$t]=$(awk -F, -v t="$t" 'NR > 1 && $3 == t { s += $9 + $10 } END { print s + 0 }' "$CSV")
 done
-LABEL[direct]="direct (no proxy)"
-LABEL[haproxy]="HAProxy $(haproxy -v 2>/dev/null | awk 'NR==1{sub(/-.*/, "", $3); print $3}')"
-LABEL[nginx]="nginx $(nginx -v 2>&1 | sed 's|.*nginx/||')"
-LABEL[rdmalb]="rdmalb $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$ROOT" diff --quiet HEAD -- src 2>/dev/null || echo '+changes')"
+proxy_labels "$ROOT"
 LABEL[rdmalb-wll]="${LABEL[rdmalb]} weighted-least-load (shm, per-request, d = 2)"
 LABEL[rdmalb-qos]="${LABEL[rdmalb]} roundrobin, [qos] max_inflight = 4096 (never full)"
 [[ " $TARGETS " == *" rdmalb-wll "* ]] && LABEL[rdmalb]+=" roundrobin"
@@ -438,21 +398,11 @@ for f in "${PROFILES[@]}"; do log "profile: $f"; done
 # else in docs/benchmarks.md (other benchmarks' sections, the profile notes)
 # is left as it is.
 if [ "$UPDATE_DOCS" = 1 ]; then
-    DOC=$ROOT/docs/benchmarks.md
-    BEGIN='<!-- proxy-cost:begin (generated by bench/proxy/run.sh; edits inside are overwritten) -->'
-    END='<!-- proxy-cost:end -->'
-    if [ ! -f "$DOC" ] || ! grep -qF '<!-- proxy-cost:begin' "$DOC"; then
-        { printf '\n## Proxy cost\n\n%s\n%s\n' "$BEGIN" "$END"; } >>"$DOC"
-    fi
     {
         echo "Latest run: \`bench/results/proxy-$STAMP.md\`."
         echo
         cat "$BLOCK"
     } >"$WORK/block-doc.md"
-    awk -v blockfile="$WORK/block-doc.md" -v begin="$BEGIN" '
-        /<!-- proxy-cost:begin/ { print begin; while ((getline line < blockfile) > 0) print line; skip = 1; next }
-        /<!-- proxy-cost:end -->/ { skip = 0 }
-        !skip { print }' "$DOC" >"$WORK/doc.new"
-    cat "$WORK/doc.new" >"$DOC"
+    replace_doc_block "$ROOT/docs/benchmarks.md" proxy-cost bench/proxy/run.sh "$WORK/block-doc.md" "## Proxy cost"
     log "updated the Proxy cost section of docs/benchmarks.md"
 fi

@@ -1,0 +1,155 @@
+# shellcheck shell=bash
+# Shared pieces of the proxy benchmarks (bench/proxy/run.sh and
+# bench/proxy/scenarios.sh): rendering the configs, the CPU and memory
+# accounting of a proxy's processes, medians and ratios, a perf profile of a
+# running proxy, and replacing a generated block of docs/benchmarks.md.
+#
+# Source it after scripts/lib/common.sh. The caller sets WORK (its temp dir),
+# BACKEND_PORT and BODY before rendering; WORKERS, MAXCONN and TLS_SNIPPET
+# default to one worker, 4096 connections and no TLS.
+
+# proxy_render TEMPLATE OUT [LISTEN_PORT] [TLS_SNIPPET_FILE]: fills the
+# @...@ placeholders of a bench/proxy/*.in template. @TLS@ is replaced by
+# the file's lines (or removed), @TEMPDIRS@ by nginx_tempdirs.
+proxy_render() {
+    local tdir tls=${4:-/dev/null}
+    tdir=$WORK/tmp-$(basename "$2" | tr . -)
+    sed -e "s|@DIR@|$WORK|g" -e "s|@BACKEND_PORT@|$BACKEND_PORT|g" \
+        -e "s|@LISTEN_PORT@|${3:-0}|g" -e "s|@BODY@|$BODY|g" \
+        -e "s|@WORKERS@|${WORKERS:-1}|g" -e "s|@MAXCONN@|${MAXCONN:-4096}|g" \
+        -e "s|@NOFILE@|$(nofile_for "${MAXCONN:-4096}")|g" \
+        -e "/@TLS@/{r $tls" -e "d}" \
+        -e "/@TEMPDIRS@/{r /dev/stdin" -e "d}" "$1" >"$2" < <(nginx_tempdirs "$tdir")
+}
+
+# nofile_for MAXCONN: the open-file limit a proxy should ask for (two per
+# connection and some spare), capped at this shell's hard limit (a container
+# may not let even root raise it).
+nofile_for() {
+    local want=$((2 * $1 + 1024)) hard
+    hard=$(ulimit -Hn)
+    if [ "$hard" != unlimited ] && [ "$want" -gt "$hard" ]; then want=$hard; fi
+    echo "$want"
+}
+
+# cpu_ticks PGID: CPU ticks (utime+stime) of every process in a process
+# group (all threads included). The comm field may contain spaces, so fields
+# are counted after the last ')'.
+cpu_ticks() {
+    local pgid=$1 total=0 pid t
+    for pid in $(pgrep -g "$pgid"); do
+        t=$(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | awk '{print $12 + $13}') || continue
+        total=$((total + ${t:-0}))
+    done
+    echo "$total"
+}
+# shellcheck disable=SC2034 # used by the scripts that source this file
+CLK_HZ=$(getconf CLK_TCK)
+
+# rss_kib PGID: resident set size (VmRSS, KiB) summed over every process of
+# a process group.
+rss_kib() {
+    local pgid=$1 total=0 pid r
+    for pid in $(pgrep -g "$pgid"); do
+        r=$(awk '/^VmRSS:/ {print $2}' "/proc/$pid/status" 2>/dev/null) || continue
+        total=$((total + ${r:-0}))
+    done
+    echo "$total"
+}
+
+# tcp_active_opens: the kernel's count of connect()s (TCP ActiveOpens in
+# /proc/net/snmp) in this network namespace.
+tcp_active_opens() {
+    awk '/^Tcp:/ { if (!h) { for (i = 1; i <= NF; i++) if ($i == "ActiveOpens") c = i; h = 1 } else print $c }' /proc/net/snmp
+}
+
+# median CSV COLUMN KEY: median of a numeric column over the rows whose
+# third column is KEY (empty cells skipped; empty output when none).
+median() {
+    awk -F, -v c="$2" -v t="$3" 'NR > 1 && $3 == t && $c != "" { print $c }' "$1" | sort -g |
+        awk '{ v[NR] = $1 } END { if (NR == 0) print ""; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+# column_sum CSV COLUMN KEY: sum of a column over KEY's rows.
+column_sum() {
+    awk -F, -v c="$2" -v t="$3" 'NR > 1 && $3 == t { s += $c } END { print s + 0 }' "$1"
+}
+
+# ratio A B: A / B with two decimals, n/a when either is missing or B is 0.
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b == 0) print "n/a"; else printf "%.2f", a / b }'; }
+
+# fmt FORMAT VALUE: printf, or an en dash for a missing value.
+# shellcheck disable=SC2059 # the format is the argument
+fmt() { if [ -n "$2" ]; then printf "$1" "$2"; else printf '–'; fi; }
+
+# Display names of the targets, by target (read by the scripts that source
+# this file).
+declare -A LABEL
+
+# proxy_labels ROOT: fills LABEL[haproxy|nginx|rdmalb|direct] with names and
+# versions (rdmalb: the commit, +changes when src/ or crates/ differ).
+# shellcheck disable=SC2034
+proxy_labels() {
+    LABEL[direct]="direct (no proxy)"
+    LABEL[haproxy]="HAProxy $(haproxy -v 2>/dev/null | awk 'NR==1{sub(/-.*/, "", $3); print $3}')"
+    LABEL[nginx]="nginx $(nginx -v 2>&1 | sed 's|.*nginx/||')"
+    LABEL[rdmalb]="rdmalb $(git -C "$1" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$1" diff --quiet HEAD -- src crates 2>/dev/null || echo '+changes')"
+}
+
+# perf_profile NAME PGID REPORT DESCRIPTION CMD...: records every process of
+# the group with perf (cpu-clock samples, DWARF call graphs) while CMD runs
+# (CMD is the load; it must take DURATION seconds), then writes three
+# reports into REPORT: self time by shared object, self time by symbol, and
+# inclusive time (self + callees) by symbol (PERF_KEEP=DIR keeps the
+# recording itself). cpu-clock is a software event,
+# so this works where hardware counters are not exposed (VMs); release
+# builds carry line tables (profile.release debug=1) for DWARF unwinding.
+perf_profile() {
+    local name=$1 pgid=$2 report=$3 what=$4 pids data perf_pid
+    shift 4
+    pids=$(pgrep -g "$pgid" | paste -sd,)
+    data=$WORK/perf-$name.data
+    perf record -q -e cpu-clock -F 999 --call-graph dwarf,16384 -o "$data" \
+        -p "$pids" -- sleep "$((DURATION + 1))" >"$WORK/perf-$name.out" 2>&1 &
+    perf_pid=$!
+    sleep 0.5
+    "$@"
+    wait "$perf_pid" || { cat "$WORK/perf-$name.out" >&2; die "perf record failed for $name"; }
+    # Reports go through files: `head` on a pipe would SIGPIPE perf report.
+    _perf_rep() { perf report -i "$data" --stdio "$@" 2>/dev/null | grep -v '^$' >"$WORK/perf-report.txt" || true; }
+    {
+        echo "# perf profile of $what ($(date -u +%FT%H:%MZ))"
+        echo "# Self time by shared object:"
+        _perf_rep --no-children --sort dso -g none --percent-limit 0.5
+        cat "$WORK/perf-report.txt"
+        echo
+        echo "# Self time by symbol (top entries):"
+        _perf_rep --no-children --sort dso,symbol -g none --percent-limit 0.3
+        head -n 90 "$WORK/perf-report.txt"
+        echo
+        echo "# Inclusive time (self + callees) by symbol (top entries):"
+        _perf_rep --children --sort symbol -g none --percent-limit 1.5
+        head -n 160 "$WORK/perf-report.txt"
+    } >"$report"
+    # PERF_KEEP=DIR keeps the recording for deeper reports (perf report -i).
+    if [ -n "${PERF_KEEP:-}" ]; then mkdir -p "$PERF_KEEP" && mv "$data" "$PERF_KEEP/"; else rm -f "$data"; fi
+}
+
+# replace_doc_block DOC NAME SCRIPT BLOCKFILE [HEADING]: replaces what lies
+# between `<!-- NAME:begin ... -->` and `<!-- NAME:end -->` in DOC with
+# BLOCKFILE; everything else in DOC is left as it is. When DOC has no such
+# block, a section HEADING with an empty block is appended first.
+replace_doc_block() {
+    local doc=$1 name=$2 script=$3 block=$4 heading=${5:-} begin end
+    begin="<!-- $name:begin (generated by $script; edits inside are overwritten) -->"
+    end="<!-- $name:end -->"
+    if [ ! -f "$doc" ] || ! grep -qF "<!-- $name:begin" "$doc"; then
+        { printf '\n%s\n\n%s\n%s\n' "${heading:-## $name}" "$begin" "$end"; } >>"$doc"
+    fi
+    awk -v blockfile="$block" -v begin="$begin" -v b="<!-- $name:begin" -v e="$end" '
+        index($0, b) == 1 { print begin; while ((getline line < blockfile) > 0) print line; skip = 1; next }
+        index($0, e) == 1 { skip = 0 }
+        !skip { print }' "$doc" >"$doc.new.$$"
+    cat "$doc.new.$$" >"$doc"
+    rm -f "$doc.new.$$"
+}
