@@ -202,7 +202,7 @@ async fn exchange(sock: &mut tokio::net::TcpStream, path: &str) -> (String, Vec<
 }
 
 /// An HTTP/1 keep-alive connection idle for longer than the parking delay
-/// (1 s) is parked (hyper's state dropped, the socket kept) and serves its
+/// (250 ms) is parked (hyper's state dropped, the socket kept) and serves its
 /// next request on the same socket.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_keep_alive_connection_parks_and_serves_its_next_request() {
