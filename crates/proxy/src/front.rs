@@ -127,7 +127,6 @@ pub async fn run(config: Config) -> Result<(), ProxyError> {
     let (drain_tx, mut drain_rx) = mpsc::channel::<()>(1);
     let health =
         crate::balance::health::spawn_checks(Arc::clone(&runtime.backends), shutdown_rx.clone());
-    tokio::spawn(listener::trim_after_parking(shutdown_rx.clone()));
     if let Some(l) = admin_listener {
         let state = admin::AdminState::new(
             Arc::clone(&runtime.config),

@@ -356,42 +356,6 @@ async fn connection(
 /// connections cost memory like HAProxy's, which holds no buffer for them.
 const PARK_AFTER: std::time::Duration = std::time::Duration::from_millis(250);
 
-/// Connections parked since the last [`trim_after_parking`] pass.
-static PARKED_SINCE_TRIM: AtomicUsize = AtomicUsize::new(0);
-
-/// Every 2 s, when connections were parked since the last pass, hands the
-/// heap pages their buffers freed back to the system (`malloc_trim`, as
-/// HAProxy's pool garbage collector does): glibc keeps freed memory for
-/// reuse, so without it a burst of connections would keep its peak
-/// resident size after they all went idle. Runs until `shutdown`.
-pub async fn trim_after_parking(mut shutdown: watch::Receiver<bool>) {
-    let mut tick = tokio::time::interval(std::time::Duration::from_secs(2));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = tick.tick() => {
-                if PARKED_SINCE_TRIM.swap(0, Ordering::Relaxed) > 0 {
-                    let _ = tokio::task::spawn_blocking(trim_heap).await;
-                }
-            }
-            _ = rdmalb_base::shutdown::requested(&mut shutdown) => return,
-        }
-    }
-}
-
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-#[allow(unsafe_code)] // one libc call, see the SAFETY note
-fn trim_heap() {
-    // SAFETY: malloc_trim only walks and releases the allocator's free
-    // memory; it has no preconditions.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}
-
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn trim_heap() {}
-
 /// A client stream: plain TCP or TLS over it.
 trait Socket: AsyncRead + AsyncWrite + Unpin + Send + 'static {
     /// The TCP socket, waited on while the connection is parked.
@@ -441,7 +405,6 @@ async fn serve_stream<S: Socket>(
         let Some(parked) = parked else { return };
         ctx.conn.parked.store(false, Ordering::Relaxed);
         metrics::counter!("rdmalb_connections_parked_total").increment(1);
-        PARKED_SINCE_TRIM.fetch_add(1, Ordering::Relaxed);
         stream = parked;
         // It spoke HTTP/1.x: a later HTTP/2 preface is answered 400.
         protocol = Protocol::Http1;
