@@ -60,12 +60,24 @@ pub fn testbed_bin() -> PathBuf {
     p
 }
 
-/// A loopback port that was free a moment ago.
+/// A loopback port that was free a moment ago, and that no other call in
+/// this test process has handed out (the kernel may offer a port again as
+/// soon as its probe listener is closed, so two calls in a row could
+/// otherwise return the same one).
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("bind 127.0.0.1:0")
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    for _ in 0..1000 {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("bind 127.0.0.1:0");
+        let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
+    panic!("no loopback port that was not handed out already");
 }
 
 /// A loopback address with a port that was free a moment ago.
