@@ -27,10 +27,9 @@ use std::time::SystemTime;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use futures_util::FutureExt;
 use rand::Rng;
-use smallvec::SmallVec;
 
 use super::hot_cold::{self, RifHistory};
-use super::load::{rank, Candidate, NodeLoad, Scores, Unknown};
+use super::load::{rank, Candidate, NodeLoad, Unknown};
 use super::node_windows::{read_now, NodeWindow, NodeWindows, Observation};
 use super::selector::Cursors;
 use super::{NodeState, Selector};
@@ -59,9 +58,6 @@ pub struct WeightedLeastLoad {
 }
 
 type Read = Pin<Box<dyn Future<Output = (usize, NodeLoad)> + Send>>;
-
-/// The sampled candidates of one decision (on the stack for d ≤ 4).
-type Slots = SmallVec<[Slot; 4]>;
 
 /// One sampled candidate during a decision.
 struct Slot {
@@ -106,7 +102,7 @@ impl WeightedLeastLoad {
 
     /// The nodes compared in this decision: all of them when `d` covers
     /// the site, else `d` distinct ones drawn uniformly.
-    fn sample(&self, candidates: &[Arc<NodeState>]) -> Slots {
+    fn sample(&self, candidates: &[Arc<NodeState>]) -> Vec<Slot> {
         let n = candidates.len();
         let d = match self.candidates {
             Candidates::All => n,
@@ -130,7 +126,7 @@ impl WeightedLeastLoad {
         if d == 2 {
             let a = rng.gen_range(0..n);
             let b = (a + 1 + rng.gen_range(0..n - 1)) % n;
-            return smallvec::smallvec![slot(&candidates[a]), slot(&candidates[b])];
+            return vec![slot(&candidates[a]), slot(&candidates[b])];
         }
         rand::seq::index::sample(&mut rng, n, d)
             .into_iter()
@@ -215,21 +211,21 @@ impl WeightedLeastLoad {
     /// loads of this decision, counts them in the metrics) and returns the
     /// winner.
     fn choose(&self, site: usize, slots: &[Slot], now: SystemTime, count: bool) -> Arc<NodeState> {
-        let view: SmallVec<[Candidate<'_>; 4]> = slots
+        let view: Vec<Candidate<'_>> = slots
             .iter()
             .map(|s| Candidate {
                 load: &s.load,
                 inflight: s.node.inflight(),
             })
             .collect();
-        let mut scores = Scores::new();
+        let mut scores = Vec::with_capacity(slots.len());
         let start = self.cursors.next(site);
         let mut best = rank(self.weights(site), &view, start, &mut scores).unwrap_or(0);
         if let Rule::HotCold(history) = &self.rule {
             let history = &history[site.min(history.len() - 1)];
             let n = slots.len();
             // From the rotating start, so ties take turns.
-            let probes: SmallVec<[hot_cold::Probe; 4]> = (0..n)
+            let probes: Vec<hot_cold::Probe> = (0..n)
                 .map(|k| {
                     let s = &slots[(start + k) % n];
                     let p = hot_cold::probe_of(&s.node, &s.load);

@@ -222,10 +222,6 @@ pub struct Candidate<'a> {
     pub inflight: usize,
 }
 
-/// One score per candidate of a decision; decisions compare a few nodes
-/// (d = 2 by default), so the scores stay on the stack.
-pub type Scores = smallvec::SmallVec<[f64; 4]>;
-
 /// Scores every candidate (into `scores`, same order) and returns the
 /// position of the lowest score. Ties (within 1e-9) go to fewer requests in
 /// flight, then to the first one found scanning from position `start`
@@ -235,7 +231,7 @@ pub fn rank(
     w: &LoadWeights,
     candidates: &[Candidate<'_>],
     start: usize,
-    scores: &mut Scores,
+    scores: &mut Vec<f64>,
 ) -> Option<usize> {
     let n = candidates.len();
     scores.clear();

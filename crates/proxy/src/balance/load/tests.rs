@@ -168,7 +168,7 @@ fn weights_choose_what_matters_for_the_site() {
             inflight: 0,
         },
     ];
-    let mut scores = Scores::new();
+    let mut scores = Vec::new();
     let dynamic = only(|w| w.cpu = 1.0);
     let static_site = only(|w| w.network = 1.0);
     assert_eq!(rank(&dynamic, &cands, 0, &mut scores), Some(1));
@@ -188,7 +188,7 @@ fn lowest_index_wins_wherever_it_is() {
             inflight: 0,
         })
         .collect();
-    let mut scores = Scores::new();
+    let mut scores = Vec::new();
     for start in 0..7 {
         assert_eq!(
             rank(&LoadWeights::default(), &cands, start, &mut scores),
@@ -203,7 +203,7 @@ fn lowest_index_wins_wherever_it_is() {
 fn in_flight_counts_on_top_of_the_window() {
     let (a, b) = (fresh(cpu(100_000)), fresh(cpu(100_000)));
     let w = LoadWeights::default();
-    let mut scores = Scores::new();
+    let mut scores = Vec::new();
     let cands = [
         Candidate {
             load: &a,
@@ -225,7 +225,7 @@ fn in_flight_counts_on_top_of_the_window() {
 fn ties_go_to_fewer_in_flight_then_rotate() {
     let w = only(|w| w.cpu = 1.0);
     let l = fresh(cpu(500_000));
-    let mut scores = Scores::new();
+    let mut scores = Vec::new();
     // Equal index (in-flight weight is 0), different in-flight: fewer wins
     // wherever the scan starts.
     let cands = [
@@ -267,7 +267,7 @@ fn unknown_nodes_are_scored_as_the_mean_of_fresh_ones_plus_in_flight() {
         w.inflight = 1.0;
     });
     let (lo, hi) = (fresh(cpu(200_000)), fresh(cpu(600_000)));
-    let mut scores = Scores::new();
+    let mut scores = Vec::new();
     for reason in Unknown::ALL {
         let unknown = if reason == Unknown::Stale {
             NodeLoad::Stale(block(cpu(0)))
@@ -317,14 +317,14 @@ fn with_no_fresh_load_the_policy_is_least_in_flight() {
             inflight: 9,
         },
     ];
-    let mut scores = Scores::new();
+    let mut scores = Vec::new();
     assert_eq!(rank(&w, &cands, 0, &mut scores), Some(1));
     assert!(close(scores[1], inflight_part(&w, 4)));
 }
 
 #[test]
 fn no_candidates_no_choice() {
-    let mut scores = Scores::from_slice(&[1.0]);
+    let mut scores = vec![1.0];
     assert_eq!(rank(&LoadWeights::default(), &[], 3, &mut scores), None);
     assert!(scores.is_empty());
 }
