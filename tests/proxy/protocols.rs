@@ -441,3 +441,66 @@ async fn tls_listener_reads_the_proxy_header_before_the_handshake() {
         "{resp}"
     );
 }
+
+/// One HTTP/1.1 GET of `path` on `s`; the response text (the backend's
+/// answers carry `content-length`).
+async fn get_on<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
+    s: &mut S,
+    path: &str,
+) -> String {
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: a.test\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = tokio::time::timeout(std::time::Duration::from_secs(10), s.read(&mut buf))
+            .await
+            .expect("no response within 10 s")
+            .unwrap();
+        assert!(n > 0, "closed: {:?}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&got).to_string();
+        if let Some(end) = text.find("\r\n\r\n") {
+            let len: usize = text[..end]
+                .lines()
+                .find_map(|l| {
+                    let (k, v) = l.split_once(':')?;
+                    k.eq_ignore_ascii_case("content-length")
+                        .then(|| v.trim().parse().unwrap())
+                })
+                .unwrap_or(0);
+            if got.len() >= end + 4 + len {
+                return text;
+            }
+        }
+    }
+}
+
+/// An idle HTTP/1.1 connection over TLS parks (hyper's state dropped, the
+/// TLS session and socket kept) and serves its next requests on the same
+/// TLS session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_tls_http1_connection_parks_and_keeps_its_session() {
+    let backend = Backend::start("a").await;
+    let admin = free_addr();
+    let (proxy, addr, der) = tls_proxy(&backend, &format!("[admin]\nlisten = \"{admin}\"\n\n"));
+    let mut tls = tls_connect(addr, &der, b"http/1.1").await;
+    let first = get_on(&mut tls, "/one").await;
+    assert!(first.starts_with("HTTP/1.1 200"), "{first}");
+    let mut parked = 0.0;
+    for _ in 0..60 {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        let metrics = admin_text(admin, "/metrics").await;
+        parked = metric(&metrics, "rdmalb_connections_parked_total");
+        if parked >= 1.0 {
+            break;
+        }
+    }
+    assert_eq!(parked, 1.0, "{}", proxy.stderr_text());
+    for i in 0..3 {
+        let resp = get_on(&mut tls, &format!("/after/{i}")).await;
+        assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+    }
+    assert_eq!(backend.requests(), 4);
+}
