@@ -196,6 +196,13 @@ pub async fn seqlock_consistency(t: Target) {
                 publish(&owner, &sample(k));
                 published.store(k, Ordering::Relaxed);
                 k += 1;
+                // A short stable stretch after each publish (still far
+                // more often than a sidecar publishes): without it a
+                // loaded machine can tear every single read, and the test
+                // would prove nothing about accepted reads.
+                for _ in 0..256 {
+                    std::hint::spin_loop();
+                }
             }
             k
         })
