@@ -139,6 +139,31 @@ pub(super) fn validate(
         );
         v
     };
+    let loan_return = match raw.loan_return.as_deref() {
+        None => Some(history),
+        Some("off") => None,
+        Some(text) => match duration::parse(text) {
+            Ok(v) if v >= sensitivity => Some(v),
+            Ok(v) => {
+                c.add(
+                    "reconfig.loan_return",
+                    format!(
+                        "{} is shorter than reconfig.sensitivity = {} (expected a duration of at least sensitivity, since a site's coolness is seen once per round, or \"off\" to keep claimed nodes where they are)",
+                        duration::format(v),
+                        duration::format(sensitivity)
+                    ),
+                );
+                Some(history)
+            }
+            Err(e) => {
+                c.add(
+                    "reconfig.loan_return",
+                    format!("{e} (expected a duration such as \"1s\", or \"off\" to keep claimed nodes where they are)"),
+                );
+                Some(history)
+            }
+        },
+    };
     let switch_timeout = per_round(
         c,
         "reconfig.switch_timeout",
@@ -247,6 +272,7 @@ pub(super) fn validate(
         lock_lease,
         lock_skew,
         cooldown,
+        loan_return,
         switch_timeout,
         rollback_backoff_max,
         lock_home,

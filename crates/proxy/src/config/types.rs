@@ -604,6 +604,13 @@ pub struct Reconfig {
     pub lock_skew: Duration,
     /// A node moved by any proxy is not moved again for this long.
     pub cooldown: Duration,
+    /// Loans (`reconfig::donor::choose_return`): a node serving another
+    /// site than its `[[node]]` entry's goes home, through the claim path,
+    /// once the site it serves has been cool (neither loaded nor short) for
+    /// this long, the node is idle and its home site has fewer nodes than
+    /// the config gives it. `None` ("off"): nodes stay where they were
+    /// claimed. Default: `history`.
+    pub loan_return: Option<Duration>,
     /// A node SWITCHING for longer than this is overdue: reclaimed (CAS
     /// back to the site it serves) when its sidecar is alive, shown parked
     /// when its sidecar is gone.
@@ -633,6 +640,7 @@ impl Default for Reconfig {
             lock_lease: Duration::from_secs(2),
             lock_skew: Duration::from_millis(500),
             cooldown: Duration::from_secs(5),
+            loan_return: Some(Duration::from_secs(1)),
             switch_timeout: Duration::from_secs(30),
             rollback_backoff_max: Duration::from_secs(60),
             lock_home: 1,

@@ -28,6 +28,21 @@
 //!   levels, the agent sees every node each round, so a top site takes
 //!   straight from the lowest level that can give (one move instead of a
 //!   chain of them); the chain remains for when the lowest level cannot.
+//!
+//! **Loans** ([`choose_return`], issue 16). A node serving another site
+//! than the one its `[[node]]` entry gives it (its *home*) is on loan. A
+//! claim answers a burst; when the burst has moved on, the node stays where
+//! it landed, and its home serves its next burst with fewer nodes than the
+//! rigid split gives it (experiment 1 at short bursts: 0.85x rigid). So a
+//! loaned node goes home when all of these hold: its home has fewer nodes
+//! than configured (its *share*); the site it serves (the *borrower*) has
+//! been cool for `loan_return`; the node is idle, live, ACTIVE and not
+//! cooling down; the borrower can give it by the donor rules (`min_nodes`,
+//! its guarantee's need); and the borrower's load spread over one node
+//! fewer stays at or under the high watermark, so that the return does not
+//! make the borrower hot and pull the node back (no ping-pong). Each return
+//! brings one node home, so a chain of them ends. Home is the config, the
+//! same on every proxy: no state beyond the role words is shared.
 
 use super::view::{Effective, NodeView};
 use crate::qos::guarantee::SiteQos;
@@ -152,6 +167,64 @@ pub fn choose_donor(q: &DonorQuery<'_>) -> Option<usize> {
         })
         .min_by(|(ra, la, ia), (rb, lb, ib)| ra.cmp(rb).then(la.total_cmp(lb)).then(ia.cmp(ib)))
         .map(|(_, _, index)| index)
+}
+
+/// What [`choose_return`] looks at besides the [`DonorQuery`] (whose
+/// `hot_site` is the home site the node would return to).
+pub struct ReturnQuery<'a> {
+    /// Each node's home site (its `[[node]]` entry's; `None`: the idle
+    /// pool, never returned to), by node index.
+    pub homes: &'a [Option<usize>],
+    /// Nodes the config gives each site (with or without a window).
+    pub shares: &'a [usize],
+    /// Site load above which a site is hot.
+    pub high_watermark: f64,
+    /// Whether `site` has been cool for `loan_return`.
+    pub cool: &'a dyn Fn(usize) -> bool,
+}
+
+/// Picks a node on loan that should go home to `q.hot_site` now, or `None`
+/// (see "Loans" in the module doc).
+pub fn choose_return(q: &DonorQuery<'_>, r: &ReturnQuery<'_>) -> Option<usize> {
+    let home = q.hot_site;
+    let limits = q.sites.get(home)?;
+    let members = q.members(home);
+    if members >= r.shares.get(home).copied().unwrap_or(0) || members >= limits.max_nodes {
+        return None;
+    }
+    q.views
+        .iter()
+        .flatten()
+        .filter(|v| r.homes.get(v.index).copied().flatten() == Some(home))
+        .filter(|v| v.is_live() && v.effective() == Effective::Active && !(q.cooling)(v.index))
+        .filter_map(|v| Some((v, v.load?, v.role.site.index()?)))
+        .filter(|(_, load, borrower)| {
+            *load < q.low_watermark
+                && *borrower != home
+                && (r.cool)(*borrower)
+                && q.can_give(*borrower)
+                && q.load_without_one(*borrower) <= r.high_watermark
+        })
+        .min_by(|(a, la, _), (b, lb, _)| la.total_cmp(lb).then(a.index.cmp(&b.index)))
+        .map(|(v, _, _)| v.index)
+}
+
+impl DonorQuery<'_> {
+    /// `site`'s load if its active nodes' work were spread over one node
+    /// fewer (infinite when it has one or none).
+    fn load_without_one(&self, site: usize) -> f64 {
+        let loads: Vec<f64> = self
+            .views
+            .iter()
+            .flatten()
+            .filter(|v| v.serving().and_then(SiteSlot::index) == Some(site))
+            .filter_map(|v| v.load)
+            .collect();
+        match loads.len() {
+            0 | 1 => f64::INFINITY,
+            n => loads.iter().sum::<f64>() / (n - 1) as f64,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -51,6 +51,10 @@ pub struct HotTracker {
     history: Vec<Duration>,
     /// Start of each site's current streak above the watermark.
     since: Vec<Option<Instant>>,
+    /// Since when each site has been cool: neither above the watermark nor
+    /// short in any round (loans go home from a cool site). A claim's
+    /// [`reset`](Self::reset) does not make a site cool.
+    cool: Vec<Option<Instant>>,
     pending: Vec<Option<Pending>>,
 }
 
@@ -69,6 +73,7 @@ impl HotTracker {
             high: high_watermark,
             history: vec![history; sites],
             since: vec![None; sites],
+            cool: vec![None; sites],
             pending: vec![None; sites],
         }
     }
@@ -93,23 +98,40 @@ impl HotTracker {
         now: Instant,
     ) -> bool {
         let history = self.history_of(site);
-        let Some(slot) = self.since.get_mut(site) else {
+        let (Some(slot), Some(cool)) = (self.since.get_mut(site), self.cool.get_mut(site)) else {
             return false;
         };
         match load {
             _ if short => {
+                *cool = None;
                 let start = *slot.get_or_insert(now);
                 now.saturating_duration_since(start) >= history
             }
             Some(l) if l > self.high => {
+                *cool = None;
                 let start = *slot.get_or_insert(now);
                 now.saturating_duration_since(start) >= history
             }
-            _ => {
+            Some(_) => {
+                cool.get_or_insert(now);
+                *slot = None;
+                false
+            }
+            // Not measurable: no evidence either way.
+            None => {
+                *cool = None;
                 *slot = None;
                 false
             }
         }
+    }
+
+    /// How long `site` has been cool (every round since then neither above
+    /// the watermark nor short); `None` when it was not cool in the last
+    /// round observed.
+    pub fn cool_for(&self, site: usize, now: Instant) -> Option<Duration> {
+        let since = self.cool.get(site).copied().flatten()?;
+        Some(now.saturating_duration_since(since))
     }
 
     /// Forgets `site`'s streak: after a claim (or after adopting another

@@ -484,4 +484,5 @@ async fn routing_follows_a_claim_made_by_another_proxy_within_role_poll() {
 
 mod faults;
 mod fences;
+mod loans;
 mod qos;

@@ -142,3 +142,29 @@ async fn fixed_t_and_unmeasured_demand_are_never_judged() {
     assert_eq!(t.judge(7, 0.0, Instant::now()), None, "unknown site");
     t.claimed(7, 5.0, Instant::now());
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_site_is_cool_from_its_first_quiet_round_until_it_is_loaded_or_short() {
+    let mut t = HotTracker::new(1, T, 0.8);
+    assert_eq!(t.cool_for(0, Instant::now()), None, "not observed yet");
+    run(&mut t, &[0.9, 0.9]).await;
+    assert_eq!(t.cool_for(0, Instant::now()), None, "loaded");
+    run(&mut t, &[0.3, 0.1, 0.5]).await;
+    // Quiet since the round 3 S ago.
+    assert_eq!(t.cool_for(0, Instant::now()), Some(S * 3));
+    t.reset(0);
+    assert_eq!(
+        t.cool_for(0, Instant::now()),
+        Some(S * 3),
+        "a claim's reset is not a load change"
+    );
+    t.observe_round(0, Some(0.1), true, Instant::now());
+    assert_eq!(t.cool_for(0, Instant::now()), None, "short is not cool");
+    run(&mut t, &[0.1]).await;
+    t.observe(0, None, Instant::now());
+    assert_eq!(
+        t.cool_for(0, Instant::now()),
+        None,
+        "unmeasurable is not cool"
+    );
+}
