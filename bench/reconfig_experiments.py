@@ -17,7 +17,7 @@ Environment: BIN (the testbed binary; default target/release/rdmalb-testbed,
 which finds the appliance `rdmalb` beside it or through RDMALB_BIN), RUNS (repetitions, median
 reported; default 3), OUT (default bench/results), SCALE (multiplies every
 run's duration; default 1.0), LOANS_OFF (1: experiments 1 and 5 also run
-reconfigure with `loan_return = "off"`, interleaved run by run with the
+reconfigure with `loan_return` and `claim_horizon` "off", interleaved run by run with the
 other configurations, as a same-session baseline of the agent without
 loans), BURSTS (exp1 only: comma-separated burst lengths to run, e.g.
 "512,32768"; default all), SKIP_OVERPROV (1: exp1 leaves out the
@@ -49,8 +49,9 @@ MODES = [("rigid", "mode = \"rigid\"\n"),
          ("overprov", "mode = \"rigid\"\noverprovision = true\n"),
          ("reconfigure", "mode = \"reconfigure\"\n")]
 LOANS_OFF = os.environ.get("LOANS_OFF", "") == "1"
-# Reconfigure without loans (the agent before issue 16), appended to RECONFIG.
-NO_LOANS = 'loan_return = "off"\n'
+# Reconfigure without loans and the burst estimate (the agent before issue
+# 16), appended to RECONFIG.
+NO_LOANS = 'loan_return = "off"\nclaim_horizon = "off"\n'
 
 
 def run_cluster(spec_text, label, files=None):

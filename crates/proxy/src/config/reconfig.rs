@@ -164,6 +164,20 @@ pub(super) fn validate(
             }
         },
     };
+    let claim_horizon = match raw.claim_horizon.as_deref() {
+        None => Some(cooldown),
+        Some("off") => None,
+        Some(text) => match duration::parse(text) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                c.add(
+                    "reconfig.claim_horizon",
+                    format!("{e} (expected a duration such as \"5s\", or \"off\" to claim whenever a site is hot)"),
+                );
+                Some(cooldown)
+            }
+        },
+    };
     let switch_timeout = per_round(
         c,
         "reconfig.switch_timeout",
@@ -273,6 +287,7 @@ pub(super) fn validate(
         lock_skew,
         cooldown,
         loan_return,
+        claim_horizon,
         switch_timeout,
         rollback_backoff_max,
         lock_home,

@@ -611,6 +611,11 @@ pub struct Reconfig {
     /// the config gives it. `None` ("off"): nodes stay where they were
     /// claimed. Default: `history`.
     pub loan_return: Option<Duration>,
+    /// A hot site claims only when its burst is expected to last at least
+    /// this much longer (`reconfig::history`, "Burst estimate"), or when
+    /// the expectation is unknown. `None` ("off"): claim whenever hot.
+    /// Default: `cooldown` (a claimed node is held that long anyway).
+    pub claim_horizon: Option<Duration>,
     /// A node SWITCHING for longer than this is overdue: reclaimed (CAS
     /// back to the site it serves) when its sidecar is alive, shown parked
     /// when its sidecar is gone.
@@ -641,6 +646,7 @@ impl Default for Reconfig {
             lock_skew: Duration::from_millis(500),
             cooldown: Duration::from_secs(5),
             loan_return: Some(Duration::from_secs(1)),
+            claim_horizon: Some(Duration::from_secs(5)),
             switch_timeout: Duration::from_secs(30),
             rollback_backoff_max: Duration::from_secs(60),
             lock_home: 1,

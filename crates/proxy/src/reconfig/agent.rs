@@ -465,6 +465,7 @@ impl Agent {
             actions.extend(
                 self.claim_order(hot, loads)
                     .into_iter()
+                    .filter(|site| self.worth_claiming(work, *site, now))
                     .map(|site| Action::Claim { site }),
             );
             actions.extend(

@@ -481,3 +481,22 @@ fn loan_return_shorter_than_sensitivity() {
         "expected a duration of at least sensitivity",
     );
 }
+
+#[test]
+fn claim_horizon_defaults_to_cooldown_and_turns_off() {
+    let r = ok(&with("[reconfig]\ncooldown = \"2s\"")).reconfig;
+    assert_eq!(r.claim_horizon, Some(Duration::from_secs(2)));
+    let r = ok(&with("[reconfig]\nclaim_horizon = \"800ms\"")).reconfig;
+    assert_eq!(r.claim_horizon, Some(Duration::from_millis(800)));
+    let r = ok(&with("[reconfig]\nclaim_horizon = \"off\"")).reconfig;
+    assert_eq!(r.claim_horizon, None);
+}
+
+#[test]
+fn claim_horizon_not_a_duration() {
+    rejects(
+        &with("[reconfig]\nclaim_horizon = \"soon\""),
+        "reconfig.claim_horizon",
+        "or \"off\"",
+    );
+}

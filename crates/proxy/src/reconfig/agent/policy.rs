@@ -77,6 +77,24 @@ impl Agent {
         }
     }
 
+    /// Whether hot site `site` should claim now: its burst is expected to
+    /// last at least `claim_horizon` longer, or nobody knows
+    /// (`reconfig::history`, "Burst estimate").
+    pub(super) fn worth_claiming(&self, work: &Work, site: usize, now: Instant) -> bool {
+        let Some(horizon) = self.settings.reconfig.claim_horizon else {
+            return true;
+        };
+        match work.hot.burst_left(site, now) {
+            Some(left) if left < horizon => {
+                tracing::debug!(site = %self.settings.sites[site].name,
+                    left_ms = left.as_millis() as u64, horizon_ms = horizon.as_millis() as u64,
+                    "hot, but the burst is expected to end before a claim pays: no claim");
+                false
+            }
+            _ => true,
+        }
+    }
+
     /// The sites a loaned node should go home to this round, judged on the
     /// round's view (the claim decides again on a fresh view under the
     /// locks). A hot site gets its node through its own claim instead.

@@ -133,6 +133,10 @@ fn agent_over(
         mode: ReconfigMode::Reconfigure,
         sensitivity: S,
         cooldown: Duration::from_secs(5),
+        // The burst estimate is off unless a test turns it on
+        // (tests/loans.rs): these tests repeat hot events of one length and
+        // count a claim for each.
+        claim_horizon: None,
         lock_home: 1,
         peers: (1..=c.proxies.len() as u16)
             .filter(|p| *p != id)

@@ -168,3 +168,30 @@ async fn a_site_is_cool_from_its_first_quiet_round_until_it_is_loaded_or_short()
         "unmeasurable is not cool"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_burst_estimate_is_the_longest_recent_loaded_period() {
+    let mut t = HotTracker::new(2, T, 0.8);
+    assert_eq!(t.burst_left(0, Instant::now()), None, "never loaded");
+    // A 0.6 s blip (shorter than T: never a burst) and a 1.6 s burst.
+    run(&mut t, &[0.9, 0.9, 0.9, 0.1]).await;
+    run(&mut t, &[0.9; 8]).await;
+    t.reset(0); // a claim does not cut the loaded period
+    run(&mut t, &[0.1]).await;
+    // Loaded again: 1.6 s expected, 0.4 s gone.
+    run(&mut t, &[0.9, 0.9]).await;
+    t.observe(0, Some(0.9), Instant::now());
+    assert_eq!(
+        t.burst_left(0, Instant::now()),
+        Some(Duration::from_millis(1200))
+    );
+    // Site 1 has no burst of its own yet: it borrows every site's.
+    t.observe(1, Some(0.9), Instant::now());
+    assert_eq!(
+        t.burst_left(1, Instant::now()),
+        Some(Duration::from_millis(1600))
+    );
+    // Outlived: unknown.
+    run(&mut t, &[0.9; 8]).await;
+    assert_eq!(t.burst_left(0, Instant::now()), None);
+}

@@ -3,7 +3,9 @@
 //! cooled and its home is below its configured share; never while the
 //! borrower is hot, never when the return would make the borrower hot, never
 //! with `loan_return = "off"`; a returned node is not pulled back by the
-//! cool site; several proxies seeing the same loan make one return.
+//! cool site; several proxies seeing the same loan make one return. And
+//! the burst estimate: no claim for a burst expected to end within
+//! `claim_horizon`.
 
 use std::sync::Arc;
 
@@ -213,4 +215,56 @@ async fn proxies_seeing_the_same_loan_make_exactly_one_return() {
     let claims: u64 = agents.iter().map(|a| a.counters().snapshot().claims).sum();
     assert_eq!(claims, 1);
     assert_eq!(agents.iter().map(|a| returns(a)).sum::<usize>(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_burst_expected_to_end_within_the_claim_horizon_moves_no_node() {
+    // s0 (n0, n1) is bursty; s1 (n2..n5) idle. Loans off: only claims move.
+    let c = cluster(&[Some(0), Some(0), Some(1), Some(1), Some(1), Some(1)], 1);
+    let homes = [Some(0), Some(0), Some(1), Some(1), Some(1), Some(1)];
+    let Ok(mut a) = Arc::try_unwrap(agent_homes(&c, 1, 2, &homes, None)) else {
+        unreachable!("a new agent has one owner")
+    };
+    a.settings.reconfig.claim_horizon = Some(Duration::from_secs(2));
+    let agents = [Arc::new(a)];
+    // A burst of `secs` on every node serving s0, then 6 s of quiet;
+    // returns the claims made.
+    let burst = |secs: usize| {
+        let agents = agents.clone();
+        let c = &c;
+        async move {
+            let mut claims = 0;
+            for r in 0..(secs * 5 + 30) {
+                let loads: Vec<f64> = c
+                    .nodes
+                    .iter()
+                    .map(|m| {
+                        let s0 = site_of(m) == SiteSlot::Site(0);
+                        if s0 && r < secs * 5 {
+                            0.95
+                        } else {
+                            0.05
+                        }
+                    })
+                    .collect();
+                claims += rounds(c, &agents, &loads, 1)
+                    .await
+                    .iter()
+                    .filter(|(_, o)| matches!(o, Ok(ClaimOutcome::Claimed { .. })))
+                    .count();
+            }
+            claims
+        }
+    };
+    // Nothing known yet: the first 2 s burst claims after T (1 s).
+    assert_eq!(burst(2).await, 1);
+    // The next one is expected to last 2 s too: at T, 1 s is left, under
+    // the 2 s horizon: no claim (the node would be held for its cool-down
+    // after the burst ended).
+    assert_eq!(burst(2).await, 0);
+    assert_eq!(epochs(&c), 1);
+    // A long burst outlives the estimate and claims again (one node per
+    // T once its history restarts).
+    let long = burst(6).await;
+    assert!(long >= 1, "{long} claims");
 }
