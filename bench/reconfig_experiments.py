@@ -144,7 +144,7 @@ def exp1_modes():
     modes = [(m, k, "") for m, k in MODES
              if not (m == "overprov" and os.environ.get("SKIP_OVERPROV") == "1")]
     if LOANS_OFF:
-        modes.append(("reconf-noloans", MODES[2][1], NO_LOANS))
+        modes.append(("reconf-off", MODES[2][1], NO_LOANS))
     return modes
 
 
@@ -183,7 +183,7 @@ def exp1():
         lines.append(f"\n{name} (emulated nodes, shm windows; median of {RUNS} runs; served requests/s)")
         lines.append(f"{'burst L':>8} {'rigid':>9} {'overprov':>9} {'reconfig':>9} {'moves':>6} "
                      f"{'reconf/rigid':>12} {'overprov/rigid':>14}"
-                     + (f" {'no loans':>9} {'moves':>6} {'noloans/rigid':>13}" if LOANS_OFF else ""))
+                     + (f" {'off':>9} {'moves':>6} {'off/rigid':>13}" if LOANS_OFF else ""))
         for burst, _ in EXP1_BURSTS:
             v = {m: (s, mv) for (n, b, m, s, mv) in results if n == name and b == burst}
             rg, rc = v["rigid"][0], v["reconfigure"][0]
@@ -193,7 +193,7 @@ def exp1():
             line = (f"{burst:>8} {rg:>9.0f} {opc} {rc:>9.0f} {v['reconfigure'][1]:>6.0f} "
                     f"{rc / rg:>11.2f}x {opr}")
             if LOANS_OFF:
-                nl, nlm = v["reconf-noloans"]
+                nl, nlm = v["reconf-off"]
                 line += f" {nl:>9.0f} {nlm:>6.0f} {nl / rg:>12.2f}x"
             lines.append(line)
         lines.append(seed[name])
@@ -544,7 +544,7 @@ def exp5():
             else:
                 limits = f"duration = \"300s\"\nrequests = {int(value[cost] * SCALE)}\n"
             if LOANS_OFF:
-                configs = configs + [(t + " noloans", sp, k) for t, sp, k in configs
+                configs = configs + [(t + " off", sp, k) for t, sp, k in configs
                                      if t.startswith("reconf")]
             runs = {t: [] for t, _, _ in configs}
             shares = {t: [] for t, _, _ in configs}
@@ -552,7 +552,7 @@ def exp5():
             for r in range(RUNS):
                 trace = tier_trace(args, cost, r + 1)
                 for title, split, mode_keys in configs:
-                    extra = NO_LOANS if title.endswith("noloans") else ""
+                    extra = NO_LOANS if title.endswith(" off") else ""
                     spec = (f"sites = [\"web\", \"app\"]\nsplit = \"{split}\"\n{mode_keys}{limits}"
                             f"trace_file = \"trace.txt\"\n"
                             f"{NODE}[load]\nconnections = 32\ninterval = \"500ms\"\ntimeout = \"10s\"\n"
@@ -575,7 +575,7 @@ def exp5():
     for kind, title, _, _, configs in EXP5_TRACES:
         names = [t for t, _, _ in configs]
         if LOANS_OFF:
-            names += [t + " noloans" for t in names if t.startswith("reconf")]
+            names += [t + " off" for t in names if t.startswith("reconf")]
         lines.append(f"\n{title}: static -> site web, dynamic -> site app, splits web:app (emulated nodes, "
                      f"shm windows; median of {RUNS} runs; served requests/s, all sites)")
         lines.append(f"{'dyn. cost':>9} {'dyn. share':>10} " + " ".join(f"{t:>12}" for t in names)
@@ -586,8 +586,8 @@ def exp5():
             ratios = "/".join(f"{v['reconf ' + t.split()[1]][3] / v[t][3]:.2f}x"
                               for t in names if t.startswith("rigid"))
             if LOANS_OFF:
-                ratios += " noloans " + "/".join(
-                    f"{v['reconf ' + t.split()[1] + ' noloans'][3] / v[t][3]:.2f}x"
+                ratios += " off " + "/".join(
+                    f"{v['reconf ' + t.split()[1] + ' off'][3] / v[t][3]:.2f}x"
                     for t in names if t.startswith("rigid"))
             lines.append(f"{cost:>9} {v[names[0]][5]:>10.2f} " + " ".join(f"{v[t][3]:>12.0f}" for t in names)
                          + " " + " ".join(f"{v[t][4]:>10.0f}" for t in names if t.startswith("reconf"))
@@ -606,7 +606,7 @@ def exp5():
     for i, (kind, title, _, _, configs) in enumerate(EXP5_TRACES):
         names = [t for t, _, _ in configs]
         if LOANS_OFF:
-            names += [t + " noloans" for t in names if t.startswith("reconf")]
+            names += [t + " off" for t in names if t.startswith("reconf")]
         dat = base + f"-{i}.dat"
         with open(dat, "w") as f:
             f.write("cost " + " ".join(t.replace(" ", "_") for t in names) + "\n")
