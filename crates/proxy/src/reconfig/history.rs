@@ -21,12 +21,13 @@
 //! [`BURSTS_KEPT`] of them that lasted at least the base T (a shorter one
 //! can never move a node) give the site's estimate: the longest of them
 //! (a site with none yet uses every site's). [`burst_left`](HotTracker::burst_left)
-//! is that estimate minus how long the current period has lasted; once a
-//! period outlives the estimate, it is unknown again. The agent claims
-//! only when the burst is expected to last at least `claim_horizon`
-//! longer (`reconfig::agent::policy`): a claimed node is held for its
-//! cool-down whatever the burst does, so a burst about to end does not pay
-//! for it.
+//! is that estimate minus how long the current period has lasted. Without
+//! an estimate, or once a period outlives it, the burst is expected to
+//! last as long again as it has lasted so far (the median remaining life
+//! of a burst of unknown, heavy-tailed length). The agent claims only when
+//! the burst is expected to last at least `claim_horizon` longer
+//! (`reconfig::agent::policy`): a claimed node is held for its cool-down
+//! whatever the burst does, so a burst about to end does not pay for it.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -176,17 +177,20 @@ impl HotTracker {
 
     /// How much longer `site`'s current burst is expected to last: its
     /// burst estimate (see the module doc) minus how long its loaded period
-    /// has lasted. `None` when unknown: the site is not loaded, no burst was
-    /// seen yet, or this one has outlived the estimate.
+    /// has lasted, or, with no estimate or once the period outlived it, as
+    /// long as it has lasted. `None` when the site is not loaded.
     pub fn burst_left(&self, site: usize, now: Instant) -> Option<Duration> {
         let start = self.warm.get(site).copied().flatten()?;
         let own = self.bursts.get(site).filter(|b| !b.is_empty());
         let estimate = match own {
             Some(b) => b.iter().max().copied(),
             None => self.bursts.iter().flatten().max().copied(),
-        }?;
+        };
         let lasted = now.saturating_duration_since(start);
-        (lasted < estimate).then(|| estimate - lasted)
+        Some(match estimate {
+            Some(e) if lasted < e => e - lasted,
+            _ => lasted,
+        })
     }
 
     /// How long `site` has been cool (every round since then neither above

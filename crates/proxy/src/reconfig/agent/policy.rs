@@ -78,8 +78,8 @@ impl Agent {
     }
 
     /// Whether hot site `site` should claim now: its burst is expected to
-    /// last at least `claim_horizon` longer, or nobody knows
-    /// (`reconfig::history`, "Burst estimate").
+    /// last at least `claim_horizon` longer (`reconfig::history`, "Burst
+    /// estimate").
     pub(super) fn worth_claiming(&self, work: &Work, site: usize, now: Instant) -> bool {
         let Some(horizon) = self.settings.reconfig.claim_horizon else {
             return true;

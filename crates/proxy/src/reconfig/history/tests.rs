@@ -172,9 +172,14 @@ async fn a_site_is_cool_from_its_first_quiet_round_until_it_is_loaded_or_short()
 #[tokio::test(start_paused = true)]
 async fn the_burst_estimate_is_the_longest_recent_loaded_period() {
     let mut t = HotTracker::new(2, T, 0.8);
-    assert_eq!(t.burst_left(0, Instant::now()), None, "never loaded");
-    // A 0.6 s blip (shorter than T: never a burst) and a 1.6 s burst.
-    run(&mut t, &[0.9, 0.9, 0.9, 0.1]).await;
+    assert_eq!(t.burst_left(0, Instant::now()), None, "not loaded");
+    // A 0.6 s blip (shorter than T: never a burst); with nothing known, a
+    // burst is expected to last as long again as it has.
+    run(&mut t, &[0.9, 0.9, 0.9]).await;
+    assert_eq!(t.burst_left(0, Instant::now()), Some(S * 3));
+    run(&mut t, &[0.1]).await;
+    assert_eq!(t.burst_left(0, Instant::now()), None, "not loaded");
+    // A 1.6 s burst.
     run(&mut t, &[0.9; 8]).await;
     t.reset(0); // a claim does not cut the loaded period
     run(&mut t, &[0.1]).await;
@@ -191,7 +196,10 @@ async fn the_burst_estimate_is_the_longest_recent_loaded_period() {
         t.burst_left(1, Instant::now()),
         Some(Duration::from_millis(1600))
     );
-    // Outlived: unknown.
+    // Outlived (2 s so far): as long again.
     run(&mut t, &[0.9; 8]).await;
-    assert_eq!(t.burst_left(0, Instant::now()), None);
+    assert_eq!(
+        t.burst_left(0, Instant::now()),
+        Some(Duration::from_secs(2))
+    );
 }
