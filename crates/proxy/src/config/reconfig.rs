@@ -140,10 +140,10 @@ pub(super) fn validate(
         v
     };
     let loan_return = match raw.loan_return.as_deref() {
-        None => Some(history),
-        Some("off") => None,
+        None => Delay::Default,
+        Some("off") => Delay::Off,
         Some(text) => match duration::parse(text) {
-            Ok(v) if v >= sensitivity => Some(v),
+            Ok(v) if v >= sensitivity => Delay::Set(v),
             Ok(v) => {
                 c.add(
                     "reconfig.loan_return",
@@ -153,28 +153,28 @@ pub(super) fn validate(
                         duration::format(sensitivity)
                     ),
                 );
-                Some(history)
+                Delay::Default
             }
             Err(e) => {
                 c.add(
                     "reconfig.loan_return",
                     format!("{e} (expected a duration such as \"1s\", or \"off\" to keep claimed nodes where they are)"),
                 );
-                Some(history)
+                Delay::Default
             }
         },
     };
     let claim_horizon = match raw.claim_horizon.as_deref() {
-        None => Some(cooldown),
-        Some("off") => None,
+        None => Delay::Default,
+        Some("off") => Delay::Off,
         Some(text) => match duration::parse(text) {
-            Ok(v) => Some(v),
+            Ok(v) => Delay::Set(v),
             Err(e) => {
                 c.add(
                     "reconfig.claim_horizon",
                     format!("{e} (expected a duration such as \"5s\", or \"off\" to claim whenever a site is hot)"),
                 );
-                Some(cooldown)
+                Delay::Default
             }
         },
     };

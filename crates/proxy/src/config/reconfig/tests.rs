@@ -457,11 +457,11 @@ fn lock_skew_and_lease_too_short_for_the_fenced_steps() {
 #[test]
 fn loan_return_defaults_to_history_and_turns_off() {
     let r = ok(&with("[reconfig]\nhistory = \"300ms\"")).reconfig;
-    assert_eq!(r.loan_return, Some(Duration::from_millis(300)));
+    assert_eq!(r.loan_return(), Some(Duration::from_millis(300)));
     let r = ok(&with("[reconfig]\nloan_return = \"2s\"")).reconfig;
-    assert_eq!(r.loan_return, Some(Duration::from_secs(2)));
+    assert_eq!(r.loan_return(), Some(Duration::from_secs(2)));
     let r = ok(&with("[reconfig]\nloan_return = \"off\"")).reconfig;
-    assert_eq!(r.loan_return, None);
+    assert_eq!(r.loan_return(), None);
 }
 
 #[test]
@@ -485,11 +485,11 @@ fn loan_return_shorter_than_sensitivity() {
 #[test]
 fn claim_horizon_defaults_to_cooldown_and_turns_off() {
     let r = ok(&with("[reconfig]\ncooldown = \"2s\"")).reconfig;
-    assert_eq!(r.claim_horizon, Some(Duration::from_secs(2)));
+    assert_eq!(r.claim_horizon(), Some(Duration::from_secs(2)));
     let r = ok(&with("[reconfig]\nclaim_horizon = \"800ms\"")).reconfig;
-    assert_eq!(r.claim_horizon, Some(Duration::from_millis(800)));
+    assert_eq!(r.claim_horizon(), Some(Duration::from_millis(800)));
     let r = ok(&with("[reconfig]\nclaim_horizon = \"off\"")).reconfig;
-    assert_eq!(r.claim_horizon, None);
+    assert_eq!(r.claim_horizon(), None);
 }
 
 #[test]

@@ -349,7 +349,7 @@ impl Agent {
         views: &[Option<NodeView>],
         now: Instant,
     ) -> Option<usize> {
-        let after = self.settings.reconfig.loan_return?;
+        let after = self.settings.reconfig.loan_return()?;
         let fixed = self.fixed_nodes();
         let limits: Vec<SiteLimits> = self.settings.sites.iter().map(|s| s.limits).collect();
         let cooling = |i: usize| self.cooling(work, i, now);

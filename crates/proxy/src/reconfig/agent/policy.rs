@@ -81,7 +81,7 @@ impl Agent {
     /// last at least `claim_horizon` longer (`reconfig::history`, "Burst
     /// estimate").
     pub(super) fn worth_claiming(&self, work: &Work, site: usize, now: Instant) -> bool {
-        let Some(horizon) = self.settings.reconfig.claim_horizon else {
+        let Some(horizon) = self.settings.reconfig.claim_horizon() else {
             return true;
         };
         match work.hot.burst_left(site, now) {
@@ -105,7 +105,7 @@ impl Agent {
         hot: &[usize],
         now: Instant,
     ) -> Vec<usize> {
-        if self.settings.reconfig.loan_return.is_none() {
+        if self.settings.reconfig.loan_return().is_none() {
             return Vec::new();
         }
         let views: Vec<Option<NodeView>> = views.iter().map(|v| v.as_ref().ok().cloned()).collect();

@@ -136,7 +136,7 @@ fn agent_over(
         // The burst estimate is off unless a test turns it on
         // (tests/loans.rs): these tests repeat hot events of one length and
         // count a claim for each.
-        claim_horizon: None,
+        claim_horizon: crate::config::Delay::Off,
         lock_home: 1,
         peers: (1..=c.proxies.len() as u16)
             .filter(|p| *p != id)

@@ -10,6 +10,7 @@
 use std::sync::Arc;
 
 use super::*;
+use crate::config::Delay;
 
 /// `c`'s agent `id` for `sites` sites whose nodes' `[[node]]` sites are
 /// `homes`, with `loan_return` (`None`: "off").
@@ -26,7 +27,7 @@ fn agent_homes(
     for (n, home) in a.settings.nodes.iter_mut().zip(homes) {
         n.configured_site = *home;
     }
-    a.settings.reconfig.loan_return = loan_return;
+    a.settings.reconfig.loan_return = loan_return.map_or(Delay::Off, Delay::Set);
     Arc::new(a)
 }
 
@@ -225,7 +226,7 @@ async fn a_burst_expected_to_end_within_the_claim_horizon_moves_no_node() {
     let Ok(mut a) = Arc::try_unwrap(agent_homes(&c, 1, 2, &homes, None)) else {
         unreachable!("a new agent has one owner")
     };
-    a.settings.reconfig.claim_horizon = Some(Duration::from_secs(2));
+    a.settings.reconfig.claim_horizon = Delay::Set(Duration::from_secs(2));
     let agents = [Arc::new(a)];
     // A burst of `secs` on every node serving s0, then 6 s of quiet;
     // returns the claims made.
