@@ -544,8 +544,8 @@ def exp5():
             else:
                 limits = f"duration = \"300s\"\nrequests = {int(value[cost] * SCALE)}\n"
             if LOANS_OFF:
-                configs = configs + [(t + " off", sp, k) for t, sp, k in configs
-                                     if t.startswith("reconf")]
+                configs = [(t, sp, k) for t, sp, k in configs if not t.endswith(" off")]
+                configs += [(t + " off", sp, k) for t, sp, k in configs if t.startswith("reconf")]
             runs = {t: [] for t, _, _ in configs}
             shares = {t: [] for t, _, _ in configs}
             # Run by run, every configuration in turn (same trace prefix).
