@@ -10,9 +10,7 @@ use std::time::Duration;
 
 use crate::support::reconfig::{shm_path, site_hash, Endpoint, Nodes, Source, SITES};
 use rand::Rng;
-use rdmalb_proxy::config::{
-    Delay, PeerProxy, ProxyWindow, Reconfig, ReconfigMode, WindowEndpoint,
-};
+use rdmalb_proxy::config::{Delay, PeerProxy, ProxyWindow, Reconfig, ReconfigMode, WindowEndpoint};
 use rdmalb_proxy::reconfig::donor::SiteLimits;
 use rdmalb_proxy::reconfig::{
     Agent, AgentNode, AgentSettings, AgentSite, ClaimOutcome, OwnWindow, PeerLinks,
