@@ -13,7 +13,10 @@
 //!   ([`SiteQos::nodes_needed`]: per-node capacity estimated from its served
 //!   rate over its active nodes).
 //! - **Idle** nodes (load under the low watermark) first: the idle pool, then
-//!   the lowest-priority site's, then the lowest load. Idle nodes of any
+//!   the lowest-priority site's, then the lowest load; a site's idle node
+//!   only if the site's work on one node fewer stays at or under the high
+//!   watermark (a node idle for a moment in a loaded site is not spare:
+//!   issue 16, experiment 5's Zipf runs). Idle nodes of any
 //!   priority may go, so when high-priority demand falls its idle nodes flow
 //!   back to a lower-priority site that is hot (seed 000 chapter 6: "when
 //!   the number of high-priority requests is low, the idle nodes can be
@@ -77,6 +80,9 @@ pub struct DonorQuery<'a> {
     pub fixed: &'a [usize],
     /// Node load under which a node is idle enough to give away.
     pub low_watermark: f64,
+    /// Site load above which a site is hot: an idle node of a site goes
+    /// only if the site's work on one node fewer stays at or under it.
+    pub high_watermark: f64,
     /// Whether node `index` is cooling down after a recent move.
     pub cooling: &'a dyn Fn(usize) -> bool,
 }
@@ -160,6 +166,12 @@ pub fn choose_donor(q: &DonorQuery<'_>) -> Option<usize> {
                     if !q.can_give(s) {
                         return None;
                     }
+                    // A node whose load sample is low for a moment, of a
+                    // site that as a whole is loaded, is not idle: taking
+                    // it makes the site hot and pulls a node back.
+                    if !busy && q.load_without_one(s) > q.high_watermark {
+                        return None;
+                    }
                     (true, p)
                 }
             };
@@ -211,7 +223,7 @@ pub fn choose_return(q: &DonorQuery<'_>, r: &ReturnQuery<'_>) -> Option<usize> {
 
 impl DonorQuery<'_> {
     /// `site`'s load if its active nodes' work were spread over one node
-    /// fewer (infinite when it has one or none).
+    /// fewer (a single node's own load; 0 with none).
     fn load_without_one(&self, site: usize) -> f64 {
         let loads: Vec<f64> = self
             .views
@@ -220,10 +232,7 @@ impl DonorQuery<'_> {
             .filter(|v| v.serving().and_then(SiteSlot::index) == Some(site))
             .filter_map(|v| v.load)
             .collect();
-        match loads.len() {
-            0 | 1 => f64::INFINITY,
-            n => loads.iter().sum::<f64>() / (n - 1) as f64,
-        }
+        loads.iter().sum::<f64>() / loads.len().saturating_sub(1).max(1) as f64
     }
 }
 

@@ -310,6 +310,7 @@ impl Agent {
             qos: work.qos.sites(),
             fixed,
             low_watermark: self.settings.reconfig.low_watermark,
+            high_watermark: self.settings.reconfig.high_watermark,
             cooling,
         }
     }
