@@ -16,7 +16,12 @@ with the seed's numbers beside ours, and writes a CSV and a PNG (gnuplot).
 Environment: BIN (the testbed binary; default target/release/rdmalb-testbed,
 which finds the appliance `rdmalb` beside it or through RDMALB_BIN), RUNS (repetitions, median
 reported; default 3), OUT (default bench/results), SCALE (multiplies every
-run's duration; default 1.0).
+run's duration; default 1.0), LOANS_OFF (1: experiments 1 and 5 also run
+reconfigure with `loan_return` and `claim_horizon` "off", interleaved run by run with the
+other configurations, as a same-session baseline of the agent without
+loans), BURSTS (exp1 only: comma-separated burst lengths to run, e.g.
+"512,32768"; default all), SKIP_OVERPROV (1: exp1 leaves out the
+over-provisioned runs).
 
 Time is scaled to a 2-core machine (docs/benchmarks.md explains how): nodes
 are capacity-model testsrv nodes (4 slots, 10 ms per 1 KiB request, about
@@ -43,6 +48,10 @@ RECONFIG = ('[proxy.reconfig]\nsensitivity = "50ms"\nhistory = "200ms"\n'
 MODES = [("rigid", "mode = \"rigid\"\n"),
          ("overprov", "mode = \"rigid\"\noverprovision = true\n"),
          ("reconfigure", "mode = \"reconfigure\"\n")]
+LOANS_OFF = os.environ.get("LOANS_OFF", "") == "1"
+# Reconfigure without loans and the burst estimate (the agent before issue
+# 16), appended to RECONFIG.
+NO_LOANS = 'loan_return = "off"\nclaim_horizon = "off"\n'
 
 
 def run_cluster(spec_text, label, files=None):
@@ -125,23 +134,40 @@ EXP1_SCENARIOS = [
 # Burst length -> run duration (s): long enough for several bursts at the
 # short lengths and for one burst change at 32K.
 EXP1_BURSTS = [(512, 6), (4096, 8), (32768, 24)]
+if os.environ.get("BURSTS"):
+    EXP1_BURSTS = [(b, s) for b, s in EXP1_BURSTS
+                   if str(b) in os.environ["BURSTS"].split(",")]
+
+
+def exp1_modes():
+    """(name, top-level spec keys, extra [proxy.reconfig] keys) of exp1."""
+    modes = [(m, k, "") for m, k in MODES
+             if not (m == "overprov" and os.environ.get("SKIP_OVERPROV") == "1")]
+    if LOANS_OFF:
+        modes.append(("reconf-off", MODES[2][1], NO_LOANS))
+    return modes
 
 
 def exp1():
     results = []  # (scenario, L, mode, median served/s, median moves)
+    modes = exp1_modes()
     for name, sites, split in EXP1_SCENARIOS:
         for burst, secs in EXP1_BURSTS:
-            for mode, mode_keys in MODES:
-                runs = []
-                for r in range(RUNS):
+            runs = {m: [] for m, _, _ in modes}
+            # Run by run, every configuration in turn: on a shared machine
+            # the load drifts, and interleaving spreads it over all of them.
+            for r in range(RUNS):
+                for mode, mode_keys, extra in modes:
                     spec = (f"sites = {sites}\nsplit = \"{split}\"\n{mode_keys}"
                             f"duration = \"{secs * SCALE:.1f}s\"\nrequests = 2000000\nseed = {r + 1}\n"
                             f"[trace]\nkind = \"bursty\"\nburst = {burst}\nmode = \"sites\"\nsize = \"1k\"\n"
-                            f"{NODE}[load]\nconnections = 32\ninterval = \"500ms\"\ntimeout = \"10s\"\n{RECONFIG}")
-                    runs.append(run_cluster(spec, f"{name} L={burst} {mode} run {r + 1}")[0])
+                            f"{NODE}[load]\nconnections = 32\ninterval = \"500ms\"\ntimeout = \"10s\"\n"
+                            f"{RECONFIG}{extra}")
+                    runs[mode].append(run_cluster(spec, f"{name} L={burst} {mode} run {r + 1}")[0])
+            for mode, _, _ in modes:
                 results.append((name, burst, mode,
-                                med([o["aggregate_served_per_s"] for o in runs]),
-                                med([o["moves"] for o in runs])))
+                                med([o["aggregate_served_per_s"] for o in runs[mode]]),
+                                med([o["moves"] for o in runs[mode]])))
     os.makedirs(OUT, exist_ok=True)
     base = os.path.join(OUT, f"exp1-{stamp()}")
     with open(base + ".csv", "w") as f:
@@ -156,12 +182,20 @@ def exp1():
     for name, _, split in EXP1_SCENARIOS:
         lines.append(f"\n{name} (emulated nodes, shm windows; median of {RUNS} runs; served requests/s)")
         lines.append(f"{'burst L':>8} {'rigid':>9} {'overprov':>9} {'reconfig':>9} {'moves':>6} "
-                     f"{'reconf/rigid':>12} {'overprov/rigid':>14}")
+                     f"{'reconf/rigid':>12} {'overprov/rigid':>14}"
+                     + (f" {'off':>9} {'moves':>6} {'off/rigid':>13}" if LOANS_OFF else ""))
         for burst, _ in EXP1_BURSTS:
             v = {m: (s, mv) for (n, b, m, s, mv) in results if n == name and b == burst}
-            rg, op, rc = v["rigid"][0], v["overprov"][0], v["reconfigure"][0]
-            lines.append(f"{burst:>8} {rg:>9.0f} {op:>9.0f} {rc:>9.0f} {v['reconfigure'][1]:>6.0f} "
-                         f"{rc / rg:>11.2f}x {op / rg:>13.2f}x")
+            rg, rc = v["rigid"][0], v["reconfigure"][0]
+            op = v["overprov"][0] if "overprov" in v else None
+            opc = f"{op:>9.0f}" if op else f"{'-':>9}"
+            opr = f"{op / rg:>13.2f}x" if op else f"{'-':>14}"
+            line = (f"{burst:>8} {rg:>9.0f} {opc} {rc:>9.0f} {v['reconfigure'][1]:>6.0f} "
+                    f"{rc / rg:>11.2f}x {opr}")
+            if LOANS_OFF:
+                nl, nlm = v["reconf-off"]
+                line += f" {nl:>9.0f} {nlm:>6.0f} {nl / rg:>12.2f}x"
+            lines.append(line)
         lines.append(seed[name])
     write_table(base, lines)
     plots = []
@@ -171,7 +205,7 @@ def exp1():
             f.write("L rigid overprov reconfigure\n")
             for burst, _ in EXP1_BURSTS:
                 v = {m: s for (n, b, m, s, _) in results if n == name and b == burst}
-                f.write(f"{burst} {v['rigid']:.1f} {v['overprov']:.1f} {v['reconfigure']:.1f}\n")
+                f.write(f"{burst} {v['rigid']:.1f} {v.get('overprov', 0):.1f} {v['reconfigure']:.1f}\n")
         plots.append((name, dat))
     gp = (f"set terminal pngcairo size 1100,450 font ',10'\nset output '{base}.png'\n"
           "set multiplot layout 1,2 title 'Exp 1 (seed 001 Fig. 7): aggregate throughput, "
@@ -509,19 +543,27 @@ def exp5():
                 limits = f"duration = \"{value * SCALE:.1f}s\"\nrequests = 2000000\n"
             else:
                 limits = f"duration = \"300s\"\nrequests = {int(value[cost] * SCALE)}\n"
-            for title, split, mode_keys in configs:
-                runs, shares = [], []
-                for r in range(RUNS):
+            if LOANS_OFF:
+                configs = [(t, sp, k) for t, sp, k in configs if not t.endswith(" off")]
+                configs += [(t + " off", sp, k) for t, sp, k in configs if t.startswith("reconf")]
+            runs = {t: [] for t, _, _ in configs}
+            shares = {t: [] for t, _, _ in configs}
+            # Run by run, every configuration in turn (same trace prefix).
+            for r in range(RUNS):
+                trace = tier_trace(args, cost, r + 1)
+                for title, split, mode_keys in configs:
+                    extra = NO_LOANS if title.endswith(" off") else ""
                     spec = (f"sites = [\"web\", \"app\"]\nsplit = \"{split}\"\n{mode_keys}{limits}"
                             f"trace_file = \"trace.txt\"\n"
                             f"{NODE}[load]\nconnections = 32\ninterval = \"500ms\"\ntimeout = \"10s\"\n"
-                            f"{RECONFIG}")
+                            f"{RECONFIG}{extra}")
                     outcome, rows = run_cluster(spec, f"{kind} cost={cost} {title} run {r + 1}",
-                                                {"trace.txt": tier_trace(args, cost, r + 1)})
-                    runs.append(outcome)
-                    shares.append(app_share(rows))
-                results.append((kind, cost, title, med([o["aggregate_served_per_s"] for o in runs]),
-                                med([o["moves"] for o in runs]), med(shares)))
+                                                {"trace.txt": trace})
+                    runs[title].append(outcome)
+                    shares[title].append(app_share(rows))
+            for title, _, _ in configs:
+                results.append((kind, cost, title, med([o["aggregate_served_per_s"] for o in runs[title]]),
+                                med([o["moves"] for o in runs[title]]), med(shares[title])))
     os.makedirs(OUT, exist_ok=True)
     base = os.path.join(OUT, f"exp5-{stamp()}")
     with open(base + ".csv", "w") as f:
@@ -532,15 +574,21 @@ def exp5():
     lines = []
     for kind, title, _, _, configs in EXP5_TRACES:
         names = [t for t, _, _ in configs]
+        if LOANS_OFF:
+            names += [t + " off" for t in names if t.startswith("reconf")]
         lines.append(f"\n{title}: static -> site web, dynamic -> site app, splits web:app (emulated nodes, "
                      f"shm windows; median of {RUNS} runs; served requests/s, all sites)")
         lines.append(f"{'dyn. cost':>9} {'dyn. share':>10} " + " ".join(f"{t:>12}" for t in names)
-                     + " " + " ".join(f"{'moves ' + t.split()[1]:>10}" for t in names if t.startswith("reconf"))
+                     + " " + " ".join(f"{'moves ' + ' '.join(t.split()[1:]):>10}" for t in names if t.startswith("reconf"))
                      + f" {'reconf/rigid':>12}")
         for cost in EXP5_COSTS:
             v = {t: cell(kind, cost, t) for t in names}
             ratios = "/".join(f"{v['reconf ' + t.split()[1]][3] / v[t][3]:.2f}x"
                               for t in names if t.startswith("rigid"))
+            if LOANS_OFF:
+                ratios += " off " + "/".join(
+                    f"{v['reconf ' + t.split()[1] + ' off'][3] / v[t][3]:.2f}x"
+                    for t in names if t.startswith("rigid"))
             lines.append(f"{cost:>9} {v[names[0]][5]:>10.2f} " + " ".join(f"{v[t][3]:>12.0f}" for t in names)
                          + " " + " ".join(f"{v[t][4]:>10.0f}" for t in names if t.startswith("reconf"))
                          + f" {ratios:>12}")
@@ -557,6 +605,8 @@ def exp5():
           f"{HISTOGRAMS}set xlabel 'dynamic request cost'\n")
     for i, (kind, title, _, _, configs) in enumerate(EXP5_TRACES):
         names = [t for t, _, _ in configs]
+        if LOANS_OFF:
+            names += [t + " off" for t in names if t.startswith("reconf")]
         dat = base + f"-{i}.dat"
         with open(dat, "w") as f:
             f.write("cost " + " ".join(t.replace(" ", "_") for t in names) + "\n")

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use crate::support::reconfig::{shm_path, site_hash, Endpoint, Nodes, Source, SITES};
 use rand::Rng;
-use rdmalb_proxy::config::{PeerProxy, ProxyWindow, Reconfig, ReconfigMode, WindowEndpoint};
+use rdmalb_proxy::config::{Delay, PeerProxy, ProxyWindow, Reconfig, ReconfigMode, WindowEndpoint};
 use rdmalb_proxy::reconfig::donor::SiteLimits;
 use rdmalb_proxy::reconfig::{
     Agent, AgentNode, AgentSettings, AgentSite, ClaimOutcome, OwnWindow, PeerLinks,
@@ -46,7 +46,7 @@ fn proxy_config(nodes: &Nodes, p1: &std::path::Path, p2: &std::path::Path) -> St
         ));
     }
     text.push_str(&format!(
-        "[reconfig]\nmode = \"reconfigure\"\nsensitivity = \"5ms\"\nhistory = \"10ms\"\nlock_lease = \"{LEASE_MS}ms\"\nlock_skew = \"{SKEW_MS}ms\"\nwindow = {{ shm = \"{}\" }}\n\n[[reconfig.peer]]\nid = 1\ntransport = \"shm\"\nwindow = \"{}\"\n",
+        "[reconfig]\nmode = \"reconfigure\"\nsensitivity = \"5ms\"\nhistory = \"10ms\"\nclaim_horizon = \"off\"\nlock_lease = \"{LEASE_MS}ms\"\nlock_skew = \"{SKEW_MS}ms\"\nwindow = {{ shm = \"{}\" }}\n\n[[reconfig.peer]]\nid = 1\ntransport = \"shm\"\nwindow = \"{}\"\n",
         p2.display(),
         p1.display()
     ));
@@ -141,6 +141,10 @@ async fn a_lock_left_by_a_killed_proxy_is_taken_after_lease_and_skew() {
             mode: ReconfigMode::Reconfigure,
             sensitivity: Duration::from_millis(5),
             history: Duration::from_millis(10),
+            // This test is about the lock, not the trigger: claim as soon
+            // as the site is hot (the burst estimate would wait for the
+            // default cool-down's worth of burst).
+            claim_horizon: Delay::Off,
             lock_lease: Duration::from_millis(LEASE_MS),
             lock_skew: Duration::from_millis(SKEW_MS),
             lock_home: 1,

@@ -193,6 +193,10 @@ pub struct RawReconfig {
     pub lock_lease: Option<String>,
     pub lock_skew: Option<String>,
     pub cooldown: Option<String>,
+    /// A duration, or "off".
+    pub loan_return: Option<String>,
+    /// A duration, or "off".
+    pub claim_horizon: Option<String>,
     pub switch_timeout: Option<String>,
     pub rollback_backoff_max: Option<String>,
     /// Proxy id of the proxy whose window holds the site locks.

@@ -139,6 +139,45 @@ pub(super) fn validate(
         );
         v
     };
+    let loan_return = match raw.loan_return.as_deref() {
+        None => Delay::Default,
+        Some("off") => Delay::Off,
+        Some(text) => match duration::parse(text) {
+            Ok(v) if v >= sensitivity => Delay::Set(v),
+            Ok(v) => {
+                c.add(
+                    "reconfig.loan_return",
+                    format!(
+                        "{} is shorter than reconfig.sensitivity = {} (expected a duration of at least sensitivity, since a site's coolness is seen once per round, or \"off\" to keep claimed nodes where they are)",
+                        duration::format(v),
+                        duration::format(sensitivity)
+                    ),
+                );
+                Delay::Default
+            }
+            Err(e) => {
+                c.add(
+                    "reconfig.loan_return",
+                    format!("{e} (expected a duration such as \"1s\", or \"off\" to keep claimed nodes where they are)"),
+                );
+                Delay::Default
+            }
+        },
+    };
+    let claim_horizon = match raw.claim_horizon.as_deref() {
+        None => Delay::Default,
+        Some("off") => Delay::Off,
+        Some(text) => match duration::parse(text) {
+            Ok(v) => Delay::Set(v),
+            Err(e) => {
+                c.add(
+                    "reconfig.claim_horizon",
+                    format!("{e} (expected a duration such as \"5s\", or \"off\" to claim whenever a site is hot)"),
+                );
+                Delay::Default
+            }
+        },
+    };
     let switch_timeout = per_round(
         c,
         "reconfig.switch_timeout",
@@ -273,6 +312,8 @@ pub(super) fn validate(
         lock_lease,
         lock_skew,
         cooldown,
+        loan_return,
+        claim_horizon,
         switch_timeout,
         rollback_backoff_max,
         lock_home,

@@ -604,6 +604,18 @@ pub struct Reconfig {
     pub lock_skew: Duration,
     /// A node moved by any proxy is not moved again for this long.
     pub cooldown: Duration,
+    /// Loans (`reconfig::donor::choose_return`): a node serving another
+    /// site than its `[[node]]` entry's goes home, through the claim path,
+    /// once the site it serves has been cool (neither loaded nor short) for
+    /// this long, the node is idle and its home site has fewer nodes than
+    /// the config gives it. Off: nodes stay where they were claimed.
+    /// Default: `history` ([`Reconfig::loan_return`]).
+    pub loan_return: Delay,
+    /// A hot site claims only when its burst is expected to last at least
+    /// this much longer (`reconfig::history`, "Burst estimate"). Off:
+    /// claim whenever hot. Default: `cooldown`, which a claimed node is
+    /// held for anyway ([`Reconfig::claim_horizon`]).
+    pub claim_horizon: Delay,
     /// A node SWITCHING for longer than this is overdue: reclaimed (CAS
     /// back to the site it serves) when its sidecar is alive, shown parked
     /// when its sidecar is gone.
@@ -633,12 +645,52 @@ impl Default for Reconfig {
             lock_lease: Duration::from_secs(2),
             lock_skew: Duration::from_millis(500),
             cooldown: Duration::from_secs(5),
+            loan_return: Delay::Default,
+            claim_horizon: Delay::Default,
             switch_timeout: Duration::from_secs(30),
             rollback_backoff_max: Duration::from_secs(60),
             lock_home: 1,
             window: ProxyWindow::default(),
             peers: Vec::new(),
         }
+    }
+}
+
+/// A delay whose default is another setting's value (so a config, or a
+/// `Reconfig { .. }` built in code, that changes that setting moves the
+/// default with it), or off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Delay {
+    /// The setting it follows (see the field).
+    #[default]
+    Default,
+    /// This long.
+    Set(Duration),
+    /// Never.
+    Off,
+}
+
+impl Delay {
+    fn or(self, default: Duration) -> Option<Duration> {
+        match self {
+            Delay::Default => Some(default),
+            Delay::Set(d) => Some(d),
+            Delay::Off => None,
+        }
+    }
+}
+
+impl Reconfig {
+    /// How long a borrower stays cool before a loaned node goes home
+    /// (`None`: loans are off).
+    pub fn loan_return(&self) -> Option<Duration> {
+        self.loan_return.or(self.history)
+    }
+
+    /// How much longer a burst must be expected to last for a claim
+    /// (`None`: claim whenever hot).
+    pub fn claim_horizon(&self) -> Option<Duration> {
+        self.claim_horizon.or(self.cooldown)
     }
 }
 

@@ -17,7 +17,7 @@ use arc_swap::{ArcSwap, ArcSwapOption};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::donor::{choose_donor, DonorQuery, SiteLimits};
+use super::donor::{choose_donor, choose_return, DonorQuery, ReturnQuery, SiteLimits};
 use super::events::{EventKind, EventLog};
 use super::history::HotTracker;
 use super::peers::{LocalWindow, WindowSource};
@@ -117,6 +117,8 @@ pub enum Action {
     Reclaim { node: usize },
     /// Claim a donor node for a hot site.
     Claim { site: usize },
+    /// Bring a node on loan home to `site` (`reconfig::donor`, "Loans").
+    Return { site: usize },
 }
 
 /// A round's decisions, applied in order.
@@ -178,7 +180,7 @@ struct Pending {
     node: usize,
     /// The role word our CAS would have written.
     word: RoleWord,
-    admin: bool,
+    by: claim::By,
 }
 
 /// Mutable state of the agent, used by one round (or one admin move) at a
@@ -410,9 +412,13 @@ impl Agent {
                         self.rollback(&mut work, v, now, reclaim).await;
                     }
                 }
+                Action::Return { site } => {
+                    let r = self.bring_home(&mut work, site).await;
+                    outcomes.push((site, r));
+                }
                 Action::Claim { site } => {
                     let r = self
-                        .claim(&mut work, SiteSlot::Site(site as u16), site, None)
+                        .claim(&mut work, SiteSlot::Site(site as u16), site, Pick::Donor)
                         .await;
                     match &r {
                         Ok(ClaimOutcome::Claimed { node, epoch, .. }) => tracing::info!(
@@ -484,7 +490,13 @@ impl Agent {
             actions.extend(
                 self.claim_order(hot, loads)
                     .into_iter()
+                    .filter(|site| self.worth_claiming(work, *site, now))
                     .map(|site| Action::Claim { site }),
+            );
+            actions.extend(
+                self.returns_due(work, views, hot, now)
+                    .into_iter()
+                    .map(|site| Action::Return { site }),
             );
         }
         Plan { actions }
@@ -702,6 +714,7 @@ mod policy;
 mod report;
 mod track;
 
+use claim::Pick;
 use track::{NodeTrack, Overdue};
 
 #[cfg(test)]

@@ -13,7 +13,10 @@
 //!   ([`SiteQos::nodes_needed`]: per-node capacity estimated from its served
 //!   rate over its active nodes).
 //! - **Idle** nodes (load under the low watermark) first: the idle pool, then
-//!   the lowest-priority site's, then the lowest load. Idle nodes of any
+//!   the lowest-priority site's, then the lowest load; a site's idle node
+//!   only if the site's work on one node fewer stays at or under the high
+//!   watermark (a node idle for a moment in a loaded site is not spare:
+//!   issue 16, experiment 5's Zipf runs). Idle nodes of any
 //!   priority may go, so when high-priority demand falls its idle nodes flow
 //!   back to a lower-priority site that is hot (seed 000 chapter 6: "when
 //!   the number of high-priority requests is low, the idle nodes can be
@@ -28,6 +31,21 @@
 //!   levels, the agent sees every node each round, so a top site takes
 //!   straight from the lowest level that can give (one move instead of a
 //!   chain of them); the chain remains for when the lowest level cannot.
+//!
+//! **Loans** ([`choose_return`], issue 16). A node serving another site
+//! than the one its `[[node]]` entry gives it (its *home*) is on loan. A
+//! claim answers a burst; when the burst has moved on, the node stays where
+//! it landed, and its home serves its next burst with fewer nodes than the
+//! rigid split gives it (experiment 1 at short bursts: 0.85x rigid). So a
+//! loaned node goes home when all of these hold: its home has fewer nodes
+//! than configured (its *share*); the site it serves (the *borrower*) has
+//! been cool for `loan_return`; the node is idle, live, ACTIVE and not
+//! cooling down; the borrower can give it by the donor rules (`min_nodes`,
+//! its guarantee's need); and the borrower's load spread over one node
+//! fewer stays at or under the high watermark, so that the return does not
+//! make the borrower hot and pull the node back (no ping-pong). Each return
+//! brings one node home, so a chain of them ends. Home is the config, the
+//! same on every proxy: no state beyond the role words is shared.
 
 use super::view::{Effective, NodeView};
 use crate::qos::guarantee::SiteQos;
@@ -62,6 +80,9 @@ pub struct DonorQuery<'a> {
     pub fixed: &'a [usize],
     /// Node load under which a node is idle enough to give away.
     pub low_watermark: f64,
+    /// Site load above which a site is hot: an idle node of a site goes
+    /// only if the site's work on one node fewer stays at or under it.
+    pub high_watermark: f64,
     /// Whether node `index` is cooling down after a recent move.
     pub cooling: &'a dyn Fn(usize) -> bool,
 }
@@ -117,6 +138,9 @@ struct Tally {
     /// Whether the site can give one node and keep its minimum and its
     /// guarantee.
     can_give: Vec<bool>,
+    /// The site's load if its active nodes' work were spread over one node
+    /// fewer (a single node's own load; 0 with none).
+    without_one: Vec<f64>,
 }
 
 impl Tally {
@@ -153,7 +177,19 @@ impl Tally {
                 members[s] > q.sites[s].min_nodes && members[s] > needed
             })
             .collect();
-        Tally { members, can_give }
+        let without_one = serving
+            .iter()
+            .map(|(_, sum, known)| sum / known.saturating_sub(1).max(1) as f64)
+            .collect();
+        Tally {
+            members,
+            can_give,
+            without_one,
+        }
+    }
+
+    fn without_one(&self, site: usize) -> f64 {
+        self.without_one.get(site).copied().unwrap_or(0.0)
     }
 }
 
@@ -188,6 +224,12 @@ pub fn choose_donor(q: &DonorQuery<'_>) -> Option<usize> {
                     if !tally.can_give.get(s).copied().unwrap_or(false) {
                         return None;
                     }
+                    // A node whose load sample is low for a moment, of a
+                    // site that as a whole is loaded, is not idle: taking
+                    // it makes the site hot and pulls a node back.
+                    if !busy && tally.without_one(s) > q.high_watermark {
+                        return None;
+                    }
                     (true, p)
                 }
             };
@@ -195,6 +237,47 @@ pub fn choose_donor(q: &DonorQuery<'_>) -> Option<usize> {
         })
         .min_by(|(ra, la, ia), (rb, lb, ib)| ra.cmp(rb).then(la.total_cmp(lb)).then(ia.cmp(ib)))
         .map(|(_, _, index)| index)
+}
+
+/// What [`choose_return`] looks at besides the [`DonorQuery`] (whose
+/// `hot_site` is the home site the node would return to).
+pub struct ReturnQuery<'a> {
+    /// Each node's home site (its `[[node]]` entry's; `None`: the idle
+    /// pool, never returned to), by node index.
+    pub homes: &'a [Option<usize>],
+    /// Nodes the config gives each site (with or without a window).
+    pub shares: &'a [usize],
+    /// Site load above which a site is hot.
+    pub high_watermark: f64,
+    /// Whether `site` has been cool for `loan_return`.
+    pub cool: &'a dyn Fn(usize) -> bool,
+}
+
+/// Picks a node on loan that should go home to `q.hot_site` now, or `None`
+/// (see "Loans" in the module doc).
+pub fn choose_return(q: &DonorQuery<'_>, r: &ReturnQuery<'_>) -> Option<usize> {
+    let home = q.hot_site;
+    let limits = q.sites.get(home)?;
+    let tally = Tally::new(q);
+    let members = tally.members.get(home).copied().unwrap_or(0);
+    if members >= r.shares.get(home).copied().unwrap_or(0) || members >= limits.max_nodes {
+        return None;
+    }
+    q.views
+        .iter()
+        .flatten()
+        .filter(|v| r.homes.get(v.index).copied().flatten() == Some(home))
+        .filter(|v| v.is_live() && v.effective() == Effective::Active && !(q.cooling)(v.index))
+        .filter_map(|v| Some((v, v.load?, v.role.site.index()?)))
+        .filter(|(_, load, borrower)| {
+            *load < q.low_watermark
+                && *borrower != home
+                && (r.cool)(*borrower)
+                && tally.can_give.get(*borrower).copied().unwrap_or(false)
+                && tally.without_one(*borrower) <= r.high_watermark
+        })
+        .min_by(|(a, la, _), (b, lb, _)| la.total_cmp(lb).then(a.index.cmp(&b.index)))
+        .map(|(v, _, _)| v.index)
 }
 
 #[cfg(test)]

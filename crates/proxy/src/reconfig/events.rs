@@ -18,6 +18,9 @@ pub const CAPACITY: usize = 32;
 pub enum EventKind {
     /// This proxy's agent claimed the node for a hot site.
     Claim,
+    /// This proxy's agent brought a node on loan home (its borrower
+    /// cooled, its home site was below its configured share).
+    Return,
     /// An operator moved the node through this proxy (`POST /reconfig/move`).
     AdminMove,
     /// The node's role changed by another proxy's hand (seen in a round).

@@ -14,7 +14,22 @@
 //! holds for two T, the move was worth it and T halves back towards
 //! `history`. Bursts that keep ending just after a move stop moving nodes;
 //! long bursts keep the short reaction time.
+//!
+//! **Burst estimate** (issue 16). Each site's *loaded periods* (rounds in a
+//! row loaded or short, from the first to the first cool round; a claim
+//! does not cut one) are its bursts as the agent sees them. The last
+//! [`BURSTS_KEPT`] of them that lasted at least the base T (a shorter one
+//! can never move a node) give the site's estimate: the longest of them
+//! (a site with none yet uses every site's). [`burst_left`](HotTracker::burst_left)
+//! is that estimate minus how long the current period has lasted. Without
+//! an estimate, or once a period outlives it, the burst is expected to
+//! last as long again as it has lasted so far (the median remaining life
+//! of a burst of unknown, heavy-tailed length). The agent claims only when
+//! the burst is expected to last at least `claim_horizon` longer
+//! (`reconfig::agent::policy`): a claimed node is held for its cool-down
+//! whatever the burst does, so a burst about to end does not pay for it.
 
+use std::collections::VecDeque;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -22,6 +37,9 @@ use tokio::time::Instant;
 /// Offered rate below this fraction of the rate at the claim: the burst the
 /// claim answered has ended.
 const BURST_ENDED: f64 = 0.5;
+
+/// Loaded periods kept per site for the burst estimate.
+pub const BURSTS_KEPT: usize = 4;
 
 /// How a claim for a site turned out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,6 +69,14 @@ pub struct HotTracker {
     history: Vec<Duration>,
     /// Start of each site's current streak above the watermark.
     since: Vec<Option<Instant>>,
+    /// Since when each site has been cool: neither above the watermark nor
+    /// short in any round (loans go home from a cool site). A claim's
+    /// [`reset`](Self::reset) does not make a site cool.
+    cool: Vec<Option<Instant>>,
+    /// Start of each site's current loaded period (not cut by a claim).
+    warm: Vec<Option<Instant>>,
+    /// Each site's last loaded periods of at least `base`, newest last.
+    bursts: Vec<VecDeque<Duration>>,
     pending: Vec<Option<Pending>>,
 }
 
@@ -69,6 +95,9 @@ impl HotTracker {
             high: high_watermark,
             history: vec![history; sites],
             since: vec![None; sites],
+            cool: vec![None; sites],
+            warm: vec![None; sites],
+            bursts: vec![VecDeque::new(); sites],
             pending: vec![None; sites],
         }
     }
@@ -93,23 +122,83 @@ impl HotTracker {
         now: Instant,
     ) -> bool {
         let history = self.history_of(site);
-        let Some(slot) = self.since.get_mut(site) else {
+        let loaded = short || load.is_some_and(|l| l > self.high);
+        self.track_period(site, loaded, short || load.is_some(), now);
+        let (Some(slot), Some(cool)) = (self.since.get_mut(site), self.cool.get_mut(site)) else {
             return false;
         };
         match load {
             _ if short => {
+                *cool = None;
                 let start = *slot.get_or_insert(now);
                 now.saturating_duration_since(start) >= history
             }
             Some(l) if l > self.high => {
+                *cool = None;
                 let start = *slot.get_or_insert(now);
                 now.saturating_duration_since(start) >= history
             }
-            _ => {
+            Some(_) => {
+                cool.get_or_insert(now);
+                *slot = None;
+                false
+            }
+            // Not measurable: no evidence either way.
+            None => {
+                *cool = None;
                 *slot = None;
                 false
             }
         }
+    }
+
+    /// Starts or ends `site`'s loaded period; an ended one of at least the
+    /// base T joins the site's burst history, unless it ended in a round
+    /// that could not be measured (not evidence of the burst's end).
+    fn track_period(&mut self, site: usize, loaded: bool, measured: bool, now: Instant) {
+        let (Some(warm), Some(kept)) = (self.warm.get_mut(site), self.bursts.get_mut(site)) else {
+            return;
+        };
+        match (*warm, loaded) {
+            (None, true) => *warm = Some(now),
+            (Some(start), false) => {
+                *warm = None;
+                let lasted = now.saturating_duration_since(start);
+                if measured && lasted >= self.base {
+                    if kept.len() == BURSTS_KEPT {
+                        kept.pop_front();
+                    }
+                    kept.push_back(lasted);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// How much longer `site`'s current burst is expected to last: its
+    /// burst estimate (see the module doc) minus how long its loaded period
+    /// has lasted, or, with no estimate or once the period outlived it, as
+    /// long as it has lasted. `None` when the site is not loaded.
+    pub fn burst_left(&self, site: usize, now: Instant) -> Option<Duration> {
+        let start = self.warm.get(site).copied().flatten()?;
+        let own = self.bursts.get(site).filter(|b| !b.is_empty());
+        let estimate = match own {
+            Some(b) => b.iter().max().copied(),
+            None => self.bursts.iter().flatten().max().copied(),
+        };
+        let lasted = now.saturating_duration_since(start);
+        Some(match estimate {
+            Some(e) if lasted < e => e - lasted,
+            _ => lasted,
+        })
+    }
+
+    /// How long `site` has been cool (every round since then neither above
+    /// the watermark nor short); `None` when it was not cool in the last
+    /// round observed.
+    pub fn cool_for(&self, site: usize, now: Instant) -> Option<Duration> {
+        let since = self.cool.get(site).copied().flatten()?;
+        Some(now.saturating_duration_since(since))
     }
 
     /// Forgets `site`'s streak: after a claim (or after adopting another

@@ -519,3 +519,50 @@ fn lock_skew_and_lease_too_short_for_the_fenced_steps() {
         "at least 2s",
     );
 }
+
+#[test]
+fn loan_return_defaults_to_history_and_turns_off() {
+    let r = ok(&with("[reconfig]\nhistory = \"300ms\"")).reconfig;
+    assert_eq!(r.loan_return(), Some(Duration::from_millis(300)));
+    let r = ok(&with("[reconfig]\nloan_return = \"2s\"")).reconfig;
+    assert_eq!(r.loan_return(), Some(Duration::from_secs(2)));
+    let r = ok(&with("[reconfig]\nloan_return = \"off\"")).reconfig;
+    assert_eq!(r.loan_return(), None);
+}
+
+#[test]
+fn loan_return_not_a_duration() {
+    rejects(
+        &with("[reconfig]\nloan_return = \"never\""),
+        "reconfig.loan_return",
+        "or \"off\"",
+    );
+}
+
+#[test]
+fn loan_return_shorter_than_sensitivity() {
+    rejects(
+        &with("[reconfig]\nsensitivity = \"500ms\"\nhistory = \"1s\"\nloan_return = \"100ms\""),
+        "reconfig.loan_return",
+        "expected a duration of at least sensitivity",
+    );
+}
+
+#[test]
+fn claim_horizon_defaults_to_cooldown_and_turns_off() {
+    let r = ok(&with("[reconfig]\ncooldown = \"2s\"")).reconfig;
+    assert_eq!(r.claim_horizon(), Some(Duration::from_secs(2)));
+    let r = ok(&with("[reconfig]\nclaim_horizon = \"800ms\"")).reconfig;
+    assert_eq!(r.claim_horizon(), Some(Duration::from_millis(800)));
+    let r = ok(&with("[reconfig]\nclaim_horizon = \"off\"")).reconfig;
+    assert_eq!(r.claim_horizon(), None);
+}
+
+#[test]
+fn claim_horizon_not_a_duration() {
+    rejects(
+        &with("[reconfig]\nclaim_horizon = \"soon\""),
+        "reconfig.claim_horizon",
+        "or \"off\"",
+    );
+}

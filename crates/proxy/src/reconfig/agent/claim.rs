@@ -4,15 +4,59 @@
 
 use super::*;
 
+/// Which node a claim moves: chosen under the lock by the agent's rules,
+/// or named by an operator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Pick {
+    /// A donor for a hot site ([`choose_donor`]).
+    Donor,
+    /// A node on loan going home to the site ([`choose_return`]).
+    Return,
+    /// This node (an admin move).
+    Node(usize),
+}
+
+/// Who a move is for: the label of `rdmalb_reconfig_claims_total{by}`,
+/// the event kind, and whether the claim is judged (adaptive T).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum By {
+    /// The agent, for a hot site.
+    Agent,
+    /// The agent, bringing a loaned node home.
+    Return,
+    /// An operator.
+    Admin,
+}
+
+impl By {
+    pub(super) fn as_str(self) -> &'static str {
+        match self {
+            By::Agent => "agent",
+            By::Return => "return",
+            By::Admin => "admin",
+        }
+    }
+}
+
+impl Pick {
+    fn by(self) -> By {
+        match self {
+            Pick::Donor => By::Agent,
+            Pick::Return => By::Return,
+            Pick::Node(_) => By::Admin,
+        }
+    }
+}
+
 /// One claim in the making: the role's site, the site whose lock is held,
-/// whether an operator asked for it, and the locks held for it (the site's
-/// and, when the node leaves another site, that site's), each re-validated
-/// before every write ([`protocol::fence`]).
+/// who it is for, and the locks held for it (the site's and, when the node
+/// leaves another site, that site's), each re-validated before every write
+/// ([`protocol::fence`]).
 #[derive(Debug, Clone)]
 struct Claim {
     to: SiteSlot,
     site: usize,
-    admin: bool,
+    by: By,
     locks: Vec<HeldLock>,
 }
 
@@ -37,17 +81,17 @@ impl Agent {
         }
     }
 
-    /// Moves a node to `to` under site `lock_site`'s lock: the agent's donor
-    /// choice when `node` is `None` (with the dual-counter check), else that
-    /// node (admin).
+    /// Moves a node to `to` under site `lock_site`'s lock: the agent's
+    /// choice (a donor, or a loaned node going home; with the dual-counter
+    /// check), or the node an operator named.
     pub(super) async fn claim(
         &self,
         work: &mut Work,
         to: SiteSlot,
         lock_site: usize,
-        node: Option<usize>,
+        pick: Pick,
     ) -> Result<ClaimOutcome, ProtocolError> {
-        let agent = node.is_none();
+        let agent = !matches!(pick, Pick::Node(_));
         if agent && self.adopt_counter(work, lock_site) {
             return Ok(ClaimOutcome::Skipped);
         }
@@ -66,10 +110,10 @@ impl Agent {
         let claim = Claim {
             to,
             site: lock_site,
-            admin: node.is_some(),
+            by: pick.by(),
             locks: vec![held],
         };
-        let outcome = self.claim_locked(work, home.as_ref(), claim, node).await;
+        let outcome = self.claim_locked(work, home.as_ref(), claim, pick).await;
         self.unlock(home.as_ref(), held, since).await;
         outcome
     }
@@ -155,16 +199,16 @@ impl Agent {
         work: &mut Work,
         home: &dyn RemoteWindow,
         mut claim: Claim,
-        node: Option<usize>,
+        pick: Pick,
     ) -> Result<ClaimOutcome, ProtocolError> {
         let (to, site) = (claim.to, claim.site);
         // Re-check under the lock: a proxy that claimed before we locked
         // bumped our counter before it unlocked.
-        if node.is_none() && self.adopt_counter(work, site) {
+        if !matches!(pick, Pick::Node(_)) && self.adopt_counter(work, site) {
             return Ok(ClaimOutcome::Skipped);
         }
         // The view before the lock may be stale: decide on a fresh one.
-        let (chosen, v) = match self.choose(work, site, to, node).await? {
+        let (chosen, v) = match self.choose(work, site, to, pick).await? {
             Choice::Node(i, v) => (i, v),
             Choice::NoDonor => return Ok(ClaimOutcome::NoDonor),
             Choice::Coming(i) => return Ok(self.coming(site, i)),
@@ -182,7 +226,7 @@ impl Agent {
         };
         let since = std::time::Instant::now();
         claim.locks.push(held);
-        let outcome = match self.choose(work, site, to, node).await {
+        let outcome = match self.choose(work, site, to, pick).await {
             Ok(Choice::Node(i, v)) if v.role.site.index().is_none_or(|s| s == d) => {
                 self.cas_claim(work, home, claim, i, v).await
             }
@@ -201,18 +245,23 @@ impl Agent {
         ClaimOutcome::Coming { node: name }
     }
 
-    /// Reads every node and picks the node to move: the donor rules for the
-    /// agent, the given node (checked movable) for an admin move.
+    /// Reads every node and picks the node to move: the donor or loan
+    /// rules for the agent, the given node (checked movable) for an admin
+    /// move.
     async fn choose(
         &self,
         work: &Work,
         site: usize,
         to: SiteSlot,
-        node: Option<usize>,
+        pick: Pick,
     ) -> Result<Choice, ProtocolError> {
         let views: Vec<Option<NodeView>> =
             self.read_all().await.into_iter().map(Result::ok).collect();
         let now = Instant::now();
+        let node = match pick {
+            Pick::Node(i) => Some(i),
+            Pick::Donor | Pick::Return => None,
+        };
         let chosen = match node {
             Some(i) => i,
             None => {
@@ -230,26 +279,11 @@ impl Agent {
                 }) {
                     return Ok(Choice::Coming(v.index));
                 }
-                let mut fixed = vec![0usize; self.settings.sites.len()];
-                for n in self.settings.nodes.iter().filter(|n| !n.has_window) {
-                    if let Some(f) = n.configured_site.and_then(|s| fixed.get_mut(s)) {
-                        *f += 1;
-                    }
-                }
-                let limits: Vec<SiteLimits> =
-                    self.settings.sites.iter().map(|s| s.limits).collect();
-                let cooling = |i: usize| self.cooling(work, i, now);
-                let q = DonorQuery {
-                    hot_site: site,
-                    views: &views,
-                    sites: &limits,
-                    priorities: &self.qos.priorities,
-                    qos: work.qos.sites(),
-                    fixed: &fixed,
-                    low_watermark: self.settings.reconfig.low_watermark,
-                    cooling: &cooling,
+                let chosen = match pick {
+                    Pick::Return => self.loan_to_return(work, site, &views, now),
+                    _ => self.donor_for(work, site, &views, now),
                 };
-                match choose_donor(&q) {
+                match chosen {
                     Some(i) => i,
                     None => return Ok(Choice::NoDonor),
                 }
@@ -271,6 +305,92 @@ impl Agent {
             })?;
         }
         Ok(Choice::Node(chosen, v))
+    }
+
+    /// The donor rules' view of this round: limits, priorities, QoS, fixed
+    /// nodes and cool-downs, for `site`.
+    fn donor_query<'a>(
+        &'a self,
+        work: &'a Work,
+        site: usize,
+        views: &'a [Option<NodeView>],
+        fixed: &'a [usize],
+        limits: &'a [SiteLimits],
+        cooling: &'a dyn Fn(usize) -> bool,
+    ) -> DonorQuery<'a> {
+        DonorQuery {
+            hot_site: site,
+            views,
+            sites: limits,
+            priorities: &self.qos.priorities,
+            qos: work.qos.sites(),
+            fixed,
+            low_watermark: self.settings.reconfig.low_watermark,
+            high_watermark: self.settings.reconfig.high_watermark,
+            cooling,
+        }
+    }
+
+    /// Nodes without a window per site (they count, never move).
+    fn fixed_nodes(&self) -> Vec<usize> {
+        // One pass over the nodes (the agent runs this under a site lock,
+        // with up to 1024 nodes).
+        let mut fixed = vec![0usize; self.settings.sites.len()];
+        for n in self.settings.nodes.iter().filter(|n| !n.has_window) {
+            if let Some(f) = n.configured_site.and_then(|s| fixed.get_mut(s)) {
+                *f += 1;
+            }
+        }
+        fixed
+    }
+
+    /// The donor for hot site `site` on `views` ([`choose_donor`]).
+    fn donor_for(
+        &self,
+        work: &Work,
+        site: usize,
+        views: &[Option<NodeView>],
+        now: Instant,
+    ) -> Option<usize> {
+        let fixed = self.fixed_nodes();
+        let limits: Vec<SiteLimits> = self.settings.sites.iter().map(|s| s.limits).collect();
+        let cooling = |i: usize| self.cooling(work, i, now);
+        choose_donor(&self.donor_query(work, site, views, &fixed, &limits, &cooling))
+    }
+
+    /// The loaned node that should go home to `site` now, on `views`
+    /// ([`choose_return`]); `None` also when loans are off.
+    pub(super) fn loan_to_return(
+        &self,
+        work: &Work,
+        site: usize,
+        views: &[Option<NodeView>],
+        now: Instant,
+    ) -> Option<usize> {
+        let after = self.settings.reconfig.loan_return()?;
+        let fixed = self.fixed_nodes();
+        let limits: Vec<SiteLimits> = self.settings.sites.iter().map(|s| s.limits).collect();
+        let cooling = |i: usize| self.cooling(work, i, now);
+        let homes: Vec<Option<usize>> = self
+            .settings
+            .nodes
+            .iter()
+            .map(|n| n.configured_site)
+            .collect();
+        let shares: Vec<usize> = (0..self.settings.sites.len())
+            .map(|s| homes.iter().filter(|h| **h == Some(s)).count())
+            .collect();
+        let cool = |s: usize| work.hot.cool_for(s, now).is_some_and(|d| d >= after);
+        let r = ReturnQuery {
+            homes: &homes,
+            shares: &shares,
+            high_watermark: self.settings.reconfig.high_watermark,
+            cool: &cool,
+        };
+        choose_return(
+            &self.donor_query(work, site, views, &fixed, &limits, &cooling),
+            &r,
+        )
     }
 
     /// Re-validates every lock of `claim` before a write (fencing). `None`:
@@ -311,7 +431,7 @@ impl Agent {
         chosen: usize,
         v: NodeView,
     ) -> Result<ClaimOutcome, ProtocolError> {
-        let (to, site, admin) = (claim.to, claim.site, claim.admin);
+        let (to, site, by) = (claim.to, claim.site, claim.by);
         let name = self.settings.nodes[chosen].name.clone();
         let Some(w) = self.source.node(chosen) else {
             return Ok(ClaimOutcome::NoDonor);
@@ -333,12 +453,12 @@ impl Agent {
                 Counters::bump(&self.counters.unresolved);
                 metrics::counter!(status::UNRESOLVED, "step" => "claim").increment(1);
                 tracing::warn!(node = %name, error = %e, "claim outcome unknown; settled from the role word in the next rounds");
-                self.landed(work, chosen, new, site, admin, now);
-                self.claim_event(chosen, v.role.site, new, admin, Some("reply lost"));
+                self.landed(work, chosen, new, site, by, now);
+                self.claim_event(chosen, v.role.site, new, by, Some("reply lost"));
                 work.pending.push(Pending {
                     node: chosen,
                     word: new,
-                    admin,
+                    by,
                 });
                 work.local[site] = protocol::bump_counter(&self.own, site).await?;
                 return Ok(ClaimOutcome::Unresolved {
@@ -353,9 +473,9 @@ impl Agent {
             metrics::counter!(status::LOST_CAS).increment(1);
             return Ok(ClaimOutcome::LostCas { node: name });
         }
-        self.landed(work, chosen, new, site, admin, now);
-        self.claim_event(chosen, v.role.site, new, admin, None);
-        self.claimed(w.as_ref(), &name, new, to, admin).await;
+        self.landed(work, chosen, new, site, by, now);
+        self.claim_event(chosen, v.role.site, new, by, None);
+        self.claimed(w.as_ref(), &name, new, to, by).await;
         work.local[site] = protocol::bump_counter(&self.own, site).await?;
         Ok(ClaimOutcome::Claimed {
             node: name,
@@ -395,7 +515,7 @@ impl Agent {
         chosen: usize,
         new: RoleWord,
         site: usize,
-        admin: bool,
+        by: By,
         now: Instant,
     ) {
         self.follow(chosen, new.site, false);
@@ -404,9 +524,10 @@ impl Agent {
         work.last_epoch[chosen] = Some(new.epoch);
         work.last_site[chosen] = Some(new.site);
         work.hot.reset(site);
-        if !admin {
-            // The agent's own decisions are judged (adaptive T); an
-            // operator's move is not evidence about bursts.
+        if by == By::Agent {
+            // The agent's claims for hot sites are judged (adaptive T); an
+            // operator's move or a loan going home is not evidence about
+            // bursts.
             let offered = Agent::site_qos(work)
                 .get(site)
                 .map_or(0.0, |q| q.offered_rps);
@@ -416,21 +537,13 @@ impl Agent {
 
     /// Records a claim known to have landed: the claim record on the node
     /// (informational) and the claim counters.
-    async fn claimed(
-        &self,
-        w: &dyn RemoteWindow,
-        name: &str,
-        new: RoleWord,
-        to: SiteSlot,
-        admin: bool,
-    ) {
+    async fn claimed(&self, w: &dyn RemoteWindow, name: &str, new: RoleWord, to: SiteSlot, by: By) {
         if let Err(e) = protocol::write_claim_record(w, self.settings.proxy_id, new.epoch).await {
             Counters::bump(&self.counters.claim_record_errors);
             tracing::debug!(node = %name, error = %e, "claim record not written");
         }
         Counters::bump(&self.counters.claims);
-        let by = if admin { "admin" } else { "agent" };
-        metrics::counter!(status::CLAIMS, "site" => self.settings.site_name(to), "by" => by)
+        metrics::counter!(status::CLAIMS, "site" => self.settings.site_name(to), "by" => by.as_str())
             .increment(1);
     }
 
@@ -453,7 +566,7 @@ impl Agent {
             if v.raw_role == p.word.encode() {
                 tracing::info!(node = %name, epoch = p.word.epoch, "the claim whose reply was lost landed");
                 if let Some(w) = self.source.node(p.node) {
-                    self.claimed(w.as_ref(), &name, p.word, p.word.site, p.admin)
+                    self.claimed(w.as_ref(), &name, p.word, p.word.site, p.by)
                         .await;
                 }
             } else if v.role.epoch >= p.word.epoch {

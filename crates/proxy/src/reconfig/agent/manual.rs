@@ -55,7 +55,9 @@ impl Agent {
             });
         };
         let mut work = self.work.lock().await;
-        Ok(self.claim(&mut work, to, lock_site, Some(index)).await?)
+        Ok(self
+            .claim(&mut work, to, lock_site, super::Pick::Node(index))
+            .await?)
     }
 }
 

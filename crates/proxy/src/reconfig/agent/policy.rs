@@ -1,10 +1,13 @@
 //! The agent's QoS side (docs/reconfiguration.md "QoS"; seed 003 sections 4-5): the
 //! per-interval accounting of offered and served rates, the order in which
-//! hot sites claim, and the count of moves seen.
+//! hot sites claim, the count of moves seen, and which loaned nodes go home
+//! (docs/reconfiguration.md "Loans"; the rules are
+//! [`choose_return`](crate::reconfig::donor::choose_return)).
 
 use tokio::time::Instant;
 
-use super::{Agent, Work};
+use super::claim::Pick;
+use super::{Agent, ClaimOutcome, NodeView, ProtocolError, SiteSlot, ViewError, Work};
 use crate::qos::guarantee::{QosAccount, QosPolicy, SiteQos};
 use crate::reconfig::history::Verdict;
 use crate::reconfig::status::{self, Counters};
@@ -72,6 +75,70 @@ impl Agent {
                 .increment(1);
             metrics::gauge!(status::HISTORY, "site" => site).set(history.as_secs_f64());
         }
+    }
+
+    /// Whether hot site `site` should claim now: its burst is expected to
+    /// last at least `claim_horizon` longer (`reconfig::history`, "Burst
+    /// estimate").
+    pub(super) fn worth_claiming(&self, work: &Work, site: usize, now: Instant) -> bool {
+        let Some(horizon) = self.settings.reconfig.claim_horizon() else {
+            return true;
+        };
+        match work.hot.burst_left(site, now) {
+            Some(left) if left < horizon => {
+                tracing::debug!(site = %self.settings.sites[site].name,
+                    left_ms = left.as_millis() as u64, horizon_ms = horizon.as_millis() as u64,
+                    "hot, but the burst is expected to end before a claim pays: no claim");
+                false
+            }
+            _ => true,
+        }
+    }
+
+    /// The sites a loaned node should go home to this round, judged on the
+    /// round's view (the claim decides again on a fresh view under the
+    /// locks). A hot site gets its node through its own claim instead.
+    pub(super) fn returns_due(
+        &self,
+        work: &Work,
+        views: &[Result<NodeView, ViewError>],
+        hot: &[usize],
+        now: Instant,
+    ) -> Vec<usize> {
+        if self.settings.reconfig.loan_return().is_none() {
+            return Vec::new();
+        }
+        let views: Vec<Option<NodeView>> = views.iter().map(|v| v.as_ref().ok().cloned()).collect();
+        (0..self.settings.sites.len())
+            .filter(|s| !hot.contains(s))
+            .filter(|s| self.loan_to_return(work, *s, &views, now).is_some())
+            .collect()
+    }
+
+    /// Brings a loaned node home to `site` through the claim path (site
+    /// lock, the borrower's lock, fresh view, fence, counters, role CAS).
+    pub(super) async fn bring_home(
+        &self,
+        work: &mut Work,
+        site: usize,
+    ) -> Result<ClaimOutcome, ProtocolError> {
+        let r = self
+            .claim(work, SiteSlot::Site(site as u16), site, Pick::Return)
+            .await;
+        let name = &self.settings.sites[site].name;
+        match &r {
+            Ok(ClaimOutcome::Claimed { node, epoch, .. }) => {
+                tracing::info!(site = %name, node = %node, epoch, "loaned node returned home: its borrower cooled and the site was below its configured share")
+            }
+            Ok(other) => {
+                tracing::debug!(site = %name, outcome = ?other, "loan return: no move this round")
+            }
+            Err(e) => {
+                self.error("return");
+                tracing::warn!(site = %name, error = %e, "loan return failed");
+            }
+        }
+        r
     }
 
     /// The last interval's QoS by site index.

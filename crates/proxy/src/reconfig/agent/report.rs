@@ -3,6 +3,7 @@
 
 use tokio::time::Instant;
 
+use super::claim::By;
 use super::{shared_counter, Agent, AgentNode, Work};
 use crate::reconfig::events::{Event, EventKind};
 use crate::reconfig::status::{self, AgentStatus, NodeRole, RoleStatusView, SiteRole};
@@ -138,20 +139,21 @@ impl Agent {
         });
     }
 
-    /// Logs this proxy's claim (`admin`: an operator's move) of node `node`
-    /// from `from` to the role word `new`.
+    /// Logs this proxy's claim (for a hot site, a loan going home or an
+    /// operator's move: `by`) of node `node` from `from` to the role word
+    /// `new`.
     pub(super) fn claim_event(
         &self,
         node: usize,
         from: SiteSlot,
         new: RoleWord,
-        admin: bool,
+        by: By,
         detail: Option<&str>,
     ) {
-        let kind = if admin {
-            EventKind::AdminMove
-        } else {
-            EventKind::Claim
+        let kind = match by {
+            By::Admin => EventKind::AdminMove,
+            By::Return => EventKind::Return,
+            By::Agent => EventKind::Claim,
         };
         self.event(
             kind,

@@ -133,6 +133,10 @@ fn agent_over(
         mode: ReconfigMode::Reconfigure,
         sensitivity: S,
         cooldown: Duration::from_secs(5),
+        // The burst estimate is off unless a test turns it on
+        // (tests/loans.rs): these tests repeat hot events of one length and
+        // count a claim for each.
+        claim_horizon: crate::config::Delay::Off,
         lock_home: 1,
         peers: (1..=c.proxies.len() as u16)
             .filter(|p| *p != id)
@@ -484,4 +488,5 @@ async fn routing_follows_a_claim_made_by_another_proxy_within_role_poll() {
 
 mod faults;
 mod fences;
+mod loans;
 mod qos;

@@ -51,6 +51,7 @@ impl Case<'_> {
             qos: self.qos,
             fixed: &[0, 0, 0],
             low_watermark: 0.2,
+            high_watermark: 0.8,
             cooling,
         })
     }
@@ -82,6 +83,27 @@ fn lowest_idle_node_of_another_site_that_keeps_its_minimum() {
         "cooling node skipped"
     );
     assert_eq!(pick(&views, 0, &|i| i == 1 || i == 2), None);
+}
+
+#[test]
+fn a_node_idle_for_a_moment_in_a_loaded_site_is_not_given() {
+    // Site 1's mean load is 0.63, under the high watermark, but on one node
+    // fewer its work would be 0.95: taking n3 would make it hot.
+    let views = vec![
+        node(0, site(0), 0.95),
+        node(1, site(1), 0.9),
+        node(2, site(1), 0.9),
+        node(3, site(1), 0.1),
+    ];
+    assert_eq!(pick(&views, 0, &|_| false), None);
+    // Lighter, 0.45 on two nodes: n3 is spare.
+    let views = vec![
+        node(0, site(0), 0.95),
+        node(1, site(1), 0.4),
+        node(2, site(1), 0.5),
+        node(3, site(1), 0.1),
+    ];
+    assert_eq!(pick(&views, 0, &|_| false), Some(3));
 }
 
 #[test]
@@ -422,6 +444,7 @@ proptest! {
             qos: &qos,
             fixed: &[0, 0, 0],
             low_watermark: 0.2,
+            high_watermark: 0.8,
             cooling: &|i| cooling[i],
         };
         if let Some(i) = choose_donor(&q) {

@@ -142,3 +142,64 @@ async fn fixed_t_and_unmeasured_demand_are_never_judged() {
     assert_eq!(t.judge(7, 0.0, Instant::now()), None, "unknown site");
     t.claimed(7, 5.0, Instant::now());
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_site_is_cool_from_its_first_quiet_round_until_it_is_loaded_or_short() {
+    let mut t = HotTracker::new(1, T, 0.8);
+    assert_eq!(t.cool_for(0, Instant::now()), None, "not observed yet");
+    run(&mut t, &[0.9, 0.9]).await;
+    assert_eq!(t.cool_for(0, Instant::now()), None, "loaded");
+    run(&mut t, &[0.3, 0.1, 0.5]).await;
+    // Quiet since the round 3 S ago.
+    assert_eq!(t.cool_for(0, Instant::now()), Some(S * 3));
+    t.reset(0);
+    assert_eq!(
+        t.cool_for(0, Instant::now()),
+        Some(S * 3),
+        "a claim's reset is not a load change"
+    );
+    t.observe_round(0, Some(0.1), true, Instant::now());
+    assert_eq!(t.cool_for(0, Instant::now()), None, "short is not cool");
+    run(&mut t, &[0.1]).await;
+    t.observe(0, None, Instant::now());
+    assert_eq!(
+        t.cool_for(0, Instant::now()),
+        None,
+        "unmeasurable is not cool"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_burst_estimate_is_the_longest_recent_loaded_period() {
+    let mut t = HotTracker::new(2, T, 0.8);
+    assert_eq!(t.burst_left(0, Instant::now()), None, "not loaded");
+    // A 0.6 s blip (shorter than T: never a burst); with nothing known, a
+    // burst is expected to last as long again as it has.
+    run(&mut t, &[0.9, 0.9, 0.9]).await;
+    assert_eq!(t.burst_left(0, Instant::now()), Some(S * 3));
+    run(&mut t, &[0.1]).await;
+    assert_eq!(t.burst_left(0, Instant::now()), None, "not loaded");
+    // A 1.6 s burst.
+    run(&mut t, &[0.9; 8]).await;
+    t.reset(0); // a claim does not cut the loaded period
+    run(&mut t, &[0.1]).await;
+    // Loaded again: 1.6 s expected, 0.4 s gone.
+    run(&mut t, &[0.9, 0.9]).await;
+    t.observe(0, Some(0.9), Instant::now());
+    assert_eq!(
+        t.burst_left(0, Instant::now()),
+        Some(Duration::from_millis(1200))
+    );
+    // Site 1 has no burst of its own yet: it borrows every site's.
+    t.observe(1, Some(0.9), Instant::now());
+    assert_eq!(
+        t.burst_left(1, Instant::now()),
+        Some(Duration::from_millis(1600))
+    );
+    // Outlived (2 s so far): as long again.
+    run(&mut t, &[0.9; 8]).await;
+    assert_eq!(
+        t.burst_left(0, Instant::now()),
+        Some(Duration::from_secs(2))
+    );
+}
