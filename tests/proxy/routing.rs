@@ -275,3 +275,43 @@ async fn spoofed_forwarded_for_from_an_untrusted_client_does_not_reach_the_node(
         "{body}"
     );
 }
+
+/// More requests in flight to one node than the old default pool of 64
+/// (HTTP/2 clients reach hundreds): after one wave of 100 concurrent
+/// requests, a second wave reuses the 100 pooled connections instead of
+/// opening new ones (`limits.pool_idle_per_node` defaults to 1024).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wave_of_concurrent_requests_is_pooled_whole() {
+    let www = Backend::start("www").await;
+    let (listen, addr, _) = listener_toml();
+    let config = format!(
+        "{listen}[global]\naccess_log = \"off\"\n# One worker: its pool sees every request.\nworkers = 1\n\n[[site]]\nname = \"www\"\nhosts = [\"www.example.com\"]\n\n{}",
+        node_toml("n1", www.addr, "www")
+    );
+    let _proxy = Proxy::start(&config, &[addr]);
+    let c = client();
+    let wave = |c: reqwest::Client| async move {
+        let all: Vec<_> = (0..100)
+            .map(|_| {
+                let c = c.clone();
+                tokio::spawn(async move { get(&c, addr, "www.example.com", "/slow/300").await.0 })
+            })
+            .collect();
+        for h in all {
+            assert_eq!(h.await.unwrap(), 200);
+        }
+    };
+    wave(c.clone()).await;
+    let first = www.accepted();
+    assert!(
+        first > 64,
+        "the first wave was not concurrent enough: {first} connections"
+    );
+    wave(c.clone()).await;
+    assert_eq!(
+        www.accepted(),
+        first,
+        "the second wave opened new upstream connections"
+    );
+    assert_eq!(www.requests(), 200);
+}

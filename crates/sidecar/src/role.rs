@@ -392,7 +392,7 @@ impl Applier {
     /// Render, replace, reload, verify; restores the previous file on a
     /// reload or verification failure. Warm mode: [`warm`].
     async fn switch(&self, target: SiteSlot) -> Result<(), SwitchError> {
-        use RoleStatusCode::{NoTemplate, ReloadFailed, RenderFailed, VerifyFailed};
+        use RoleStatusCode::{NoTemplate, VerifyFailed};
         let Some(role) = &self.cfg.role else {
             if target == self.serving {
                 return Ok(());
@@ -411,15 +411,7 @@ impl Applier {
             return Ok(());
         }
         let text = self.render(role, target)?;
-        let previous = self
-            .replace_file(role, text)
-            .await
-            .map_err(|e| SwitchError::new(RenderFailed, e))?;
-
-        if let Err(e) = apply::reload(&role.reload, role.reload_timeout).await {
-            let reason = self.roll_back(role, &previous, e.to_string()).await;
-            return Err(SwitchError::new(ReloadFailed, reason));
-        }
+        let previous = self.install(role, text).await?;
         if let Err(e) = self.probe(role, target).await {
             let reason = self.roll_back(role, &previous, e).await;
             return Err(SwitchError::new(VerifyFailed, reason));
@@ -442,6 +434,25 @@ impl Applier {
                 format!("template `{}`: {e}", template.path.display()),
             )
         })
+    }
+
+    /// Replaces the app's config file with `text` and reloads the app,
+    /// putting the previous file back when the reload fails
+    /// (`RELOAD_FAILED`). Returns the previous file, for a later rollback.
+    async fn install(
+        &self,
+        role: &RoleConfig,
+        text: String,
+    ) -> Result<apply::Previous, SwitchError> {
+        let previous = self
+            .replace_file(role, text)
+            .await
+            .map_err(|e| SwitchError::new(RoleStatusCode::RenderFailed, e))?;
+        if let Err(e) = apply::reload(&role.reload, role.reload_timeout).await {
+            let reason = self.roll_back(role, &previous, e.to_string()).await;
+            return Err(SwitchError::new(RoleStatusCode::ReloadFailed, reason));
+        }
+        Ok(previous)
     }
 
     /// Replaces the app's config file with `text` (atomically); returns

@@ -27,7 +27,7 @@ use std::sync::atomic::Ordering;
 
 use super::gate::Gate;
 use super::{apply, blocking, Applier, RoleConfig, SiteSlot, SwitchError};
-use rdmalb_window::RoleStatusCode::{NoTemplate, ReloadFailed, RenderFailed, VerifyFailed};
+use rdmalb_window::RoleStatusCode::{NoTemplate, ReloadFailed, VerifyFailed};
 
 impl Applier {
     /// A switch in warm mode (see the module doc).
@@ -121,14 +121,7 @@ impl Applier {
             }
             text.push_str(&self.render(role, SiteSlot::Site(i as u16))?);
         }
-        let previous = self
-            .replace_file(role, text)
-            .await
-            .map_err(|e| SwitchError::new(RenderFailed, e))?;
-        if let Err(e) = apply::reload(&role.reload, role.reload_timeout).await {
-            let reason = self.roll_back(role, &previous, e.to_string()).await;
-            return Err(SwitchError::new(ReloadFailed, reason));
-        }
+        let previous = self.install(role, text).await?;
         tracing::info!(node = %self.cfg.node, file = %role.file.display(), sites = role.sites.len(),
             "warm file loaded: every site configured, switches move the gate only");
         Ok(previous)

@@ -2,6 +2,40 @@ use super::*;
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+/// A wrapped stream under test, its shared state, the slot a parked
+/// stream goes to, and the client's two halves.
+struct Conn {
+    io: ConnIo<tokio::io::DuplexStream>,
+    shared: Arc<ConnShared>,
+    slot: Parked<tokio::io::DuplexStream>,
+    cr: tokio::io::ReadHalf<tokio::io::DuplexStream>,
+    cw: tokio::io::WriteHalf<tokio::io::DuplexStream>,
+}
+
+/// A connection speaking `protocol`, without parking.
+fn conn(protocol: Protocol) -> Conn {
+    let (client, server) = tokio::io::duplex(1 << 20);
+    let shared = Arc::new(ConnShared::new(Instant::now()));
+    let io = ConnIo::new(server, Arc::clone(&shared), timeouts(), protocol);
+    let (cr, cw) = tokio::io::split(client);
+    Conn {
+        io,
+        shared,
+        slot: Arc::default(),
+        cr,
+        cw,
+    }
+}
+
+/// [`conn`] that parks after 1 s between requests.
+fn parked_conn(protocol: Protocol) -> Conn {
+    let c = conn(protocol);
+    Conn {
+        io: c.io.parking(Duration::from_secs(1), Arc::clone(&c.slot)),
+        ..c
+    }
+}
+
 fn timeouts() -> IoTimeouts {
     IoTimeouts {
         http_request: Duration::from_secs(5),
@@ -12,10 +46,13 @@ fn timeouts() -> IoTimeouts {
 
 #[tokio::test(start_paused = true)]
 async fn partial_head_gets_408_after_http_request() {
-    let (client, server) = tokio::io::duplex(4096);
-    let shared = Arc::new(ConnShared::new(Instant::now()));
-    let mut io = ConnIo::new(server, Arc::clone(&shared), timeouts(), Protocol::Detect);
-    let (mut cr, mut cw) = tokio::io::split(client);
+    let Conn {
+        mut io,
+        shared,
+        mut cr,
+        mut cw,
+        ..
+    } = conn(Protocol::Detect);
     // "P" alone must not be taken for the HTTP/2 preface.
     cw.write_all(b"P").await.unwrap();
     let mut buf = [0u8; 64];
@@ -34,10 +71,13 @@ async fn partial_head_gets_408_after_http_request() {
 
 #[tokio::test(start_paused = true)]
 async fn h2_preface_in_pieces_disables_head_timers() {
-    let (client, server) = tokio::io::duplex(4096);
-    let shared = Arc::new(ConnShared::new(Instant::now()));
-    let mut io = ConnIo::new(server, Arc::clone(&shared), timeouts(), Protocol::Detect);
-    let (_cr, mut cw) = tokio::io::split(client);
+    let Conn {
+        mut io,
+        shared,
+        cr: _cr,
+        mut cw,
+        ..
+    } = conn(Protocol::Detect);
     let mut buf = [0u8; 64];
     cw.write_all(&H2_PREFACE[..5]).await.unwrap();
     assert_eq!(io.read(&mut buf).await.unwrap(), 5);
@@ -53,10 +93,13 @@ async fn h2_preface_in_pieces_disables_head_timers() {
 
 #[tokio::test(start_paused = true)]
 async fn idle_keep_alive_closes_quietly() {
-    let (client, server) = tokio::io::duplex(4096);
-    let shared = Arc::new(ConnShared::new(Instant::now()));
-    let mut io = ConnIo::new(server, Arc::clone(&shared), timeouts(), Protocol::Detect);
-    let (_cr, _cw) = tokio::io::split(client);
+    let Conn {
+        mut io,
+        shared,
+        cr: _cr,
+        cw: _cw,
+        ..
+    } = conn(Protocol::Detect);
     // One request came and went.
     shared.request_started();
     shared.request_finished();
@@ -67,10 +110,13 @@ async fn idle_keep_alive_closes_quietly() {
 
 #[tokio::test(start_paused = true)]
 async fn h2_preface_on_an_http1_connection_gets_400_and_never_reaches_hyper() {
-    let (client, server) = tokio::io::duplex(4096);
-    let shared = Arc::new(ConnShared::new(Instant::now()));
-    let mut io = ConnIo::new(server, Arc::clone(&shared), timeouts(), Protocol::Http1);
-    let (mut cr, mut cw) = tokio::io::split(client);
+    let Conn {
+        mut io,
+        shared,
+        mut cr,
+        mut cw,
+        ..
+    } = conn(Protocol::Http1);
     let mut buf = [0u8; 64];
     cw.write_all(&H2_PREFACE[..18]).await.unwrap();
     assert_eq!(io.read(&mut buf).await.unwrap(), 18);
@@ -97,21 +143,27 @@ async fn h2_preface_on_an_http1_connection_gets_400_and_never_reaches_hyper() {
 
 #[tokio::test(start_paused = true)]
 async fn http1_on_an_h2_connection_is_refused_before_hyper_reads_it() {
-    let (client, server) = tokio::io::duplex(4096);
-    let shared = Arc::new(ConnShared::new(Instant::now()));
-    let mut io = ConnIo::new(server, Arc::clone(&shared), timeouts(), Protocol::Http2);
+    let Conn {
+        mut io,
+        shared,
+        cr: _cr,
+        mut cw,
+        ..
+    } = conn(Protocol::Http2);
     assert!(shared.h2.load(Ordering::Relaxed));
-    let (_cr, mut cw) = tokio::io::split(client);
     let mut buf = [0u8; 64];
     cw.write_all(b"GET / HTTP/1.1\r\n").await.unwrap();
     let err = io.read(&mut buf).await.unwrap_err();
     assert_eq!(err.kind(), std::io::ErrorKind::InvalidData);
     assert!(shared.bad_preface.load(Ordering::Relaxed));
     // The preface itself is let through.
-    let (client, server) = tokio::io::duplex(4096);
-    let shared = Arc::new(ConnShared::new(Instant::now()));
-    let mut io = ConnIo::new(server, Arc::clone(&shared), timeouts(), Protocol::Http2);
-    let (_cr, mut cw) = tokio::io::split(client);
+    let Conn {
+        mut io,
+        shared,
+        cr: _cr,
+        mut cw,
+        ..
+    } = conn(Protocol::Http2);
     cw.write_all(H2_PREFACE).await.unwrap();
     assert_eq!(io.read(&mut buf).await.unwrap(), H2_PREFACE.len());
     assert!(!shared.bad_preface.load(Ordering::Relaxed));
@@ -121,10 +173,13 @@ async fn http1_on_an_h2_connection_is_refused_before_hyper_reads_it() {
 /// the flush passes every held write on at once.
 #[tokio::test(start_paused = true)]
 async fn h2_writes_are_held_until_flush() {
-    let (client, server) = tokio::io::duplex(1 << 20);
-    let shared = Arc::new(ConnShared::new(Instant::now()));
-    let mut io = ConnIo::new(server, shared, timeouts(), Protocol::Http2);
-    let (mut cr, _cw) = tokio::io::split(client);
+    let Conn {
+        mut io,
+        shared: _,
+        mut cr,
+        cw: _cw,
+        ..
+    } = conn(Protocol::Http2);
     io.write_all(b"frame one;").await.unwrap();
     io.write_all(b"frame two").await.unwrap();
     let mut buf = [0u8; 64];
@@ -139,10 +194,13 @@ async fn h2_writes_are_held_until_flush() {
 /// run (they may add their streams' frames), then writes.
 #[tokio::test(start_paused = true)]
 async fn h2_flush_waits_one_scheduler_round() {
-    let (client, server) = tokio::io::duplex(1 << 20);
-    let shared = Arc::new(ConnShared::new(Instant::now()));
-    let mut io = ConnIo::new(server, shared, timeouts(), Protocol::Http2);
-    let (mut cr, _cw) = tokio::io::split(client);
+    let Conn {
+        mut io,
+        shared: _,
+        mut cr,
+        cw: _cw,
+        ..
+    } = conn(Protocol::Http2);
     let ran = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&ran);
     tokio::spawn(async move { flag.store(true, Ordering::SeqCst) });
@@ -164,10 +222,13 @@ async fn h2_flush_waits_one_scheduler_round() {
 /// shutdown passes held bytes on first.
 #[tokio::test(start_paused = true)]
 async fn h2_large_writes_arrive_in_order() {
-    let (client, server) = tokio::io::duplex(1 << 20);
-    let shared = Arc::new(ConnShared::new(Instant::now()));
-    let mut io = ConnIo::new(server, shared, timeouts(), Protocol::Http2);
-    let (mut cr, _cw) = tokio::io::split(client);
+    let Conn {
+        mut io,
+        shared: _,
+        mut cr,
+        cw: _cw,
+        ..
+    } = conn(Protocol::Http2);
     let data: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
     let reader = tokio::spawn(async move {
         let mut got = Vec::new();
@@ -189,10 +250,13 @@ async fn h2_large_writes_arrive_in_order() {
 /// HTTP/1.1 connections are not held: a write reaches the peer at once.
 #[tokio::test(start_paused = true)]
 async fn http1_writes_pass_through() {
-    let (client, server) = tokio::io::duplex(4096);
-    let shared = Arc::new(ConnShared::new(Instant::now()));
-    let mut io = ConnIo::new(server, shared, timeouts(), Protocol::Http1);
-    let (mut cr, _cw) = tokio::io::split(client);
+    let Conn {
+        mut io,
+        shared: _,
+        mut cr,
+        cw: _cw,
+        ..
+    } = conn(Protocol::Http1);
     io.write_all(b"HTTP/1.1 200 OK\r\n").await.unwrap();
     let mut buf = [0u8; 64];
     let n = tokio::time::timeout(Duration::from_millis(50), cr.read(&mut buf))
@@ -206,12 +270,13 @@ async fn http1_writes_pass_through() {
 /// hyper reads end-of-stream and the stream, still open, is in the slot.
 #[tokio::test(start_paused = true)]
 async fn idle_http1_connection_parks_and_keeps_its_stream() {
-    let (client, server) = tokio::io::duplex(4096);
-    let shared = Arc::new(ConnShared::new(Instant::now()));
-    let slot: Parked<tokio::io::DuplexStream> = Arc::default();
-    let mut io = ConnIo::new(server, Arc::clone(&shared), timeouts(), Protocol::Http1)
-        .parking(Duration::from_secs(1), Arc::clone(&slot));
-    let (mut cr, mut cw) = tokio::io::split(client);
+    let Conn {
+        mut io,
+        shared,
+        slot,
+        mut cr,
+        mut cw,
+    } = parked_conn(Protocol::Http1);
     cw.write_all(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n")
         .await
         .unwrap();
@@ -249,12 +314,13 @@ async fn idle_http1_connection_parks_and_keeps_its_stream() {
 /// timer answers 408 as before.
 #[tokio::test(start_paused = true)]
 async fn partial_head_does_not_park() {
-    let (client, server) = tokio::io::duplex(4096);
-    let shared = Arc::new(ConnShared::new(Instant::now()));
-    let slot: Parked<tokio::io::DuplexStream> = Arc::default();
-    let mut io = ConnIo::new(server, Arc::clone(&shared), timeouts(), Protocol::Http1)
-        .parking(Duration::from_secs(1), Arc::clone(&slot));
-    let (_cr, mut cw) = tokio::io::split(client);
+    let Conn {
+        mut io,
+        shared,
+        slot,
+        cr: _cr,
+        mut cw,
+    } = parked_conn(Protocol::Http1);
     cw.write_all(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n")
         .await
         .unwrap();
@@ -274,12 +340,13 @@ async fn partial_head_does_not_park() {
 /// GOAWAY after `timeouts.keep_alive`).
 #[tokio::test(start_paused = true)]
 async fn h2_connection_does_not_park() {
-    let (client, server) = tokio::io::duplex(4096);
-    let shared = Arc::new(ConnShared::new(Instant::now()));
-    let slot: Parked<tokio::io::DuplexStream> = Arc::default();
-    let mut io = ConnIo::new(server, Arc::clone(&shared), timeouts(), Protocol::Http2)
-        .parking(Duration::from_secs(1), Arc::clone(&slot));
-    let (_cr, mut cw) = tokio::io::split(client);
+    let Conn {
+        mut io,
+        shared,
+        slot,
+        cr: _cr,
+        mut cw,
+    } = parked_conn(Protocol::Http2);
     cw.write_all(H2_PREFACE).await.unwrap();
     let mut buf = [0u8; 64];
     assert!(io.read(&mut buf).await.unwrap() > 0);
@@ -288,4 +355,5 @@ async fn h2_connection_does_not_park() {
     let idle = tokio::time::timeout(Duration::from_secs(5), io.read(&mut buf)).await;
     assert!(idle.is_err(), "an idle HTTP/2 connection stays with hyper");
     assert!(!shared.parked.load(Ordering::Relaxed));
+    assert!(slot.lock().unwrap().is_none());
 }

@@ -307,28 +307,30 @@ impl Agent {
         Ok(Choice::Node(chosen, v))
     }
 
-    /// The donor rules' view of this round: limits, priorities, QoS, fixed
-    /// nodes and cool-downs, for `site`.
-    fn donor_query<'a>(
-        &'a self,
-        work: &'a Work,
+    /// Runs `f` on the donor rules' view of this round for `site`:
+    /// limits, priorities, QoS, fixed nodes and cool-downs.
+    fn with_donor_query<R>(
+        &self,
+        work: &Work,
         site: usize,
-        views: &'a [Option<NodeView>],
-        fixed: &'a [usize],
-        limits: &'a [SiteLimits],
-        cooling: &'a dyn Fn(usize) -> bool,
-    ) -> DonorQuery<'a> {
-        DonorQuery {
+        views: &[Option<NodeView>],
+        now: Instant,
+        f: impl FnOnce(&DonorQuery<'_>) -> R,
+    ) -> R {
+        let fixed = self.fixed_nodes();
+        let limits: Vec<SiteLimits> = self.settings.sites.iter().map(|s| s.limits).collect();
+        let cooling = |i: usize| self.cooling(work, i, now);
+        f(&DonorQuery {
             hot_site: site,
             views,
-            sites: limits,
+            sites: &limits,
             priorities: &self.qos.priorities,
             qos: work.qos.sites(),
-            fixed,
+            fixed: &fixed,
             low_watermark: self.settings.reconfig.low_watermark,
             high_watermark: self.settings.reconfig.high_watermark,
-            cooling,
-        }
+            cooling: &cooling,
+        })
     }
 
     /// Nodes without a window per site (they count, never move).
@@ -352,10 +354,7 @@ impl Agent {
         views: &[Option<NodeView>],
         now: Instant,
     ) -> Option<usize> {
-        let fixed = self.fixed_nodes();
-        let limits: Vec<SiteLimits> = self.settings.sites.iter().map(|s| s.limits).collect();
-        let cooling = |i: usize| self.cooling(work, i, now);
-        choose_donor(&self.donor_query(work, site, views, &fixed, &limits, &cooling))
+        self.with_donor_query(work, site, views, now, choose_donor)
     }
 
     /// The loaned node that should go home to `site` now, on `views`
@@ -368,18 +367,18 @@ impl Agent {
         now: Instant,
     ) -> Option<usize> {
         let after = self.settings.reconfig.loan_return()?;
-        let fixed = self.fixed_nodes();
-        let limits: Vec<SiteLimits> = self.settings.sites.iter().map(|s| s.limits).collect();
-        let cooling = |i: usize| self.cooling(work, i, now);
         let homes: Vec<Option<usize>> = self
             .settings
             .nodes
             .iter()
             .map(|n| n.configured_site)
             .collect();
-        let shares: Vec<usize> = (0..self.settings.sites.len())
-            .map(|s| homes.iter().filter(|h| **h == Some(s)).count())
-            .collect();
+        let mut shares = vec![0usize; self.settings.sites.len()];
+        for s in homes.iter().flatten() {
+            if let Some(n) = shares.get_mut(*s) {
+                *n += 1;
+            }
+        }
         let cool = |s: usize| work.hot.cool_for(s, now).is_some_and(|d| d >= after);
         let r = ReturnQuery {
             homes: &homes,
@@ -387,10 +386,7 @@ impl Agent {
             high_watermark: self.settings.reconfig.high_watermark,
             cool: &cool,
         };
-        choose_return(
-            &self.donor_query(work, site, views, &fixed, &limits, &cooling),
-            &r,
-        )
+        self.with_donor_query(work, site, views, now, |q| choose_return(q, &r))
     }
 
     /// Re-validates every lock of `claim` before a write (fencing). `None`:
