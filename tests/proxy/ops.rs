@@ -214,21 +214,37 @@ async fn idle_keep_alive_connection_parks_and_serves_its_next_request() {
     assert!(status.starts_with("HTTP/1.1 200"), "{status}");
     // Past the parking delay (not a timing assertion: the parked counter
     // below says whether it parked).
-    let mut parked = 0.0;
-    for _ in 0..60 {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        let metrics = crate::support::admin_text(admin, "/metrics").await;
-        parked = metric(&metrics, "rdmalb_connections_parked_total");
-        if parked >= 1.0 {
-            break;
+    let parked_times = |n: f64| {
+        let proxy = &proxy;
+        async move {
+            let mut parked = 0.0;
+            for _ in 0..60 {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                let metrics = crate::support::admin_text(admin, "/metrics").await;
+                parked = metric(&metrics, "rdmalb_connections_parked_total");
+                if parked >= n {
+                    break;
+                }
+            }
+            assert_eq!(parked, n, "{}", proxy.stderr_text());
         }
-    }
-    assert_eq!(parked, 1.0, "{}", proxy.stderr_text());
+    };
+    parked_times(1.0).await;
     for i in 0..3 {
         let (status, _) = exchange(&mut sock, &format!("/after-park/{i}")).await;
         assert!(status.starts_with("HTTP/1.1 200"), "{status}");
     }
     assert_eq!(a.requests(), 4);
+    // Garbage after a park gets its 400, and the proxy keeps serving.
+    parked_times(2.0).await;
+    sock.write_all(b"NOT HTTP AT ALL\r\n\r\n").await.unwrap();
+    let reply = read_some(&mut sock, usize::MAX).await;
+    let text = String::from_utf8_lossy(&reply);
+    assert!(text.starts_with("HTTP/1.1 400"), "{text:?}");
+    let mut fresh = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (status, _) = exchange(&mut fresh, "/still-serving").await;
+    assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+    assert_eq!(a.requests(), 5);
 }
 
 /// `timeouts.keep_alive` ends an HTTP/1 connection idle after a response
