@@ -19,9 +19,10 @@ reported; default 3), OUT (default bench/results), SCALE (multiplies every
 run's duration; default 1.0), LOANS_OFF (1: experiments 1 and 5 also run
 reconfigure with `loan_return` and `claim_horizon` "off", interleaved run by run with the
 other configurations, as a same-session baseline of the agent without
-loans), BURSTS (exp1 only: comma-separated burst lengths to run, e.g.
-"512,32768"; default all), SKIP_OVERPROV (1: exp1 leaves out the
-over-provisioned runs).
+loans), BURSTS (exp1, exp2, exp3: comma-separated burst lengths to run,
+e.g. "512,32768"; default all), SPLITS (exp1 only: comma-separated splits
+to run, e.g. "2:2:2:2"; default both), SKIP_OVERPROV (1: exp1 leaves out
+the over-provisioned runs).
 
 Time is scaled to a 2-core machine (docs/benchmarks.md explains how): nodes
 are capacity-model testsrv nodes (4 slots, 10 ms per 1 KiB request, about
@@ -134,9 +135,19 @@ EXP1_SCENARIOS = [
 # Burst length -> run duration (s): long enough for several bursts at the
 # short lengths and for one burst change at 32K.
 EXP1_BURSTS = [(512, 6), (4096, 8), (32768, 24)]
-if os.environ.get("BURSTS"):
-    EXP1_BURSTS = [(b, s) for b, s in EXP1_BURSTS
-                   if str(b) in os.environ["BURSTS"].split(",")]
+
+
+def chosen_bursts(bursts, key=lambda b: b[0]):
+    """`bursts` restricted to the lengths BURSTS names (all when unset)."""
+    if not os.environ.get("BURSTS"):
+        return bursts
+    wanted = os.environ["BURSTS"].split(",")
+    return [b for b in bursts if str(key(b)) in wanted]
+
+
+EXP1_BURSTS = chosen_bursts(EXP1_BURSTS)
+if os.environ.get("SPLITS"):
+    EXP1_SCENARIOS = [sc for sc in EXP1_SCENARIOS if sc[2] in os.environ["SPLITS"].split(",")]
 
 
 def exp1_modes():
@@ -227,7 +238,8 @@ def exp1():
 # (over-provisioned: 3:3). Open loop at RATE requests/s, bursts alternate.
 EXP2_RATE = 1200.0
 EXP2_GUARANTEES = [300, 600, 900]
-EXP2_BURSTS = [("high (L=16K)", 16384, 24), ("low (L=512)", 512, 10)]
+EXP2_BURSTS = chosen_bursts([("high (L=16K)", 16384, 24), ("low (L=512)", 512, 10)],
+                            key=lambda b: b[1])
 
 
 def exp2():
@@ -389,7 +401,7 @@ HISTOGRAMS = ("set termoption noenhanced\nset style data histograms\nset style h
 # from before, with a passive-health-on column.
 EXP3_RATE = 1500.0
 EXP3_GUARANTEES = [600, 900, 1200]
-EXP3_BURSTS = [(512, 8), (4096, 14), (16384, 26)]
+EXP3_BURSTS = chosen_bursts([(512, 8), (4096, 14), (16384, 26)])
 # (key, column title, top-level spec keys, extra tables)
 EXP3_MODES = [("rigid", "rigid 3:2", MODES[0][1], ""),
               ("reconfigure", "reconf 3:2", MODES[2][1], ""),

@@ -197,6 +197,12 @@ pub struct RawReconfig {
     pub loan_return: Option<String>,
     /// A duration, or "off".
     pub claim_horizon: Option<String>,
+    /// Most nodes a hot site claims in one round.
+    pub claim_batch: Option<i64>,
+    /// A duration, or "off".
+    pub guarantee_hold: Option<String>,
+    /// A duration, or "off".
+    pub guarantee_history: Option<String>,
     pub switch_timeout: Option<String>,
     pub rollback_backoff_max: Option<String>,
     /// Proxy id of the proxy whose window holds the site locks.

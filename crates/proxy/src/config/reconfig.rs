@@ -139,31 +139,34 @@ pub(super) fn validate(
         );
         v
     };
-    let loan_return = match raw.loan_return.as_deref() {
-        None => Delay::Default,
-        Some("off") => Delay::Off,
-        Some(text) => match duration::parse(text) {
-            Ok(v) if v >= sensitivity => Delay::Set(v),
-            Ok(v) => {
-                c.add(
-                    "reconfig.loan_return",
-                    format!(
-                        "{} is shorter than reconfig.sensitivity = {} (expected a duration of at least sensitivity, since a site's coolness is seen once per round, or \"off\" to keep claimed nodes where they are)",
-                        duration::format(v),
-                        duration::format(sensitivity)
-                    ),
-                );
-                Delay::Default
-            }
-            Err(e) => {
-                c.add(
-                    "reconfig.loan_return",
-                    format!("{e} (expected a duration such as \"1s\", or \"off\" to keep claimed nodes where they are)"),
-                );
-                Delay::Default
-            }
-        },
-    };
+    let loan_return = per_round_delay(
+        c,
+        "reconfig.loan_return",
+        raw.loan_return.as_deref(),
+        sensitivity,
+        "since a site's coolness is seen once per round, or \"off\" to keep claimed nodes where they are",
+    );
+    let guarantee_hold = per_round_delay(
+        c,
+        "reconfig.guarantee_hold",
+        raw.guarantee_hold.as_deref(),
+        sensitivity,
+        "since a site's need is seen once per round, or \"off\" for no reserve",
+    );
+    let guarantee_history = per_round_delay(
+        c,
+        "reconfig.guarantee_history",
+        raw.guarantee_history.as_deref(),
+        sensitivity,
+        "since a site's guarantee is judged once per round, or \"off\" for a short site to wait for reconfig.history",
+    );
+    let claim_batch = c.int(
+        "reconfig.claim_batch",
+        raw.claim_batch,
+        d.claim_batch as u64,
+        1,
+        64,
+    ) as usize;
     let claim_horizon = match raw.claim_horizon.as_deref() {
         None => Delay::Default,
         Some("off") => Delay::Off,
@@ -314,11 +317,51 @@ pub(super) fn validate(
         cooldown,
         loan_return,
         claim_horizon,
+        claim_batch,
+        guarantee_hold,
+        guarantee_history,
         switch_timeout,
         rollback_backoff_max,
         lock_home,
         window,
         peers,
+    }
+}
+
+/// A per-round delay: unset is [`Delay::Default`], "off" is [`Delay::Off`],
+/// else a duration of at least `sensitivity` (reported with `why`
+/// otherwise).
+fn per_round_delay(
+    c: &mut ConfigCheck,
+    key: &str,
+    text: Option<&str>,
+    sensitivity: Duration,
+    why: &str,
+) -> Delay {
+    match text {
+        None => Delay::Default,
+        Some("off") => Delay::Off,
+        Some(text) => match duration::parse(text) {
+            Ok(v) if v >= sensitivity => Delay::Set(v),
+            Ok(v) => {
+                c.add(
+                    key,
+                    format!(
+                        "{} is shorter than reconfig.sensitivity = {} (expected a duration of at least sensitivity, {why})",
+                        duration::format(v),
+                        duration::format(sensitivity)
+                    ),
+                );
+                Delay::Default
+            }
+            Err(e) => {
+                c.add(
+                    key,
+                    format!("{e} (expected a duration such as \"1s\", or \"off\")"),
+                );
+                Delay::Default
+            }
+        },
     }
 }
 

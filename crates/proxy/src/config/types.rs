@@ -616,6 +616,24 @@ pub struct Reconfig {
     /// claim whenever hot. Default: `cooldown`, which a claimed node is
     /// held for anyway ([`Reconfig::claim_horizon`]).
     pub claim_horizon: Delay,
+    /// The most nodes a hot site claims in one round, when it is short by
+    /// several (`reconfig::donor::shortfall`: its guarantee's need, or work
+    /// queued beyond its nodes' capacity). 1: one node per hot event.
+    /// Default 4.
+    pub claim_batch: usize,
+    /// Guarantee reserve: a guaranteed site keeps, as a donor, the nodes
+    /// its guarantee needed at its peak until its need has stayed lower for
+    /// this long (hysteresis: nodes do not flow away the moment its demand
+    /// dips). Off: it keeps only what its demand needs now. Default:
+    /// `history` ([`Reconfig::guarantee_hold`]).
+    pub guarantee_hold: Delay,
+    /// A site short of its guarantee (served below min(offered,
+    /// guarantee) beyond the tolerance) in every round for this long
+    /// claims the nodes its guarantee needs at once: without waiting for T
+    /// and without the burst estimate. Off: a short site waits for T like a
+    /// loaded one. Default: `sensitivity` (one short round;
+    /// [`Reconfig::guarantee_history`]).
+    pub guarantee_history: Delay,
     /// A node SWITCHING for longer than this is overdue: reclaimed (CAS
     /// back to the site it serves) when its sidecar is alive, shown parked
     /// when its sidecar is gone.
@@ -647,6 +665,9 @@ impl Default for Reconfig {
             cooldown: Duration::from_secs(5),
             loan_return: Delay::Default,
             claim_horizon: Delay::Default,
+            claim_batch: 4,
+            guarantee_hold: Delay::Default,
+            guarantee_history: Delay::Default,
             switch_timeout: Duration::from_secs(30),
             rollback_backoff_max: Duration::from_secs(60),
             lock_home: 1,
@@ -691,6 +712,18 @@ impl Reconfig {
     /// (`None`: claim whenever hot).
     pub fn claim_horizon(&self) -> Option<Duration> {
         self.claim_horizon.or(self.cooldown)
+    }
+
+    /// How long a guaranteed site keeps the nodes of its peak need (`None`:
+    /// no reserve).
+    pub fn guarantee_hold(&self) -> Option<Duration> {
+        self.guarantee_hold.or(self.history)
+    }
+
+    /// How long a site must be short of its guarantee before it claims
+    /// without T (`None`: it waits for T).
+    pub fn guarantee_history(&self) -> Option<Duration> {
+        self.guarantee_history.or(self.sensitivity)
     }
 }
 

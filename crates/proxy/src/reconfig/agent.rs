@@ -17,7 +17,9 @@ use arc_swap::{ArcSwap, ArcSwapOption};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::donor::{choose_donor, choose_return, DonorQuery, ReturnQuery, SiteLimits};
+use super::donor::{
+    choose_donor, choose_return, guarantee_needs, shortfall, DonorQuery, ReturnQuery, SiteLimits,
+};
 use super::events::{EventKind, EventLog};
 use super::history::HotTracker;
 use super::peers::{LocalWindow, WindowSource};
@@ -115,8 +117,9 @@ pub enum Action {
     /// CAS a node SWITCHING past `switch_timeout`, whose sidecar is alive,
     /// back to the site it serves.
     Reclaim { node: usize },
-    /// Claim a donor node for a hot site.
-    Claim { site: usize },
+    /// Claim up to `count` donor nodes for a hot site, one after another
+    /// (`reconfig.claim_batch`; `reconfig::donor::shortfall`).
+    Claim { site: usize, count: usize },
     /// Bring a node on loan home to `site` (`reconfig::donor`, "Loans").
     Return { site: usize },
 }
@@ -202,6 +205,12 @@ struct Work {
     track: Vec<NodeTrack>,
     /// Claims whose outcome is not known yet.
     pending: Vec<Pending>,
+    /// Per site: the nodes its guarantee needed at its recent peak and
+    /// since when (the guarantee reserve, `reconfig.guarantee_hold`).
+    reserve: Vec<(usize, Instant)>,
+    /// Nodes claimed for the site of the batch in progress: not "a node
+    /// already coming" for that batch's next claim.
+    batch: Vec<usize>,
 }
 
 /// Agent node index → position in a routing snapshot's node list. Routing
@@ -267,6 +276,8 @@ impl Agent {
                 qos: QosAccount::new(qos.guarantees.clone()),
                 track: vec![NodeTrack::default(); nodes],
                 pending: Vec::new(),
+                reserve: vec![(0, Instant::now()); sites],
+                batch: Vec::new(),
             }),
             qos,
             shown: Mutex::new((Vec::new(), Vec::new())),
@@ -395,13 +406,15 @@ impl Agent {
         }
         let short = self.sample_qos(&mut work, now);
         self.judge_claims(&mut work, now);
+        self.hold_reserve(&mut work, &views, now);
         let hot: Vec<usize> = loads
             .iter()
             .enumerate()
             .filter(|(s, l)| work.hot.observe_round(*s, **l, short[*s], now))
             .map(|(s, _)| s)
             .collect();
-        let plan = self.plan(&mut work, &views, &hot, &loads, now);
+        let urgent = self.urgent(&work, &short, &hot, now);
+        let plan = self.plan(&mut work, &views, (&hot, &urgent), &short, &loads, now);
         self.show(&work, &views, &loads, now);
         let mut outcomes = Vec::new();
         for action in &plan.actions {
@@ -416,25 +429,9 @@ impl Agent {
                     let r = self.bring_home(&mut work, site).await;
                     outcomes.push((site, r));
                 }
-                Action::Claim { site } => {
-                    let r = self
-                        .claim(&mut work, SiteSlot::Site(site as u16), site, Pick::Donor)
+                Action::Claim { site, count } => {
+                    self.claim_batch(&mut work, site, count, &loads, &mut outcomes)
                         .await;
-                    match &r {
-                        Ok(ClaimOutcome::Claimed { node, epoch, .. }) => tracing::info!(
-                            site = %self.settings.sites[site].name, node = %node, epoch,
-                            load = loads[site].unwrap_or(0.0),
-                            "claimed a node for a hot site"
-                        ),
-                        Ok(other) => {
-                            tracing::debug!(site = %self.settings.sites[site].name, outcome = ?other, "hot site: no claim this round")
-                        }
-                        Err(e) => {
-                            self.error("claim");
-                            tracing::warn!(site = %self.settings.sites[site].name, error = %e, "claim failed");
-                        }
-                    }
-                    outcomes.push((site, r));
                 }
             }
         }
@@ -442,12 +439,58 @@ impl Agent {
         (plan, outcomes)
     }
 
+    /// Claims up to `count` donors for hot site `site`, one after another,
+    /// until one claim does not land; each claim's outcome is pushed to
+    /// `outcomes`.
+    async fn claim_batch(
+        &self,
+        work: &mut Work,
+        site: usize,
+        count: usize,
+        loads: &[Option<f64>],
+        outcomes: &mut Vec<(usize, Result<ClaimOutcome, ProtocolError>)>,
+    ) {
+        work.batch.clear();
+        for _ in 0..count.max(1) {
+            let r = self
+                .claim(work, SiteSlot::Site(site as u16), site, Pick::Donor)
+                .await;
+            let landed = match &r {
+                Ok(ClaimOutcome::Claimed { node, .. }) => {
+                    self.settings.nodes.iter().position(|n| &n.name == node)
+                }
+                _ => None,
+            };
+            match &r {
+                Ok(ClaimOutcome::Claimed { node, epoch, .. }) => tracing::info!(
+                    site = %self.settings.sites[site].name, node = %node, epoch,
+                    load = loads[site].unwrap_or(0.0),
+                    "claimed a node for a hot site"
+                ),
+                Ok(other) => {
+                    tracing::debug!(site = %self.settings.sites[site].name, outcome = ?other, "hot site: no claim this round")
+                }
+                Err(e) => {
+                    self.error("claim");
+                    tracing::warn!(site = %self.settings.sites[site].name, error = %e, "claim failed");
+                }
+            }
+            outcomes.push((site, r));
+            match landed {
+                Some(node) => work.batch.push(node),
+                None => break,
+            }
+        }
+        work.batch.clear();
+    }
+
     /// The diff between what the sites need and what the nodes are.
     fn plan(
         &self,
         work: &mut Work,
         views: &[Result<NodeView, ViewError>],
-        hot: &[usize],
+        (hot, urgent): (&[usize], &[usize]),
+        short: &[bool],
         loads: &[Option<f64>],
         now: Instant,
     ) -> Plan {
@@ -487,14 +530,20 @@ impl Agent {
             }
         }
         if self.settings.reconfig.mode == ReconfigMode::Reconfigure {
+            let claiming: Vec<usize> = hot.iter().chain(urgent).copied().collect();
+            let opts: Vec<Option<NodeView>> =
+                views.iter().map(|v| v.as_ref().ok().cloned()).collect();
             actions.extend(
-                self.claim_order(hot, loads)
+                self.claim_order(&claiming, loads)
                     .into_iter()
-                    .filter(|site| self.worth_claiming(work, *site, now))
-                    .map(|site| Action::Claim { site }),
+                    .filter(|site| urgent.contains(site) || self.worth_claiming(work, *site, now))
+                    .map(|site| Action::Claim {
+                        site,
+                        count: self.claim_count(work, site, &opts, short, now),
+                    }),
             );
             actions.extend(
-                self.returns_due(work, views, hot, now)
+                self.returns_due(work, views, &claiming, now)
                     .into_iter()
                     .map(|site| Action::Return { site }),
             );

@@ -11,7 +11,11 @@
 //! - A donor site never goes below its `min_nodes`, nor below the nodes it
 //!   needs for the part of its own guarantee its demand uses now
 //!   ([`SiteQos::nodes_needed`]: per-node capacity estimated from its served
-//!   rate over its active nodes).
+//!   rate over its active nodes), nor below its guarantee *reserve*: the
+//!   most it needed within the last `guarantee_hold` (issue 16; the agent
+//!   keeps it from [`guarantee_needs`] each round).
+//! - Of otherwise equal candidates, a node whose home (its `[[node]]`
+//!   entry's site) is the hot site goes first: its loan comes back.
 //! - **Idle** nodes (load under the low watermark) first: the idle pool, then
 //!   the lowest-priority site's, then the lowest load; a site's idle node
 //!   only if the site's work on one node fewer stays at or under the high
@@ -31,6 +35,11 @@
 //!   levels, the agent sees every node each round, so a top site takes
 //!   straight from the lowest level that can give (one move instead of a
 //!   chain of them); the chain remains for when the lowest level cannot.
+//!
+//! **How many** ([`shortfall`], issue 16): a hot site is short by its
+//! guarantee's need beyond its nodes when it is short of its guarantee, or
+//! by the work queued beyond its nodes' capacity (mean load above 1), else
+//! by one node; the agent claims up to `claim_batch` of them in a round.
 //!
 //! **Loans** ([`choose_return`], issue 16). A node serving another site
 //! than the one its `[[node]]` entry gives it (its *home*) is on loan. A
@@ -85,6 +94,14 @@ pub struct DonorQuery<'a> {
     pub high_watermark: f64,
     /// Whether node `index` is cooling down after a recent move.
     pub cooling: &'a dyn Fn(usize) -> bool,
+    /// Nodes each site keeps for its guarantee's recent peak (the
+    /// guarantee reserve, `reconfig.guarantee_hold`), by site index; a
+    /// missing entry is 0. A donor site never goes below it.
+    pub reserve: &'a [usize],
+    /// Each node's home site (its `[[node]]` entry's), by node index: of
+    /// equally ranked candidates a node of the hot site's own home goes
+    /// first (a loan coming back). Empty: no preference.
+    pub homes: &'a [Option<usize>],
 }
 
 impl DonorQuery<'_> {
@@ -94,6 +111,14 @@ impl DonorQuery<'_> {
 
     fn qos(&self, site: usize) -> SiteQos {
         self.qos.get(site).copied().unwrap_or_default()
+    }
+
+    fn reserve(&self, site: usize) -> usize {
+        self.reserve.get(site).copied().unwrap_or(0)
+    }
+
+    fn home_of(&self, node: usize) -> Option<usize> {
+        self.homes.get(node).copied().flatten()
     }
 
     /// The rules' member count of `site`, counted directly (the property
@@ -135,8 +160,14 @@ struct Tally {
     /// Nodes assigned to the site (any state but FAILED, so a node on its
     /// way counts) plus its fixed nodes.
     members: Vec<usize>,
-    /// Whether the site can give one node and keep its minimum and its
-    /// guarantee.
+    /// Nodes the site's guarantee needs for its demand now
+    /// ([`SiteQos::nodes_needed`]).
+    needed: Vec<usize>,
+    /// Nodes serving the site (fixed ones included) and their mean known
+    /// load (`None`: none known).
+    serving: Vec<(usize, Option<f64>)>,
+    /// Whether the site can give one node and keep its minimum, its
+    /// guarantee's need and its reserve.
     can_give: Vec<bool>,
     /// The site's load if its active nodes' work were spread over one node
     /// fewer (a single node's own load; 0 with none).
@@ -165,16 +196,27 @@ impl Tally {
                 }
             }
         }
+        // Nodes the site needs for its guarantee: its active nodes (fixed
+        // ones serve too) and their mean load feed [`SiteQos::nodes_needed`].
+        let active: Vec<(usize, Option<f64>)> = serving
+            .iter()
+            .enumerate()
+            .map(|(s, (count, sum, known))| {
+                (count + fixed(s), (*known > 0).then(|| sum / *known as f64))
+            })
+            .collect();
+        let needed: Vec<usize> = active
+            .iter()
+            .enumerate()
+            .map(|(s, (count, load))| q.qos(s).nodes_needed(*count, *load))
+            .collect();
+        // After giving one: members - 1 >= min_nodes, the need and the
+        // reserve.
         let can_give = (0..n)
             .map(|s| {
-                let (count, sum, known) = serving[s];
-                // Nodes the site needs for its guarantee: its active nodes
-                // (fixed ones serve too) and their mean load feed
-                // [`SiteQos::nodes_needed`].
-                let load = (known > 0).then(|| sum / known as f64);
-                let needed = q.qos(s).nodes_needed(count + fixed(s), load);
-                // After giving one: members - 1 >= min_nodes and >= needed.
-                members[s] > q.sites[s].min_nodes && members[s] > needed
+                members[s] > q.sites[s].min_nodes
+                    && members[s] > needed[s]
+                    && members[s] > q.reserve(s)
             })
             .collect();
         let without_one = serving
@@ -183,6 +225,8 @@ impl Tally {
             .collect();
         Tally {
             members,
+            needed,
+            serving: active,
             can_give,
             without_one,
         }
@@ -211,7 +255,9 @@ pub fn choose_donor(q: &DonorQuery<'_>) -> Option<usize> {
         .filter_map(|(v, load)| {
             let busy = load >= q.low_watermark;
             // Rank: idle before busy, the idle pool before any site, then
-            // the lowest priority, the lowest load, the lowest index.
+            // the lowest priority, a loan of the hot site's own coming
+            // home, the lowest load, the lowest index.
+            let away = q.home_of(v.index) != Some(q.hot_site);
             let (pool, priority) = match v.role.site {
                 SiteSlot::Idle if busy => return None,
                 SiteSlot::Idle => (false, 0),
@@ -233,10 +279,57 @@ pub fn choose_donor(q: &DonorQuery<'_>) -> Option<usize> {
                     (true, p)
                 }
             };
-            Some(((busy, pool, priority), load, v.index))
+            Some(((busy, pool, priority, away), load, v.index))
         })
         .min_by(|(ra, la, ia), (rb, lb, ib)| ra.cmp(rb).then(la.total_cmp(lb)).then(ia.cmp(ib)))
         .map(|(_, _, index)| index)
+}
+
+/// The nodes each site's guarantee needs for its demand now, by site index
+/// ([`SiteQos::nodes_needed`] on the site's active nodes; 0 without a
+/// guarantee or demand): what the guarantee reserve remembers.
+pub fn guarantee_needs(q: &DonorQuery<'_>) -> Vec<usize> {
+    Tally::new(q).needed
+}
+
+/// How many nodes hot site `q.hot_site` is short by (at least 1 while it
+/// can take one; 0 at `max_nodes`): the most of
+///
+/// - its guarantee's need beyond its members, when `short` (its guarantee
+///   missed while its demand exceeds what it is served);
+/// - the work queued beyond its nodes' capacity: with a mean load `l` above
+///   1 on `n` serving nodes, `ceil(n × l) − n` more nodes would run at
+///   load 1 (a site at or under load 1 is short by one node);
+///
+/// capped at `max_nodes`. The agent claims up to `claim_batch` of them in
+/// one round.
+pub fn shortfall(q: &DonorQuery<'_>, short: bool) -> usize {
+    let site = q.hot_site;
+    let Some(limits) = q.sites.get(site) else {
+        return 0;
+    };
+    let tally = Tally::new(q);
+    let members = tally.members[site];
+    let room = limits.max_nodes.saturating_sub(members);
+    let guarantee = if short {
+        tally.needed[site].saturating_sub(members)
+    } else {
+        0
+    };
+    let (count, load) = tally.serving[site];
+    let queued = match load {
+        Some(l) if l > 1.0 && count > 0 => {
+            let wanted = (count as f64 * l).ceil();
+            // A load far above 1 (a long queue) is capped by `room` below.
+            if wanted.is_finite() && wanted < usize::MAX as f64 {
+                (wanted as usize).saturating_sub(count)
+            } else {
+                room
+            }
+        }
+        _ => 0,
+    };
+    guarantee.max(queued).max(1).min(room)
 }
 
 /// What [`choose_return`] looks at besides the [`DonorQuery`] (whose

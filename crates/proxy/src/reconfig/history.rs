@@ -69,6 +69,9 @@ pub struct HotTracker {
     history: Vec<Duration>,
     /// Start of each site's current streak above the watermark.
     since: Vec<Option<Instant>>,
+    /// Start of each site's current streak of rounds short of its
+    /// guarantee (the guarantee trigger, `reconfig.guarantee_history`).
+    short_since: Vec<Option<Instant>>,
     /// Since when each site has been cool: neither above the watermark nor
     /// short in any round (loans go home from a cool site). A claim's
     /// [`reset`](Self::reset) does not make a site cool.
@@ -95,6 +98,7 @@ impl HotTracker {
             high: high_watermark,
             history: vec![history; sites],
             since: vec![None; sites],
+            short_since: vec![None; sites],
             cool: vec![None; sites],
             warm: vec![None; sites],
             bursts: vec![VecDeque::new(); sites],
@@ -124,6 +128,9 @@ impl HotTracker {
         let history = self.history_of(site);
         let loaded = short || load.is_some_and(|l| l > self.high);
         self.track_period(site, loaded, short || load.is_some(), now);
+        if let Some(s) = self.short_since.get_mut(site) {
+            *s = if short { Some(s.unwrap_or(now)) } else { None };
+        }
         let (Some(slot), Some(cool)) = (self.since.get_mut(site), self.cool.get_mut(site)) else {
             return false;
         };
@@ -208,6 +215,17 @@ impl HotTracker {
         if let Some(s) = self.since.get_mut(site) {
             *s = None;
         }
+        if let Some(s) = self.short_since.get_mut(site) {
+            *s = None;
+        }
+    }
+
+    /// How long `site` has been short of its guarantee in every round
+    /// (since the last [`reset`](Self::reset)); `None` when it was not
+    /// short in the last round observed.
+    pub fn short_for(&self, site: usize, now: Instant) -> Option<Duration> {
+        let since = self.short_since.get(site).copied().flatten()?;
+        Some(now.saturating_duration_since(since))
     }
 
     /// Start of `site`'s current streak above the watermark.

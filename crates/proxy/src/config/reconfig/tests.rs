@@ -566,3 +566,73 @@ fn claim_horizon_not_a_duration() {
         "or \"off\"",
     );
 }
+
+#[test]
+fn claim_batch_defaults_to_4_and_takes_1_to_64() {
+    assert_eq!(ok(&with("[reconfig]")).reconfig.claim_batch, 4);
+    let r = ok(&with("[reconfig]\nclaim_batch = 1")).reconfig;
+    assert_eq!(r.claim_batch, 1);
+    let r = ok(&with("[reconfig]\nclaim_batch = 64")).reconfig;
+    assert_eq!(r.claim_batch, 64);
+}
+
+#[test]
+fn claim_batch_out_of_range() {
+    for bad in ["0", "-1", "65"] {
+        rejects(
+            &with(&format!("[reconfig]\nclaim_batch = {bad}")),
+            "reconfig.claim_batch",
+            "expected an integer from 1 to 64",
+        );
+    }
+}
+
+#[test]
+fn guarantee_hold_defaults_to_history_and_turns_off() {
+    let r = ok(&with("[reconfig]\nhistory = \"300ms\"")).reconfig;
+    assert_eq!(r.guarantee_hold(), Some(Duration::from_millis(300)));
+    let r = ok(&with("[reconfig]\nguarantee_hold = \"3s\"")).reconfig;
+    assert_eq!(r.guarantee_hold(), Some(Duration::from_secs(3)));
+    let r = ok(&with("[reconfig]\nguarantee_hold = \"off\"")).reconfig;
+    assert_eq!(r.guarantee_hold(), None);
+}
+
+#[test]
+fn guarantee_hold_rejected_values() {
+    rejects(
+        &with("[reconfig]\nguarantee_hold = \"forever\""),
+        "reconfig.guarantee_hold",
+        "or \"off\"",
+    );
+    rejects(
+        &with("[reconfig]\nsensitivity = \"500ms\"\nhistory = \"1s\"\nguarantee_hold = \"100ms\""),
+        "reconfig.guarantee_hold",
+        "expected a duration of at least sensitivity",
+    );
+}
+
+#[test]
+fn guarantee_history_defaults_to_sensitivity_and_turns_off() {
+    let r = ok(&with("[reconfig]\nsensitivity = \"100ms\"")).reconfig;
+    assert_eq!(r.guarantee_history(), Some(Duration::from_millis(100)));
+    let r = ok(&with("[reconfig]\nguarantee_history = \"400ms\"")).reconfig;
+    assert_eq!(r.guarantee_history(), Some(Duration::from_millis(400)));
+    let r = ok(&with("[reconfig]\nguarantee_history = \"off\"")).reconfig;
+    assert_eq!(r.guarantee_history(), None);
+}
+
+#[test]
+fn guarantee_history_rejected_values() {
+    rejects(
+        &with("[reconfig]\nguarantee_history = \"now\""),
+        "reconfig.guarantee_history",
+        "or \"off\"",
+    );
+    rejects(
+        &with(
+            "[reconfig]\nsensitivity = \"500ms\"\nhistory = \"1s\"\nguarantee_history = \"100ms\"",
+        ),
+        "reconfig.guarantee_history",
+        "expected a duration of at least sensitivity",
+    );
+}

@@ -269,8 +269,10 @@ impl Agent {
                 // claimed for this hot event (a switch past its deadline
                 // does not count).
                 let timeout = self.settings.reconfig.switch_timeout;
+                // Nodes this batch claimed are not another claim's.
                 if let Some(v) = views.iter().flatten().find(|v| {
                     v.role.site == to
+                        && !work.batch.contains(&v.index)
                         && v.is_live()
                         && v.effective() == Effective::Switching
                         && work.track[v.index]
@@ -309,7 +311,7 @@ impl Agent {
 
     /// Runs `f` on the donor rules' view of this round for `site`:
     /// limits, priorities, QoS, fixed nodes and cool-downs.
-    fn with_donor_query<R>(
+    pub(super) fn with_donor_query<R>(
         &self,
         work: &Work,
         site: usize,
@@ -320,6 +322,11 @@ impl Agent {
         let fixed = self.fixed_nodes();
         let limits: Vec<SiteLimits> = self.settings.sites.iter().map(|s| s.limits).collect();
         let cooling = |i: usize| self.cooling(work, i, now);
+        let reserve: Vec<usize> = match self.settings.reconfig.guarantee_hold() {
+            Some(_) => work.reserve.iter().map(|(n, _)| *n).collect(),
+            None => Vec::new(),
+        };
+        let homes = self.homes();
         f(&DonorQuery {
             hot_site: site,
             views,
@@ -330,7 +337,18 @@ impl Agent {
             low_watermark: self.settings.reconfig.low_watermark,
             high_watermark: self.settings.reconfig.high_watermark,
             cooling: &cooling,
+            reserve: &reserve,
+            homes: &homes,
         })
+    }
+
+    /// Each node's home site (its `[[node]]` entry's), by node index.
+    pub(super) fn homes(&self) -> Vec<Option<usize>> {
+        self.settings
+            .nodes
+            .iter()
+            .map(|n| n.configured_site)
+            .collect()
     }
 
     /// Nodes without a window per site (they count, never move).
@@ -367,12 +385,7 @@ impl Agent {
         now: Instant,
     ) -> Option<usize> {
         let after = self.settings.reconfig.loan_return()?;
-        let homes: Vec<Option<usize>> = self
-            .settings
-            .nodes
-            .iter()
-            .map(|n| n.configured_site)
-            .collect();
+        let homes = self.homes();
         let mut shares = vec![0usize; self.settings.sites.len()];
         for s in homes.iter().flatten() {
             if let Some(n) = shares.get_mut(*s) {

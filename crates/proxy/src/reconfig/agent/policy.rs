@@ -7,7 +7,10 @@
 use tokio::time::Instant;
 
 use super::claim::Pick;
-use super::{Agent, ClaimOutcome, NodeView, ProtocolError, SiteSlot, ViewError, Work};
+use super::{
+    guarantee_needs, shortfall, Agent, ClaimOutcome, NodeView, ProtocolError, SiteSlot, ViewError,
+    Work,
+};
 use crate::qos::guarantee::{QosAccount, QosPolicy, SiteQos};
 use crate::reconfig::history::Verdict;
 use crate::reconfig::status::{self, Counters};
@@ -93,6 +96,70 @@ impl Agent {
             }
             _ => true,
         }
+    }
+
+    /// Updates each site's guarantee reserve from this round's view: the
+    /// nodes its guarantee needs now, or the peak it needed within the last
+    /// `guarantee_hold` if that was more (`reconfig.guarantee_hold`; a
+    /// need that cannot be estimated counts as the site's `max_nodes`).
+    pub(super) fn hold_reserve(
+        &self,
+        work: &mut Work,
+        views: &[Result<NodeView, ViewError>],
+        now: Instant,
+    ) {
+        let Some(hold) = self.settings.reconfig.guarantee_hold() else {
+            return;
+        };
+        let views: Vec<Option<NodeView>> = views.iter().map(|v| v.as_ref().ok().cloned()).collect();
+        let needs = self.with_donor_query(work, 0, &views, now, guarantee_needs);
+        for (s, need) in needs.into_iter().enumerate() {
+            let cap = self.settings.sites.get(s).map_or(0, |x| x.limits.max_nodes);
+            let need = need.min(cap);
+            let Some(r) = work.reserve.get_mut(s) else {
+                continue;
+            };
+            if need >= r.0 || now.saturating_duration_since(r.1) >= hold {
+                *r = (need, now);
+            }
+        }
+    }
+
+    /// The sites short of their guarantee in every round for
+    /// `guarantee_history` (the first short round's interval counts, so at
+    /// the default, `sensitivity`, a site claims in its first short round)
+    /// that are not hot already: they claim this round without waiting for
+    /// T and without the burst estimate (`reconfig.guarantee_history`).
+    pub(super) fn urgent(
+        &self,
+        work: &Work,
+        short: &[bool],
+        hot: &[usize],
+        now: Instant,
+    ) -> Vec<usize> {
+        let Some(after) = self.settings.reconfig.guarantee_history() else {
+            return Vec::new();
+        };
+        let s_ = self.settings.reconfig.sensitivity;
+        (0..self.settings.sites.len())
+            .filter(|s| short.get(*s).copied().unwrap_or(false) && !hot.contains(s))
+            .filter(|s| work.hot.short_for(*s, now).is_some_and(|d| d + s_ >= after))
+            .collect()
+    }
+
+    /// How many nodes hot site `site` claims this round: what it is short
+    /// by on `views` ([`shortfall`]), at most `claim_batch`.
+    pub(super) fn claim_count(
+        &self,
+        work: &Work,
+        site: usize,
+        views: &[Option<NodeView>],
+        short: &[bool],
+        now: Instant,
+    ) -> usize {
+        let short = short.get(site).copied().unwrap_or(false);
+        let wanted = self.with_donor_query(work, site, views, now, |q| shortfall(q, short));
+        wanted.clamp(1, self.settings.reconfig.claim_batch.max(1))
     }
 
     /// The sites a loaned node should go home to this round, judged on the

@@ -137,6 +137,12 @@ fn agent_over(
         // (tests/loans.rs): these tests repeat hot events of one length and
         // count a claim for each.
         claim_horizon: crate::config::Delay::Off,
+        // Likewise the guarantee trigger, the reserve and batches
+        // (tests/qos.rs turns them on): a short site waits for T and
+        // claims one node per hot event.
+        guarantee_history: crate::config::Delay::Off,
+        guarantee_hold: crate::config::Delay::Off,
+        claim_batch: 1,
         lock_home: 1,
         peers: (1..=c.proxies.len() as u16)
             .filter(|p| *p != id)

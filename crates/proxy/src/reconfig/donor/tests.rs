@@ -39,6 +39,8 @@ struct Case<'a> {
     priorities: &'a [u32],
     qos: &'a [SiteQos],
     sites: &'a [SiteLimits],
+    reserve: &'a [usize],
+    homes: &'a [Option<usize>],
 }
 
 impl Case<'_> {
@@ -53,6 +55,8 @@ impl Case<'_> {
             low_watermark: 0.2,
             high_watermark: 0.8,
             cooling,
+            reserve: self.reserve,
+            homes: self.homes,
         })
     }
 }
@@ -63,6 +67,8 @@ fn pick(views: &[Option<NodeView>], hot: usize, cooling: &dyn Fn(usize) -> bool)
         priorities: &[],
         qos: &[],
         sites: &LIMITS,
+        reserve: &[],
+        homes: &[],
     };
     case.pick(hot, cooling)
 }
@@ -155,6 +161,8 @@ fn a_site_at_max_nodes_takes_nothing() {
         priorities: &[],
         qos: &[],
         sites: &limits,
+        reserve: &[],
+        homes: &[],
     };
     assert_eq!(case.pick(0, &|_| false), None);
 }
@@ -176,6 +184,8 @@ fn idle_nodes_of_the_lowest_priority_site_first_then_the_lowest_load() {
         priorities: &[5, 9, 1],
         qos: &[],
         sites: &LIMITS,
+        reserve: &[],
+        homes: &[],
     };
     assert_eq!(case.pick(0, &|_| false), Some(4));
     assert_eq!(case.pick(0, &|i| i == 4), Some(5));
@@ -203,6 +213,8 @@ fn busy_nodes_only_for_a_short_site_and_only_from_strictly_lower_priority() {
         priorities: &[5, 5, 1],
         qos: &short,
         sites: &LIMITS,
+        reserve: &[],
+        homes: &[],
     };
     assert!(short[0].short());
     assert_eq!(case.pick(0, &|_| false), Some(4), "lowest load of site 2");
@@ -250,6 +262,8 @@ fn a_busy_pull_never_takes_a_donor_below_min_nodes() {
         priorities: &[5, 1],
         qos: &short,
         sites: &limits,
+        reserve: &[],
+        homes: &[],
     };
     assert_eq!(case.pick(0, &|_| false), None);
 }
@@ -272,6 +286,8 @@ fn a_donor_keeps_the_nodes_its_own_guarantee_needs() {
         priorities: &priorities,
         qos: &busy,
         sites: &LIMITS,
+        reserve: &[],
+        homes: &[],
     };
     assert_eq!(case.pick(0, &|_| false), None);
     // Guarantee 150: 158 rps need 2 nodes, one can go.
@@ -316,6 +332,8 @@ fn multi_stage_priority_i_plus_1_pulls_from_i() {
         priorities: &priorities,
         qos: &q1,
         sites: &LIMITS,
+        reserve: &[],
+        homes: &[],
     }
     .pick(0, &|i| i >= 4);
     assert_eq!(stage1, Some(1));
@@ -332,6 +350,8 @@ fn multi_stage_priority_i_plus_1_pulls_from_i() {
         priorities: &priorities,
         qos: &q2,
         sites: &LIMITS,
+        reserve: &[],
+        homes: &[],
     };
     assert_eq!(case.pick(1, &|_| false), Some(6), "bottom's least loaded");
     // Top, short too, would now take straight from bottom, not middle.
@@ -357,6 +377,8 @@ fn idle_nodes_flow_back_when_high_priority_demand_falls() {
         priorities: &priorities,
         qos: &during,
         sites: &LIMITS,
+        reserve: &[],
+        homes: &[],
     };
     assert_eq!(case.pick(1, &|_| false), None, "high's nodes are busy");
     // The burst is over: 30 rps at 5% load; its guarantee needs 1 node.
@@ -385,6 +407,135 @@ fn idle_nodes_flow_back_when_high_priority_demand_falls() {
         ..case
     };
     assert_eq!(case.pick(1, &|_| false), None);
+}
+
+#[test]
+fn a_donor_keeps_its_guarantee_reserve() {
+    // Site 0 (guarantee, no demand now) has 3 idle nodes; site 1 is hot.
+    let views = vec![
+        node(0, site(0), 0.0),
+        node(1, site(0), 0.0),
+        node(2, site(0), 0.0),
+        node(3, site(1), 1.5),
+    ];
+    let idle = [qos(0.0, 0.0, 600.0), qos(0.0, 0.0, 0.0)];
+    let case = Case {
+        views: &views,
+        priorities: &[10, 0],
+        qos: &idle,
+        sites: &LIMITS,
+        reserve: &[],
+        homes: &[],
+    };
+    // No reserve: its idle nodes flow to the hot site down to min_nodes.
+    assert_eq!(case.pick(1, &|_| false), Some(0));
+    // Its recent peak needed 3 nodes: it keeps them all.
+    let held = Case {
+        reserve: &[3, 0],
+        ..case
+    };
+    assert_eq!(held.pick(1, &|_| false), None);
+    // A peak of 2: one node may go.
+    let two = Case {
+        reserve: &[2, 0],
+        ..case
+    };
+    assert_eq!(two.pick(1, &|_| false), Some(0));
+    // The reserve is counted by `guarantee_needs` only from the need now.
+    let q = DonorQuery {
+        hot_site: 1,
+        views: &views,
+        sites: &LIMITS,
+        priorities: &[10, 0],
+        qos: &idle,
+        fixed: &[0, 0],
+        low_watermark: 0.2,
+        high_watermark: 0.8,
+        cooling: &|_| false,
+        reserve: &[],
+        homes: &[],
+    };
+    assert_eq!(guarantee_needs(&q), vec![0, 0, 0]);
+}
+
+#[test]
+fn a_loan_of_the_hot_site_goes_home_first() {
+    // Site 1 (best effort) serves nodes 1..=3; nodes 2 and 3 are site 0's
+    // on loan. Site 0 is short: it may pull busy nodes of lower priority.
+    let views = vec![
+        node(0, site(0), 1.5),
+        node(1, site(1), 0.9),
+        node(2, site(1), 1.0),
+        node(3, site(1), 1.1),
+    ];
+    let short = [qos(1500.0, 300.0, 1200.0), qos(0.0, 0.0, 0.0)];
+    let case = Case {
+        views: &views,
+        priorities: &[10, 0],
+        qos: &short,
+        sites: &LIMITS,
+        reserve: &[],
+        homes: &[],
+    };
+    // Without homes: the lowest load.
+    assert_eq!(case.pick(0, &|_| false), Some(1));
+    // With homes: site 0's own node on loan, the lowest load of those.
+    let homes = [Some(0), Some(1), Some(0), Some(0)];
+    let home = Case {
+        homes: &homes,
+        ..case
+    };
+    assert_eq!(home.pick(0, &|_| false), Some(2));
+}
+
+/// A query for `shortfall` of `hot` over `views` with `qos`, min 1 / max 10.
+fn short_by(views: &[Option<NodeView>], hot: usize, qos: &[SiteQos], short: bool) -> usize {
+    shortfall(
+        &DonorQuery {
+            hot_site: hot,
+            views,
+            sites: &LIMITS,
+            priorities: &[],
+            qos,
+            fixed: &[0, 0, 0],
+            low_watermark: 0.2,
+            high_watermark: 0.8,
+            cooling: &|_| false,
+            reserve: &[],
+            homes: &[],
+        },
+        short,
+    )
+}
+
+#[test]
+fn shortfall_is_the_guarantee_need_or_the_queued_work() {
+    // One node serving 350 rps at full load; guarantee 1200 of an offered
+    // 1500: 1260 / 350 -> 4 nodes, 3 more.
+    let views = vec![
+        node(0, site(0), 1.0),
+        node(1, site(1), 0.1),
+        node(2, site(1), 0.1),
+        node(3, site(1), 0.1),
+        node(4, site(1), 0.1),
+    ];
+    let gold = [qos(1500.0, 350.0, 1200.0), qos(0.0, 0.0, 0.0)];
+    assert_eq!(short_by(&views, 0, &gold, true), 3);
+    // Not short: the guarantee does not count; load 1.0 is no queue.
+    assert_eq!(short_by(&views, 0, &gold, false), 1);
+    // Two nodes with work queued to 2.6x their capacity: 6 nodes' worth,
+    // 4 more.
+    let queued = vec![node(0, site(0), 2.6), node(1, site(0), 2.6)];
+    assert_eq!(short_by(&queued, 0, &[], false), 4);
+    // A load just above the watermark: one node.
+    let warm = vec![node(0, site(0), 0.9), node(1, site(0), 0.85)];
+    assert_eq!(short_by(&warm, 0, &[], false), 1);
+    // Never beyond max_nodes (10): a huge queue asks for the room left.
+    let flooded = vec![node(0, site(0), 1e12), node(1, site(0), 1e12)];
+    assert_eq!(short_by(&flooded, 0, &[], false), 8);
+    // At max_nodes: nothing.
+    let full: Vec<Option<NodeView>> = (0..10).map(|i| node(i, site(0), 3.0)).collect();
+    assert_eq!(short_by(&full, 0, &[], false), 0);
 }
 
 /// A random cluster: 3 sites with random priorities, minimums, guarantees
@@ -434,6 +585,7 @@ proptest! {
         (views, priorities, qos, mins) in cluster(),
         hot in 0usize..3,
         cooling in prop::collection::vec(any::<bool>(), 8),
+        reserve in prop::array::uniform3(0usize..5),
     ) {
         let sites = mins.map(|m| SiteLimits { min_nodes: m, max_nodes: 10 });
         let q = DonorQuery {
@@ -446,6 +598,8 @@ proptest! {
             low_watermark: 0.2,
             high_watermark: 0.8,
             cooling: &|i| cooling[i],
+            reserve: &reserve,
+            homes: &[],
         };
         if let Some(i) = choose_donor(&q) {
             let v = views[i].as_ref().expect("a donor has a view");
@@ -456,6 +610,7 @@ proptest! {
                 let members = q.members(d);
                 prop_assert!(members > mins[d], "donor site below min_nodes");
                 prop_assert!(members > q.needed(d), "donor below its guarantee");
+                prop_assert!(members > reserve[d], "donor below its guarantee reserve");
                 if load >= 0.2 {
                     prop_assert!(priorities[d] < priorities[hot], "busy from higher or equal priority");
                     prop_assert!(qos[hot].short(), "busy pull for a site that is not short");

@@ -241,3 +241,112 @@ async fn bursts_that_end_as_the_node_arrives_stop_moving_nodes_when_t_adapts() {
         }
     }
 }
+
+/// Gold (priority 5, guarantee `g` rps) and best-effort bronze, with the
+/// guarantee trigger, reserve and batch of `tune` (on the fixture's
+/// settings, where they are off).
+fn gold_agent(c: &Cluster, g: f64, tune: impl FnOnce(&mut Reconfig)) -> (Arc<Agent>, Arc<Demand>) {
+    let p = QosPolicy {
+        guarantees: vec![g, 0.0],
+        ..policy()
+    };
+    let demand = Arc::clone(&p.demand);
+    let a = agent(c, 1, 2);
+    let mut settings = a.settings.clone();
+    tune(&mut settings.reconfig);
+    let source = Arc::clone(&a.source);
+    let a = Agent::new(settings, c.proxies[0].clone(), source, None).with_qos(p);
+    (Arc::new(a), demand)
+}
+
+fn claims(outcomes: &[(usize, Result<ClaimOutcome, ProtocolError>)]) -> usize {
+    outcomes
+        .iter()
+        .filter(|(_, o)| matches!(o, Ok(ClaimOutcome::Claimed { .. })))
+        .count()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_site_short_of_its_guarantee_claims_what_it_needs_in_its_first_short_round() {
+    // Gold is down to one node when its burst starts: 1500 rps offered,
+    // 350 served; guarantee 1200 -> 1260 / 350 -> 4 nodes, 3 more. Bronze's
+    // four nodes are busy (its burst is ending).
+    for (history, batch, first, taken) in [
+        // The default trigger (one short round) and batch: 3 at once.
+        (crate::config::Delay::Default, 4, 1, 3),
+        // A batch of 2: two now, the third in the next claim.
+        (crate::config::Delay::Default, 2, 1, 2),
+        // Trigger off: gold's node is loaded (1.0) from the first round,
+        // so it is hot T (1 s, 5 rounds) later, and claims its need then.
+        (crate::config::Delay::Off, 4, 5, 3),
+    ] {
+        let c = cluster(&[Some(0), Some(1), Some(1), Some(1), Some(1)], 1);
+        let (a, demand) = gold_agent(&c, 1200.0, |r| {
+            r.guarantee_history = history;
+            r.claim_batch = batch;
+        });
+        load(&c.nodes[0], 1.0);
+        for n in &c.nodes[1..] {
+            load(n, 0.6);
+        }
+        let mut at = None;
+        for r in 0..8 {
+            let (_, outcomes) = a.round().await;
+            if claims(&outcomes) > 0 && at.is_none() {
+                at = Some(r);
+                assert_eq!(claims(&outcomes), taken.min(batch), "{history:?} {batch}");
+            }
+            traffic(&demand, "s0", 300, 70);
+            tokio::time::sleep(S).await;
+        }
+        assert_eq!(at, Some(first), "{history:?} {batch}");
+        let gold = c
+            .nodes
+            .iter()
+            .filter(|m| role(m).site == SiteSlot::Site(0))
+            .count();
+        assert_eq!(gold, 1 + taken.min(batch), "{history:?} {batch}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_guaranteed_site_keeps_its_peak_nodes_for_guarantee_hold() {
+    // Gold's three nodes serve its 750 rps at full load (250 rps each):
+    // guarantee 600 needs all three. Then its demand stops; bronze (one
+    // node) is overloaded and would take gold's idle nodes.
+    // Bronze is loaded from the loop's first round: hot T (1 s, 5 rounds)
+    // later. Gold's need was last 3 in the round before the loop (in the
+    // loop's first round its nodes read idle, so its 750 rps look like one
+    // node's work): with a 3 s hold its nodes go 15 rounds after that.
+    for (hold, first) in [
+        (crate::config::Delay::Off, 5),
+        (crate::config::Delay::Set(Duration::from_secs(3)), 14),
+    ] {
+        let c = cluster(&[Some(0), Some(0), Some(0), Some(1)], 1);
+        let (a, demand) = gold_agent(&c, 600.0, |r| r.guarantee_hold = hold);
+        for n in &c.nodes[..3] {
+            load(n, 1.0);
+        }
+        load(&c.nodes[3], 0.5);
+        for _ in 0..3 {
+            a.round().await;
+            traffic(&demand, "s0", 150, 150);
+            tokio::time::sleep(S).await;
+        }
+        assert_eq!(epochs(&c), 0);
+        // Gold's burst ends; bronze's begins.
+        for n in &c.nodes[..3] {
+            load(n, 0.05);
+        }
+        load(&c.nodes[3], 1.5);
+        let mut at = None;
+        for r in 0..20 {
+            let (_, outcomes) = a.round().await;
+            if claims(&outcomes) > 0 {
+                at.get_or_insert(r);
+            }
+            tokio::time::sleep(S).await;
+        }
+        assert_eq!(at, Some(first), "{hold:?}");
+    }
+}
