@@ -49,5 +49,12 @@ pub fn probe(device: Option<&str>) -> Result<String, crate::WindowError> {
         })
 }
 
+/// Locks `m`, poisoned or not: a panic while holding the verbs transport's
+/// locks leaves consistent data (plain pushes and takes), so the lock is
+/// still usable.
+pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 #[cfg(test)]
 mod tests;

@@ -295,7 +295,7 @@ fn setup(
     let no_device = |detail: engine::EngineError| WindowError::NoDevice {
         detail: format!("{}: {detail}", dev.name),
     };
-    let poller = poller::shared(&dev).map_err(no_device)?;
+    let poller = poller::shared(&dev).map_err(|e| no_device(e.into()))?;
     let mut parts = engine::create_parts(poller, slots).map_err(no_device)?;
     let psn = device::random_psn();
 
@@ -381,7 +381,7 @@ fn setup(
         }
     })?;
     engine.start().map_err(|e| match e {
-        engine::EngineError::Thread(source) => {
+        engine::EngineError::Poller(poller::PollerError::Thread(source)) => {
             WindowError::io("cannot start the completion thread", source)
         }
         other => WindowError::io(other.to_string(), std::io::Error::other("thread spawn")),

@@ -42,7 +42,8 @@ use sideway::ibverbs::AccessFlags;
 use tokio::sync::{oneshot, Semaphore};
 
 use super::device;
-use super::poller::Poller;
+use super::lock;
+use super::poller::{Polled, Poller, PollerError};
 use crate::layout::READ_WORDS;
 
 /// Bytes of one slot: a whole `read_raw` (32 words).
@@ -187,10 +188,8 @@ pub(crate) struct Engine {
 /// the verbs library or the OS said.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum EngineError {
-    #[error("{0}")]
-    CreateChannel(String),
-    #[error("completion channel: {0}")]
-    ChannelMode(#[source] std::io::Error),
+    #[error(transparent)]
+    Poller(#[from] PollerError),
     #[error("{0}")]
     CreateCq(String),
     #[error("{0}")]
@@ -201,8 +200,6 @@ pub(crate) enum EngineError {
     Register(String),
     #[error("control connection: {0}")]
     ControlMode(#[source] std::io::Error),
-    #[error("cannot start the completion thread: {0}")]
-    Thread(#[source] std::io::Error),
     #[error("{0}")]
     Post(String),
 }
@@ -285,7 +282,8 @@ impl Engine {
     /// Hands the window to the shared completion thread; it holds a
     /// reference until [`Engine::stop`].
     pub(crate) fn start(self: &Arc<Self>) -> Result<(), EngineError> {
-        Arc::clone(&self.poller).register(Arc::clone(self))
+        let me: Arc<dyn Polled> = Arc::clone(self) as _;
+        Ok(Arc::clone(&self.poller).register(me)?)
     }
 
     /// Closes the window: the completion thread fails what still waits and
@@ -293,45 +291,6 @@ impl Engine {
     pub(crate) fn stop(&self) {
         self.shutdown.store(true, Ordering::Release);
         self.poller.wake();
-    }
-
-    /// Whether [`Engine::stop`] was called.
-    pub(crate) fn stopping(&self) -> bool {
-        self.shutdown.load(Ordering::Acquire)
-    }
-
-    /// Operations posted and not completed yet.
-    pub(crate) fn outstanding(&self) -> usize {
-        self.outstanding.load(Ordering::Acquire)
-    }
-
-    /// The completion queue, to match completion events to windows.
-    pub(crate) fn cq_ptr(&self) -> *mut rdma_mummy_sys::ibv_cq {
-        unsafe_cq(&self.cq)
-    }
-
-    /// The control connection, watched by the completion thread.
-    pub(crate) fn control_fd(&self) -> std::os::fd::RawFd {
-        self.control.as_raw_fd()
-    }
-
-    /// Arms the queue for its next completion event, unless it is armed.
-    pub(crate) fn arm(&self) {
-        if self.armed.swap(true, Ordering::AcqRel) {
-            return;
-        }
-        // SAFETY: the CQ is alive (held by `self`); arming is the documented
-        // way to get one event on the channel for the next completion.
-        let rc = unsafe { rdma_mummy_sys::ibv_req_notify_cq(self.cq_ptr(), 0) };
-        if rc != 0 {
-            self.armed.store(false, Ordering::Release);
-            self.fail(format!("ibv_req_notify_cq failed ({rc})"));
-        }
-    }
-
-    /// The queue's event was taken: it needs arming again.
-    pub(crate) fn disarmed(&self) {
-        self.armed.store(false, Ordering::Release);
     }
 
     /// The first failure, if the window is unusable.
@@ -446,51 +405,6 @@ impl Engine {
         }
     }
 
-    /// The window was closed: fail whatever still waits. A normal close is
-    /// not a warning.
-    pub(crate) fn finish(&self) {
-        if self.broken.set("window closed".into()).is_ok() {
-            self.permits.close();
-            tracing::debug!(peer = %self.peer, "verbs window closed");
-        }
-        let mut t = lock(&self.table);
-        for p in t.pending.iter_mut().flatten() {
-            if let Some(tx) = p.tx.take() {
-                let _ = tx.send(Err(OpError::Broken("window closed".into())));
-            }
-        }
-    }
-
-    /// The control connection is readable: a close breaks the window.
-    pub(crate) fn control_activity(&self) {
-        let mut buf = [0u8; 64];
-        match (&self.control).read(&mut buf) {
-            Ok(0) => self.fail("the sidecar closed the verbs control connection".into()),
-            Ok(_) => {} // reserved for future notices; ignored
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-            Err(e) => self.fail(format!("verbs control connection failed: {e}")),
-        }
-    }
-
-    /// Polls every available completion; returns how many there were.
-    pub(crate) fn drain(&self) -> usize {
-        let mut n = 0;
-        match self.cq.start_poll() {
-            Ok(poller) => {
-                for wc in poller {
-                    n += 1;
-                    self.complete(wc.wr_id(), wc.status(), wc.vendor_err());
-                }
-            }
-            Err(PollCompletionQueueError::CompletionQueueEmpty) => {}
-            Err(e) => self.fail(format!(
-                "polling the completion queue failed: {}",
-                rdmalb_base::error::chain(&e)
-            )),
-        }
-        n
-    }
-
     fn complete(&self, wr_id: u64, status: u32, vendor_err: u32) {
         let slot = wr_id as usize;
         let Some(entry) = ({
@@ -524,10 +438,96 @@ impl Engine {
             }
         }
     }
+}
+
+impl Polled for Engine {
+    /// Whether [`Engine::stop`] was called.
+    fn stopping(&self) -> bool {
+        self.shutdown.load(Ordering::Acquire)
+    }
+
+    /// Operations posted and not completed yet.
+    fn outstanding(&self) -> usize {
+        self.outstanding.load(Ordering::Acquire)
+    }
+
+    /// The completion queue, to match completion events to windows.
+    fn cq_ptr(&self) -> *mut rdma_mummy_sys::ibv_cq {
+        unsafe_cq(&self.cq)
+    }
+
+    /// The control connection, watched by the completion thread.
+    fn control_fd(&self) -> std::os::fd::RawFd {
+        self.control.as_raw_fd()
+    }
+
+    /// Arms the queue for its next completion event, unless it is armed.
+    fn arm(&self) {
+        if self.armed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        // SAFETY: the CQ is alive (held by `self`); arming is the documented
+        // way to get one event on the channel for the next completion.
+        let rc = unsafe { rdma_mummy_sys::ibv_req_notify_cq(self.cq_ptr(), 0) };
+        if rc != 0 {
+            self.armed.store(false, Ordering::Release);
+            self.fail(format!("ibv_req_notify_cq failed ({rc})"));
+        }
+    }
+
+    /// The queue's event was taken: it needs arming again.
+    fn disarmed(&self) {
+        self.armed.store(false, Ordering::Release);
+    }
+
+    /// The window was closed: fail whatever still waits. A normal close is
+    /// not a warning.
+    fn finish(&self) {
+        if self.broken.set("window closed".into()).is_ok() {
+            self.permits.close();
+            tracing::debug!(peer = %self.peer, "verbs window closed");
+        }
+        let mut t = lock(&self.table);
+        for p in t.pending.iter_mut().flatten() {
+            if let Some(tx) = p.tx.take() {
+                let _ = tx.send(Err(OpError::Broken("window closed".into())));
+            }
+        }
+    }
+
+    /// The control connection is readable: a close breaks the window.
+    fn control_activity(&self) {
+        let mut buf = [0u8; 64];
+        match (&self.control).read(&mut buf) {
+            Ok(0) => self.fail("the sidecar closed the verbs control connection".into()),
+            Ok(_) => {} // reserved for future notices; ignored
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => self.fail(format!("verbs control connection failed: {e}")),
+        }
+    }
+
+    /// Polls every available completion; returns how many there were.
+    fn drain(&self) -> usize {
+        let mut n = 0;
+        match self.cq.start_poll() {
+            Ok(poller) => {
+                for wc in poller {
+                    n += 1;
+                    self.complete(wc.wr_id(), wc.status(), wc.vendor_err());
+                }
+            }
+            Err(PollCompletionQueueError::CompletionQueueEmpty) => {}
+            Err(e) => self.fail(format!(
+                "polling the completion queue failed: {}",
+                rdmalb_base::error::chain(&e)
+            )),
+        }
+        n
+    }
 
     /// Times out operations past their deadline; breaks the window when one
     /// is stuck far beyond it.
-    pub(crate) fn scan_deadlines(&self, now: Instant) {
+    fn scan_deadlines(&self, now: Instant) {
         let hard = (self.op_timeout * 10).max(Duration::from_secs(5));
         let mut stuck = false;
         {
@@ -546,6 +546,10 @@ impl Engine {
                 "an RDMA operation has not completed after {hard:?}"
             ));
         }
+    }
+
+    fn broken(&self) -> Option<&str> {
+        Engine::broken(self)
     }
 }
 
@@ -566,10 +570,4 @@ fn wc_status_text(status: u32) -> String {
     unsafe { std::ffi::CStr::from_ptr(p) }
         .to_string_lossy()
         .into_owned()
-}
-
-pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // A panic while holding these locks leaves consistent data (plain pushes
-    // and takes), so a poisoned lock is still usable.
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }

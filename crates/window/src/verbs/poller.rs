@@ -32,7 +32,46 @@ use std::time::{Duration, Instant};
 use sideway::ibverbs::completion::CompletionChannel;
 
 use super::device::Device;
-use super::engine::{lock, Engine, EngineError};
+use super::lock;
+
+/// What the completion thread needs of a window: its queue's state, and
+/// the hooks it calls as completions, deadlines and closes come (the
+/// window's engine, [`super::engine`], implements it).
+pub(crate) trait Polled: Send + Sync {
+    /// The window was closed: the thread finishes it and lets it go.
+    fn stopping(&self) -> bool;
+    /// Fails what still waits and releases the window's resources.
+    fn finish(&self);
+    /// Operations posted and not yet completed.
+    fn outstanding(&self) -> usize;
+    /// Fails operations past their deadline (and breaks a stuck window).
+    fn scan_deadlines(&self, now: Instant);
+    /// Asks for an event on the window's next completion.
+    fn arm(&self);
+    /// The window's completion queue received its event.
+    fn disarmed(&self);
+    /// Why the window is broken, if it is.
+    fn broken(&self) -> Option<&str>;
+    /// The window's control connection, watched for its close.
+    fn control_fd(&self) -> std::os::fd::RawFd;
+    /// The control connection is readable (closed, usually).
+    fn control_activity(&self);
+    /// The window's completion queue, as the channel names it in events.
+    fn cq_ptr(&self) -> *mut rdma_mummy_sys::ibv_cq;
+    /// Handles every completion waiting on the queue; returns how many.
+    fn drain(&self) -> usize;
+}
+
+/// Why the shared completion channel or its thread could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum PollerError {
+    #[error("{0}")]
+    CreateChannel(String),
+    #[error("completion channel: {0}")]
+    ChannelMode(#[source] std::io::Error),
+    #[error("cannot start the completion thread: {0}")]
+    Thread(#[source] std::io::Error),
+}
 
 /// Spin this long after the last completion before sleeping on the channel.
 const SPIN: Duration = Duration::from_micros(50);
@@ -48,7 +87,7 @@ const SCAN: Duration = Duration::from_millis(1);
 /// Windows handed to the thread, and whether it runs.
 #[derive(Default)]
 struct Registry {
-    added: Vec<Arc<Engine>>,
+    added: Vec<Arc<dyn Polled>>,
     running: bool,
 }
 
@@ -76,7 +115,7 @@ impl std::fmt::Debug for Poller {
 }
 
 /// The poller of `device`, shared by every window of this process on it.
-pub(crate) fn shared(device: &Arc<Device>) -> Result<Arc<Poller>, EngineError> {
+pub(crate) fn shared(device: &Arc<Device>) -> Result<Arc<Poller>, PollerError> {
     type Cache = Mutex<Vec<(Weak<Device>, Weak<Poller>)>>;
     static CACHE: OnceLock<Cache> = OnceLock::new();
     let mut cache = lock(CACHE.get_or_init(Cache::default));
@@ -94,18 +133,18 @@ pub(crate) fn shared(device: &Arc<Device>) -> Result<Arc<Poller>, EngineError> {
 }
 
 impl Poller {
-    fn new(device: Arc<Device>) -> Result<Poller, EngineError> {
+    fn new(device: Arc<Device>) -> Result<Poller, PollerError> {
         let channel = device
             .ctx
             .create_comp_channel()
-            .map_err(|e| EngineError::CreateChannel(rdmalb_base::error::chain(&e)))?;
+            .map_err(|e| PollerError::CreateChannel(rdmalb_base::error::chain(&e)))?;
         channel
             .set_nonblocking(true)
-            .map_err(EngineError::ChannelMode)?;
+            .map_err(PollerError::ChannelMode)?;
         // SAFETY: plain syscall; the returned descriptor is owned below.
         let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
         if fd < 0 {
-            return Err(EngineError::ChannelMode(std::io::Error::last_os_error()));
+            return Err(PollerError::ChannelMode(std::io::Error::last_os_error()));
         }
         // SAFETY: `fd` is a fresh descriptor nobody else owns.
         let wake = unsafe { OwnedFd::from_raw_fd(fd) };
@@ -119,7 +158,7 @@ impl Poller {
     }
 
     /// Hands `engine` to the thread (starting it if it is not running).
-    pub(crate) fn register(self: &Arc<Self>, engine: Arc<Engine>) -> Result<(), EngineError> {
+    pub(crate) fn register(self: &Arc<Self>, engine: Arc<dyn Polled>) -> Result<(), PollerError> {
         let mut r = lock(&self.registry);
         r.added.push(engine);
         self.news.store(true, Ordering::Release);
@@ -130,7 +169,7 @@ impl Poller {
                 .spawn(move || me.run())
                 .map_err(|e| {
                     r.added.pop();
-                    EngineError::Thread(e)
+                    PollerError::Thread(e)
                 })?;
             r.running = true;
         }
@@ -149,7 +188,7 @@ impl Poller {
 
     /// The thread: polls every window until the last one is closed.
     fn run(self: Arc<Self>) {
-        let mut windows: Vec<Arc<Engine>> = Vec::new();
+        let mut windows: Vec<Arc<dyn Polled>> = Vec::new();
         let mut spin_until = Instant::now();
         let mut last_scan = Instant::now();
         loop {
@@ -205,7 +244,7 @@ impl Poller {
 
     /// Sleeps until a completion event, a wake-up, control-connection
     /// activity or a tick.
-    fn wait(&self, windows: &[Arc<Engine>]) {
+    fn wait(&self, windows: &[Arc<dyn Polled>]) {
         let mut fds = Vec::with_capacity(windows.len() + 2);
         for fd in [self.channel.as_raw_fd(), self.wake.as_raw_fd()] {
             fds.push(libc::pollfd {
@@ -215,7 +254,8 @@ impl Poller {
             });
         }
         // Windows whose control connection is watched, by position in `fds`.
-        let watched: Vec<&Arc<Engine>> = windows.iter().filter(|e| e.broken().is_none()).collect();
+        let watched: Vec<&Arc<dyn Polled>> =
+            windows.iter().filter(|e| e.broken().is_none()).collect();
         for e in &watched {
             fds.push(libc::pollfd {
                 fd: e.control_fd(),
@@ -248,8 +288,8 @@ impl Poller {
 
     /// Reads and acknowledges every pending completion event; the queue an
     /// event is for must be armed again before the next sleep.
-    fn take_events(&self, windows: &[Arc<Engine>]) {
-        let by_cq: HashMap<usize, &Arc<Engine>> =
+    fn take_events(&self, windows: &[Arc<dyn Polled>]) {
+        let by_cq: HashMap<usize, &Arc<dyn Polled>> =
             windows.iter().map(|e| (e.cq_ptr() as usize, e)).collect();
         // Bounded: at most one pending event per queue, plus slack.
         for _ in 0..windows.len() + 16 {
@@ -283,7 +323,7 @@ impl Poller {
 
 /// Polls the queue of every window that has operations outstanding (`all`:
 /// every window, after arming); returns how many completions there were.
-fn drain(windows: &[Arc<Engine>], all: bool) -> usize {
+fn drain(windows: &[Arc<dyn Polled>], all: bool) -> usize {
     windows
         .iter()
         .filter(|e| all || e.outstanding() > 0)
