@@ -58,6 +58,7 @@ POLICIES = {
     # Every node compared (6 here): the expected wait is exact, so a full
     # scan does not herd the way the app index can.
     "shortest-wait-all": ("shortest-wait", 'load_read = "per-request"\ncandidates = "all"'),
+    "shortest-wait-3": ("shortest-wait", 'load_read = "per-request"\ncandidates = 3'),
     # The drain rates' time constant (default 50ms) shorter and longer.
     "shortest-wait-all-20ms": ("shortest-wait", 'load_read = "per-request"\ncandidates = "all"\ndrain_window = "20ms"'),
     "shortest-wait-all-200ms": ("shortest-wait", 'load_read = "per-request"\ncandidates = "all"\ndrain_window = "200ms"'),
