@@ -54,6 +54,14 @@ POLICIES = {
     "wll-per-request": ("weighted-least-load", 'load_read = "per-request"'),
     "wll-interval": ("weighted-least-load", 'load_read = "interval:50ms"'),
     "hot-cold": ("hot-cold", 'load_read = "per-request"'),
+    "shortest-wait": ("shortest-wait", 'load_read = "per-request"'),
+    # Every node compared (6 here): the expected wait is exact, so a full
+    # scan does not herd the way the app index can.
+    "shortest-wait-all": ("shortest-wait", 'load_read = "per-request"\ncandidates = "all"'),
+    "shortest-wait-3": ("shortest-wait", 'load_read = "per-request"\ncandidates = 3'),
+    # The drain rates' time constant (default 50ms) shorter and longer.
+    "shortest-wait-all-20ms": ("shortest-wait", 'load_read = "per-request"\ncandidates = "all"\ndrain_window = "20ms"'),
+    "shortest-wait-all-200ms": ("shortest-wait", 'load_read = "per-request"\ncandidates = "all"\ndrain_window = "200ms"'),
 }
 
 SCENARIOS = {
@@ -136,7 +144,7 @@ app = 1.0
 inflight = {inflight}
 
 [proxy.routing]
-candidates = {candidates}
+{"" if "candidates" in routing else f"candidates = {candidates}"}
 {routing}
 """
 

@@ -26,6 +26,7 @@
 pub mod agent_check;
 mod backends;
 pub mod control;
+pub mod drain;
 pub mod health;
 mod hot_cold;
 mod latency;

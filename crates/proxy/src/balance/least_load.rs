@@ -14,6 +14,10 @@
 //! `rdmalb_load_unknown_total{node,reason}`. Down nodes never get here:
 //! [`super::Backends`] passes only up, not-excluded, not-full nodes.
 //!
+//! The same reads drive `hot-cold` (Prequal's rule, [`hot_cold`]) and
+//! `shortest-wait` (the expected wait, [`drain`]: the node's queue beyond
+//! its free workers over its drain rate, measured from these reads).
+//!
 //! The policy also implements the synchronous [`Selector`] (for callers of
 //! `Backends::pick` outside the request path): it then scores from the
 //! interval snapshots and from the last per-request reads (for /status and
@@ -22,14 +26,15 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use futures_util::FutureExt;
 use rand::Rng;
 
+use super::drain;
 use super::hot_cold::{self, RifHistory};
-use super::load::{rank, Candidate, NodeLoad, Unknown};
+use super::load::{rank, rank_with, Candidate, NodeLoad, Unknown};
 use super::node_windows::{read_now, NodeWindow, NodeWindows, Observation};
 use super::selector::Cursors;
 use super::{NodeState, Selector};
@@ -43,6 +48,9 @@ enum Rule {
     /// `hot-cold`: Prequal's hot-cold lexicographic rule on the fresh reads
     /// ([`hot_cold`]), with each site's recent RIFs for the threshold.
     HotCold(Vec<RifHistory>),
+    /// `shortest-wait`: the lowest expected wait ([`drain`]), drain rates
+    /// measured with this time constant (`routing.drain_window`).
+    ShortestWait(Duration),
 }
 
 /// The policy, built per config snapshot.
@@ -79,6 +87,7 @@ impl WeightedLeastLoad {
                     .map(|_| RifHistory::default())
                     .collect(),
             ),
+            Balance::ShortestWait => Rule::ShortestWait(config.routing.drain_window),
             _ => Rule::LeastLoad,
         };
         WeightedLeastLoad {
@@ -220,7 +229,29 @@ impl WeightedLeastLoad {
             .collect();
         let mut scores = Vec::with_capacity(slots.len());
         let start = self.cursors.next(site);
-        let mut best = rank(self.weights(site), &view, start, &mut scores).unwrap_or(0);
+        let mut best = match &self.rule {
+            Rule::ShortestWait(window) => {
+                // A fresh decision folds its reads into the drain rates; a
+                // synchronous one only looks at them.
+                let parts: Vec<Option<f64>> = slots
+                    .iter()
+                    .map(|s| {
+                        let block = s.load.fresh()?;
+                        let rate = s.window.as_ref().and_then(|w| {
+                            if count {
+                                w.drain().observe(block, *window)
+                            } else {
+                                w.drain().last()
+                            }
+                        });
+                        drain::score(&block.sample, rate)
+                    })
+                    .collect();
+                rank_with(&view, |i| parts[i], |_| 0.0, start, &mut scores)
+            }
+            _ => rank(self.weights(site), &view, start, &mut scores),
+        }
+        .unwrap_or(0);
         if let Rule::HotCold(history) = &self.rule {
             let history = &history[site.min(history.len() - 1)];
             let n = slots.len();
@@ -274,6 +305,7 @@ impl Selector for WeightedLeastLoad {
         match self.rule {
             Rule::LeastLoad => "weighted-least-load",
             Rule::HotCold(_) => "hot-cold",
+            Rule::ShortestWait(_) => "shortest-wait",
         }
     }
 

@@ -233,31 +233,52 @@ pub fn rank(
     start: usize,
     scores: &mut Vec<f64>,
 ) -> Option<usize> {
+    rank_with(
+        candidates,
+        |i| {
+            candidates[i]
+                .load
+                .fresh()
+                .map(|b| Normalised::of(&b.sample).weighted(w))
+        },
+        |i| inflight_part(w, candidates[i].inflight),
+        start,
+        scores,
+    )
+}
+
+/// [`rank`] with the window part of candidate `i` given by `window(i)`
+/// (`None`: not known, scored as the mean of the known ones) and the local
+/// part by `local(i)`.
+pub fn rank_with(
+    candidates: &[Candidate<'_>],
+    window: impl Fn(usize) -> Option<f64>,
+    local: impl Fn(usize) -> f64,
+    start: usize,
+    scores: &mut Vec<f64>,
+) -> Option<usize> {
     let n = candidates.len();
     scores.clear();
     if n == 0 {
         return None;
     }
     let mut sum = 0.0;
-    let mut fresh = 0usize;
-    for c in candidates {
-        let part = c
-            .load
-            .fresh()
-            .map(|b| Normalised::of(&b.sample).weighted(w));
+    let mut known = 0usize;
+    for i in 0..n {
+        let part = window(i).filter(|p| p.is_finite());
         if let Some(p) = part {
             sum += p;
-            fresh += 1;
+            known += 1;
         }
         // Placeholder for unknown ones, filled in below with the mean.
         scores.push(part.unwrap_or(f64::NAN));
     }
-    let mean = if fresh == 0 { 0.0 } else { sum / fresh as f64 };
-    for (s, c) in scores.iter_mut().zip(candidates) {
+    let mean = if known == 0 { 0.0 } else { sum / known as f64 };
+    for (i, s) in scores.iter_mut().enumerate() {
         if s.is_nan() {
             *s = mean;
         }
-        *s += inflight_part(w, c.inflight);
+        *s += local(i);
     }
     let start = start % n;
     let mut best = start;

@@ -34,6 +34,7 @@ use std::time::{Duration, SystemTime};
 use arc_swap::{ArcSwap, ArcSwapOption};
 use tokio::sync::{watch, Notify};
 
+use super::drain::Drain;
 use super::load::{NodeLoad, Unknown};
 use crate::config::{Config, ReadMode, WindowEndpoint};
 use rdmalb_window::link::{Link, Peer};
@@ -112,6 +113,9 @@ pub struct NodeWindow {
     snapshot: ArcSwapOption<Observation>,
     /// The last read and index any decision saw (/status).
     last: Mutex<Option<Observation>>,
+    /// The node's drain rate measured from this proxy's reads
+    /// (`shortest-wait`).
+    drain: Drain,
     state: Mutex<LinkState>,
     /// Readers that hit a transient error wake the supervisor.
     trouble: Notify,
@@ -195,6 +199,11 @@ impl NodeWindow {
                 Err(_) => return Some(Err(Unknown::Torn)),
             }
         }
+    }
+
+    /// The node's drain-rate estimate (`shortest-wait`).
+    pub fn drain(&self) -> &Drain {
+        &self.drain
     }
 
     /// Counts a read and, when it is not fresh, its reason.
@@ -449,6 +458,7 @@ fn new_node_window(name: &str, key: LinkKey, settings: ReadSettings) -> NodeWind
         settings: ArcSwap::from_pointee(settings),
         snapshot: ArcSwapOption::empty(),
         last: Mutex::new(None),
+        drain: Drain::new(),
         state: Mutex::new(LinkState::Connecting),
         trouble: Notify::new(),
         stop: watch::channel(false).0,

@@ -19,7 +19,8 @@ pub enum Policy {
     /// Decides synchronously: roundrobin, leastconn, random(2), or any
     /// other [`Selector`].
     Local(Arc<dyn Selector>),
-    /// `weighted-least-load`: reads node windows per request.
+    /// `weighted-least-load`, `hot-cold`, `shortest-wait`: read node
+    /// windows per request.
     LoadAware(Arc<WeightedLeastLoad>),
 }
 
@@ -34,9 +35,12 @@ impl Policy {
             Balance::Random => Policy::Local(Arc::new(RandomTwo)),
             Balance::PeakEwma => Policy::Local(Arc::new(PeakEwma)),
             Balance::Prequal => Policy::Local(Arc::new(Prequal::new(sites, Arc::clone(windows)))),
-            Balance::WeightedLeastLoad | Balance::HotCold => Policy::LoadAware(Arc::new(
-                WeightedLeastLoad::new(config, Arc::clone(windows)),
-            )),
+            Balance::WeightedLeastLoad | Balance::HotCold | Balance::ShortestWait => {
+                Policy::LoadAware(Arc::new(WeightedLeastLoad::new(
+                    config,
+                    Arc::clone(windows),
+                )))
+            }
         }
     }
 

@@ -99,6 +99,7 @@ pub struct RawRouting {
     pub load_read: Option<String>,
     pub read_deadline: Option<String>,
     pub staleness: Option<String>,
+    pub drain_window: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -198,11 +198,15 @@ pub enum Balance {
     /// Prequal's hot-cold rule on fresh window reads of `routing.candidates`
     /// nodes on every request.
     HotCold,
+    /// The lowest expected wait over `routing.candidates` nodes: the
+    /// requests ahead of a new one over the node's drain rate, measured
+    /// from its window (`balance::drain`).
+    ShortestWait,
 }
 
 impl Balance {
     pub const ACCEPTED: &'static str =
-        "\"roundrobin\", \"leastconn\", \"random\", \"peak-ewma\", \"weighted-least-load\", \"prequal\" or \"hot-cold\"";
+        "\"roundrobin\", \"leastconn\", \"random\", \"peak-ewma\", \"weighted-least-load\", \"prequal\", \"hot-cold\" or \"shortest-wait\"";
 
     pub fn parse(s: &str) -> Option<Balance> {
         match s {
@@ -213,6 +217,7 @@ impl Balance {
             "peak-ewma" => Some(Balance::PeakEwma),
             "prequal" => Some(Balance::Prequal),
             "hot-cold" => Some(Balance::HotCold),
+            "shortest-wait" => Some(Balance::ShortestWait),
             _ => None,
         }
     }
@@ -226,6 +231,7 @@ impl Balance {
             Balance::PeakEwma => "peak-ewma",
             Balance::Prequal => "prequal",
             Balance::HotCold => "hot-cold",
+            Balance::ShortestWait => "shortest-wait",
         }
     }
 }
@@ -499,6 +505,9 @@ pub struct Routing {
     /// A block published longer ago than this when it was read is stale
     /// (its owner stopped publishing, or clocks disagree).
     pub staleness: Duration,
+    /// Time constant of the drain rates `shortest-wait` measures from the
+    /// windows' completion counters.
+    pub drain_window: Duration,
 }
 
 impl Routing {
@@ -522,6 +531,7 @@ impl Default for Routing {
             load_read: None,
             read_deadline: Duration::from_millis(5),
             staleness: Duration::from_millis(250),
+            drain_window: Duration::from_millis(50),
         }
     }
 }

@@ -365,12 +365,7 @@ fn sync_select_uses_the_last_reads() {
 }
 
 fn app(busy: u64, queue: u64) -> LoadSample {
-    LoadSample {
-        app_busy: busy,
-        app_capacity: 64,
-        app_queue_len: queue,
-        ..Default::default()
-    }
+    queued(busy, queue, 64, 0)
 }
 
 #[tokio::test]
@@ -395,4 +390,108 @@ async fn hot_cold_avoids_a_node_with_many_requests_in_flight_and_then_takes_the_
     // those; never after.
     assert!(hits[0] <= 1, "{hits:?}");
     assert!(hits[5] >= 39, "{hits:?}");
+}
+
+fn queued(busy: u64, queue: u64, capacity: u64, total: u64) -> LoadSample {
+    LoadSample {
+        app_busy: busy,
+        app_capacity: capacity,
+        app_queue_len: queue,
+        requests_total: total,
+        ..Default::default()
+    }
+}
+
+/// Two shm nodes under `shortest-wait` (d = 2: both read every time).
+async fn two_draining(
+    dir: &Path,
+) -> (
+    Backends,
+    Arc<NodeWindows>,
+    Vec<WindowMemory>,
+    watch::Sender<bool>,
+) {
+    let (cfg, mems) = setup_with(dir, "shortest-wait", 2, "", "");
+    let (tx, rx) = watch::channel(false);
+    let windows = NodeWindows::start(&cfg, rx).await.unwrap();
+    let b = Backends::build_with_windows(&cfg, None, &windows);
+    assert_eq!(b.balance(), "shortest-wait");
+    (b, windows, mems, tx)
+}
+
+/// `steps` publications 5 ms apart from `base`, each followed by a pick
+/// (released at once): both nodes show 4 of 4 workers busy and 2 queued
+/// (the app index ties them); n0 completes 1 request per step, n1 4 (a
+/// co-tenant holds 3 of n0's workers). Counts the picks from step `from`.
+async fn drain_steps(
+    b: &Backends,
+    mems: &[WindowMemory],
+    base: u64,
+    steps: u64,
+    from: u64,
+) -> [usize; 2] {
+    let mut hits = [0usize; 2];
+    for k in 0..steps {
+        let at = base + k * 5_000_000;
+        seqlock::publish_at(&mems[0], &queued(4, 2, 4, 1000 + k), at);
+        seqlock::publish_at(&mems[1], &queued(4, 2, 4, 1000 + 4 * k), at);
+        let p = pick(b).await;
+        if k >= from {
+            hits[p.node.index] += 1;
+        }
+    }
+    hits
+}
+
+#[tokio::test]
+async fn shortest_wait_sends_to_the_node_that_drains_faster() {
+    let dir = tempfile::tempdir().unwrap();
+    let (b, windows, mems, tx) = two_draining(dir.path()).await;
+    let base = rdmalb_base::time::unix_now_ns() - 150_000_000;
+    let hits = drain_steps(&b, &mems, base, 30, 15).await;
+    assert_eq!(hits, [0, 15]);
+    // /status shows the expected wait: 3 requests at about 800/s, in ms.
+    let index = windows.node(1).unwrap().last().unwrap().index.unwrap();
+    assert!(
+        index > 3.0 / 0.8 * 0.5 && index < 3.0 / 0.8 * 2.0,
+        "{index}"
+    );
+    // A free worker on n0 beats any wait on n1.
+    let at = base + 30 * 5_000_000;
+    seqlock::publish_at(&mems[0], &queued(3, 0, 4, 1031), at);
+    seqlock::publish_at(&mems[1], &queued(4, 1, 4, 1121), at);
+    assert_eq!(pick(&b).await.node.index, 0);
+    tx.send(true).unwrap();
+}
+
+#[tokio::test]
+async fn shortest_wait_scores_a_restarted_or_stale_node_like_an_unknown_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let (b, _windows, mems, tx) = two_draining(dir.path()).await;
+    let base = rdmalb_base::time::unix_now_ns() - 100_000_000;
+    drain_steps(&b, &mems, base, 20, 20).await;
+    // n1 restarts (its counter starts over): no rate, no latency word, so
+    // it is neither preferred for a wait it cannot estimate nor starved:
+    // it scores as the mean of the known ones and the two share requests
+    // by in-flight count.
+    let at = base + 20 * 5_000_000;
+    seqlock::publish_at(&mems[0], &queued(4, 2, 4, 1020), at);
+    seqlock::publish_at(&mems[1], &queued(4, 2, 4, 2), at);
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        held.push(pick(&b).await);
+    }
+    let on1 = held.iter().filter(|p| p.node.index == 1).count();
+    assert_eq!(on1, 2);
+    drop(held);
+    // A stale n0 (not republished for longer than routing.staleness) is
+    // scored the same way.
+    seqlock::publish_at(&mems[0], &queued(0, 0, 4, 1020), base - 1_000_000_000);
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        held.push(pick(&b).await);
+    }
+    let on0 = held.iter().filter(|p| p.node.index == 0).count();
+    assert_eq!(on0, 2);
+    tx.send(true).unwrap();
 }

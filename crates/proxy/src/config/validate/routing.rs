@@ -21,6 +21,11 @@ const INTERVAL_MAX: Duration = Duration::from_secs(60);
 /// must stay far below any request timeout.
 const DEADLINE_MAX: Duration = Duration::from_secs(1);
 const STALENESS_MAX: Duration = Duration::from_secs(3600);
+/// Bounds of `routing.drain_window`: below a millisecond a window holds no
+/// completion of a typical app; beyond 10 s the rate no longer follows a
+/// co-tenant coming and going.
+const DRAIN_WINDOW_MIN: Duration = Duration::from_millis(1);
+const DRAIN_WINDOW_MAX: Duration = Duration::from_secs(10);
 
 pub(super) fn routing(c: &mut ConfigCheck, raw: &RawRouting) -> Routing {
     let dflt = Routing::default();
@@ -59,11 +64,19 @@ pub(super) fn routing(c: &mut ConfigCheck, raw: &RawRouting) -> Routing {
         dflt.staleness,
         STALENESS_MAX,
     );
+    let drain_window = c.duration_within(
+        "routing.drain_window",
+        raw.drain_window.as_deref(),
+        dflt.drain_window,
+        DRAIN_WINDOW_MIN,
+        DRAIN_WINDOW_MAX,
+    );
     Routing {
         candidates,
         load_read,
         read_deadline,
         staleness,
+        drain_window,
     }
 }
 

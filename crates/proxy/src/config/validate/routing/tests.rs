@@ -386,3 +386,28 @@ fn bad_balance_lists_the_new_policy() {
         "\"weighted-least-load\"",
     );
 }
+
+#[test]
+fn shortest_wait_and_its_drain_window() {
+    let c = ok(&BASE.replace("weighted-least-load", "shortest-wait"));
+    assert_eq!(c.global.balance, Balance::ShortestWait);
+    assert_eq!(c.routing.drain_window, Duration::from_millis(50));
+    let c = ok(&routing("drain_window = \"200ms\""));
+    assert_eq!(c.routing.drain_window, Duration::from_millis(200));
+}
+
+#[test]
+fn drain_window_out_of_range() {
+    for (v, why) in [
+        ("500us", "accepted: 1ms to 10s"),
+        ("1m", "accepted: 1ms to 10s"),
+        ("0s", "accepted: 1ms to 10s"),
+        ("soon", "soon"),
+    ] {
+        rejects(
+            &routing(&format!("drain_window = \"{v}\"")),
+            "routing.drain_window",
+            why,
+        );
+    }
+}
