@@ -87,13 +87,21 @@ fmt() { if [ -n "$2" ]; then printf "$1" "$2"; else printf '–'; fi; }
 declare -A LABEL
 
 # proxy_labels ROOT: fills LABEL[haproxy|nginx|rdmalb|direct] with names and
-# versions (rdmalb: the commit, +changes when src/ or crates/ differ).
+# versions (rdmalb: the commit, +changes when src/ or crates/ differ; a
+# binary given by RDMALB_BIN is named by RDMALB_LABEL, else by its file
+# name, since the checkout's commit says nothing about it).
 # shellcheck disable=SC2034
 proxy_labels() {
     LABEL[direct]="direct (no proxy)"
     LABEL[haproxy]="HAProxy $(haproxy -v 2>/dev/null | awk 'NR==1{sub(/-.*/, "", $3); print $3}')"
     LABEL[nginx]="nginx $(nginx -v 2>&1 | sed 's|.*nginx/||')"
-    LABEL[rdmalb]="rdmalb $(git -C "$1" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$1" diff --quiet HEAD -- src crates 2>/dev/null || echo '+changes')"
+    if [ -n "${RDMALB_LABEL:-}" ]; then
+        LABEL[rdmalb]="rdmalb $RDMALB_LABEL"
+    elif [ -n "${RDMALB_BIN:-}" ]; then
+        LABEL[rdmalb]="rdmalb ($(basename "$RDMALB_BIN"))"
+    else
+        LABEL[rdmalb]="rdmalb $(git -C "$1" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$1" diff --quiet HEAD -- src crates 2>/dev/null || echo '+changes')"
+    fi
 }
 
 # perf_profile NAME PGID REPORT DESCRIPTION CMD...: records every process of

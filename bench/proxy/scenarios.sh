@@ -50,7 +50,8 @@
 #   on the load CPU starve each other and the backend)  HS_CONNS_PER_S=300
 #   (connections per httperf process per DURATION second: a fixed count, so
 #   a run takes about DURATION seconds at 300 handshakes/s)  IDLE_CONNS=10000
-#   RDMALB_BIN=path (else: cargo build --release -p rdmalb --bin rdmalb)
+#   RDMALB_BIN=path (else: cargo build --release -p rdmalb --bin rdmalb);
+#   RDMALB_LABEL=name for its rows (else the binary's file name)
 #   RESULTS_DIR=bench/results
 #   PROFILE_SCENARIOS="ka1k close ..." or "all": after a scenario's rounds,
 #       profile rdmalb with perf during one more load run of it (not idle10k);
