@@ -237,3 +237,21 @@ fn merge_is_deep() {
     assert_eq!(base["reconfig"]["mode"].as_str(), Some("reconfigure"));
     assert_eq!(base["health"]["path"].as_str(), Some("/"));
 }
+
+#[test]
+fn free_ports_are_distinct_bindable_and_below_the_ephemeral_range() {
+    let (low, high) = procs::below_ephemeral();
+    assert!(low < high);
+    let addrs: Vec<_> = (0..50).map(|_| procs::free_addr().unwrap()).collect();
+    let ports: std::collections::HashSet<u16> = addrs.iter().map(|a| a.port()).collect();
+    assert_eq!(ports.len(), addrs.len(), "a port was handed out twice");
+    for a in &addrs {
+        assert!(a.ip().is_loopback());
+        assert!(
+            (low..high).contains(&a.port()),
+            "{a} is outside {low}..{high}, where outgoing connections draw their source ports"
+        );
+        // Still free: the process it is meant for can bind it.
+        std::net::TcpListener::bind(a).unwrap();
+    }
+}
