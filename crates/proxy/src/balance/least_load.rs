@@ -232,22 +232,21 @@ impl WeightedLeastLoad {
         let mut best = match &self.rule {
             Rule::ShortestWait(window) => {
                 // A fresh decision folds its reads into the drain rates; a
-                // synchronous one only looks at them.
-                let parts: Vec<Option<f64>> = slots
-                    .iter()
-                    .map(|s| {
-                        let block = s.load.fresh()?;
-                        let rate = s.window.as_ref().and_then(|w| {
-                            if count {
-                                w.drain().observe(block, *window)
-                            } else {
-                                w.drain().last()
-                            }
-                        });
-                        drain::score(&block.sample, rate)
-                    })
-                    .collect();
-                rank_with(&view, |i| parts[i], |_| 0.0, start, &mut scores)
+                // synchronous one only looks at them. `rank_with` asks for
+                // each candidate's part once, so each read is folded once.
+                let part = |i: usize| {
+                    let s = &slots[i];
+                    let block = s.load.fresh()?;
+                    let rate = s.window.as_ref().and_then(|w| {
+                        if count {
+                            w.drain().observe(block, *window)
+                        } else {
+                            w.drain().last()
+                        }
+                    });
+                    drain::score(&block.sample, rate)
+                };
+                rank_with(&view, part, |_| 0.0, start, &mut scores)
             }
             _ => rank(self.weights(site), &view, start, &mut scores),
         }

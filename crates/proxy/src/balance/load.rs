@@ -249,7 +249,8 @@ pub fn rank(
 
 /// [`rank`] with the window part of candidate `i` given by `window(i)`
 /// (`None`: not known, scored as the mean of the known ones) and the local
-/// part by `local(i)`.
+/// part by `local(i)`. Each is called exactly once per candidate, in order,
+/// so `window` may fold what it reads into state.
 pub fn rank_with(
     candidates: &[Candidate<'_>],
     window: impl Fn(usize) -> Option<f64>,
