@@ -61,23 +61,14 @@ pub fn testbed_bin() -> PathBuf {
 }
 
 /// A loopback port that was free a moment ago, and that no other call in
-/// this test process has handed out (the kernel may offer a port again as
-/// soon as its probe listener is closed, so two calls in a row could
-/// otherwise return the same one).
+/// this test process has handed out, taken below the kernel's ephemeral
+/// range: a port from that range (what binding port 0 gives) can be drawn
+/// as the source port of any outgoing connection before the process the
+/// test starts binds it (`rdmalb_testbed::ports`).
 pub fn free_port() -> u16 {
-    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
-    for _ in 0..1000 {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .expect("bind 127.0.0.1:0");
-        let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
-        if !given.contains(&port) {
-            given.push(port);
-            return port;
-        }
-    }
-    panic!("no loopback port that was not handed out already");
+    rdmalb_testbed::ports::free_loopback_addr()
+        .expect("a free loopback port")
+        .port()
 }
 
 /// A loopback address with a port that was free a moment ago.

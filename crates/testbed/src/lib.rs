@@ -15,6 +15,8 @@
 //!   ([`qos`]) and the number of node moves.
 //! - [`chaos`]: `rdmalb-testbed chaos`, the seeded fault-injection
 //!   campaign against a cluster of real proxies, sidecars and nodes.
+//! - [`ports`]: loopback ports for the processes a cluster or a test
+//!   starts, below the kernel's ephemeral range.
 //!
 //! The testbed sits on top of the library: it starts `sidecar` and `proxy`
 //! as separate processes and uses only the sidecar's push client in-process.
@@ -31,6 +33,7 @@ pub mod cluster;
 pub mod config;
 pub mod load;
 pub mod plot;
+pub mod ports;
 pub mod publish;
 pub mod qos;
 pub mod report;

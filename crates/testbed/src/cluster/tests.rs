@@ -240,7 +240,7 @@ fn merge_is_deep() {
 
 #[test]
 fn free_ports_are_distinct_bindable_and_below_the_ephemeral_range() {
-    let (low, high) = procs::below_ephemeral();
+    let (low, high) = crate::ports::below_ephemeral();
     assert!(low < high);
     let addrs: Vec<_> = (0..50).map(|_| procs::free_addr().unwrap()).collect();
     let ports: std::collections::HashSet<u16> = addrs.iter().map(|a| a.port()).collect();
