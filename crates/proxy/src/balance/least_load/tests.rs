@@ -495,3 +495,117 @@ async fn shortest_wait_scores_a_restarted_or_stale_node_like_an_unknown_one() {
     assert_eq!(on0, 2);
     tx.send(true).unwrap();
 }
+
+/// Two shm nodes under `balance` with the app index only (weight 1) and
+/// `routing`; n0 publishes `a`, n1 `b`, once.
+async fn two_published(
+    dir: &Path,
+    balance: &str,
+    routing: &str,
+    a: LoadSample,
+    b: LoadSample,
+) -> (Backends, watch::Sender<bool>) {
+    let (mut cfg, mems) = setup_with(dir, balance, 2, routing, "");
+    for s in &mut cfg.sites {
+        s.weights.app = 1.0;
+        s.weights.cpu = 0.0;
+    }
+    let (tx, rx) = watch::channel(false);
+    let windows = NodeWindows::start(&cfg, rx).await.unwrap();
+    let backends = Backends::build_with_windows(&cfg, None, &windows);
+    seqlock::publish(&mems[0], &a);
+    seqlock::publish(&mems[1], &b);
+    (backends, tx)
+}
+
+/// Holds `n` picks and returns how many went to each node.
+async fn held_spread(b: &Backends, n: usize) -> [usize; 2] {
+    let mut held = Vec::new();
+    for _ in 0..n {
+        held.push(pick(b).await);
+    }
+    let on1 = held.iter().filter(|p| p.node.index == 1).count();
+    [n - on1, on1]
+}
+
+#[tokio::test]
+async fn requests_sent_after_the_block_count_as_load() {
+    // n1 looks less loaded (0 of 4 busy against 1), and neither publishes
+    // again. Counting this proxy's requests the blocks cannot show yet,
+    // the second request already goes to n0 (both then have 1 busy);
+    // the app index as published sends every one to n1 (the in-flight
+    // term weighs 0.1 at most, a busy worker 0.25).
+    let dir = tempfile::tempdir().unwrap();
+    let (b, tx) = two_published(
+        dir.path(),
+        "weighted-least-load",
+        "",
+        queued(1, 0, 4, 0),
+        queued(0, 0, 4, 0),
+    )
+    .await;
+    assert_eq!(held_spread(&b, 4).await, [2, 2]);
+    tx.send(true).unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let (b, tx) = two_published(
+        dir.path(),
+        "weighted-least-load",
+        "unseen = \"ignore\"",
+        queued(1, 0, 4, 0),
+        queued(0, 0, 4, 0),
+    )
+    .await;
+    assert_eq!(held_spread(&b, 4).await, [0, 4]);
+    tx.send(true).unwrap();
+}
+
+#[tokio::test]
+async fn answered_requests_are_not_unseen_load() {
+    // Released at once (answered): nothing in flight, so nothing unseen;
+    // the less loaded node takes every request.
+    let dir = tempfile::tempdir().unwrap();
+    let (b, tx) = two_published(
+        dir.path(),
+        "weighted-least-load",
+        "",
+        queued(1, 0, 4, 0),
+        queued(0, 0, 4, 0),
+    )
+    .await;
+    assert_eq!(spread(&b, 10).await, vec![0, 10]);
+    tx.send(true).unwrap();
+}
+
+#[tokio::test]
+async fn shortest_wait_counts_unseen_requests_in_the_wait() {
+    // n1 has a free worker (no wait), n0 none (a wait of one request at
+    // the nominal 4 / 10 ms). The first request takes n1's free worker;
+    // counting it, n1 has no free worker either and the two wait alike,
+    // so the in-flight tie-break sends the second to n0. Ignoring it, n1
+    // still shows a free worker and takes the second too.
+    let full = LoadSample {
+        app_latency_us: 10_000,
+        ..queued(4, 0, 4, 0)
+    };
+    let free = LoadSample {
+        app_latency_us: 10_000,
+        ..queued(3, 0, 4, 0)
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (b, tx) = two_published(dir.path(), "shortest-wait", "", full, free).await;
+    assert_eq!(held_spread(&b, 2).await, [1, 1]);
+    tx.send(true).unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let (b, tx) = two_published(
+        dir.path(),
+        "shortest-wait",
+        "unseen = \"ignore\"",
+        full,
+        free,
+    )
+    .await;
+    assert_eq!(held_spread(&b, 2).await, [0, 2]);
+    tx.send(true).unwrap();
+}
