@@ -53,11 +53,20 @@ POLICIES = {
     "prequal": ("prequal", ""),
     "wll-per-request": ("weighted-least-load", 'load_read = "per-request"'),
     "wll-interval": ("weighted-least-load", 'load_read = "interval:50ms"'),
+    # Every node compared, as leastconn does.
+    "wll-all": ("weighted-least-load", 'load_read = "per-request"\ncandidates = "all"'),
+    "wll-3": ("weighted-least-load", 'load_read = "per-request"\ncandidates = 3'),
+    # The window policies score this proxy's requests sent after the block
+    # (routing.unseen = "count", the default); these score the blocks as
+    # published, as before 2026-11-27 evening.
+    "wll-ignore": ("weighted-least-load", 'load_read = "per-request"\nunseen = "ignore"'),
+    "wll-all-ignore": ("weighted-least-load", 'load_read = "per-request"\ncandidates = "all"\nunseen = "ignore"'),
     "hot-cold": ("hot-cold", 'load_read = "per-request"'),
     "shortest-wait": ("shortest-wait", 'load_read = "per-request"'),
     # Every node compared (6 here): the expected wait is exact, so a full
     # scan does not herd the way the app index can.
     "shortest-wait-all": ("shortest-wait", 'load_read = "per-request"\ncandidates = "all"'),
+    "shortest-wait-all-ignore": ("shortest-wait", 'load_read = "per-request"\ncandidates = "all"\nunseen = "ignore"'),
     "shortest-wait-3": ("shortest-wait", 'load_read = "per-request"\ncandidates = 3'),
     # The drain rates' time constant (default 50ms) shorter and longer.
     "shortest-wait-all-20ms": ("shortest-wait", 'load_read = "per-request"\ncandidates = "all"\ndrain_window = "20ms"'),

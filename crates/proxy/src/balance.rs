@@ -39,6 +39,7 @@ mod policy;
 mod prequal;
 mod selector;
 pub mod traffic;
+mod unseen;
 
 pub use backends::{Backends, NoNode, PickError, SiteBackends};
 pub use control::{AdminState, ControlSnapshot, Source as ControlSource};

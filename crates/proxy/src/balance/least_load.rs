@@ -14,6 +14,11 @@
 //! `rdmalb_load_unknown_total{node,reason}`. Down nodes never get here:
 //! [`super::Backends`] passes only up, not-excluded, not-full nodes.
 //!
+//! Each read is combined with what the proxy knows and the window cannot
+//! show yet: this proxy's requests dispatched to the node after the block
+//! was published ([`unseen`]; `routing.unseen`, on by default), added to
+//! its busy workers and queue before any rule scores it.
+//!
 //! The same reads drive `hot-cold` (Prequal's rule, [`hot_cold`]) and
 //! `shortest-wait` (the expected wait, [`drain`]: the node's queue beyond
 //! its free workers over its drain rate, measured from these reads).
@@ -37,8 +42,9 @@ use super::hot_cold::{self, RifHistory};
 use super::load::{rank, rank_with, Candidate, NodeLoad, Unknown};
 use super::node_windows::{read_now, NodeWindow, NodeWindows, Observation};
 use super::selector::Cursors;
+use super::unseen;
 use super::{NodeState, Selector};
-use crate::config::{Balance, Candidates, Config, LoadWeights, ReadMode};
+use crate::config::{Balance, Candidates, Config, LoadWeights, ReadMode, Unseen};
 
 /// How a decision ranks the candidates it read.
 #[derive(Debug)]
@@ -61,6 +67,8 @@ pub struct WeightedLeastLoad {
     /// Per site, plus the global default at the end for unknown indices.
     weights: Vec<LoadWeights>,
     candidates: Candidates,
+    /// `routing.unseen`.
+    unseen: Unseen,
     /// Rotating tie-break start per site.
     cursors: Cursors,
 }
@@ -72,6 +80,9 @@ struct Slot {
     node: Arc<NodeState>,
     window: Option<Arc<NodeWindow>>,
     load: NodeLoad,
+    /// `load` with this proxy's requests the block cannot show added
+    /// ([`unseen`]): what the rules score.
+    scored: NodeLoad,
     /// A read was issued and has not landed yet.
     reading: bool,
 }
@@ -95,6 +106,7 @@ impl WeightedLeastLoad {
             windows,
             weights,
             candidates: config.routing.candidates,
+            unseen: config.routing.unseen,
             cursors: Cursors::new(config.sites.len()),
         }
     }
@@ -126,6 +138,7 @@ impl WeightedLeastLoad {
                 .filter(|w| w.node == node.name),
             node: Arc::clone(node),
             load: NodeLoad::Unknown(Unknown::Disconnected),
+            scored: NodeLoad::Unknown(Unknown::Disconnected),
             reading: false,
         };
         if d == n {
@@ -213,17 +226,44 @@ impl WeightedLeastLoad {
                 s.load = NodeLoad::Unknown(Unknown::Timeout);
             }
         }
-        Some(self.choose(site, &slots, now, true))
+        Some(self.choose(site, &mut slots, now, true))
+    }
+
+    /// `s.load` with this proxy's requests dispatched to the node after the
+    /// block's `updated_at` added (at most its in-flight count; [`unseen`]).
+    fn with_unseen(&self, s: &Slot) -> NodeLoad {
+        let (Unseen::Count, NodeLoad::Fresh(block), Some(w)) = (self.unseen, s.load, &s.window)
+        else {
+            return s.load;
+        };
+        let n = unseen::unseen(w.dispatches(), block.updated_at_ns, s.node.inflight());
+        if n == 0 {
+            return s.load;
+        }
+        NodeLoad::Fresh(rdmalb_window::LoadBlock {
+            sample: unseen::with_unseen(&block.sample, n),
+            ..block
+        })
     }
 
     /// Scores the sampled nodes, records what was seen (and, for `fresh`
-    /// loads of this decision, counts them in the metrics) and returns the
-    /// winner.
-    fn choose(&self, site: usize, slots: &[Slot], now: SystemTime, count: bool) -> Arc<NodeState> {
+    /// loads of this decision, counts them in the metrics and records the
+    /// dispatch to the winner) and returns the winner.
+    fn choose(
+        &self,
+        site: usize,
+        slots: &mut [Slot],
+        now: SystemTime,
+        count: bool,
+    ) -> Arc<NodeState> {
+        for s in slots.iter_mut() {
+            s.scored = self.with_unseen(s);
+        }
+        let slots = &*slots;
         let view: Vec<Candidate<'_>> = slots
             .iter()
             .map(|s| Candidate {
-                load: &s.load,
+                load: &s.scored,
                 inflight: s.node.inflight(),
             })
             .collect();
@@ -236,6 +276,8 @@ impl WeightedLeastLoad {
                 // each candidate's part once, so each read is folded once.
                 let part = |i: usize| {
                     let s = &slots[i];
+                    // The rate from the block as published; the wait from
+                    // it with this proxy's unseen requests.
                     let block = s.load.fresh()?;
                     let rate = s.window.as_ref().and_then(|w| {
                         if count {
@@ -244,7 +286,7 @@ impl WeightedLeastLoad {
                             w.drain().last()
                         }
                     });
-                    drain::score(&block.sample, rate)
+                    drain::score(&s.scored.fresh()?.sample, rate)
                 };
                 rank_with(&view, part, |_| 0.0, start, &mut scores)
             }
@@ -258,7 +300,7 @@ impl WeightedLeastLoad {
             let probes: Vec<hot_cold::Probe> = (0..n)
                 .map(|k| {
                     let s = &slots[(start + k) % n];
-                    let p = hot_cold::probe_of(&s.node, &s.load);
+                    let p = hot_cold::probe_of(&s.node, &s.scored);
                     history.record(p.rif);
                     p
                 })
@@ -295,6 +337,11 @@ impl WeightedLeastLoad {
                 });
             }
         }
+        if count {
+            if let Some(w) = &slots[best].window {
+                w.dispatches().record(unseen::unix_ns(now));
+            }
+        }
         Arc::clone(&slots[best].node)
     }
 }
@@ -325,7 +372,7 @@ impl Selector for WeightedLeastLoad {
                 };
             }
         }
-        Some(self.choose(site, &slots, now, false))
+        Some(self.choose(site, &mut slots, now, false))
     }
 }
 

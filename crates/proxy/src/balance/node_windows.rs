@@ -36,6 +36,7 @@ use tokio::sync::{watch, Notify};
 
 use super::drain::Drain;
 use super::load::{NodeLoad, Unknown};
+use super::unseen::Dispatches;
 use crate::config::{Config, ReadMode, WindowEndpoint};
 use rdmalb_window::link::{Link, Peer};
 use rdmalb_window::{Expect, LoadBlock, Psk, RemoteWindow, Torn, UnknownReason, WindowError};
@@ -116,6 +117,8 @@ pub struct NodeWindow {
     /// The node's drain rate measured from this proxy's reads
     /// (`shortest-wait`).
     drain: Drain,
+    /// This proxy's last dispatches to the node (`balance::unseen`).
+    dispatches: Dispatches,
     state: Mutex<LinkState>,
     /// Readers that hit a transient error wake the supervisor.
     trouble: Notify,
@@ -204,6 +207,11 @@ impl NodeWindow {
     /// The node's drain-rate estimate (`shortest-wait`).
     pub fn drain(&self) -> &Drain {
         &self.drain
+    }
+
+    /// This proxy's recent dispatches to the node (window policies).
+    pub fn dispatches(&self) -> &Dispatches {
+        &self.dispatches
     }
 
     /// Counts a read and, when it is not fresh, its reason.
@@ -459,6 +467,7 @@ fn new_node_window(name: &str, key: LinkKey, settings: ReadSettings) -> NodeWind
         snapshot: ArcSwapOption::empty(),
         last: Mutex::new(None),
         drain: Drain::new(),
+        dispatches: Dispatches::default(),
         state: Mutex::new(LinkState::Connecting),
         trouble: Notify::new(),
         stop: watch::channel(false).0,

@@ -100,6 +100,8 @@ pub struct RawRouting {
     pub read_deadline: Option<String>,
     pub staleness: Option<String>,
     pub drain_window: Option<String>,
+    /// "count" or "ignore".
+    pub unseen: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

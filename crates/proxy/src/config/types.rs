@@ -511,6 +511,9 @@ pub struct Routing {
     /// Time constant of the drain rates `shortest-wait` measures from the
     /// windows' completion counters.
     pub drain_window: Duration,
+    /// Whether the window policies add this proxy's requests sent to a
+    /// node after its block was published (`balance::unseen`).
+    pub unseen: Unseen,
 }
 
 impl Routing {
@@ -535,8 +538,19 @@ impl Default for Routing {
             read_deadline: Duration::from_millis(5),
             staleness: Duration::from_millis(250),
             drain_window: Duration::from_millis(50),
+            unseen: Unseen::Count,
         }
     }
+}
+
+/// `routing.unseen`: what the window policies do with this proxy's requests
+/// dispatched to a node after its window block was published.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unseen {
+    /// Add them to the block's busy workers and queue (default).
+    Count,
+    /// Score the block as published (the in-flight term aside).
+    Ignore,
 }
 
 /// `routing.candidates`: `2` (default) .. `64`, or `"all"`.

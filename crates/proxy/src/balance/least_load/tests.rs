@@ -495,3 +495,69 @@ async fn shortest_wait_scores_a_restarted_or_stale_node_like_an_unknown_one() {
     assert_eq!(on0, 2);
     tx.send(true).unwrap();
 }
+
+/// Two shm nodes under `balance` with the app index only (weight 1) and
+/// `routing`; n0 publishes `a`, n1 `b`, once. Takes `held` picks, held,
+/// then `released` picks, each released at once; returns how many of each
+/// went to n0 and n1.
+async fn two_published(
+    balance: &str,
+    routing: &str,
+    [a, b]: [LoadSample; 2],
+    held: usize,
+    released: usize,
+) -> [[usize; 2]; 2] {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut cfg, mems) = setup_with(dir.path(), balance, 2, routing, "");
+    for s in &mut cfg.sites {
+        s.weights.app = 1.0;
+        s.weights.cpu = 0.0;
+    }
+    let (tx, rx) = watch::channel(false);
+    let windows = NodeWindows::start(&cfg, rx).await.unwrap();
+    let backends = Backends::build_with_windows(&cfg, None, &windows);
+    seqlock::publish(&mems[0], &a);
+    seqlock::publish(&mems[1], &b);
+    let mut kept = Vec::new();
+    for _ in 0..held {
+        kept.push(pick(&backends).await);
+    }
+    let on1 = kept.iter().filter(|p| p.node.index == 1).count();
+    let after = spread(&backends, released).await;
+    tx.send(true).unwrap();
+    [[held - on1, on1], [after[0], after[1]]]
+}
+
+#[tokio::test]
+async fn requests_sent_after_the_block_count_as_load() {
+    // n1 looks less loaded (0 of 4 busy against 1), and neither publishes
+    // again. Counting this proxy's requests the blocks cannot show yet,
+    // the second request already goes to n0 (both then have 1 busy);
+    // the app index as published sends every one to n1 (the in-flight
+    // term weighs 0.1 at most, a busy worker 0.25).
+    let loads = [queued(1, 0, 4, 0), queued(0, 0, 4, 0)];
+    let wll = "weighted-least-load";
+    assert_eq!(two_published(wll, "", loads, 4, 0).await[0], [2, 2]);
+    let ignore = "unseen = \"ignore\"";
+    assert_eq!(two_published(wll, ignore, loads, 4, 0).await[0], [0, 4]);
+    // Answered at once: nothing in flight, so nothing unseen; the less
+    // loaded node takes every request.
+    assert_eq!(two_published(wll, "", loads, 0, 10).await[1], [0, 10]);
+}
+
+#[tokio::test]
+async fn shortest_wait_counts_unseen_requests_in_the_wait() {
+    // n1 has a free worker (no wait), n0 none (a wait of one request at
+    // the nominal 4 / 10 ms). The first request takes n1's free worker;
+    // counting it, n1 has no free worker either and the two wait alike,
+    // so the in-flight tie-break sends the second to n0. Ignoring it, n1
+    // still shows a free worker and takes the second too.
+    let loads = [queued(4, 0, 4, 0), queued(3, 0, 4, 0)].map(|s| LoadSample {
+        app_latency_us: 10_000,
+        ..s
+    });
+    let sw = "shortest-wait";
+    assert_eq!(two_published(sw, "", loads, 2, 0).await[0], [1, 1]);
+    let ignore = "unseen = \"ignore\"";
+    assert_eq!(two_published(sw, ignore, loads, 2, 0).await[0], [0, 2]);
+}

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use super::{RawNode, RawRouting};
-use crate::config::types::{Candidates, LoadWeights, ReadMode, Routing};
+use crate::config::types::{Candidates, LoadWeights, ReadMode, Routing, Unseen};
 use rdmalb_base::duration;
 use rdmalb_base::problems::ConfigCheck;
 
@@ -71,12 +71,25 @@ pub(super) fn routing(c: &mut ConfigCheck, raw: &RawRouting) -> Routing {
         DRAIN_WINDOW_MIN,
         DRAIN_WINDOW_MAX,
     );
+    let unseen = match raw.unseen.as_deref() {
+        None => dflt.unseen,
+        Some("count") => Unseen::Count,
+        Some("ignore") => Unseen::Ignore,
+        Some(v) => {
+            c.add(
+                "routing.unseen",
+                format!("`{v}` is not accepted (expected \"count\" or \"ignore\")"),
+            );
+            dflt.unseen
+        }
+    };
     Routing {
         candidates,
         load_read,
         read_deadline,
         staleness,
         drain_window,
+        unseen,
     }
 }
 

@@ -5,7 +5,7 @@
 use crate::fixtures::{config as ok, rejects};
 use std::time::Duration;
 
-use crate::config::{Balance, Candidates, ReadMode, Routing, WindowEndpoint};
+use crate::config::{Balance, Candidates, ReadMode, Routing, Unseen, WindowEndpoint};
 
 const BASE: &str = r#"
 [global]
@@ -408,6 +408,30 @@ fn drain_window_out_of_range() {
             &routing(&format!("drain_window = \"{v}\"")),
             "routing.drain_window",
             why,
+        );
+    }
+}
+
+#[test]
+fn unseen_counts_by_default_and_may_be_ignored() {
+    assert_eq!(ok(BASE).routing.unseen, Unseen::Count);
+    assert_eq!(
+        ok(&routing("unseen = \"count\"")).routing.unseen,
+        Unseen::Count
+    );
+    assert_eq!(
+        ok(&routing("unseen = \"ignore\"")).routing.unseen,
+        Unseen::Ignore
+    );
+}
+
+#[test]
+fn unseen_rejects_other_values() {
+    for v in ["sometimes", "Count", ""] {
+        rejects(
+            &routing(&format!("unseen = \"{v}\"")),
+            "routing.unseen",
+            "expected \"count\" or \"ignore\"",
         );
     }
 }
