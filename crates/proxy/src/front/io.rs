@@ -88,6 +88,12 @@ pub struct ConnShared {
     /// The wrapper parked the connection (see [`ConnIo::parking`]); its
     /// owner clears it when it serves the connection again.
     pub parked: AtomicBool,
+    /// hyper closes the connection after the current response (set by the
+    /// request service, see `headers::closes_after`): the flush that ends
+    /// it arms no idle timer. That timer (the 250 ms parking delay, the
+    /// earliest of the worker's timers) made tokio's timer driver wake its
+    /// own thread through the eventfd, one `write` per such response.
+    pub closing: AtomicBool,
 }
 
 impl ConnShared {
@@ -102,6 +108,7 @@ impl ConnShared {
             bad_preface: AtomicBool::new(false),
             h2: AtomicBool::new(false),
             parked: AtomicBool::new(false),
+            closing: AtomicBool::new(false),
         }
     }
 
@@ -480,6 +487,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> ConnIo<S> {
             || *this.read_armed
             || this.reply.is_some()
             || this.shared.upgraded.load(Ordering::Relaxed)
+            || this.shared.closing.load(Ordering::Relaxed)
             || this.shared.active.load(Ordering::Acquire) != 0
         {
             return;

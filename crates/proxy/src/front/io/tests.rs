@@ -357,3 +357,35 @@ async fn h2_connection_does_not_park() {
     assert!(!shared.parked.load(Ordering::Relaxed));
     assert!(slot.lock().unwrap().is_none());
 }
+
+/// A response after which hyper closes the connection (`closing`) arms no
+/// idle timer in the flush that ends it; a keep-alive one does.
+#[tokio::test(start_paused = true)]
+async fn closing_response_arms_no_idle_timer() {
+    for closing in [false, true] {
+        let Conn {
+            mut io,
+            shared,
+            cr: _cr,
+            mut cw,
+            ..
+        } = parked_conn(Protocol::Http1);
+        cw.write_all(b"GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut buf = [0u8; 128];
+        assert!(io.read(&mut buf).await.unwrap() > 0);
+        shared.request_started();
+        shared.closing.store(closing, Ordering::Relaxed);
+        // hyper reads on while the response is produced (nothing comes).
+        let pending = tokio::time::timeout(Duration::ZERO, io.read(&mut buf)).await;
+        assert!(pending.is_err());
+        assert!(!io.read_armed);
+        io.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
+            .await
+            .unwrap();
+        shared.request_finished();
+        io.flush().await.unwrap();
+        assert_eq!(io.read_armed, !closing, "closing = {closing}");
+    }
+}
