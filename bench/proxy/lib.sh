@@ -143,6 +143,77 @@ perf_profile() {
     if [ -n "${PERF_KEEP:-}" ]; then mkdir -p "$PERF_KEEP" && mv "$data" "$PERF_KEEP/"; else rm -f "$data"; fi
 }
 
+# The system calls syscall_count tallies one by one (perf tracepoints
+# syscalls:sys_enter_NAME); every other call is in `all` only.
+SYSCALL_NAMES="read readv recvfrom recvmsg write writev sendto sendmsg sendfile64 splice
+    epoll_wait epoll_pwait epoll_ctl futex accept4 connect socket setsockopt getsockopt
+    getsockname getpeername shutdown close fcntl ioctl sched_yield clock_gettime madvise mmap munmap"
+
+# syscall_count NAME PGID CMD...: counts the system calls (every one, and
+# SYSCALL_NAMES one by one), context switches and CPU migrations of every
+# thread of every process of the group with `perf stat` while CMD runs (the
+# load; it must take DURATION seconds). The counts are left in
+# $WORK/perfstat-NAME.csv for syscall_rows.
+syscall_count() {
+    local name=$1 pgid=$2 pids perf_pid events n
+    shift 2
+    pids=$(pgrep -g "$pgid" | paste -sd,)
+    if [ -z "${SYSCALL_EVENTS:-}" ]; then
+        # Only the tracepoints this kernel has (perf list lists them).
+        SYSCALL_EVENTS="raw_syscalls:sys_enter,context-switches,cpu-migrations"
+        perf list 'syscalls:sys_enter_*' 2>/dev/null >"$WORK/perf-list.txt" || true
+        for n in $SYSCALL_NAMES; do
+            grep -q "syscalls:sys_enter_$n " "$WORK/perf-list.txt" && SYSCALL_EVENTS+=",syscalls:sys_enter_$n"
+        done
+    fi
+    events=$SYSCALL_EVENTS
+    perf stat -x, -e "$events" -o "$WORK/perfstat-$name.csv" -p "$pids" -- sleep "$((DURATION + 1))" \
+        >"$WORK/perfstat-$name.out" 2>&1 &
+    perf_pid=$!
+    sleep 0.5
+    cpu_split "$pgid" >"$WORK/cpusplit-$name.txt"
+    "$@"
+    cpu_split "$pgid" >>"$WORK/cpusplit-$name.txt"
+    wait "$perf_pid" || { cat "$WORK/perfstat-$name.out" >&2; die "perf stat failed for $name"; }
+}
+
+# cpu_split PGID: "utime stime" in ticks, summed over every process of a
+# process group (all threads included), as cpu_ticks reads them.
+cpu_split() {
+    local pid u=0 s=0 a b
+    for pid in $(pgrep -g "$1"); do
+        read -r a b < <(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | awk '{print $12, $13}') || continue
+        u=$((u + ${a:-0})) s=$((s + ${b:-0}))
+    done
+    echo "$u $s"
+}
+
+# syscall_rows NAME LABEL REQUESTS: "label,event,count,per_request" rows of
+# syscall_count NAME's counts (events counted at least once; `all` is every
+# system call), then its user and kernel CPU (count: ticks; per request: µs). The load ran inside the counting window, so every call it
+# caused is counted, plus at most 1.5 s of idleness.
+syscall_rows() {
+    awk -F, -v t="$2" -v r="$3" '!/^#/ && NF > 3 && $1 ~ /^[0-9]+$/ {
+            e = $3; sub(/^syscalls:sys_enter_/, "", e); sub(/^raw_syscalls:sys_enter$/, "all", e)
+            if ($1 > 0 || e == "all") printf "%s,%s,%d,%.3f\n", t, e, $1, $1 / r }' "$WORK/perfstat-$1.csv"
+    # User and kernel CPU of the load run (/proc/<pid>/stat), µs per request.
+    awk -v t="$2" -v r="$3" -v hz="$CLK_HZ" 'NR == 1 { u = $1; s = $2 } NR == 2 {
+            printf "%s,user CPU µs,%d,%.2f\n", t, $1 - u, ($1 - u) * 1e6 / hz / r
+            printf "%s,kernel CPU µs,%d,%.2f\n", t, $2 - s, ($2 - s) * 1e6 / hz / r }' "$WORK/cpusplit-$1.txt"
+}
+
+# syscall_table CSV: syscall_rows' rows as a markdown table, an event per
+# row and a target per column (per request).
+syscall_table() {
+    awk -F, 'NR > 1 { if (!($1 in seen)) { seen[$1] = 1; t[++nt] = $1 }
+                      if (!($2 in seenev)) { seenev[$2] = 1; e[++ne] = $2 }
+                      v[$1, $2] = $4 }
+        END { printf "| per request |"; for (i = 1; i <= nt; i++) printf " %s |", t[i]; print ""
+              printf "|---|"; for (i = 1; i <= nt; i++) printf "---:|"; print ""
+              for (j = 1; j <= ne; j++) { printf "| %s |", e[j]
+                  for (i = 1; i <= nt; i++) printf " %s |", ((t[i], e[j]) in v) ? v[t[i], e[j]] : "0"; print "" } }' "$1"
+}
+
 # replace_doc_block DOC NAME SCRIPT BLOCKFILE [HEADING]: replaces what lies
 # between `<!-- NAME:begin ... -->` and `<!-- NAME:end -->` in DOC with
 # BLOCKFILE; everything else in DOC is left as it is. When DOC has no such

@@ -57,6 +57,11 @@
 #       profile rdmalb with perf during one more load run of it (not idle10k);
 #       PROFILE_CERT=ecdsa|rsa: the certificate of the TLS scenarios' profile
 #       PERF_KEEP=DIR keeps the perf recordings (for deeper `perf report`s)
+#   SYSCALL_SCENARIOS="ka1k close ..." or "all": after a scenario's rounds,
+#       one more load run per target with `perf stat` counting its system
+#       calls (all, and the data path's one by one), context switches and
+#       CPU migrations: bench/results/proxy-syscalls-<scenario>-<date>.csv,
+#       and per request side by side in .md
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -80,6 +85,7 @@ HS_CONNS_PER_S=${HS_CONNS_PER_S:-300}
 IDLE_CONNS=${IDLE_CONNS:-10000}
 PROFILE_SCENARIOS=${PROFILE_SCENARIOS:-}
 PROFILE_CERT=${PROFILE_CERT:-ecdsa}
+SYSCALL_SCENARIOS=${SYSCALL_SCENARIOS:-}
 RESULTS_DIR=${RESULTS_DIR:-$ROOT/bench/results}
 BIN=${RDMALB_BIN:-}
 NCPU=$(nproc)
@@ -91,14 +97,15 @@ if [ "$ROUNDS" -lt 1 ] || [ "$DURATION" -lt 1 ] || [ "$HS_CLIENTS" -lt 1 ] || [ 
     die "ROUNDS, DURATION, HS_CLIENTS and IDLE_CONNS must be at least 1"
 fi
 [ "$PROFILE_SCENARIOS" = all ] && PROFILE_SCENARIOS=$SCENARIOS
+[ "$SYSCALL_SCENARIOS" = all ] && SYSCALL_SCENARIOS=$SCENARIOS
 case $PROFILE_CERT in ecdsa | rsa) ;; *) die "PROFILE_CERT=$PROFILE_CERT (accepted: ecdsa rsa)" ;; esac
-for s in $SCENARIOS $PROFILE_SCENARIOS; do
+for s in $SCENARIOS $PROFILE_SCENARIOS $SYSCALL_SCENARIOS; do
     [[ " $ALL_SCENARIOS " == *" $s "* ]] || die "unknown scenario $s (accepted: $ALL_SCENARIOS)"
 done
 for t in $TARGETS; do
     case $t in haproxy | nginx | rdmalb) ;; *) die "unknown target $t (accepted: haproxy nginx rdmalb)" ;; esac
 done
-[ -n "$PROFILE_SCENARIOS" ] && { command -v perf >/dev/null || die "PROFILE_SCENARIOS needs perf (apt-get install linux-perf)"; }
+[ -n "$PROFILE_SCENARIOS$SYSCALL_SCENARIOS" ] && { command -v perf >/dev/null || die "PROFILE_SCENARIOS and SYSCALL_SCENARIOS need perf (apt-get install linux-perf)"; }
 tools="nginx haproxy wrk curl taskset openssl"
 [[ " $SCENARIOS " == *" tls-hs "* ]] && tools+=" httperf"
 [[ " $SCENARIOS " == *" h2 "* ]] && tools+=" h2load"
@@ -570,6 +577,20 @@ run_scenario() {
             run_load "$scen" "$key" "$DURATION" "$WORK/profile-$scen.txt"
         PROFILES+=("$report")
     fi
+    if [[ " $SYSCALL_SCENARIOS " == *" $scen "* ]] && [ "$scen" != idle10k ]; then
+        local out req csv=$RESULTS_DIR/proxy-syscalls-$scen-$RUN_STAMP.csv
+        mkdir -p "$RESULTS_DIR"
+        echo "target,event,count,per_request" >"$csv"
+        for key in "${keys[@]}"; do
+            [ "$key" = direct ] && continue
+            log "counting the system calls of $key in $scen during one more ${DURATION}s load run"
+            out=$WORK/syscalls-$scen-$key.txt
+            syscall_count "$scen-$key" "${PGID[${key%@*}]}" run_load "$scen" "$key" "$DURATION" "$out"
+            req=$(parse_load "$scen" "$out" | cut -d' ' -f1)
+            syscall_rows "$scen-$key" "${LABEL[${key%@*}]}${key#"${key%@*}"}" "$req" >>"$csv"
+        done
+        SYSCALL_FILES+=("$csv")
+    fi
 }
 
 # ----------------------------------------------------------------- report
@@ -698,7 +719,7 @@ CPU_MODEL=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 RUN_DATE=$(date -u +%Y-%m-%dT%H:%MZ)
 RUN_STAMP=$(date -u +%Y%m%d-%H%M)
-PROFILES=()
+PROFILES=() SYSCALL_FILES=()
 : >"$WORK/verify.md"
 COMMAND="SCENARIOS=\"$SCENARIOS\" ROUNDS=$ROUNDS DURATION=$DURATION CONNS=$CONNS PIN=$PIN bash bench/proxy/scenarios.sh"
 log "work dir $WORK; scenarios: $SCENARIOS"
@@ -781,6 +802,10 @@ done
 echo
 log "results: ${RESULT#"$ROOT"/}.md (+ .csv)"
 for f in "${PROFILES[@]}"; do log "profile: ${f#"$ROOT"/}"; done
+for f in "${SYSCALL_FILES[@]}"; do
+    log "system calls per request: ${f#"$ROOT"/} (${f%.csv}.md)"
+    syscall_table "$f" >"${f%.csv}.md"
+done
 
 if [ "$UPDATE_DOCS" = 1 ]; then
     for scen in $SCENARIOS; do

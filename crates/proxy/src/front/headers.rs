@@ -30,6 +30,18 @@ pub fn connection_has(headers: &HeaderMap, token: &str) -> bool {
     })
 }
 
+/// Whether an HTTP/1 server connection ends after the response to a
+/// request of `version` with `headers`, as hyper decides it: HTTP/1.1 with
+/// `Connection: close`, HTTP/1.0 without `Connection: keep-alive`. HTTP/2
+/// streams never close their connection.
+pub fn closes_after(version: Version, headers: &HeaderMap) -> bool {
+    match version {
+        Version::HTTP_11 => connection_has(headers, "close"),
+        Version::HTTP_10 | Version::HTTP_09 => !connection_has(headers, "keep-alive"),
+        _ => false,
+    }
+}
+
 /// Removes hop-by-hop headers: `Connection` and every header it names,
 /// `Keep-Alive`, `Proxy-Connection`, `TE` (unless it is just `trailers`),
 /// `Transfer-Encoding`, and `Upgrade` unless `upgrade` is set, in which

@@ -88,6 +88,12 @@ pub struct ConnShared {
     /// The wrapper parked the connection (see [`ConnIo::parking`]); its
     /// owner clears it when it serves the connection again.
     pub parked: AtomicBool,
+    /// hyper closes the connection after the current response (set by the
+    /// request service, see `headers::closes_after`): the flush that ends
+    /// it arms no idle timer. That timer (the 250 ms parking delay, the
+    /// earliest of the worker's timers) made tokio's timer driver wake its
+    /// own thread through the eventfd, one `write` per such response.
+    pub closing: AtomicBool,
 }
 
 impl ConnShared {
@@ -102,6 +108,7 @@ impl ConnShared {
             bad_preface: AtomicBool::new(false),
             h2: AtomicBool::new(false),
             parked: AtomicBool::new(false),
+            closing: AtomicBool::new(false),
         }
     }
 
@@ -164,8 +171,21 @@ pin_project! {
         waited: bool,
         // HTTP/1 keep-alive parking (see `parking`).
         park: Option<(Duration, Parked<S>)>,
+        // The first read's bytes beyond what its caller asked for (see
+        // `READ_AHEAD`), from `ahead_at` on, served before the stream.
+        ahead: Vec<u8>,
+        ahead_at: usize,
+        first_read: bool,
     }
 }
+
+/// How much the wrapper's first read takes from the stream when its caller
+/// asks for less. The first read of a connection is hyper-util's protocol
+/// detection, which asks for the 24 bytes of the HTTP/2 preface; read from
+/// the socket as asked, every new connection (and every parked one coming
+/// back) cost two `recvfrom` for its first request head where one does.
+/// The bytes beyond the caller's are kept and given to the next reads.
+const READ_AHEAD: usize = 4096;
 
 impl<S> ConnIo<S> {
     /// Wraps `inner`, which may speak `protocol`.
@@ -198,6 +218,9 @@ impl<S> ConnIo<S> {
             flush_wait: None,
             waited: false,
             park: None,
+            ahead: Vec::new(),
+            ahead_at: 0,
+            first_read: true,
         }
     }
 
@@ -301,7 +324,37 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for ConnIo<S> {
             // Parked: hyper sees the end of the stream.
             return Poll::Ready(Ok(()));
         };
-        let res = inner.poll_read(cx, buf);
+        let res = if *this.ahead_at < this.ahead.len() {
+            // Bytes the first read took beyond its caller's.
+            let n = buf.remaining().min(this.ahead.len() - *this.ahead_at);
+            buf.put_slice(&this.ahead[*this.ahead_at..*this.ahead_at + n]);
+            *this.ahead_at += n;
+            if *this.ahead_at == this.ahead.len() {
+                *this.ahead = Vec::new();
+                *this.ahead_at = 0;
+            }
+            Poll::Ready(Ok(()))
+        } else if *this.first_read && buf.remaining() < READ_AHEAD {
+            let mut tmp = [std::mem::MaybeUninit::<u8>::uninit(); READ_AHEAD];
+            let mut ahead = ReadBuf::uninit(&mut tmp);
+            let res = inner.poll_read(cx, &mut ahead);
+            if let Poll::Ready(Ok(())) = res {
+                *this.first_read = false;
+                let got = ahead.filled();
+                let n = buf.remaining().min(got.len());
+                buf.put_slice(&got[..n]);
+                if n < got.len() {
+                    *this.ahead = got[n..].to_vec();
+                    *this.ahead_at = 0;
+                }
+            }
+            res
+        } else {
+            if buf.remaining() > 0 {
+                *this.first_read = false;
+            }
+            inner.poll_read(cx, buf)
+        };
         if !*this.sniffed {
             // Decide on the whole preface, which may arrive in pieces: a
             // slow HTTP/1 client sending "P" must keep its timers.
@@ -480,6 +533,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> ConnIo<S> {
             || *this.read_armed
             || this.reply.is_some()
             || this.shared.upgraded.load(Ordering::Relaxed)
+            || this.shared.closing.load(Ordering::Relaxed)
             || this.shared.active.load(Ordering::Acquire) != 0
         {
             return;

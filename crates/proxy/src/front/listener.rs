@@ -28,7 +28,7 @@ use super::error::ProxyError;
 use super::io::{ConnIo, ConnShared, IoTimeouts, Parked, Protocol};
 use super::restart::Inherited;
 use super::state::{ConnCtx, Runtime};
-use super::{forward, stats, tls, upstream};
+use super::{forward, headers, stats, tls, upstream};
 use crate::config::{Config, Listener};
 use crate::proxy_protocol::{self, Header};
 
@@ -450,6 +450,13 @@ where
     let svc_ctx = Arc::clone(&ctx);
     let svc = service_fn(move |req| {
         let ctx = Arc::clone(&svc_ctx);
+        // Read before the service strips the hop-by-hop headers: whether
+        // hyper ends the connection after this response (no idle timer
+        // then, see `ConnShared::closing`).
+        ctx.conn.closing.store(
+            headers::closes_after(req.version(), req.headers()),
+            Ordering::Relaxed,
+        );
         async move {
             let mut resp = forward::handle(Arc::clone(&ctx), req).await?;
             // Handed over to a new process: an HTTP/1 client learns from
@@ -464,6 +471,7 @@ where
                     http::header::CONNECTION,
                     http::HeaderValue::from_static("close"),
                 );
+                ctx.conn.closing.store(true, Ordering::Relaxed);
             }
             Ok::<_, std::convert::Infallible>(resp)
         }

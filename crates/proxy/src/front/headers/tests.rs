@@ -155,3 +155,16 @@ fn a_body_of_unknown_length_is_chunked_for_the_node() {
     chunk_unknown_length(&mut h, false);
     assert!(h.is_empty(), "{h:?}");
 }
+
+#[test]
+fn closes_after_follows_hypers_keep_alive_rules() {
+    let none = map(&[]);
+    let close = map(&[("connection", "Keep-Alive, Close")]);
+    let keep = map(&[("connection", "keep-alive")]);
+    assert!(!closes_after(Version::HTTP_11, &none));
+    assert!(closes_after(Version::HTTP_11, &close));
+    assert!(!closes_after(Version::HTTP_11, &keep));
+    assert!(closes_after(Version::HTTP_10, &none));
+    assert!(!closes_after(Version::HTTP_10, &keep));
+    assert!(!closes_after(Version::HTTP_2, &close));
+}

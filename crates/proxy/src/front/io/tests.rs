@@ -357,3 +357,130 @@ async fn h2_connection_does_not_park() {
     assert!(!shared.parked.load(Ordering::Relaxed));
     assert!(slot.lock().unwrap().is_none());
 }
+
+/// A stream that counts the reads that returned bytes (each one a system
+/// call on a socket).
+struct CountingReads {
+    inner: tokio::io::DuplexStream,
+    reads: Arc<AtomicUsize>,
+}
+
+impl AsyncRead for CountingReads {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let res = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if matches!(res, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            self.reads.fetch_add(1, Ordering::Relaxed);
+        }
+        res
+    }
+}
+
+impl AsyncWrite for CountingReads {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// hyper-util's protocol detection reads 24 bytes first: the wrapper takes
+/// the whole head from the stream in that one read and gives the rest to
+/// the next reads, byte for byte.
+#[tokio::test(start_paused = true)]
+async fn first_short_read_takes_the_whole_head_in_one_read() {
+    let (client, server) = tokio::io::duplex(1 << 20);
+    let reads = Arc::new(AtomicUsize::new(0));
+    let shared = Arc::new(ConnShared::new(Instant::now()));
+    let mut io = ConnIo::new(
+        CountingReads {
+            inner: server,
+            reads: Arc::clone(&reads),
+        },
+        Arc::clone(&shared),
+        timeouts(),
+        Protocol::Detect,
+    );
+    let (_cr, mut cw) = tokio::io::split(client);
+    let head = b"GET /some/longer/path HTTP/1.1\r\nHost: bench.localhost\r\nUser-Agent: t\r\n\r\n";
+    cw.write_all(head).await.unwrap();
+    let mut first = [0u8; 24];
+    assert_eq!(io.read(&mut first).await.unwrap(), 24);
+    assert_eq!(&first, &head[..24]);
+    let mut rest = vec![0u8; 8192];
+    let n = io.read(&mut rest).await.unwrap();
+    assert_eq!(&rest[..n], &head[24..]);
+    assert_eq!(reads.load(Ordering::Relaxed), 1, "one read of the stream");
+    assert!(!shared.h2.load(Ordering::Relaxed));
+    // Later bytes come from the stream again.
+    cw.write_all(b"GET /2 HTTP/1.1\r\n").await.unwrap();
+    let n = io.read(&mut rest).await.unwrap();
+    assert_eq!(&rest[..n], b"GET /2 HTTP/1.1\r\n");
+    assert_eq!(reads.load(Ordering::Relaxed), 2);
+}
+
+/// The read-ahead keeps the HTTP/2 preface detection: a preface read in
+/// one go, 24 bytes asked at a time, is still HTTP/2 (no head timers).
+#[tokio::test(start_paused = true)]
+async fn read_ahead_keeps_the_h2_preface_detection() {
+    let Conn {
+        mut io,
+        shared,
+        cr: _cr,
+        mut cw,
+        ..
+    } = conn(Protocol::Detect);
+    let mut bytes = H2_PREFACE.to_vec();
+    bytes.extend_from_slice(&[0, 0, 0, 4, 0, 0, 0, 0, 0]); // an empty SETTINGS frame
+    cw.write_all(&bytes).await.unwrap();
+    let mut first = [0u8; 24];
+    assert_eq!(io.read(&mut first).await.unwrap(), 24);
+    assert!(shared.h2.load(Ordering::Relaxed));
+    let mut rest = [0u8; 64];
+    assert_eq!(io.read(&mut rest).await.unwrap(), 9);
+    assert_eq!(&rest[..9], &bytes[24..]);
+}
+
+/// A response after which hyper closes the connection (`closing`) arms no
+/// idle timer in the flush that ends it; a keep-alive one does.
+#[tokio::test(start_paused = true)]
+async fn closing_response_arms_no_idle_timer() {
+    for closing in [false, true] {
+        let Conn {
+            mut io,
+            shared,
+            cr: _cr,
+            mut cw,
+            ..
+        } = parked_conn(Protocol::Http1);
+        cw.write_all(b"GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut buf = [0u8; 128];
+        assert!(io.read(&mut buf).await.unwrap() > 0);
+        shared.request_started();
+        shared.closing.store(closing, Ordering::Relaxed);
+        // hyper reads on while the response is produced (nothing comes).
+        let pending = tokio::time::timeout(Duration::ZERO, io.read(&mut buf)).await;
+        assert!(pending.is_err());
+        assert!(!io.read_armed);
+        io.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
+            .await
+            .unwrap();
+        shared.request_finished();
+        io.flush().await.unwrap();
+        assert_eq!(io.read_armed, !closing, "closing = {closing}");
+    }
+}
