@@ -20,12 +20,19 @@
 //!   first) goes before any other node: when a site that gave a node
 //!   becomes hot again, the mistake costs one move back, not a third
 //!   site's (or a second of the borrower's) node. It must still pass every
-//!   rule here (idle at its borrower, the borrower spare, not cooling). Of
+//!   rule here (idle at its borrower, not cooling), except that the
+//!   borrower is judged spare on this view alone (see below). Of
 //!   otherwise equal candidates, a node whose home (its `[[node]]` entry's
 //!   site) is the hot site goes next: its loan comes back. Both fold into
 //!   one rank, the hot site's *claim* on the node: given by it, then its
 //!   home, then none (loans that come back without a hot site are
-//!   [`choose_return`]'s, which uses the same spare test on the borrower).
+//!   [`choose_return`]'s). A node going back where it came from (its
+//!   home, or the hot site that just gave it) needs its borrower's work to
+//!   fit on one node fewer in this view only, not over T: moves away from
+//!   the configured split are judged over T, moves back towards it are not
+//!   made sticky (experiment 5's world-cup runs alternate between the
+//!   sites faster than T, so a borrower is never spare over T and a node
+//!   that left home could never come back).
 //! - **Idle** nodes (load under the low watermark) first: the idle pool, then
 //!   the lowest-priority site's, then the lowest load; a site's idle node
 //!   only if the site is *spare*: its work on one node fewer stays at or
@@ -66,10 +73,11 @@
 //! than configured (its *share*); the site it serves (the *borrower*) has
 //! been cool for `loan_return`; the node is idle, live, ACTIVE and not
 //! cooling down; the borrower can give it by the donor rules (`min_nodes`,
-//! its guarantee's need); and the borrower is spare as for a donor (its
-//! load spread over one node fewer stays at or under the high watermark,
-//! now and in every round of T), so that the return does not make the
-//! borrower hot and pull the node back (no ping-pong). Each return
+//! its guarantee's need); and the borrower's load spread over one node
+//! fewer stays at or under the high watermark (in this view: a node going
+//! home is not judged over T, see "Take-back"), so that the return does
+//! not make the borrower hot and pull the node back (no ping-pong). Each
+//! return
 //! brings one node home, so a chain of them ends. Home is the config, the
 //! same on every proxy: no state beyond the role words is shared.
 
@@ -327,7 +335,16 @@ pub fn choose_donor(q: &DonorQuery<'_>) -> Option<usize> {
                     // site that as a whole is loaded (now, or in any round
                     // of T), is not idle: taking it makes the site hot and
                     // pulls a node back.
-                    if !busy && !tally.spare(q, s) {
+                    // A node going back where it came from (the hot
+                    // site's own, or one it just gave) is judged on this
+                    // view alone: moves away from the split are judged
+                    // over T, moves back towards it are not made sticky.
+                    let spare = if claim < 2 {
+                        tally.without_one(s) <= q.high_watermark
+                    } else {
+                        tally.spare(q, s)
+                    };
+                    if !busy && !spare {
                         return None;
                     }
                     (true, p)
@@ -430,7 +447,7 @@ pub fn choose_return(q: &DonorQuery<'_>, r: &ReturnQuery<'_>) -> Option<usize> {
                 && *borrower != home
                 && (r.cool)(*borrower)
                 && tally.can_give.get(*borrower).copied().unwrap_or(false)
-                && tally.spare(q, *borrower)
+                && tally.without_one(*borrower) <= q.high_watermark
         })
         .min_by(|(a, la, _), (b, lb, _)| la.total_cmp(lb).then(a.index.cmp(&b.index)))
         .map(|(v, _, _)| v.index)
