@@ -18,7 +18,8 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::donor::{
-    choose_donor, choose_return, guarantee_needs, shortfall, DonorQuery, ReturnQuery, SiteLimits,
+    choose_donor, choose_return, fits_one_fewer, guarantee_needs, shortfall, DonorQuery,
+    ReturnQuery, SiteLimits,
 };
 use super::events::{EventKind, EventLog};
 use super::history::HotTracker;
@@ -199,6 +200,10 @@ struct Work {
     last_site: Vec<Option<SiteSlot>>,
     /// When each node was last seen to move (cool-down).
     moved_at: Vec<Option<Instant>>,
+    /// The site each node last left and when (the take-back window,
+    /// `reconfig::donor`: a site that gave a node away gets that one back
+    /// first).
+    left: Vec<Option<(usize, Instant)>>,
     /// Offered and served rates per interval, against the guarantees.
     qos: QosAccount,
     /// Switching deadlines and failure streaks, by node.
@@ -273,6 +278,7 @@ impl Agent {
                 last_epoch: vec![None; nodes],
                 last_site: vec![None; nodes],
                 moved_at: vec![None; nodes],
+                left: vec![None; nodes],
                 qos: QosAccount::new(qos.guarantees.clone()),
                 track: vec![NodeTrack::default(); nodes],
                 pending: Vec::new(),
@@ -407,6 +413,7 @@ impl Agent {
         let short = self.sample_qos(&mut work, now);
         self.judge_claims(&mut work, now);
         self.hold_reserve(&mut work, &views, now);
+        self.track_spare(&mut work, &views, now);
         let hot: Vec<usize> = loads
             .iter()
             .enumerate()
@@ -600,9 +607,10 @@ impl Agent {
                     "node's role word names another site than its [[node]] entry; routing follows the role word (the sidecar's `site` sets the initial role)"
                 );
             }
-            let last = &mut work.last_epoch[v.index];
-            if last.is_some_and(|e| e != v.role.epoch) {
+            if work.last_epoch[v.index].is_some_and(|e| e != v.role.epoch) {
                 work.moved_at[v.index] = Some(now);
+                let from = work.last_site[v.index];
+                note_left(work, v.index, from, v.role.site, now);
                 self.moved();
                 self.event(
                     EventKind::Move,
@@ -613,7 +621,7 @@ impl Agent {
                     None,
                 );
             }
-            *last = Some(v.role.epoch);
+            work.last_epoch[v.index] = Some(v.role.epoch);
             work.last_site[v.index] = Some(v.role.site);
         }
     }
@@ -746,6 +754,19 @@ impl Agent {
                 self.error("rollback");
                 tracing::warn!(node = %name, error = %e, "rollback failed");
             }
+        }
+    }
+}
+
+/// Node `node` moved from `from` to `to` at `now`: remember the site it
+/// left (when it left one), for the take-back window.
+fn note_left(work: &mut Work, node: usize, from: Option<SiteSlot>, to: SiteSlot, now: Instant) {
+    if let Some(s) = from
+        .and_then(SiteSlot::index)
+        .filter(|s| Some(*s) != to.index())
+    {
+        if let Some(l) = work.left.get_mut(node) {
+            *l = Some((s, now));
         }
     }
 }

@@ -14,13 +14,36 @@
 //!   rate over its active nodes), nor below its guarantee *reserve*: the
 //!   most it needed within the last `guarantee_hold` (issue 16; the agent
 //!   keeps it from [`guarantee_needs`] each round).
-//! - Of otherwise equal candidates, a node whose home (its `[[node]]`
-//!   entry's site) is the hot site goes first: its loan comes back.
+//! - **Take-back**: a legal candidate that the hot site itself gave away
+//!   within the recent past ([`DonorQuery::given`]; the agent remembers for
+//!   two `cooldown`s after the move, since the node cannot move during the
+//!   first) goes before any other node: when a site that gave a node
+//!   becomes hot again, the mistake costs one move back, not a third
+//!   site's (or a second of the borrower's) node. It must still pass every
+//!   rule here (idle at its borrower, not cooling), except that the
+//!   borrower is judged spare on this view alone (see below). Of
+//!   otherwise equal candidates, a node whose home (its `[[node]]` entry's
+//!   site) is the hot site goes next: its loan comes back. Both fold into
+//!   one rank, the hot site's *claim* on the node: given by it, then its
+//!   home, then none (loans that come back without a hot site are
+//!   [`choose_return`]'s). A node going back where it came from (its
+//!   home, or the hot site that just gave it) needs its borrower's work to
+//!   fit on one node fewer in this view only, not over T: moves away from
+//!   the configured split are judged over T, moves back towards it are not
+//!   made sticky (experiment 5's world-cup runs alternate between the
+//!   sites faster than T, so a borrower is never spare over T and a node
+//!   that left home could never come back).
 //! - **Idle** nodes (load under the low watermark) first: the idle pool, then
 //!   the lowest-priority site's, then the lowest load; a site's idle node
-//!   only if the site's work on one node fewer stays at or under the high
-//!   watermark (a node idle for a moment in a loaded site is not spare:
-//!   issue 16, experiment 5's Zipf runs). Idle nodes of any
+//!   only if the site is *spare*: its work on one node fewer stays at or
+//!   under the high watermark in this view **and** did so in every round of
+//!   the last T ([`DonorQuery::spare`]; T is the longer of the hot site's
+//!   and the donor's history window, the one the hot trigger uses). A node
+//!   idle for a moment in a loaded site is not spare, nor is a site whose
+//!   work dipped for a round or two: judging the donor on one round's
+//!   sample let a one-round dip give a node away that the donor claimed
+//!   back (from a third node) a few rounds later (issue 16, experiment 5's
+//!   Zipf runs). Idle nodes of any
 //!   priority may go, so when high-priority demand falls its idle nodes flow
 //!   back to a lower-priority site that is hot (seed 000 chapter 6: "when
 //!   the number of high-priority requests is low, the idle nodes can be
@@ -51,8 +74,10 @@
 //! been cool for `loan_return`; the node is idle, live, ACTIVE and not
 //! cooling down; the borrower can give it by the donor rules (`min_nodes`,
 //! its guarantee's need); and the borrower's load spread over one node
-//! fewer stays at or under the high watermark, so that the return does not
-//! make the borrower hot and pull the node back (no ping-pong). Each return
+//! fewer stays at or under the high watermark (in this view: a node going
+//! home is not judged over T, see "Take-back"), so that the return does
+//! not make the borrower hot and pull the node back (no ping-pong). Each
+//! return
 //! brings one node home, so a chain of them ends. Home is the config, the
 //! same on every proxy: no state beyond the role words is shared.
 
@@ -102,6 +127,17 @@ pub struct DonorQuery<'a> {
     /// equally ranked candidates a node of the hot site's own home goes
     /// first (a loan coming back). Empty: no preference.
     pub homes: &'a [Option<usize>],
+    /// Per site index, whether the site's work fitted on one node fewer
+    /// (its load spread over one node fewer at or under the high
+    /// watermark) in every round of the last T: a site's idle node goes,
+    /// or a loan leaves its borrower, only then (and only if it fits in
+    /// this view too). A missing entry (an empty slice): no history, this
+    /// view alone decides.
+    pub spare: &'a [bool],
+    /// Per node index, the site the node left within the recent past (the
+    /// agent's take-back window): when that site is the hot one, the node
+    /// goes before any other legal candidate. Empty: no take-back.
+    pub given: &'a [Option<usize>],
 }
 
 impl DonorQuery<'_> {
@@ -119,6 +155,22 @@ impl DonorQuery<'_> {
 
     fn home_of(&self, node: usize) -> Option<usize> {
         self.homes.get(node).copied().flatten()
+    }
+
+    fn given_by(&self, node: usize) -> Option<usize> {
+        self.given.get(node).copied().flatten()
+    }
+
+    /// The hot site's claim on `node`, lowest first: it gave the node away
+    /// recently (0), the node's home is the hot site (1), none (2).
+    fn claim_on(&self, node: usize) -> u8 {
+        if self.given_by(node) == Some(self.hot_site) {
+            0
+        } else if self.home_of(node) == Some(self.hot_site) {
+            1
+        } else {
+            2
+        }
     }
 
     /// The rules' member count of `site`, counted directly (the property
@@ -235,6 +287,13 @@ impl Tally {
     fn without_one(&self, site: usize) -> f64 {
         self.without_one.get(site).copied().unwrap_or(0.0)
     }
+
+    /// Whether `site` can spare a node it is not using: its work fits on
+    /// one node fewer in this view and, by the history the agent keeps, in
+    /// every round of the last T ([`DonorQuery::spare`]).
+    fn spare(&self, q: &DonorQuery<'_>, site: usize) -> bool {
+        self.without_one(site) <= q.high_watermark && q.spare.get(site).copied().unwrap_or(true)
+    }
 }
 
 /// Picks the node the hot site should claim, or `None` (see the module doc
@@ -254,10 +313,12 @@ pub fn choose_donor(q: &DonorQuery<'_>) -> Option<usize> {
         .filter_map(|v| Some((v, v.load?)))
         .filter_map(|(v, load)| {
             let busy = load >= q.low_watermark;
-            // Rank: idle before busy, the idle pool before any site, then
-            // the lowest priority, a loan of the hot site's own coming
-            // home, the lowest load, the lowest index.
-            let away = q.home_of(v.index) != Some(q.hot_site);
+            // Rank: a node the hot site just gave away, then idle before
+            // busy, the idle pool before any site, then the lowest
+            // priority, a loan of the hot site's own coming home, the
+            // lowest load, the lowest index.
+            let claim = q.claim_on(v.index);
+            let not_given_back = claim > 0;
             let (pool, priority) = match v.role.site {
                 SiteSlot::Idle if busy => return None,
                 SiteSlot::Idle => (false, 0),
@@ -271,15 +332,25 @@ pub fn choose_donor(q: &DonorQuery<'_>) -> Option<usize> {
                         return None;
                     }
                     // A node whose load sample is low for a moment, of a
-                    // site that as a whole is loaded, is not idle: taking
-                    // it makes the site hot and pulls a node back.
-                    if !busy && tally.without_one(s) > q.high_watermark {
+                    // site that as a whole is loaded (now, or in any round
+                    // of T), is not idle: taking it makes the site hot and
+                    // pulls a node back.
+                    // A node going back where it came from (the hot
+                    // site's own, or one it just gave) is judged on this
+                    // view alone: moves away from the split are judged
+                    // over T, moves back towards it are not made sticky.
+                    let spare = if claim < 2 {
+                        tally.without_one(s) <= q.high_watermark
+                    } else {
+                        tally.spare(q, s)
+                    };
+                    if !busy && !spare {
                         return None;
                     }
                     (true, p)
                 }
             };
-            Some(((busy, pool, priority, away), load, v.index))
+            Some(((not_given_back, busy, pool, priority, claim), load, v.index))
         })
         .min_by(|(ra, la, ia), (rb, lb, ib)| ra.cmp(rb).then(la.total_cmp(lb)).then(ia.cmp(ib)))
         .map(|(_, _, index)| index)
@@ -290,6 +361,17 @@ pub fn choose_donor(q: &DonorQuery<'_>) -> Option<usize> {
 /// guarantee or demand): what the guarantee reserve remembers.
 pub fn guarantee_needs(q: &DonorQuery<'_>) -> Vec<usize> {
     Tally::new(q).needed
+}
+
+/// Whether each site's work, by site index, fits on one node fewer in this
+/// view (its serving nodes' known load spread over one node fewer at or
+/// under the high watermark): the round sample the agent keeps a streak of
+/// for [`DonorQuery::spare`].
+pub fn fits_one_fewer(q: &DonorQuery<'_>) -> Vec<bool> {
+    let tally = Tally::new(q);
+    (0..q.sites.len())
+        .map(|s| tally.without_one(s) <= q.high_watermark)
+        .collect()
 }
 
 /// How many nodes hot site `q.hot_site` is short by (at least 1 while it
@@ -340,8 +422,6 @@ pub struct ReturnQuery<'a> {
     pub homes: &'a [Option<usize>],
     /// Nodes the config gives each site (with or without a window).
     pub shares: &'a [usize],
-    /// Site load above which a site is hot.
-    pub high_watermark: f64,
     /// Whether `site` has been cool for `loan_return`.
     pub cool: &'a dyn Fn(usize) -> bool,
 }
@@ -367,7 +447,7 @@ pub fn choose_return(q: &DonorQuery<'_>, r: &ReturnQuery<'_>) -> Option<usize> {
                 && *borrower != home
                 && (r.cool)(*borrower)
                 && tally.can_give.get(*borrower).copied().unwrap_or(false)
-                && tally.without_one(*borrower) <= r.high_watermark
+                && tally.without_one(*borrower) <= q.high_watermark
         })
         .min_by(|(a, la, _), (b, lb, _)| la.total_cmp(lb).then(a.index.cmp(&b.index)))
         .map(|(v, _, _)| v.index)

@@ -28,6 +28,13 @@
 //! the burst is expected to last at least `claim_horizon` longer
 //! (`reconfig::agent::policy`): a claimed node is held for its cool-down
 //! whatever the burst does, so a burst about to end does not pay for it.
+//!
+//! **Spare streaks** (issue 16). The donor side of the same history: since
+//! when each site's work has fitted on one node fewer in every round
+//! ([`observe_spare`](HotTracker::observe_spare)). A site gives an idle
+//! node only once that has held for T (`reconfig::donor`), as a hot site
+//! claims only once it has been hot for T: a dip of a round or two in a
+//! loaded site gives nothing away.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -80,6 +87,9 @@ pub struct HotTracker {
     warm: Vec<Option<Instant>>,
     /// Each site's last loaded periods of at least `base`, newest last.
     bursts: Vec<VecDeque<Duration>>,
+    /// Start of each site's current streak of rounds whose work fitted on
+    /// one node fewer (the donor history).
+    spare_since: Vec<Option<Instant>>,
     pending: Vec<Option<Pending>>,
 }
 
@@ -102,6 +112,7 @@ impl HotTracker {
             cool: vec![None; sites],
             warm: vec![None; sites],
             bursts: vec![VecDeque::new(); sites],
+            spare_since: vec![None; sites],
             pending: vec![None; sites],
         }
     }
@@ -205,6 +216,22 @@ impl HotTracker {
     /// round observed.
     pub fn cool_for(&self, site: usize, now: Instant) -> Option<Duration> {
         let since = self.cool.get(site).copied().flatten()?;
+        Some(now.saturating_duration_since(since))
+    }
+
+    /// Records whether `site`'s work fitted on one node fewer this round
+    /// (`reconfig::donor::fits_one_fewer`); a round where it did not ends
+    /// the streak.
+    pub fn observe_spare(&mut self, site: usize, fits: bool, now: Instant) {
+        if let Some(s) = self.spare_since.get_mut(site) {
+            *s = if fits { Some(s.unwrap_or(now)) } else { None };
+        }
+    }
+
+    /// How long `site`'s work has fitted on one node fewer in every round;
+    /// `None` when it did not in the last round observed.
+    pub fn spare_for(&self, site: usize, now: Instant) -> Option<Duration> {
+        let since = self.spare_since.get(site).copied().flatten()?;
         Some(now.saturating_duration_since(since))
     }
 

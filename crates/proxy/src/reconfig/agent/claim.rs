@@ -327,6 +327,25 @@ impl Agent {
             None => Vec::new(),
         };
         let homes = self.homes();
+        // A donor site is spare once its work fitted on one node fewer in
+        // every round of T: the longer of the hot site's T (how long it
+        // had to be hot) and the donor's own.
+        let t_hot = work.hot.history_of(site);
+        let spare: Vec<bool> = (0..self.settings.sites.len())
+            .map(|s| {
+                let t = t_hot.max(work.hot.history_of(s));
+                work.hot.spare_for(s, now).is_some_and(|d| d >= t)
+            })
+            .collect();
+        // Take-back: the site each node left within two cool-downs (it
+        // cannot move in the first).
+        let window = self.settings.reconfig.cooldown * 2;
+        let given: Vec<Option<usize>> = work
+            .left
+            .iter()
+            .map(|l| l.filter(|(_, at)| now.saturating_duration_since(*at) < window))
+            .map(|l| l.map(|(s, _)| s))
+            .collect();
         f(&DonorQuery {
             hot_site: site,
             views,
@@ -339,6 +358,8 @@ impl Agent {
             cooling: &cooling,
             reserve: &reserve,
             homes: &homes,
+            spare: &spare,
+            given: &given,
         })
     }
 
@@ -396,7 +417,6 @@ impl Agent {
         let r = ReturnQuery {
             homes: &homes,
             shares: &shares,
-            high_watermark: self.settings.reconfig.high_watermark,
             cool: &cool,
         };
         self.with_donor_query(work, site, views, now, |q| choose_return(q, &r))
@@ -462,6 +482,7 @@ impl Agent {
                 Counters::bump(&self.counters.unresolved);
                 metrics::counter!(status::UNRESOLVED, "step" => "claim").increment(1);
                 tracing::warn!(node = %name, error = %e, "claim outcome unknown; settled from the role word in the next rounds");
+                note_left(work, chosen, Some(v.role.site), new.site, now);
                 self.landed(work, chosen, new, site, by, now);
                 self.claim_event(chosen, v.role.site, new, by, Some("reply lost"));
                 work.pending.push(Pending {
@@ -482,6 +503,7 @@ impl Agent {
             metrics::counter!(status::LOST_CAS).increment(1);
             return Ok(ClaimOutcome::LostCas { node: name });
         }
+        note_left(work, chosen, Some(v.role.site), new.site, now);
         self.landed(work, chosen, new, site, by, now);
         self.claim_event(chosen, v.role.site, new, by, None);
         self.claimed(w.as_ref(), &name, new, to, by).await;

@@ -8,8 +8,8 @@ use tokio::time::Instant;
 
 use super::claim::Pick;
 use super::{
-    guarantee_needs, shortfall, Agent, ClaimOutcome, NodeView, ProtocolError, SiteSlot, ViewError,
-    Work,
+    fits_one_fewer, guarantee_needs, shortfall, Agent, ClaimOutcome, NodeView, ProtocolError,
+    SiteSlot, ViewError, Work,
 };
 use crate::qos::guarantee::{QosAccount, QosPolicy, SiteQos};
 use crate::reconfig::history::Verdict;
@@ -122,6 +122,22 @@ impl Agent {
             if need >= r.0 || now.saturating_duration_since(r.1) >= hold {
                 *r = (need, now);
             }
+        }
+    }
+
+    /// Records, per site, whether its work fits on one node fewer in this
+    /// round's view: the donor history (`reconfig::history`, "Spare
+    /// streaks"; a site gives an idle node only after a streak of T).
+    pub(super) fn track_spare(
+        &self,
+        work: &mut Work,
+        views: &[Result<NodeView, ViewError>],
+        now: Instant,
+    ) {
+        let views: Vec<Option<NodeView>> = views.iter().map(|v| v.as_ref().ok().cloned()).collect();
+        let fits = self.with_donor_query(work, 0, &views, now, fits_one_fewer);
+        for (s, fits) in fits.into_iter().enumerate() {
+            work.hot.observe_spare(s, fits, now);
         }
     }
 

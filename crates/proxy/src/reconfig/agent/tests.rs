@@ -496,3 +496,82 @@ mod faults;
 mod fences;
 mod loans;
 mod qos;
+
+/// Experiment 5's Zipf run (issue 16) on the agent: web (s0) on n0 and n1,
+/// app (s1) on n2 and n3, both loaded; app is hot all along. Web's work
+/// dips for a round (and then for less than T): no node goes. Only a dip
+/// that lasts T lets web's idle node go; when web is then hot itself
+/// (after the node's cool-down), it takes that node back, not app's least
+/// loaded one.
+#[tokio::test(start_paused = true)]
+async fn a_dip_shorter_than_t_gives_no_node_and_a_site_gets_back_what_it_gave() {
+    let c = cluster(&[Some(0), Some(0), Some(1), Some(1)], 1);
+    let a = agent(&c, 1, 2);
+    let web = |l0: f64, l1: f64| {
+        load(&c.nodes[0], l0);
+        load(&c.nodes[1], l1);
+    };
+    web(0.9, 0.9);
+    load(&c.nodes[2], 1.8);
+    load(&c.nodes[3], 1.8);
+    let rounds = |n: usize| {
+        let a = a.clone();
+        async move {
+            for _ in 0..n {
+                a.round().await;
+                tokio::time::sleep(S).await;
+            }
+        }
+    };
+    // App hot for T (1 s); web loaded.
+    rounds(6).await;
+    // One round where web's work fits on one node (n1's sample idle).
+    web(0.3, 0.05);
+    rounds(1).await;
+    web(0.9, 0.9);
+    rounds(3).await;
+    // A dip of four rounds (0.8 s < T).
+    web(0.3, 0.05);
+    rounds(4).await;
+    web(0.9, 0.9);
+    rounds(3).await;
+    assert_eq!(epochs(&c), 0, "no node moved for dips shorter than T");
+    // A dip that lasts T: web's idle node n1 is spare and goes to app.
+    web(0.3, 0.05);
+    rounds(7).await;
+    assert_eq!(epochs(&c), 1, "one node moved once web was spare for T");
+    assert_eq!(role(&c.nodes[1]).site, SiteSlot::Site(1));
+    apply(
+        &c.nodes[1],
+        role(&c.nodes[1]).epoch,
+        SiteSlot::Site(1),
+        RoleStatusCode::Ok,
+    );
+    // App's load falls (it has spare nodes, n3 the least loaded). Web
+    // stays under the watermark for n1's cool-down (5 s), then is loaded
+    // on its one node: hot after T, it takes n1 back (within two
+    // cool-downs of the move).
+    load(&c.nodes[0], 0.5);
+    load(&c.nodes[1], 0.1);
+    load(&c.nodes[2], 0.3);
+    load(&c.nodes[3], 0.02);
+    rounds(25).await;
+    assert_eq!(epochs(&c), 1);
+    load(&c.nodes[0], 1.5);
+    let mut back = None;
+    for r in 0..40 {
+        let (_, outcomes) = a.round().await;
+        if outcomes
+            .iter()
+            .any(|(s, o)| *s == 0 && matches!(o, Ok(ClaimOutcome::Claimed { .. })))
+        {
+            back = Some(r);
+            break;
+        }
+        tokio::time::sleep(S).await;
+    }
+    assert!(back.is_some(), "web claimed a node");
+    assert_eq!(epochs(&c), 2, "exactly one more move");
+    assert_eq!(role(&c.nodes[1]).site, SiteSlot::Site(0), "n1 came back");
+    assert_eq!(role(&c.nodes[3]).site, SiteSlot::Site(1), "not app's n3");
+}

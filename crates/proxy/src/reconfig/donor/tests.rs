@@ -41,6 +41,8 @@ struct Case<'a> {
     sites: &'a [SiteLimits],
     reserve: &'a [usize],
     homes: &'a [Option<usize>],
+    spare: &'a [bool],
+    given: &'a [Option<usize>],
 }
 
 impl Case<'_> {
@@ -57,6 +59,8 @@ impl Case<'_> {
             cooling,
             reserve: self.reserve,
             homes: self.homes,
+            spare: self.spare,
+            given: self.given,
         })
     }
 }
@@ -69,6 +73,8 @@ fn pick(views: &[Option<NodeView>], hot: usize, cooling: &dyn Fn(usize) -> bool)
         sites: &LIMITS,
         reserve: &[],
         homes: &[],
+        spare: &[],
+        given: &[],
     };
     case.pick(hot, cooling)
 }
@@ -163,6 +169,8 @@ fn a_site_at_max_nodes_takes_nothing() {
         sites: &limits,
         reserve: &[],
         homes: &[],
+        spare: &[],
+        given: &[],
     };
     assert_eq!(case.pick(0, &|_| false), None);
 }
@@ -186,6 +194,8 @@ fn idle_nodes_of_the_lowest_priority_site_first_then_the_lowest_load() {
         sites: &LIMITS,
         reserve: &[],
         homes: &[],
+        spare: &[],
+        given: &[],
     };
     assert_eq!(case.pick(0, &|_| false), Some(4));
     assert_eq!(case.pick(0, &|i| i == 4), Some(5));
@@ -215,6 +225,8 @@ fn busy_nodes_only_for_a_short_site_and_only_from_strictly_lower_priority() {
         sites: &LIMITS,
         reserve: &[],
         homes: &[],
+        spare: &[],
+        given: &[],
     };
     assert!(short[0].short());
     assert_eq!(case.pick(0, &|_| false), Some(4), "lowest load of site 2");
@@ -264,6 +276,8 @@ fn a_busy_pull_never_takes_a_donor_below_min_nodes() {
         sites: &limits,
         reserve: &[],
         homes: &[],
+        spare: &[],
+        given: &[],
     };
     assert_eq!(case.pick(0, &|_| false), None);
 }
@@ -288,6 +302,8 @@ fn a_donor_keeps_the_nodes_its_own_guarantee_needs() {
         sites: &LIMITS,
         reserve: &[],
         homes: &[],
+        spare: &[],
+        given: &[],
     };
     assert_eq!(case.pick(0, &|_| false), None);
     // Guarantee 150: 158 rps need 2 nodes, one can go.
@@ -334,6 +350,8 @@ fn multi_stage_priority_i_plus_1_pulls_from_i() {
         sites: &LIMITS,
         reserve: &[],
         homes: &[],
+        spare: &[],
+        given: &[],
     }
     .pick(0, &|i| i >= 4);
     assert_eq!(stage1, Some(1));
@@ -352,6 +370,8 @@ fn multi_stage_priority_i_plus_1_pulls_from_i() {
         sites: &LIMITS,
         reserve: &[],
         homes: &[],
+        spare: &[],
+        given: &[],
     };
     assert_eq!(case.pick(1, &|_| false), Some(6), "bottom's least loaded");
     // Top, short too, would now take straight from bottom, not middle.
@@ -379,6 +399,8 @@ fn idle_nodes_flow_back_when_high_priority_demand_falls() {
         sites: &LIMITS,
         reserve: &[],
         homes: &[],
+        spare: &[],
+        given: &[],
     };
     assert_eq!(case.pick(1, &|_| false), None, "high's nodes are busy");
     // The burst is over: 30 rps at 5% load; its guarantee needs 1 node.
@@ -426,6 +448,8 @@ fn a_donor_keeps_its_guarantee_reserve() {
         sites: &LIMITS,
         reserve: &[],
         homes: &[],
+        spare: &[],
+        given: &[],
     };
     // No reserve: its idle nodes flow to the hot site down to min_nodes.
     assert_eq!(case.pick(1, &|_| false), Some(0));
@@ -454,6 +478,8 @@ fn a_donor_keeps_its_guarantee_reserve() {
         cooling: &|_| false,
         reserve: &[],
         homes: &[],
+        spare: &[],
+        given: &[],
     };
     assert_eq!(guarantee_needs(&q), vec![0, 0, 0]);
 }
@@ -476,6 +502,8 @@ fn a_loan_of_the_hot_site_goes_home_first() {
         sites: &LIMITS,
         reserve: &[],
         homes: &[],
+        spare: &[],
+        given: &[],
     };
     // Without homes: the lowest load.
     assert_eq!(case.pick(0, &|_| false), Some(1));
@@ -486,6 +514,251 @@ fn a_loan_of_the_hot_site_goes_home_first() {
         ..case
     };
     assert_eq!(home.pick(0, &|_| false), Some(2));
+}
+
+/// Experiment 5's Zipf run (issue 16): web (site 0) on nodes 0 and 1, app
+/// (site 1) on nodes 2 and 3, both loaded. In one round web's work dips so
+/// that it fits on one node (node 1's sample is idle): this view alone
+/// would let node 1 go, the history says web was not spare over T.
+#[test]
+fn a_site_whose_work_dipped_for_a_round_gives_nothing() {
+    let dip = vec![
+        node(0, site(0), 0.3),
+        node(1, site(0), 0.05),
+        node(2, site(1), 1.8),
+        node(3, site(1), 1.8),
+    ];
+    let q = |spare: &[bool]| {
+        choose_donor(&DonorQuery {
+            hot_site: 1,
+            views: &dip,
+            sites: &LIMITS,
+            priorities: &[],
+            qos: &[],
+            fixed: &[0, 0],
+            low_watermark: 0.2,
+            high_watermark: 0.8,
+            cooling: &|_| false,
+            reserve: &[],
+            homes: &[],
+            spare,
+            given: &[],
+        })
+    };
+    // Judged on this view alone (no history), node 1 would go.
+    assert_eq!(q(&[]), Some(1));
+    // Web's work did not fit on one node in some round of T: nothing.
+    assert_eq!(q(&[false, false]), None);
+    // It fitted in every round of T: node 1 is spare.
+    assert_eq!(q(&[true, false]), Some(1));
+    // The history never overrides this view: a loaded view gives nothing.
+    let loaded = vec![
+        node(0, site(0), 0.9),
+        node(1, site(0), 0.05),
+        node(2, site(1), 1.8),
+        node(3, site(1), 1.8),
+    ];
+    let q = DonorQuery {
+        hot_site: 1,
+        views: &loaded,
+        sites: &LIMITS,
+        priorities: &[],
+        qos: &[],
+        fixed: &[0, 0],
+        low_watermark: 0.2,
+        high_watermark: 0.8,
+        cooling: &|_| false,
+        reserve: &[],
+        homes: &[],
+        spare: &[true, true],
+        given: &[],
+    };
+    assert_eq!(choose_donor(&q), None);
+    assert_eq!(fits_one_fewer(&q), vec![false, false, true]);
+    assert_eq!(
+        fits_one_fewer(&DonorQuery { views: &dip, ..q }),
+        vec![true, false, true]
+    );
+}
+
+/// The rest of that run: web gave node 1 to app; when web is hot again it
+/// takes node 1 back, not app's least loaded node 3, while node 1 is a
+/// legal donor; when it is not (cooling, busy at app, or app not spare),
+/// the rules decide as before.
+#[test]
+fn a_site_that_gave_a_node_gets_it_back_first() {
+    let views = vec![
+        node(0, site(0), 1.2),
+        node(1, site(1), 0.1),
+        node(2, site(1), 0.3),
+        node(3, site(1), 0.02),
+    ];
+    let given = [None, Some(0), None, None];
+    let q = |given: &[Option<usize>], cooling: &dyn Fn(usize) -> bool, spare: &[bool]| {
+        choose_donor(&DonorQuery {
+            hot_site: 0,
+            views: &views,
+            sites: &LIMITS,
+            priorities: &[],
+            qos: &[],
+            fixed: &[0, 0],
+            low_watermark: 0.2,
+            high_watermark: 0.8,
+            cooling,
+            reserve: &[],
+            homes: &[],
+            spare,
+            given,
+        })
+    };
+    // Without the take-back: app's least loaded node.
+    assert_eq!(q(&[], &|_| false, &[true, true]), Some(3));
+    // Web gave node 1 away: node 1 comes back.
+    assert_eq!(q(&given, &|_| false, &[true, true]), Some(1));
+    // Another site's gift is no claim of web's.
+    assert_eq!(
+        q(&[None, Some(1), None, None], &|_| false, &[true, true]),
+        Some(3)
+    );
+    // Node 1 still cooling down: the rules pick among the others.
+    assert_eq!(q(&given, &|i| i == 1, &[true, true]), Some(3));
+    // App not spare over T (its work fits on one node fewer in this view
+    // only): none of app's own nodes goes, but node 1, going back where it
+    // came from, is judged on this view alone.
+    assert_eq!(q(&[], &|_| false, &[true, false]), None);
+    assert_eq!(q(&given, &|_| false, &[true, false]), Some(1));
+    // Node 1 busy at app: not a legal donor, not taken back.
+    let busy = vec![
+        node(0, site(0), 1.2),
+        node(1, site(1), 0.5),
+        node(2, site(1), 0.1),
+        node(3, site(1), 0.02),
+    ];
+    let q = DonorQuery {
+        hot_site: 0,
+        views: &busy,
+        sites: &LIMITS,
+        priorities: &[],
+        qos: &[],
+        fixed: &[0, 0],
+        low_watermark: 0.2,
+        high_watermark: 0.8,
+        cooling: &|_| false,
+        reserve: &[],
+        homes: &[],
+        spare: &[true, true],
+        given: &given,
+    };
+    assert_eq!(choose_donor(&q), Some(3));
+    // The take-back goes before the idle pool and before a loan of the hot
+    // site's own home.
+    let pooled = vec![
+        node(0, site(0), 1.2),
+        node(1, site(1), 0.1),
+        node(2, site(1), 0.3),
+        node(3, site(1), 0.02),
+        node(4, SiteSlot::Idle, 0.0),
+    ];
+    let homes = [Some(0), Some(1), Some(0), Some(1), None];
+    let given = [None, Some(0), None, None, None];
+    let q = DonorQuery {
+        views: &pooled,
+        homes: &homes,
+        given: &given,
+        ..q
+    };
+    assert_eq!(choose_donor(&q), Some(1));
+    assert_eq!(choose_donor(&DonorQuery { given: &[], ..q }), Some(4));
+}
+
+/// A node going home is judged on the view alone: the borrower need not
+/// have been spare over T (experiment 5's world-cup runs alternate faster
+/// than T, and a node that left home must be able to come back), but its
+/// work must fit on one node fewer now.
+#[test]
+fn a_loan_goes_home_on_the_view_alone() {
+    // Node 1 is site 0's, on loan to site 1, which has cooled.
+    let views = vec![
+        node(0, site(0), 0.5),
+        node(1, site(1), 0.05),
+        node(2, site(1), 0.3),
+    ];
+    let homes = [Some(0), Some(0), Some(1)];
+    let r = ReturnQuery {
+        homes: &homes,
+        shares: &[2, 1],
+        cool: &|_| true,
+    };
+    let q = |spare: &[bool]| {
+        choose_return(
+            &DonorQuery {
+                hot_site: 0,
+                views: &views,
+                sites: &LIMITS,
+                priorities: &[],
+                qos: &[],
+                fixed: &[0, 0],
+                low_watermark: 0.2,
+                high_watermark: 0.8,
+                cooling: &|_| false,
+                reserve: &[],
+                homes: &homes,
+                spare,
+                given: &[],
+            },
+            &r,
+        )
+    };
+    assert_eq!(q(&[true, true]), Some(1));
+    assert_eq!(q(&[true, false]), Some(1));
+    // A hot home claims its own node on the same terms.
+    let home = |spare: &[bool]| {
+        choose_donor(&DonorQuery {
+            hot_site: 0,
+            views: &views,
+            sites: &LIMITS,
+            priorities: &[],
+            qos: &[],
+            fixed: &[0, 0],
+            low_watermark: 0.2,
+            high_watermark: 0.8,
+            cooling: &|_| false,
+            reserve: &[],
+            homes: &homes,
+            spare,
+            given: &[],
+        })
+    };
+    assert_eq!(home(&[true, false]), Some(1));
+    // Not when the borrower's work does not fit on one node fewer now.
+    let loaded = vec![
+        node(0, site(0), 0.5),
+        node(1, site(1), 0.05),
+        node(2, site(1), 0.9),
+    ];
+    let r = choose_return(
+        &DonorQuery {
+            hot_site: 0,
+            views: &loaded,
+            sites: &LIMITS,
+            priorities: &[],
+            qos: &[],
+            fixed: &[0, 0],
+            low_watermark: 0.2,
+            high_watermark: 0.8,
+            cooling: &|_| false,
+            reserve: &[],
+            homes: &homes,
+            spare: &[true, true],
+            given: &[],
+        },
+        &ReturnQuery {
+            homes: &homes,
+            shares: &[2, 1],
+            cool: &|_| true,
+        },
+    );
+    assert_eq!(r, None);
 }
 
 /// A query for `shortfall` of `hot` over `views` with `qos`, min 1 / max 10.
@@ -503,6 +776,8 @@ fn short_by(views: &[Option<NodeView>], hot: usize, qos: &[SiteQos], short: bool
             cooling: &|_| false,
             reserve: &[],
             homes: &[],
+            spare: &[],
+            given: &[],
         },
         short,
     )
@@ -586,6 +861,8 @@ proptest! {
         hot in 0usize..3,
         cooling in prop::collection::vec(any::<bool>(), 8),
         reserve in prop::array::uniform3(0usize..5),
+        spare in prop::array::uniform3(any::<bool>()),
+        given in prop::collection::vec(prop::option::of(0usize..3), 8),
     ) {
         let sites = mins.map(|m| SiteLimits { min_nodes: m, max_nodes: 10 });
         let q = DonorQuery {
@@ -600,6 +877,8 @@ proptest! {
             cooling: &|i| cooling[i],
             reserve: &reserve,
             homes: &[],
+            spare: &spare,
+            given: &given,
         };
         if let Some(i) = choose_donor(&q) {
             let v = views[i].as_ref().expect("a donor has a view");
@@ -614,6 +893,11 @@ proptest! {
                 if load >= 0.2 {
                     prop_assert!(priorities[d] < priorities[hot], "busy from higher or equal priority");
                     prop_assert!(qos[hot].short(), "busy pull for a site that is not short");
+                } else {
+                    prop_assert!(
+                        spare[d] || given[i] == Some(hot),
+                        "idle node of a site not spare over T"
+                    );
                 }
             } else {
                 prop_assert!(load < 0.2, "busy idle-pool node");
