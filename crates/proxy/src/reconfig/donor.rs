@@ -17,7 +17,8 @@
 //! - **Take-back**: a legal candidate that the hot site itself gave away
 //!   within the recent past ([`DonorQuery::given`]; the agent remembers for
 //!   two `cooldown`s after the move, since the node cannot move during the
-//!   first) goes before any other node: when a site that gave a node
+//!   first) goes before any other idle node (an idle node still goes
+//!   before a busy one: it disturbs no request): when a site that gave a node
 //!   becomes hot again, the mistake costs one move back, not a third
 //!   site's (or a second of the borrower's) node. It must still pass every
 //!   rule here (idle at its borrower, not cooling), except that the
@@ -313,10 +314,10 @@ pub fn choose_donor(q: &DonorQuery<'_>) -> Option<usize> {
         .filter_map(|v| Some((v, v.load?)))
         .filter_map(|(v, load)| {
             let busy = load >= q.low_watermark;
-            // Rank: a node the hot site just gave away, then idle before
-            // busy, the idle pool before any site, then the lowest
-            // priority, a loan of the hot site's own coming home, the
-            // lowest load, the lowest index.
+            // Rank: idle before busy (taking an idle node disturbs no
+            // request), then a node the hot site just gave away, the idle
+            // pool before any site, the lowest priority, a loan of the hot
+            // site's own coming home, the lowest load, the lowest index.
             let claim = q.claim_on(v.index);
             let not_given_back = claim > 0;
             let (pool, priority) = match v.role.site {
@@ -350,7 +351,7 @@ pub fn choose_donor(q: &DonorQuery<'_>) -> Option<usize> {
                     (true, p)
                 }
             };
-            Some(((not_given_back, busy, pool, priority, claim), load, v.index))
+            Some(((busy, not_given_back, pool, priority, claim), load, v.index))
         })
         .min_by(|(ra, la, ia), (rb, lb, ib)| ra.cmp(rb).then(la.total_cmp(lb)).then(ia.cmp(ib)))
         .map(|(_, _, index)| index)

@@ -671,6 +671,50 @@ fn a_site_that_gave_a_node_gets_it_back_first() {
     assert_eq!(choose_donor(&DonorQuery { given: &[], ..q }), Some(4));
 }
 
+/// A short site's take-back never makes it take a busy node while an idle
+/// one is legal: the idle node disturbs no request.
+#[test]
+fn take_back_of_a_busy_node_waits_behind_an_idle_one() {
+    // Site 0 (priority 5, guarantee 500) is served 300 of its 800 rps; it
+    // gave node 3 to site 2 (priority 1), where node 3 is busy now, and
+    // site 2 also has idle node 4.
+    let views = vec![
+        node(0, site(0), 1.2),
+        node(1, site(1), 0.9),
+        node(2, site(1), 0.9),
+        node(3, site(2), 0.7),
+        node(4, site(2), 0.05),
+        node(5, site(2), 0.3),
+    ];
+    let short = [
+        qos(800.0, 300.0, 500.0),
+        qos(0.0, 0.0, 0.0),
+        qos(0.0, 0.0, 0.0),
+    ];
+    let given = [None, None, None, Some(0), None, None];
+    let case = Case {
+        views: &views,
+        priorities: &[5, 5, 1],
+        qos: &short,
+        sites: &LIMITS,
+        reserve: &[],
+        homes: &[],
+        spare: &[true, true, true],
+        given: &given,
+    };
+    assert!(short[0].short());
+    assert_eq!(
+        case.pick(0, &|_| false),
+        Some(4),
+        "idle before a busy take-back"
+    );
+    // No idle node left to take: of the busy ones, the node it gave comes
+    // back first (node 5 has the lower load).
+    assert_eq!(case.pick(0, &|i| i == 4), Some(3));
+    let case = Case { given: &[], ..case };
+    assert_eq!(case.pick(0, &|i| i == 4), Some(5));
+}
+
 /// A node going home is judged on the view alone: the borrower need not
 /// have been spare over T (experiment 5's world-cup runs alternate faster
 /// than T, and a node that left home must be able to come back), but its
