@@ -33,6 +33,27 @@ fn qos(offered: f64, served: f64, guarantee: f64) -> SiteQos {
     }
 }
 
+/// A query with the tests' usual settings (limits min 1 / max 10, no
+/// priorities, QoS, reserve, homes, history or take-back; watermarks 0.2
+/// and 0.8; nothing cooling): each test spells out only what differs.
+fn query<'a>(hot_site: usize, views: &'a [Option<NodeView>]) -> DonorQuery<'a> {
+    DonorQuery {
+        hot_site,
+        views,
+        sites: &LIMITS,
+        priorities: &[],
+        qos: &[],
+        fixed: &[0, 0],
+        low_watermark: 0.2,
+        high_watermark: 0.8,
+        cooling: &|_| false,
+        reserve: &[],
+        homes: &[],
+        spare: &[],
+        given: &[],
+    }
+}
+
 /// One decision with `limits` min 1 / max 10, no fixed nodes.
 struct Case<'a> {
     views: &'a [Option<NodeView>],
@@ -467,19 +488,9 @@ fn a_donor_keeps_its_guarantee_reserve() {
     assert_eq!(two.pick(1, &|_| false), Some(0));
     // The reserve is counted by `guarantee_needs` only from the need now.
     let q = DonorQuery {
-        hot_site: 1,
-        views: &views,
-        sites: &LIMITS,
         priorities: &[10, 0],
         qos: &idle,
-        fixed: &[0, 0],
-        low_watermark: 0.2,
-        high_watermark: 0.8,
-        cooling: &|_| false,
-        reserve: &[],
-        homes: &[],
-        spare: &[],
-        given: &[],
+        ..query(1, &views)
     };
     assert_eq!(guarantee_needs(&q), vec![0, 0, 0]);
 }
@@ -530,19 +541,8 @@ fn a_site_whose_work_dipped_for_a_round_gives_nothing() {
     ];
     let q = |spare: &[bool]| {
         choose_donor(&DonorQuery {
-            hot_site: 1,
-            views: &dip,
-            sites: &LIMITS,
-            priorities: &[],
-            qos: &[],
-            fixed: &[0, 0],
-            low_watermark: 0.2,
-            high_watermark: 0.8,
-            cooling: &|_| false,
-            reserve: &[],
-            homes: &[],
             spare,
-            given: &[],
+            ..query(1, &dip)
         })
     };
     // Judged on this view alone (no history), node 1 would go.
@@ -559,19 +559,8 @@ fn a_site_whose_work_dipped_for_a_round_gives_nothing() {
         node(3, site(1), 1.8),
     ];
     let q = DonorQuery {
-        hot_site: 1,
-        views: &loaded,
-        sites: &LIMITS,
-        priorities: &[],
-        qos: &[],
-        fixed: &[0, 0],
-        low_watermark: 0.2,
-        high_watermark: 0.8,
-        cooling: &|_| false,
-        reserve: &[],
-        homes: &[],
         spare: &[true, true],
-        given: &[],
+        ..query(1, &loaded)
     };
     assert_eq!(choose_donor(&q), None);
     assert_eq!(fits_one_fewer(&q), vec![false, false, true]);
@@ -596,19 +585,10 @@ fn a_site_that_gave_a_node_gets_it_back_first() {
     let given = [None, Some(0), None, None];
     let q = |given: &[Option<usize>], cooling: &dyn Fn(usize) -> bool, spare: &[bool]| {
         choose_donor(&DonorQuery {
-            hot_site: 0,
-            views: &views,
-            sites: &LIMITS,
-            priorities: &[],
-            qos: &[],
-            fixed: &[0, 0],
-            low_watermark: 0.2,
-            high_watermark: 0.8,
             cooling,
-            reserve: &[],
-            homes: &[],
             spare,
             given,
+            ..query(0, &views)
         })
     };
     // Without the take-back: app's least loaded node.
@@ -635,19 +615,9 @@ fn a_site_that_gave_a_node_gets_it_back_first() {
         node(3, site(1), 0.02),
     ];
     let q = DonorQuery {
-        hot_site: 0,
-        views: &busy,
-        sites: &LIMITS,
-        priorities: &[],
-        qos: &[],
-        fixed: &[0, 0],
-        low_watermark: 0.2,
-        high_watermark: 0.8,
-        cooling: &|_| false,
-        reserve: &[],
-        homes: &[],
         spare: &[true, true],
         given: &given,
+        ..query(0, &busy)
     };
     assert_eq!(choose_donor(&q), Some(3));
     // The take-back goes before the idle pool and before a loan of the hot
@@ -736,19 +706,9 @@ fn a_loan_goes_home_on_the_view_alone() {
     let q = |spare: &[bool]| {
         choose_return(
             &DonorQuery {
-                hot_site: 0,
-                views: &views,
-                sites: &LIMITS,
-                priorities: &[],
-                qos: &[],
-                fixed: &[0, 0],
-                low_watermark: 0.2,
-                high_watermark: 0.8,
-                cooling: &|_| false,
-                reserve: &[],
                 homes: &homes,
                 spare,
-                given: &[],
+                ..query(0, &views)
             },
             &r,
         )
@@ -758,19 +718,9 @@ fn a_loan_goes_home_on_the_view_alone() {
     // A hot home claims its own node on the same terms.
     let home = |spare: &[bool]| {
         choose_donor(&DonorQuery {
-            hot_site: 0,
-            views: &views,
-            sites: &LIMITS,
-            priorities: &[],
-            qos: &[],
-            fixed: &[0, 0],
-            low_watermark: 0.2,
-            high_watermark: 0.8,
-            cooling: &|_| false,
-            reserve: &[],
             homes: &homes,
             spare,
-            given: &[],
+            ..query(0, &views)
         })
     };
     assert_eq!(home(&[true, false]), Some(1));
@@ -782,19 +732,9 @@ fn a_loan_goes_home_on_the_view_alone() {
     ];
     let r = choose_return(
         &DonorQuery {
-            hot_site: 0,
-            views: &loaded,
-            sites: &LIMITS,
-            priorities: &[],
-            qos: &[],
-            fixed: &[0, 0],
-            low_watermark: 0.2,
-            high_watermark: 0.8,
-            cooling: &|_| false,
-            reserve: &[],
             homes: &homes,
             spare: &[true, true],
-            given: &[],
+            ..query(0, &loaded)
         },
         &ReturnQuery {
             homes: &homes,
@@ -809,19 +749,9 @@ fn a_loan_goes_home_on_the_view_alone() {
 fn short_by(views: &[Option<NodeView>], hot: usize, qos: &[SiteQos], short: bool) -> usize {
     shortfall(
         &DonorQuery {
-            hot_site: hot,
-            views,
-            sites: &LIMITS,
-            priorities: &[],
             qos,
             fixed: &[0, 0, 0],
-            low_watermark: 0.2,
-            high_watermark: 0.8,
-            cooling: &|_| false,
-            reserve: &[],
-            homes: &[],
-            spare: &[],
-            given: &[],
+            ..query(hot, views)
         },
         short,
     )
@@ -910,19 +840,15 @@ proptest! {
     ) {
         let sites = mins.map(|m| SiteLimits { min_nodes: m, max_nodes: 10 });
         let q = DonorQuery {
-            hot_site: hot,
-            views: &views,
             sites: &sites,
             priorities: &priorities,
             qos: &qos,
             fixed: &[0, 0, 0],
-            low_watermark: 0.2,
-            high_watermark: 0.8,
             cooling: &|i| cooling[i],
             reserve: &reserve,
-            homes: &[],
             spare: &spare,
             given: &given,
+            ..query(hot, &views)
         };
         if let Some(i) = choose_donor(&q) {
             let v = views[i].as_ref().expect("a donor has a view");
