@@ -54,50 +54,24 @@ fn query<'a>(hot_site: usize, views: &'a [Option<NodeView>]) -> DonorQuery<'a> {
     }
 }
 
-/// One decision with `limits` min 1 / max 10, no fixed nodes.
-struct Case<'a> {
-    views: &'a [Option<NodeView>],
-    priorities: &'a [u32],
-    qos: &'a [SiteQos],
-    sites: &'a [SiteLimits],
-    reserve: &'a [usize],
-    homes: &'a [Option<usize>],
-    spare: &'a [bool],
-    given: &'a [Option<usize>],
+/// One decision for hot site `hot` with `cooling`, the rest as in the
+/// query (so one query serves several hot sites).
+trait Pick {
+    fn pick(&self, hot: usize, cooling: &dyn Fn(usize) -> bool) -> Option<usize>;
 }
 
-impl Case<'_> {
+impl Pick for DonorQuery<'_> {
     fn pick(&self, hot: usize, cooling: &dyn Fn(usize) -> bool) -> Option<usize> {
         choose_donor(&DonorQuery {
             hot_site: hot,
-            views: self.views,
-            sites: self.sites,
-            priorities: self.priorities,
-            qos: self.qos,
-            fixed: &[0, 0, 0],
-            low_watermark: 0.2,
-            high_watermark: 0.8,
             cooling,
-            reserve: self.reserve,
-            homes: self.homes,
-            spare: self.spare,
-            given: self.given,
+            ..*self
         })
     }
 }
 
 fn pick(views: &[Option<NodeView>], hot: usize, cooling: &dyn Fn(usize) -> bool) -> Option<usize> {
-    let case = Case {
-        views,
-        priorities: &[],
-        qos: &[],
-        sites: &LIMITS,
-        reserve: &[],
-        homes: &[],
-        spare: &[],
-        given: &[],
-    };
-    case.pick(hot, cooling)
+    query(hot, views).pick(hot, cooling)
 }
 
 #[test]
@@ -183,15 +157,9 @@ fn a_site_at_max_nodes_takes_nothing() {
         min_nodes: 0,
         max_nodes: 1,
     }];
-    let case = Case {
-        views: &views,
-        priorities: &[],
-        qos: &[],
+    let case = DonorQuery {
         sites: &limits,
-        reserve: &[],
-        homes: &[],
-        spare: &[],
-        given: &[],
+        ..query(0, &views)
     };
     assert_eq!(case.pick(0, &|_| false), None);
 }
@@ -208,15 +176,9 @@ fn idle_nodes_of_the_lowest_priority_site_first_then_the_lowest_load() {
         node(4, site(2), 0.10),
         node(5, site(2), 0.12),
     ];
-    let case = Case {
-        views: &views,
+    let case = DonorQuery {
         priorities: &[5, 9, 1],
-        qos: &[],
-        sites: &LIMITS,
-        reserve: &[],
-        homes: &[],
-        spare: &[],
-        given: &[],
+        ..query(0, &views)
     };
     assert_eq!(case.pick(0, &|_| false), Some(4));
     assert_eq!(case.pick(0, &|i| i == 4), Some(5));
@@ -239,15 +201,10 @@ fn busy_nodes_only_for_a_short_site_and_only_from_strictly_lower_priority() {
         qos(0.0, 0.0, 0.0),
         qos(0.0, 0.0, 0.0),
     ];
-    let case = Case {
-        views: &views,
+    let case = DonorQuery {
         priorities: &[5, 5, 1],
         qos: &short,
-        sites: &LIMITS,
-        reserve: &[],
-        homes: &[],
-        spare: &[],
-        given: &[],
+        ..query(0, &views)
     };
     assert!(short[0].short());
     assert_eq!(case.pick(0, &|_| false), Some(4), "lowest load of site 2");
@@ -259,7 +216,7 @@ fn busy_nodes_only_for_a_short_site_and_only_from_strictly_lower_priority() {
         qos(0.0, 0.0, 0.0),
         qos(0.0, 0.0, 0.0),
     ];
-    let case = Case { qos: &kept, ..case };
+    let case = DonorQuery { qos: &kept, ..case };
     assert_eq!(case.pick(0, &|_| false), None);
     // The lower-priority site never takes a busy node from a higher one,
     // even short of its own guarantee.
@@ -268,7 +225,7 @@ fn busy_nodes_only_for_a_short_site_and_only_from_strictly_lower_priority() {
         qos(0.0, 0.0, 0.0),
         qos(900.0, 100.0, 400.0),
     ];
-    let case = Case {
+    let case = DonorQuery {
         qos: &low_short,
         ..case
     };
@@ -290,15 +247,11 @@ fn a_busy_pull_never_takes_a_donor_below_min_nodes() {
             max_nodes: 10,
         },
     ];
-    let case = Case {
-        views: &views,
+    let case = DonorQuery {
         priorities: &[5, 1],
         qos: &short,
         sites: &limits,
-        reserve: &[],
-        homes: &[],
-        spare: &[],
-        given: &[],
+        ..query(0, &views)
     };
     assert_eq!(case.pick(0, &|_| false), None);
 }
@@ -316,27 +269,22 @@ fn a_donor_keeps_the_nodes_its_own_guarantee_needs() {
     let priorities = [5, 1];
     // Demand 900 rps: the guarantee's 200 (+5%) need all 3 nodes.
     let busy = [qos(800.0, 300.0, 500.0), qos(900.0, 300.0, 200.0)];
-    let case = Case {
-        views: &views,
+    let case = DonorQuery {
         priorities: &priorities,
         qos: &busy,
-        sites: &LIMITS,
-        reserve: &[],
-        homes: &[],
-        spare: &[],
-        given: &[],
+        ..query(0, &views)
     };
     assert_eq!(case.pick(0, &|_| false), None);
     // Guarantee 150: 158 rps need 2 nodes, one can go.
     let lower = [qos(800.0, 300.0, 500.0), qos(900.0, 300.0, 150.0)];
-    let case = Case {
+    let case = DonorQuery {
         qos: &lower,
         ..case
     };
     assert_eq!(case.pick(0, &|_| false), Some(1));
     // Demand but nothing served: capacity unknown, nothing is taken.
     let unknown = [qos(800.0, 300.0, 500.0), qos(900.0, 0.0, 150.0)];
-    let case = Case {
+    let case = DonorQuery {
         qos: &unknown,
         ..case
     };
@@ -364,15 +312,10 @@ fn multi_stage_priority_i_plus_1_pulls_from_i() {
         qos(400.0, 390.0, 200.0),
         qos(500.0, 480.0, 0.0),
     ];
-    let stage1 = Case {
-        views: &views,
+    let stage1 = DonorQuery {
         priorities: &priorities,
         qos: &q1,
-        sites: &LIMITS,
-        reserve: &[],
-        homes: &[],
-        spare: &[],
-        given: &[],
+        ..query(0, &views)
     }
     .pick(0, &|i| i >= 4);
     assert_eq!(stage1, Some(1));
@@ -384,15 +327,10 @@ fn multi_stage_priority_i_plus_1_pulls_from_i() {
         qos(400.0, 150.0, 200.0),
         qos(500.0, 480.0, 0.0),
     ];
-    let case = Case {
-        views: &views,
+    let case = DonorQuery {
         priorities: &priorities,
         qos: &q2,
-        sites: &LIMITS,
-        reserve: &[],
-        homes: &[],
-        spare: &[],
-        given: &[],
+        ..query(0, &views)
     };
     assert_eq!(case.pick(1, &|_| false), Some(6), "bottom's least loaded");
     // Top, short too, would now take straight from bottom, not middle.
@@ -413,15 +351,10 @@ fn idle_nodes_flow_back_when_high_priority_demand_falls() {
     ];
     let priorities = [9, 0];
     let during = [qos(900.0, 880.0, 300.0), qos(400.0, 100.0, 0.0)];
-    let case = Case {
-        views: &burst,
+    let case = DonorQuery {
         priorities: &priorities,
         qos: &during,
-        sites: &LIMITS,
-        reserve: &[],
-        homes: &[],
-        spare: &[],
-        given: &[],
+        ..query(0, &burst)
     };
     assert_eq!(case.pick(1, &|_| false), None, "high's nodes are busy");
     // The burst is over: 30 rps at 5% load; its guarantee needs 1 node.
@@ -432,7 +365,7 @@ fn idle_nodes_flow_back_when_high_priority_demand_falls() {
         node(3, site(1), 1.5),
     ];
     let calm = [qos(30.0, 30.0, 300.0), qos(400.0, 100.0, 0.0)];
-    let case = Case {
+    let case = DonorQuery {
         views: &after,
         qos: &calm,
         ..case
@@ -445,7 +378,7 @@ fn idle_nodes_flow_back_when_high_priority_demand_falls() {
         node(2, site(0), 0.06),
         node(3, site(1), 0.7),
     ];
-    let case = Case {
+    let case = DonorQuery {
         views: &flowed,
         ..case
     };
@@ -462,26 +395,21 @@ fn a_donor_keeps_its_guarantee_reserve() {
         node(3, site(1), 1.5),
     ];
     let idle = [qos(0.0, 0.0, 600.0), qos(0.0, 0.0, 0.0)];
-    let case = Case {
-        views: &views,
+    let case = DonorQuery {
         priorities: &[10, 0],
         qos: &idle,
-        sites: &LIMITS,
-        reserve: &[],
-        homes: &[],
-        spare: &[],
-        given: &[],
+        ..query(0, &views)
     };
     // No reserve: its idle nodes flow to the hot site down to min_nodes.
     assert_eq!(case.pick(1, &|_| false), Some(0));
     // Its recent peak needed 3 nodes: it keeps them all.
-    let held = Case {
+    let held = DonorQuery {
         reserve: &[3, 0],
         ..case
     };
     assert_eq!(held.pick(1, &|_| false), None);
     // A peak of 2: one node may go.
-    let two = Case {
+    let two = DonorQuery {
         reserve: &[2, 0],
         ..case
     };
@@ -493,256 +421,6 @@ fn a_donor_keeps_its_guarantee_reserve() {
         ..query(1, &views)
     };
     assert_eq!(guarantee_needs(&q), vec![0, 0, 0]);
-}
-
-#[test]
-fn a_loan_of_the_hot_site_goes_home_first() {
-    // Site 1 (best effort) serves nodes 1..=3; nodes 2 and 3 are site 0's
-    // on loan. Site 0 is short: it may pull busy nodes of lower priority.
-    let views = vec![
-        node(0, site(0), 1.5),
-        node(1, site(1), 0.9),
-        node(2, site(1), 1.0),
-        node(3, site(1), 1.1),
-    ];
-    let short = [qos(1500.0, 300.0, 1200.0), qos(0.0, 0.0, 0.0)];
-    let case = Case {
-        views: &views,
-        priorities: &[10, 0],
-        qos: &short,
-        sites: &LIMITS,
-        reserve: &[],
-        homes: &[],
-        spare: &[],
-        given: &[],
-    };
-    // Without homes: the lowest load.
-    assert_eq!(case.pick(0, &|_| false), Some(1));
-    // With homes: site 0's own node on loan, the lowest load of those.
-    let homes = [Some(0), Some(1), Some(0), Some(0)];
-    let home = Case {
-        homes: &homes,
-        ..case
-    };
-    assert_eq!(home.pick(0, &|_| false), Some(2));
-}
-
-/// Experiment 5's Zipf run (issue 16): web (site 0) on nodes 0 and 1, app
-/// (site 1) on nodes 2 and 3, both loaded. In one round web's work dips so
-/// that it fits on one node (node 1's sample is idle): this view alone
-/// would let node 1 go, the history says web was not spare over T.
-#[test]
-fn a_site_whose_work_dipped_for_a_round_gives_nothing() {
-    let dip = vec![
-        node(0, site(0), 0.3),
-        node(1, site(0), 0.05),
-        node(2, site(1), 1.8),
-        node(3, site(1), 1.8),
-    ];
-    let q = |spare: &[bool]| {
-        choose_donor(&DonorQuery {
-            spare,
-            ..query(1, &dip)
-        })
-    };
-    // Judged on this view alone (no history), node 1 would go.
-    assert_eq!(q(&[]), Some(1));
-    // Web's work did not fit on one node in some round of T: nothing.
-    assert_eq!(q(&[false, false]), None);
-    // It fitted in every round of T: node 1 is spare.
-    assert_eq!(q(&[true, false]), Some(1));
-    // The history never overrides this view: a loaded view gives nothing.
-    let loaded = vec![
-        node(0, site(0), 0.9),
-        node(1, site(0), 0.05),
-        node(2, site(1), 1.8),
-        node(3, site(1), 1.8),
-    ];
-    let q = DonorQuery {
-        spare: &[true, true],
-        ..query(1, &loaded)
-    };
-    assert_eq!(choose_donor(&q), None);
-    assert_eq!(fits_one_fewer(&q), vec![false, false, true]);
-    assert_eq!(
-        fits_one_fewer(&DonorQuery { views: &dip, ..q }),
-        vec![true, false, true]
-    );
-}
-
-/// The rest of that run: web gave node 1 to app; when web is hot again it
-/// takes node 1 back, not app's least loaded node 3, while node 1 is a
-/// legal donor; when it is not (cooling, busy at app, or app not spare),
-/// the rules decide as before.
-#[test]
-fn a_site_that_gave_a_node_gets_it_back_first() {
-    let views = vec![
-        node(0, site(0), 1.2),
-        node(1, site(1), 0.1),
-        node(2, site(1), 0.3),
-        node(3, site(1), 0.02),
-    ];
-    let given = [None, Some(0), None, None];
-    let q = |given: &[Option<usize>], cooling: &dyn Fn(usize) -> bool, spare: &[bool]| {
-        choose_donor(&DonorQuery {
-            cooling,
-            spare,
-            given,
-            ..query(0, &views)
-        })
-    };
-    // Without the take-back: app's least loaded node.
-    assert_eq!(q(&[], &|_| false, &[true, true]), Some(3));
-    // Web gave node 1 away: node 1 comes back.
-    assert_eq!(q(&given, &|_| false, &[true, true]), Some(1));
-    // Another site's gift is no claim of web's.
-    assert_eq!(
-        q(&[None, Some(1), None, None], &|_| false, &[true, true]),
-        Some(3)
-    );
-    // Node 1 still cooling down: the rules pick among the others.
-    assert_eq!(q(&given, &|i| i == 1, &[true, true]), Some(3));
-    // App not spare over T (its work fits on one node fewer in this view
-    // only): none of app's own nodes goes, but node 1, going back where it
-    // came from, is judged on this view alone.
-    assert_eq!(q(&[], &|_| false, &[true, false]), None);
-    assert_eq!(q(&given, &|_| false, &[true, false]), Some(1));
-    // Node 1 busy at app: not a legal donor, not taken back.
-    let busy = vec![
-        node(0, site(0), 1.2),
-        node(1, site(1), 0.5),
-        node(2, site(1), 0.1),
-        node(3, site(1), 0.02),
-    ];
-    let q = DonorQuery {
-        spare: &[true, true],
-        given: &given,
-        ..query(0, &busy)
-    };
-    assert_eq!(choose_donor(&q), Some(3));
-    // The take-back goes before the idle pool and before a loan of the hot
-    // site's own home.
-    let pooled = vec![
-        node(0, site(0), 1.2),
-        node(1, site(1), 0.1),
-        node(2, site(1), 0.3),
-        node(3, site(1), 0.02),
-        node(4, SiteSlot::Idle, 0.0),
-    ];
-    let homes = [Some(0), Some(1), Some(0), Some(1), None];
-    let given = [None, Some(0), None, None, None];
-    let q = DonorQuery {
-        views: &pooled,
-        homes: &homes,
-        given: &given,
-        ..q
-    };
-    assert_eq!(choose_donor(&q), Some(1));
-    assert_eq!(choose_donor(&DonorQuery { given: &[], ..q }), Some(4));
-}
-
-/// A short site's take-back never makes it take a busy node while an idle
-/// one is legal: the idle node disturbs no request.
-#[test]
-fn take_back_of_a_busy_node_waits_behind_an_idle_one() {
-    // Site 0 (priority 5, guarantee 500) is served 300 of its 800 rps; it
-    // gave node 3 to site 2 (priority 1), where node 3 is busy now, and
-    // site 2 also has idle node 4.
-    let views = vec![
-        node(0, site(0), 1.2),
-        node(1, site(1), 0.9),
-        node(2, site(1), 0.9),
-        node(3, site(2), 0.7),
-        node(4, site(2), 0.05),
-        node(5, site(2), 0.3),
-    ];
-    let short = [
-        qos(800.0, 300.0, 500.0),
-        qos(0.0, 0.0, 0.0),
-        qos(0.0, 0.0, 0.0),
-    ];
-    let given = [None, None, None, Some(0), None, None];
-    let case = Case {
-        views: &views,
-        priorities: &[5, 5, 1],
-        qos: &short,
-        sites: &LIMITS,
-        reserve: &[],
-        homes: &[],
-        spare: &[true, true, true],
-        given: &given,
-    };
-    assert!(short[0].short());
-    assert_eq!(
-        case.pick(0, &|_| false),
-        Some(4),
-        "idle before a busy take-back"
-    );
-    // No idle node left to take: of the busy ones, the node it gave comes
-    // back first (node 5 has the lower load).
-    assert_eq!(case.pick(0, &|i| i == 4), Some(3));
-    let case = Case { given: &[], ..case };
-    assert_eq!(case.pick(0, &|i| i == 4), Some(5));
-}
-
-/// A node going home is judged on the view alone: the borrower need not
-/// have been spare over T (experiment 5's world-cup runs alternate faster
-/// than T, and a node that left home must be able to come back), but its
-/// work must fit on one node fewer now.
-#[test]
-fn a_loan_goes_home_on_the_view_alone() {
-    // Node 1 is site 0's, on loan to site 1, which has cooled.
-    let views = vec![
-        node(0, site(0), 0.5),
-        node(1, site(1), 0.05),
-        node(2, site(1), 0.3),
-    ];
-    let homes = [Some(0), Some(0), Some(1)];
-    let r = ReturnQuery {
-        homes: &homes,
-        shares: &[2, 1],
-        cool: &|_| true,
-    };
-    let q = |spare: &[bool]| {
-        choose_return(
-            &DonorQuery {
-                homes: &homes,
-                spare,
-                ..query(0, &views)
-            },
-            &r,
-        )
-    };
-    assert_eq!(q(&[true, true]), Some(1));
-    assert_eq!(q(&[true, false]), Some(1));
-    // A hot home claims its own node on the same terms.
-    let home = |spare: &[bool]| {
-        choose_donor(&DonorQuery {
-            homes: &homes,
-            spare,
-            ..query(0, &views)
-        })
-    };
-    assert_eq!(home(&[true, false]), Some(1));
-    // Not when the borrower's work does not fit on one node fewer now.
-    let loaded = vec![
-        node(0, site(0), 0.5),
-        node(1, site(1), 0.05),
-        node(2, site(1), 0.9),
-    ];
-    let r = choose_return(
-        &DonorQuery {
-            homes: &homes,
-            spare: &[true, true],
-            ..query(0, &loaded)
-        },
-        &ReturnQuery {
-            homes: &homes,
-            shares: &[2, 1],
-            cool: &|_| true,
-        },
-    );
-    assert_eq!(r, None);
 }
 
 /// A query for `shortfall` of `hot` over `views` with `qos`, min 1 / max 10.
@@ -875,3 +553,5 @@ proptest! {
         }
     }
 }
+
+mod history;
