@@ -8,17 +8,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::support::reconfig::{shm_path, site_hash, Endpoint, Nodes, Source, SITES};
+use crate::support::reconfig::{
+    agent_settings, shm_path, site_hash, Endpoint, Nodes, Source, INITIAL, SITES,
+};
 use rand::Rng;
 use rdmalb_proxy::config::{Delay, PeerProxy, ProxyWindow, Reconfig, ReconfigMode, WindowEndpoint};
-use rdmalb_proxy::reconfig::donor::SiteLimits;
-use rdmalb_proxy::reconfig::{
-    Agent, AgentNode, AgentSettings, AgentSite, ClaimOutcome, OwnWindow, PeerLinks,
-};
+use rdmalb_proxy::reconfig::{Agent, ClaimOutcome, OwnWindow, PeerLinks};
 use rdmalb_window::layout::site_lock_word;
-use rdmalb_window::{ReadPolicy, RoleState, SiteLock, SiteSlot};
+use rdmalb_window::{RoleState, SiteLock, SiteSlot};
 
-const INITIAL: [Option<u16>; 6] = [Some(0), Some(1), Some(1), Some(1), None, None];
 const LEASE_MS: u64 = 2000;
 const SKEW_MS: u64 = 500;
 
@@ -135,9 +133,9 @@ async fn a_lock_left_by_a_killed_proxy_is_taken_after_lease_and_skew() {
     }];
     let links = Arc::new(PeerLinks::new(1, site_hash(), None, &peers));
     links.connect_missing().await;
-    let settings = AgentSettings {
-        proxy_id: 1,
-        reconfig: Reconfig {
+    let settings = agent_settings(
+        1,
+        Reconfig {
             mode: ReconfigMode::Reconfigure,
             sensitivity: Duration::from_millis(5),
             history: Duration::from_millis(10),
@@ -151,28 +149,7 @@ async fn a_lock_left_by_a_killed_proxy_is_taken_after_lease_and_skew() {
             peers,
             ..Reconfig::default()
         },
-        sites: SITES
-            .iter()
-            .map(|s| {
-                let limits = SiteLimits {
-                    min_nodes: 1,
-                    max_nodes: 100,
-                };
-                AgentSite {
-                    name: s.to_string(),
-                    limits,
-                }
-            })
-            .collect(),
-        nodes: (0..INITIAL.len())
-            .map(|n| AgentNode {
-                name: format!("n{n}"),
-                has_window: true,
-                configured_site: None,
-            })
-            .collect(),
-        read_policy: ReadPolicy::default(),
-    };
+    );
     let agent = Agent::new(
         settings,
         own.memory().clone(),

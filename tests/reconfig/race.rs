@@ -12,17 +12,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::support::reconfig::{psk, shm_path, site_hash, Nodes, Source, SITES};
+use crate::support::reconfig::{agent_settings, psk, shm_path, site_hash, Nodes, Source, INITIAL};
 use rand::{Rng, SeedableRng};
 use rdmalb_proxy::config::{PeerProxy, ProxyWindow, Reconfig, ReconfigMode, WindowEndpoint};
-use rdmalb_proxy::reconfig::donor::SiteLimits;
-use rdmalb_proxy::reconfig::{Agent, AgentNode, AgentSettings, AgentSite, OwnWindow, PeerLinks};
-use rdmalb_window::{ReadPolicy, SiteSlot};
+use rdmalb_proxy::reconfig::{Agent, OwnWindow, PeerLinks};
+use rdmalb_window::SiteSlot;
 use tokio::sync::watch;
 
 const HOT: SiteSlot = SiteSlot::Site(0);
 /// Node 0 serves the hot site; 1-3 the cold one; 4-5 are idle.
-const INITIAL: [Option<u16>; 6] = [Some(0), Some(1), Some(1), Some(1), None, None];
 const EVENTS: u64 = 3;
 
 struct Proxies {
@@ -87,31 +85,7 @@ async fn start_proxies(tag: &str, nodes: &Nodes, tcp: bool, rng: &mut impl Rng) 
             peers,
             ..Reconfig::default()
         };
-        let settings = AgentSettings {
-            proxy_id: *id,
-            reconfig,
-            sites: SITES
-                .iter()
-                .map(|s| {
-                    let limits = SiteLimits {
-                        min_nodes: 1,
-                        max_nodes: 100,
-                    };
-                    AgentSite {
-                        name: s.to_string(),
-                        limits,
-                    }
-                })
-                .collect(),
-            nodes: (0..INITIAL.len())
-                .map(|n| AgentNode {
-                    name: format!("n{n}"),
-                    has_window: true,
-                    configured_site: None,
-                })
-                .collect(),
-            read_policy: ReadPolicy::default(),
-        };
+        let settings = agent_settings(*id, reconfig);
         let source = Source {
             nodes: nodes.connect(*id).await,
             peers: links.clone(),

@@ -11,17 +11,50 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rdmalb_proxy::reconfig::{PeerLinks, WindowSource};
+use rdmalb_proxy::config::Reconfig;
+use rdmalb_proxy::reconfig::donor::SiteLimits;
+use rdmalb_proxy::reconfig::{AgentNode, AgentSettings, AgentSite, PeerLinks, WindowSource};
 use rdmalb_window::layout::word;
 use rdmalb_window::memory::DEFAULT_MODE;
 use rdmalb_window::tcp::{self, TcpServerHandle};
 use rdmalb_window::{
-    publish, Expect, LoadSample, Psk, RemoteWindow, RoleState, RoleStatus, RoleStatusCode,
-    RoleWord, ShmWindow, SiteSlot, TcpWindow, WindowMemory,
+    publish, Expect, LoadSample, Psk, ReadPolicy, RemoteWindow, RoleState, RoleStatus,
+    RoleStatusCode, RoleWord, ShmWindow, SiteSlot, TcpWindow, WindowMemory,
 };
 use tokio::sync::watch;
 
 pub const SITES: [&str; 2] = ["hot", "cold"];
+
+/// The sites the reconfiguration tests' nodes start in: n0 serves
+/// `SITES[0]`, n1–n3 `SITES[1]`, n4 and n5 are idle.
+pub const INITIAL: [Option<u16>; 6] = [Some(0), Some(1), Some(1), Some(1), None, None];
+
+/// An agent's settings over `SITES` (each 1–100 nodes) and the nodes of
+/// `INITIAL`, none with a configured site.
+pub fn agent_settings(proxy_id: u16, reconfig: Reconfig) -> AgentSettings {
+    AgentSettings {
+        proxy_id,
+        reconfig,
+        sites: SITES
+            .iter()
+            .map(|s| AgentSite {
+                name: s.to_string(),
+                limits: SiteLimits {
+                    min_nodes: 1,
+                    max_nodes: 100,
+                },
+            })
+            .collect(),
+        nodes: (0..INITIAL.len())
+            .map(|n| AgentNode {
+                name: format!("n{n}"),
+                has_window: true,
+                configured_site: None,
+            })
+            .collect(),
+        read_policy: ReadPolicy::default(),
+    }
+}
 
 pub fn site_hash() -> u64 {
     rdmalb_window::site_table_hash(&SITES)
