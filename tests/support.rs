@@ -273,6 +273,25 @@ pub async fn admin_status(admin: SocketAddr) -> serde_json::Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("/status is not JSON ({e}): {text}"))
 }
 
+/// Polls an admin listener's `/status` until `cond` holds, for at most 30 s
+/// (a bound, not a timing claim), and returns the status that met it.
+pub async fn status_until(
+    admin: SocketAddr,
+    what: &str,
+    cond: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let cond = &cond;
+    eventually(what, Duration::from_secs(30), || async move {
+        let s = admin_status(admin).await;
+        if cond(&s) {
+            Ok(s)
+        } else {
+            Err(format!("{s:#}"))
+        }
+    })
+    .await
+}
+
 /// Raw HTTP/1 exchange over a fresh TCP connection: sends `request`, then
 /// reads until the peer closes (bounded by a 20 s socket timeout).
 pub fn raw_exchange(addr: SocketAddr, request: &[u8]) -> String {

@@ -23,7 +23,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::support::eventually;
+use crate::support::status_until;
 
 /// In-process HTTP backend answering every request with `status`.
 struct Backend {
@@ -112,6 +112,7 @@ address = "{idle}"
 }
 
 struct Admin {
+    addr: SocketAddr,
     url: String,
     stop: watch::Sender<bool>,
     server: JoinHandle<()>,
@@ -129,9 +130,11 @@ async fn start() -> Admin {
     let (stop, rx) = watch::channel(false);
     let checks = health::spawn_checks(backends.clone(), rx.clone());
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
+    let addr = listener.local_addr().unwrap();
+    let url = format!("http://{addr}");
     let server = tokio::spawn(admin::serve(listener, state, rx));
     Admin {
+        addr,
         url,
         stop,
         server,
@@ -178,21 +181,6 @@ fn node<'a>(status: &'a Value, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("node {name} listed in {status:#}"))
 }
 
-/// Polls `/status` until `cond` holds, for at most 20 s (a bound, not a
-/// timing claim).
-async fn status_until(url: &str, what: &str, cond: impl Fn(&Value) -> bool) -> Value {
-    let cond = &cond;
-    eventually(what, Duration::from_secs(20), || async move {
-        let s = get_status(url).await;
-        if cond(&s) {
-            Ok(s)
-        } else {
-            Err(format!("{s:#}"))
-        }
-    })
-    .await
-}
-
 #[tokio::test]
 async fn status_lists_sites_and_nodes_with_health() {
     let admin = start().await;
@@ -225,12 +213,12 @@ async fn status_lists_sites_and_nodes_with_health() {
 
     // Checks run (the idle node too) and failing ones take b down.
     admin._nodes[1].status.store(503, Ordering::SeqCst);
-    let s = status_until(&admin.url, "b down", |s| node(s, "b")["state"] == "down").await;
+    let s = status_until(admin.addr, "b down", |s| node(s, "b")["state"] == "down").await;
     let b = node(&s, "b");
     assert_eq!(b["health"]["down_reason"], "checks");
     assert_eq!(b["health"]["last_check_error"], "status 503");
     assert_eq!(s["sites"][1]["nodes_up"], 0);
-    status_until(&admin.url, "spare checked", |s| {
+    status_until(admin.addr, "spare checked", |s| {
         node(s, "spare")["health"]["checks_total"].as_u64().unwrap() >= 2
     })
     .await;
@@ -244,7 +232,7 @@ async fn status_lists_sites_and_nodes_with_health() {
     assert_eq!(node(&s, "a")["state"], "down");
     assert_eq!(node(&s, "a")["health"]["ejections_total"], 1);
     admin._nodes[0].status.store(200, Ordering::SeqCst);
-    status_until(&admin.url, "a back up", |s| node(s, "a")["state"] == "up").await;
+    status_until(admin.addr, "a back up", |s| node(s, "a")["state"] == "up").await;
 
     admin.stop().await;
 }

@@ -19,7 +19,7 @@ use hyper_util::rt::TokioIo;
 use serde_json::Value;
 use tokio::net::TcpListener;
 
-use crate::support::{client, eventually, free_addr, signal, Proxy, SIGHUP};
+use crate::support::{client, free_addr, signal, status_until, Proxy, SIGHUP};
 
 /// An in-process backend: `/healthz` answers `health`, every other path
 /// answers `app`; responses carry `x-node: <name>`.
@@ -141,20 +141,6 @@ fn node_status<'a>(s: &'a Value, name: &str) -> &'a Value {
         .iter()
         .find(|n| n["name"] == name)
         .unwrap_or_else(|| panic!("{name} not in {s:#}"))
-}
-
-/// Polls `/status` until `cond` holds (bounded, not a timing claim).
-async fn status_until(admin: SocketAddr, what: &str, cond: impl Fn(&Value) -> bool) -> Value {
-    let cond = &cond;
-    eventually(what, Duration::from_secs(30), || async move {
-        let s = crate::support::admin_status(admin).await;
-        if cond(&s) {
-            Ok(s)
-        } else {
-            Err(format!("{s:#}"))
-        }
-    })
-    .await
 }
 
 #[tokio::test]
