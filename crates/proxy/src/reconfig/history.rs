@@ -28,6 +28,9 @@
 //! the burst is expected to last at least `claim_horizon` longer
 //! (`reconfig::agent::policy`): a claimed node is held for its cool-down
 //! whatever the burst does, so a burst about to end does not pay for it.
+//! The estimate alone ([`estimated_left`](HotTracker::estimated_left)) also
+//! sizes a loaded site's claim batch: one node per `claim_horizon` of
+//! expected burst.
 //!
 //! **Spare streaks** (issue 16). The donor side of the same history: since
 //! when each site's work has fitted on one node fewer in every round
