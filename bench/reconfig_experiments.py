@@ -22,7 +22,9 @@ other configurations, as a same-session baseline of the agent without
 loans), BURSTS (exp1, exp2, exp3: comma-separated burst lengths to run,
 e.g. "512,32768"; default all), SPLITS (exp1 only: comma-separated splits
 to run, e.g. "2:2:2:2"; default both), SKIP_OVERPROV (1: exp1 leaves out
-the over-provisioned runs).
+the over-provisioned runs), KEEP (a directory: every run's cluster output --
+load.csv, cluster.json, the proxies' logs -- is copied there under the
+run's label, for a look at single intervals and claims).
 
 Time is scaled to a 2-core machine (docs/benchmarks.md explains how): nodes
 are capacity-model testsrv nodes (4 slots, 10 ms per 1 KiB request, about
@@ -32,6 +34,7 @@ are capacity-model testsrv nodes (4 slots, 10 ms per 1 KiB request, about
 import csv
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -78,6 +81,10 @@ def run_cluster(spec_text, label, files=None):
         if p.returncode != 0:
             sys.stderr.write(p.stderr[-3000:])
             raise SystemExit(f"{label}: rdmalb-testbed cluster failed ({p.returncode})")
+        if os.environ.get("KEEP"):
+            keep = os.path.join(os.environ["KEEP"], label.replace(" ", "_").replace("/", "-"))
+            shutil.rmtree(keep, ignore_errors=True)
+            shutil.copytree(out, keep, ignore=shutil.ignore_patterns("*.sock", "shm*"))
         with open(os.path.join(out, "cluster.json")) as f:
             outcome = json.load(f)
         with open(os.path.join(out, "load.csv")) as f:
@@ -87,22 +94,41 @@ def run_cluster(spec_text, label, files=None):
         return outcome, rows
 
 
-def qos_percent(rows, site, guarantee):
-    """Same rule as src/testbed/qos.rs: intervals (the last, partial one
-    left out) whose offered rate reached the guarantee count; met when the
-    served rate reached it too."""
+def qos_count(rows, site, guarantee):
+    """Same rule as crates/testbed/src/qos.rs: intervals (the last, partial
+    one left out) whose offered rate reached the guarantee count; met when
+    the served rate reached it too. A burst edge (an interval whose offered
+    rate reached the guarantee while the one before did not; the run's
+    first interval is none) is accounted apart, in every mode alike.
+    Returns (counted, met, edges, edges_met)."""
     mine = [r for r in rows if r["site"] == site][:-1]
-    if not mine:
-        return None
     t = [float(r["time_s"]) for r in mine]
     iv = (t[1] - t[0]) if len(t) > 1 else 1.0
-    counted = met = 0
+    counted = met = edges = edges_met = 0
+    before = None
     for r in mine:
-        if int(r["offered"]) / iv >= guarantee:
-            counted += 1
-            if float(r["served_per_s"]) >= guarantee:
-                met += 1
+        rate = int(r["offered"]) / iv
+        if rate >= guarantee:
+            kept = float(r["served_per_s"]) >= guarantee
+            if before is not None and before < guarantee:
+                edges += 1
+                edges_met += kept
+            else:
+                counted += 1
+                met += kept
+        before = rate
+    return counted, met, edges, edges_met
+
+
+def qos_percent(rows, site, guarantee):
+    """The QoS-meeting % of `qos_count` (burst edges apart)."""
+    counted, met, _, _ = qos_count(rows, site, guarantee)
     return 100.0 * met / counted if counted else None
+
+
+def edges_text(counts):
+    """Burst edges met / seen, summed over runs: "met/seen"."""
+    return f"{sum(c[3] for c in counts)}/{sum(c[2] for c in counts)}"
 
 
 def med(xs):
@@ -243,10 +269,11 @@ EXP2_BURSTS = chosen_bursts([("high (L=16K)", 16384, 24), ("low (L=512)", 512, 1
 
 
 def exp2():
-    results = []  # (burstiness, mode, guarantee, median %, median moves)
+    results = []  # (burstiness, mode, guarantee, median %, median moves, burst edges met/seen)
     for label, burst, secs in EXP2_BURSTS:
         for mode, mode_keys in MODES:
             pct = {g: [] for g in EXP2_GUARANTEES}
+            cnt = {g: [] for g in EXP2_GUARANTEES}
             moves = []
             for r in range(RUNS):
                 spec = (f"sites = [\"gold\", \"bronze\"]\nsplit = \"2:2\"\n{mode_keys}"
@@ -258,24 +285,28 @@ def exp2():
                 moves.append(outcome["moves"])
                 for g in EXP2_GUARANTEES:
                     pct[g].append(qos_percent(rows, "gold", g))
+                    cnt[g].append(qos_count(rows, "gold", g))
             for g in EXP2_GUARANTEES:
-                results.append((label, mode, g, med(pct[g]), med(moves)))
+                results.append((label, mode, g, med(pct[g]), med(moves), edges_text(cnt[g])))
     os.makedirs(OUT, exist_ok=True)
     base = os.path.join(OUT, f"exp2-{stamp()}")
     with open(base + ".csv", "w") as f:
-        f.write("burstiness,mode,guarantee,qos_meeting_percent,moves\n")
-        for (b, m, g, p, mv) in results:
-            f.write(f"{b},{m},{g},{'' if p is None else f'{p:.1f}'},{mv}\n")
+        f.write("burstiness,mode,guarantee,qos_meeting_percent,moves,burst_edges_met_of_seen\n")
+        for (b, m, g, p, mv, e) in results:
+            f.write(f"{b},{m},{g},{'' if p is None else f'{p:.1f}'},{mv},{e}\n")
     fmt = lambda p: "   n/a" if p is None else f"{p:5.1f}%"
     lines = []
     for label, _, _ in EXP2_BURSTS:
         lines.append(f"\nburstiness {label}: QoS-meeting % of site gold (offered {EXP2_RATE:.0f}/s in its "
                      f"bursts; emulated nodes, shm windows; median of {RUNS} runs)")
-        lines.append(f"{'guarantee/s':>11} {'rigid 2:2':>10} {'reconf 2:2':>11} {'overprov 3:3':>13}")
+        lines.append(f"{'guarantee/s':>11} {'rigid 2:2':>10} {'reconf 2:2':>11} {'overprov 3:3':>13}"
+                     f"   burst edges met/seen (all runs): rigid reconf overprov")
         for g in EXP2_GUARANTEES:
-            v = {m: p for (b, m, gg, p, _) in results if b == label and gg == g}
-            lines.append(f"{g:>11} {fmt(v['rigid']):>10} {fmt(v['reconfigure']):>11} {fmt(v['overprov']):>13}")
-        mv = [mv for (b, m, _, _, mv) in results if b == label and m == "reconfigure"][0]
+            v = {m: p for (b, m, gg, p, _, _) in results if b == label and gg == g}
+            e = {m: x for (b, m, gg, _, _, x) in results if b == label and gg == g}
+            lines.append(f"{g:>11} {fmt(v['rigid']):>10} {fmt(v['reconfigure']):>11} {fmt(v['overprov']):>13}"
+                         f"   {e['rigid']:>6} {e['reconfigure']:>6} {e['overprov']:>8}")
+        mv = [mv for (b, m, _, _, mv, _) in results if b == label and m == "reconfigure"][0]
         lines.append(f"node moves (reconfigure, median): {mv}")
     lines.append("seed 003 Fig. 17: high burstiness (64K): rigid drops to ~5% at high guarantees, "
                  "reconfiguration stays near 100%; low burstiness (512): both ~100%.\n"
@@ -293,7 +324,7 @@ def exp2():
         with open(dat, "w") as f:
             f.write("G rigid reconfigure overprov\n")
             for g in EXP2_GUARANTEES:
-                v = {m: p for (b, m, gg, p, _) in results if b == label and gg == g}
+                v = {m: p for (b, m, gg, p, _, _) in results if b == label and gg == g}
                 f.write(f"{g} " + " ".join("0" if v[m] is None else f"{v[m]:.1f}"
                                            for m in ("rigid", "reconfigure", "overprov")) + "\n")
         gp += (f"set title 'burstiness {label}'\n"
@@ -409,10 +440,11 @@ EXP3_MODES = [("rigid", "rigid 3:2", MODES[0][1], ""),
 
 
 def exp3():
-    results = []  # (L, mode, {G: median %}, gold/s, bronze/s, moves)
+    results = []  # (L, mode, {G: median %}, gold/s, bronze/s, moves, {G: burst edges met/seen})
     for burst, secs in EXP3_BURSTS:
         for mode, _, mode_keys, tables in EXP3_MODES:
             pct = {g: [] for g in EXP3_GUARANTEES}
+            cnt = {g: [] for g in EXP3_GUARANTEES}
             gold, bronze, moves = [], [], []
             for r in range(RUNS):
                 spec = (f"sites = [\"gold\", \"bronze\"]\nsplit = \"3:2\"\n{mode_keys}"
@@ -427,16 +459,19 @@ def exp3():
                 bronze.append(busy_rate(rows, "bronze"))
                 for g in EXP3_GUARANTEES:
                     pct[g].append(qos_percent(rows, "gold", g))
+                    cnt[g].append(qos_count(rows, "gold", g))
             results.append((burst, mode, {g: med(pct[g]) for g in EXP3_GUARANTEES},
-                            med(gold), med(bronze), med(moves)))
+                            med(gold), med(bronze), med(moves),
+                            {g: edges_text(cnt[g]) for g in EXP3_GUARANTEES}))
     os.makedirs(OUT, exist_ok=True)
     base = os.path.join(OUT, f"exp3-{stamp()}")
     with open(base + ".csv", "w") as f:
         f.write("burst,mode," + ",".join(f"gold_qos_percent_{g}" for g in EXP3_GUARANTEES)
-                + ",gold_served_per_s_in_bursts,bronze_served_per_s_in_bursts,moves\n")
-        for (b, m, p, gs, bs, mv) in results:
+                + ",gold_served_per_s_in_bursts,bronze_served_per_s_in_bursts,moves,"
+                + ",".join(f"burst_edges_met_of_seen_{g}" for g in EXP3_GUARANTEES) + "\n")
+        for (b, m, p, gs, bs, mv, e) in results:
             f.write(f"{b},{m}," + ",".join("" if p[g] is None else f"{p[g]:.1f}" for g in EXP3_GUARANTEES)
-                    + f",{gs:.1f},{bs:.1f},{mv}\n")
+                    + f",{gs:.1f},{bs:.1f},{mv}," + ",".join(e[g] for g in EXP3_GUARANTEES) + "\n")
     fmt = lambda p: "   n/a" if p is None else f"{p:5.1f}%"
     cell = lambda b, m: [x for x in results if x[0] == b and x[1] == m][0]
     titles = [(m, t) for m, t, _, _ in EXP3_MODES]
@@ -447,6 +482,13 @@ def exp3():
         for g in EXP3_GUARANTEES:
             lines.append(f"{burst:>8} {g:>11} " + " ".join(
                 f"{fmt(cell(burst, m)[2][g]):>14}" for m, _ in titles))
+    lines.append("\n(a') burst edges (an interval in which gold's demand reached the guarantee while the one "
+                 "before did not; left out of (a), the same way in every mode): met/seen over all runs")
+    lines.append(f"{'burst L':>8} {'guarantee/s':>11} " + " ".join(f"{t:>14}" for _, t in titles))
+    for burst, _ in EXP3_BURSTS:
+        for g in EXP3_GUARANTEES:
+            lines.append(f"{burst:>8} {g:>11} " + " ".join(
+                f"{cell(burst, m)[6][g]:>14}" for m, _ in titles))
     lines.append("\n(b) served requests/s of each site during its own bursts (bronze: best effort, "
                  "priority 0) and node moves")
     lines.append(f"{'burst L':>8} {'site':>6} " + " ".join(f"{t:>14}" for _, t in titles)

@@ -420,7 +420,7 @@ impl Agent {
             .filter(|(s, l)| work.hot.observe_round(*s, **l, short[*s], now))
             .map(|(s, _)| s)
             .collect();
-        let urgent = self.urgent(&work, &short, &hot, now);
+        let urgent = self.urgent(&work, &short, now);
         let plan = self.plan(&mut work, &views, (&hot, &urgent), &short, &loads, now);
         self.show(&work, &views, &loads, now);
         let mut outcomes = Vec::new();
@@ -471,7 +471,7 @@ impl Agent {
             match &r {
                 Ok(ClaimOutcome::Claimed { node, epoch, .. }) => tracing::info!(
                     site = %self.settings.sites[site].name, node = %node, epoch,
-                    load = loads[site].unwrap_or(0.0),
+                    load = loads[site].unwrap_or(0.0), batch = count,
                     "claimed a node for a hot site"
                 ),
                 Ok(other) => {
@@ -537,7 +537,9 @@ impl Agent {
             }
         }
         if self.settings.reconfig.mode == ReconfigMode::Reconfigure {
-            let claiming: Vec<usize> = hot.iter().chain(urgent).copied().collect();
+            // A site both hot and urgent claims once.
+            let mut claiming: Vec<usize> = hot.to_vec();
+            claiming.extend(urgent.iter().filter(|s| !hot.contains(s)));
             let opts: Vec<Option<NodeView>> =
                 views.iter().map(|v| v.as_ref().ok().cloned()).collect();
             actions.extend(

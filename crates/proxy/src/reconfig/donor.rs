@@ -63,7 +63,9 @@
 //! **How many** ([`shortfall`], issue 16): a hot site is short by its
 //! guarantee's need beyond its nodes when it is short of its guarantee, or
 //! by the work queued beyond its nodes' capacity (mean load above 1), else
-//! by one node; the agent claims up to `claim_batch` of them in a round.
+//! by one node; the agent claims up to `claim_batch` of them in a round
+//! (a site not short of its guarantee, one per `claim_horizon` its burst
+//! is expected to last: `reconfig::agent::policy`).
 //!
 //! **Loans** ([`choose_return`], issue 16). A node serving another site
 //! than the one its `[[node]]` entry gives it (its *home*) is on loan. A

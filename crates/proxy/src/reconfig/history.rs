@@ -28,6 +28,9 @@
 //! the burst is expected to last at least `claim_horizon` longer
 //! (`reconfig::agent::policy`): a claimed node is held for its cool-down
 //! whatever the burst does, so a burst about to end does not pay for it.
+//! The estimate alone ([`estimated_left`](HotTracker::estimated_left)) also
+//! sizes a loaded site's claim batch: one node per `claim_horizon` of
+//! expected burst.
 //!
 //! **Spare streaks** (issue 16). The donor side of the same history: since
 //! when each site's work has fitted on one node fewer in every round
@@ -199,16 +202,27 @@ impl HotTracker {
     /// long as it has lasted. `None` when the site is not loaded.
     pub fn burst_left(&self, site: usize, now: Instant) -> Option<Duration> {
         let start = self.warm.get(site).copied().flatten()?;
+        Some(
+            self.estimated_left(site, now)
+                .unwrap_or_else(|| now.saturating_duration_since(start)),
+        )
+    }
+
+    /// How much longer `site`'s current burst is expected to last by its
+    /// burst estimate alone (the estimate minus how long the loaded period
+    /// has lasted): `None` when the site is not loaded, when no site has an
+    /// estimate yet, or once the period outlived it (then nothing bounds
+    /// the burst: [`burst_left`](Self::burst_left)'s "as long again").
+    /// The agent sizes a claim batch by it ("Batches by the estimate").
+    pub fn estimated_left(&self, site: usize, now: Instant) -> Option<Duration> {
+        let start = self.warm.get(site).copied().flatten()?;
         let own = self.bursts.get(site).filter(|b| !b.is_empty());
         let estimate = match own {
             Some(b) => b.iter().max().copied(),
             None => self.bursts.iter().flatten().max().copied(),
-        };
+        }?;
         let lasted = now.saturating_duration_since(start);
-        Some(match estimate {
-            Some(e) if lasted < e => e - lasted,
-            _ => lasted,
-        })
+        (lasted < estimate).then(|| estimate - lasted)
     }
 
     /// How long `site` has been cool (every round since then neither above

@@ -327,14 +327,17 @@ impl Outcome {
         );
         for q in &self.qos {
             s.push_str(&format!(
-                "QoS {}: guarantee {:.0}/s met in {} of {} intervals with demand >= guarantee ({})\n",
+                "QoS {}: guarantee {:.0}/s met in {} of {} intervals with demand >= guarantee ({}); \
+                 burst edges apart: met in {} of {}\n",
                 q.meeting.site,
                 q.meeting.guarantee,
                 q.meeting.met,
                 q.meeting.counted,
                 q.percent
                     .map(|p| format!("{p:.1} %"))
-                    .unwrap_or_else(|| "no such interval".into())
+                    .unwrap_or_else(|| "no such interval".into()),
+                q.meeting.edges_met,
+                q.meeting.edges,
             ));
         }
         s

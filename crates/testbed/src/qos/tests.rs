@@ -44,8 +44,28 @@ fn counts_only_intervals_whose_demand_reaches_the_guarantee() {
         (300, 0),
     ]);
     let q = meeting(&rep, "a", 100.0);
-    assert_eq!((q.counted, q.met), (4, 2));
-    assert_eq!(q.percent(), Some(50.0));
+    // The third (100 after 99) is a burst edge, accounted apart.
+    assert_eq!((q.counted, q.met), (3, 1));
+    assert_eq!((q.edges, q.edges_met), (1, 1));
+    assert_eq!(q.percent(), Some(100.0 / 3.0));
+}
+
+#[test]
+fn a_burst_edge_is_accounted_apart_in_every_interval_it_begins() {
+    // Demand from the first interval (not an edge: the load starts with
+    // it), a gap, then two bursts that begin with a missed interval.
+    let rep = report(&[
+        (200, 200),
+        (0, 0),
+        (150, 40),
+        (200, 200),
+        (50, 50),
+        (120, 0),
+        (200, 90),
+    ]);
+    let q = meeting(&rep, "a", 100.0);
+    assert_eq!((q.counted, q.met), (3, 2));
+    assert_eq!((q.edges, q.edges_met), (2, 0));
 }
 
 #[test]

@@ -143,28 +143,26 @@ impl Agent {
 
     /// The sites short of their guarantee in every round for
     /// `guarantee_history` (the first short round's interval counts, so at
-    /// the default, `sensitivity`, a site claims in its first short round)
-    /// that are not hot already: they claim this round without waiting for
-    /// T and without the burst estimate (`reconfig.guarantee_history`).
-    pub(super) fn urgent(
-        &self,
-        work: &Work,
-        short: &[bool],
-        hot: &[usize],
-        now: Instant,
-    ) -> Vec<usize> {
+    /// the default, `sensitivity`, a site claims in its first short round):
+    /// they claim this round without waiting for T and without the burst
+    /// estimate (`reconfig.guarantee_history`), hot or not. A site both
+    /// loaded and short is urgent too: the burst estimate, which would hold
+    /// a loaded site's claim for `claim_horizon` in its first burst, never
+    /// holds back a missed guarantee (issue 16, experiment 3 at 1200/s).
+    pub(super) fn urgent(&self, work: &Work, short: &[bool], now: Instant) -> Vec<usize> {
         let Some(after) = self.settings.reconfig.guarantee_history() else {
             return Vec::new();
         };
         let s_ = self.settings.reconfig.sensitivity;
         (0..self.settings.sites.len())
-            .filter(|s| short.get(*s).copied().unwrap_or(false) && !hot.contains(s))
+            .filter(|s| short.get(*s).copied().unwrap_or(false))
             .filter(|s| work.hot.short_for(*s, now).is_some_and(|d| d + s_ >= after))
             .collect()
     }
 
     /// How many nodes hot site `site` claims this round: what it is short
-    /// by on `views` ([`shortfall`]), at most `claim_batch`.
+    /// by on `views` ([`shortfall`]), at most `claim_batch`, and, unless it
+    /// is short of its guarantee, at most [`batch_by_estimate`](Self::batch_by_estimate).
     pub(super) fn claim_count(
         &self,
         work: &Work,
@@ -175,7 +173,38 @@ impl Agent {
     ) -> usize {
         let short = short.get(site).copied().unwrap_or(false);
         let wanted = self.with_donor_query(work, site, views, now, |q| shortfall(q, short));
-        wanted.clamp(1, self.settings.reconfig.claim_batch.max(1))
+        let batch = self.settings.reconfig.claim_batch.max(1);
+        let batch = if short {
+            batch
+        } else {
+            batch.min(self.batch_by_estimate(work, site, now))
+        };
+        wanted.clamp(1, batch)
+    }
+
+    /// The most nodes a loaded (not short) site may take in one round by
+    /// its burst estimate: one per `claim_horizon` its burst is expected to
+    /// last ([`HotTracker::estimated_left`](crate::reconfig::history::HotTracker::estimated_left)),
+    /// at least one. Each node a batch takes is one its donor claims back
+    /// (another move) when its own burst comes, so every node beyond the
+    /// first needs another horizon of expected burst. No bound without an
+    /// estimate, once the burst outlived it, or with `claim_horizon` off:
+    /// a burst longer than any seen is the long one batches are for.
+    pub(super) fn batch_by_estimate(&self, work: &Work, site: usize, now: Instant) -> usize {
+        let Some(horizon) = self
+            .settings
+            .reconfig
+            .claim_horizon()
+            .filter(|h| !h.is_zero())
+        else {
+            return usize::MAX;
+        };
+        match work.hot.estimated_left(site, now) {
+            Some(left) => usize::try_from(left.as_nanos() / horizon.as_nanos())
+                .unwrap_or(usize::MAX)
+                .max(1),
+            None => usize::MAX,
+        }
     }
 
     /// The sites a loaned node should go home to this round, judged on the

@@ -177,6 +177,7 @@ async fn the_burst_estimate_is_the_longest_recent_loaded_period() {
     // burst is expected to last as long again as it has.
     run(&mut t, &[0.9, 0.9, 0.9]).await;
     assert_eq!(t.burst_left(0, Instant::now()), Some(S * 3));
+    assert_eq!(t.estimated_left(0, Instant::now()), None, "no estimate");
     run(&mut t, &[0.1]).await;
     assert_eq!(t.burst_left(0, Instant::now()), None, "not loaded");
     // A 1.6 s burst.
@@ -196,10 +197,16 @@ async fn the_burst_estimate_is_the_longest_recent_loaded_period() {
         t.burst_left(1, Instant::now()),
         Some(Duration::from_millis(1600))
     );
+    assert_eq!(
+        t.estimated_left(0, Instant::now()),
+        Some(Duration::from_millis(1200)),
+        "the estimate alone bounds it"
+    );
     // Outlived (2 s so far): as long again.
     run(&mut t, &[0.9; 8]).await;
     assert_eq!(
         t.burst_left(0, Instant::now()),
         Some(Duration::from_secs(2))
     );
+    assert_eq!(t.estimated_left(0, Instant::now()), None, "outlived");
 }

@@ -5,7 +5,8 @@
 //! with `loan_return = "off"`; a returned node is not pulled back by the
 //! cool site; several proxies seeing the same loan make one return. And
 //! the burst estimate: no claim for a burst expected to end within
-//! `claim_horizon`.
+//! `claim_horizon`, and a batch only for a burst expected to last one
+//! horizon per node.
 
 use std::sync::Arc;
 
@@ -272,4 +273,57 @@ async fn a_burst_expected_to_end_within_the_claim_horizon_moves_no_node() {
     // claims; T after that node landed less than the horizon is left.
     assert_eq!(burst(3).await, 1);
     assert_eq!(epochs(&c), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_loaded_site_claims_a_batch_only_for_a_burst_expected_to_last() {
+    // s0 has one node (n0) and queues work for four (load 4.0: short by
+    // three); s1's four nodes give idle ones. Claim horizon 1 s, batch 4,
+    // T = 1 s. A first burst of `first` rounds (s1 busy then: no donor)
+    // sets s0's burst estimate; the second claims at T.
+    for (first, taken) in [
+        // Estimate 2.4 s: 1.4 s left at T, one horizon: one node a round.
+        (12, 1),
+        // Estimate 6 s: 5 s left, five horizons: the batch (3 needed).
+        (30, 3),
+    ] {
+        let c = cluster(&[Some(0), Some(1), Some(1), Some(1), Some(1)], 1);
+        let homes = [Some(0), Some(1), Some(1), Some(1), Some(1)];
+        let Ok(mut a) = Arc::try_unwrap(agent_homes(&c, 1, 2, &homes, None)) else {
+            unreachable!("a new agent has one owner")
+        };
+        a.settings.reconfig.claim_horizon = Delay::Set(Duration::from_secs(1));
+        a.settings.reconfig.claim_batch = 4;
+        let agents = [Arc::new(a)];
+        let mut busy = vec![0.6; 5];
+        busy[0] = 4.0;
+        rounds(&c, &agents, &busy, first).await;
+        rounds(&c, &agents, &[0.05; 5], 3).await;
+        assert_eq!(epochs(&c), 0, "no donor in the first burst");
+        let mut at = None;
+        for r in 0..8 {
+            let loads: Vec<f64> = c
+                .nodes
+                .iter()
+                .map(|m| {
+                    if site_of(m) == SiteSlot::Site(0) {
+                        4.0
+                    } else {
+                        0.05
+                    }
+                })
+                .collect();
+            let n = rounds(&c, &agents, &loads, 1)
+                .await
+                .iter()
+                .filter(|(_, o)| matches!(o, Ok(ClaimOutcome::Claimed { .. })))
+                .count();
+            if n > 0 && at.is_none() {
+                at = Some(r);
+                assert_eq!(n, taken, "first burst of {first} rounds");
+            }
+        }
+        // Hot at T: the sixth round of the burst.
+        assert_eq!(at, Some(5), "first burst of {first} rounds");
+    }
 }

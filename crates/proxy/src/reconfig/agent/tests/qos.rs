@@ -350,3 +350,41 @@ async fn a_guaranteed_site_keeps_its_peak_nodes_for_guarantee_hold() {
         assert_eq!(at, Some(first), "{hold:?}");
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_loaded_site_that_misses_its_guarantee_claims_without_the_burst_estimate() {
+    // Gold's one node is loaded (1.0) from the first round, and serves the
+    // 1500 rps offered until round 7; from then on it serves 350 rps
+    // (guarantee 1200: short, 3 nodes more needed). Bronze's four nodes
+    // are idle. Gold is hot at T (round 5), but its burst estimate (none:
+    // as long again as it has lasted) holds a loaded site's claim until it
+    // has lasted the 5 s horizon; the missed guarantee does not wait for it.
+    for (horizon, first, taken) in [
+        // Burst estimate off: hot at T, one node (load 1.0 queues nothing).
+        (crate::config::Delay::Off, 5, 1),
+        // On: the first short round claims what the guarantee needs.
+        (crate::config::Delay::Set(Duration::from_secs(5)), 8, 3),
+    ] {
+        let c = cluster(&[Some(0), Some(1), Some(1), Some(1), Some(1)], 1);
+        let (a, demand) = gold_agent(&c, 1200.0, |r| {
+            r.guarantee_history = crate::config::Delay::Default;
+            r.claim_horizon = horizon;
+            r.claim_batch = 4;
+        });
+        load(&c.nodes[0], 1.0);
+        for n in &c.nodes[1..] {
+            load(n, 0.05);
+        }
+        let mut at = None;
+        for r in 0..10 {
+            let (_, outcomes) = a.round().await;
+            if claims(&outcomes) > 0 && at.is_none() {
+                at = Some(r);
+                assert_eq!(claims(&outcomes), taken, "{horizon:?}");
+            }
+            traffic(&demand, "s0", 300, if r < 7 { 300 } else { 70 });
+            tokio::time::sleep(S).await;
+        }
+        assert_eq!(at, Some(first), "{horizon:?}");
+    }
+}
