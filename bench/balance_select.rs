@@ -14,7 +14,10 @@
 //!
 //! Run: `cargo bench --bench balance_select` (add `-- --quick` for a short
 //! run). Prints a markdown table and writes it to
-//! `bench/results/balance_select.md`. Numbers are for comparing policies and
+//! `bench/results/balance_select.md`. `-- --request-path` runs the second
+//! table only and writes `bench/results/balance_select-request-path.md`;
+//! `--case TEXT` keeps the request-path rows whose label contains TEXT (for
+//! profiling one case). Numbers are for comparing policies and
 //! cases within one run on one machine, not absolute claims.
 
 use std::hint::black_box;
@@ -95,9 +98,50 @@ fn measure_threads(backends: Arc<Backends>, threads: usize, iters: u64) -> f64 {
 }
 
 fn main() {
-    let quick = std::env::args().any(|a| a == "--quick");
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let only_request_path = args.iter().any(|a| a == "--request-path");
+    let case = args
+        .iter()
+        .position(|a| a == "--case")
+        .and_then(|i| args.get(i + 1))
+        .cloned()
+        .unwrap_or_default();
     let (iters, rounds) = if quick { (200_000, 3) } else { (2_000_000, 5) };
     let started = Instant::now();
+    let mut out = String::new();
+    if !only_request_path {
+        out.push_str(&selection_table(iters, rounds));
+    }
+    out.push_str(&request_path(iters, rounds, &case));
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let footer = format!(
+        "\n{iters} picks per case, best of {rounds} rounds (threads: mean per thread), \
+         {cpus} CPUs, {:.1} s total. Command: `cargo bench --bench balance_select -- {}`.\n",
+        started.elapsed().as_secs_f64(),
+        args[1..]
+            .iter()
+            .filter(|a| !a.starts_with("--bench"))
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    print!("{footer}");
+    out.push_str(&footer);
+    let name = if only_request_path {
+        "balance_select-request-path.md"
+    } else {
+        "balance_select.md"
+    };
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/results");
+    let written = std::fs::create_dir_all(&dir).and_then(|_| std::fs::write(dir.join(name), &out));
+    if let Err(e) = written {
+        eprintln!("cannot write bench/results/{name}: {e}");
+    }
+}
+
+/// The first table: `Backends::pick` per baseline policy (module docs).
+fn selection_table(iters: u64, rounds: usize) -> String {
     let mut out = String::new();
     out.push_str("| policy | nodes | all usable ns/pick | one down ns/pick | one excluded ns/pick | 2 threads ns/pick |\n");
     out.push_str("|---|---:|---:|---:|---:|---:|\n");
@@ -118,26 +162,11 @@ fn main() {
             out.push_str(&line);
         }
     }
-    out.push_str(&request_path(iters, rounds));
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let footer = format!(
-        "\n{iters} picks per case, best of {rounds} rounds (threads: mean per thread), \
-         {cpus} CPUs, {:.1} s total. Command: `cargo bench --bench balance_select{}`.\n",
-        started.elapsed().as_secs_f64(),
-        if quick { " -- --quick" } else { "" }
-    );
-    print!("{footer}");
-    out.push_str(&footer);
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/results");
-    let written = std::fs::create_dir_all(&dir)
-        .and_then(|_| std::fs::write(dir.join("balance_select.md"), &out));
-    if let Err(e) = written {
-        eprintln!("cannot write bench/results/balance_select.md: {e}");
-    }
+    out
 }
 
 /// The request-path table (module docs).
-fn request_path(iters: u64, rounds: usize) -> String {
+fn request_path(iters: u64, rounds: usize, case: &str) -> String {
     use rdmalb_window::{seqlock, site_table_hash, LoadSample, WindowMemory};
     let mut out = String::from(
         "\n| request-path pick (`pick_queued`) | nodes | ns/pick |\n|---|---:|---:|\n",
@@ -196,7 +225,7 @@ fn request_path(iters: u64, rounds: usize) -> String {
                 }
             })
         };
-        for (label, balance, routing) in cases {
+        for (label, balance, routing) in cases.into_iter().filter(|c| c.0.contains(case)) {
             let cfg = windowed_config(balance, n, routing, Some(dir.path()));
             let ns = rt.block_on(async {
                 let (_tx, rx) = tokio::sync::watch::channel(false);
