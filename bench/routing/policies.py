@@ -80,6 +80,14 @@ POLICIES = {
     # late); these rank it by its wait like any other, as before.
     "shortest-wait-all-fullignore": ("shortest-wait", 'load_read = "per-request"\ncandidates = "all"\nfull_queue = "ignore"'),
     "shortest-wait-fullignore": ("shortest-wait", 'load_read = "per-request"\nfull_queue = "ignore"'),
+    # Late binding: each proxy keeps at most 2 requests in flight per node
+    # (limits.max_inflight_per_node); beyond, requests wait in the proxy's
+    # site queue and go to the first node that frees a slot, so a node
+    # whose capacity drops (a co-tenant arriving) holds few committed
+    # requests. The peers with the same cap, for a fair comparison.
+    "shortest-wait-all-cap2": ("shortest-wait", 'load_read = "per-request"\ncandidates = "all"', "max_inflight_per_node = 2"),
+    "peak-ewma-cap2": ("peak-ewma", "", "max_inflight_per_node = 2"),
+    "leastconn-cap2": ("leastconn", "", "max_inflight_per_node = 2"),
     # The drain rates' time constant (default 50ms) shorter and longer.
     "shortest-wait-all-20ms": ("shortest-wait", 'load_read = "per-request"\ncandidates = "all"\ndrain_window = "20ms"'),
     "shortest-wait-all-200ms": ("shortest-wait", 'load_read = "per-request"\ncandidates = "all"\ndrain_window = "200ms"'),
@@ -133,7 +141,8 @@ def traces(bin_, work):
 
 def spec(scenario, policy, transport, duration, load, trace_file, candidates, inflight=0.2, timeline=None):
     s = SCENARIOS[scenario]
-    balance, routing = POLICIES[policy]
+    balance, routing, *limits = POLICIES[policy]
+    limits = f"\n[proxy.limits]\n{limits[0]}\n" if limits else ""
     slots = s["node_slots"]
     top = f"node_slots = {slots}\n" if slots else ""
     return f"""sites = ["shop"]
@@ -167,7 +176,7 @@ inflight = {inflight}
 [proxy.routing]
 {"" if "candidates" in routing else f"candidates = {candidates}"}
 {routing}
-"""
+{limits}"""
 
 
 def run(bin_, work, name, text):

@@ -10,7 +10,9 @@ samples with the co-tenant on, the mean and largest queue with it on and
 off, and the 503s by the node's state in the sample that counted them
 (co-tenant on or off, ms since the co-tenant's last change, the queue of
 the sample before) and how many co-tenants were on in the whole cluster
-at that moment.
+at that moment. "caught" is the requests queued in a node when its
+co-tenant arrived (the queue of the first sample with it on): they were
+placed for a node draining 4 slots and drain with 1.
 """
 
 import csv
@@ -43,18 +45,21 @@ def summarise(run):
         return n
 
     print(f"## {os.path.basename(run)}")
-    print("| node | co-tenant on | queue on: mean / max | queue off: mean / max | 503s on | 503s off | 503s: ms since change (median) | 503s: cluster co-tenants on (median) |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
-    tot = dict(on=0, off=0)
+    print("| node | caught | co-tenant on | queue on: mean / max | queue off: mean / max | 503s on | 503s off | 503s: ms since change (median) | 503s: cluster co-tenants on (median) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    tot = dict(on=0, off=0, caught=0, done=0)
     for name, rows in nodes.items():
         q_on = [r["queue"] for r in rows if r["held"] > 0]
         q_off = [r["queue"] for r in rows if r["held"] == 0]
         rej_on = rej_off = 0
         since, cluster = [], []
         changed = 0.0
+        caught = 0
         for a, b in zip(rows, rows[1:]):
             if (b["held"] > 0) != (a["held"] > 0):
                 changed = b["ms"]
+                if b["held"] > 0:
+                    caught += b["queue"]
             d = b["rejected_total"] - a["rejected_total"]
             if d > 0:
                 if b["held"] > 0:
@@ -65,11 +70,15 @@ def summarise(run):
                 cluster += [on_at(b["ms"])] * int(d)
         tot["on"] += rej_on
         tot["off"] += rej_off
+        tot["caught"] += caught
+        tot["done"] += rows[-1]["requests_total"] - rows[0]["requests_total"]
         share = len(q_on) / len(rows)
         fmt = lambda q: f"{statistics.mean(q):.1f} / {max(q):.0f}" if q else "–"
         med = lambda x: f"{statistics.median(x):.0f}" if x else "–"
-        print(f"| {name} | {share:.0%} | {fmt(q_on)} | {fmt(q_off)} | {rej_on:.0f} | {rej_off:.0f} | {med(since)} | {med(cluster)} |")
-    print(f"\n503s with the node's co-tenant on: {tot['on']:.0f}, off: {tot['off']:.0f}\n")
+        print(f"| {name} | {caught:.0f} | {share:.0%} | {fmt(q_on)} | {fmt(q_off)} | {rej_on:.0f} | {rej_off:.0f} | {med(since)} | {med(cluster)} |")
+    print(f"\n503s with the node's co-tenant on: {tot['on']:.0f}, off: {tot['off']:.0f}; "
+          f"requests caught in a queue by a co-tenant's arrival: {tot['caught']:.0f} of {tot['done']:.0f} completed "
+          f"({tot['caught'] / max(tot['done'], 1):.2%})\n")
 
 
 if __name__ == "__main__":

@@ -355,7 +355,11 @@ pub async fn run(cfg: NodeConfig, mut shutdown: watch::Receiver<bool>) -> Result
         tokio::spawn(Arc::clone(&node.capacity).run_antagonist(a, shutdown.clone()));
     }
     if let Some(path) = cfg.timeline_file.clone() {
-        let (cap, sd, every) = (Arc::clone(&node.capacity), shutdown.clone(), cfg.timeline_every);
+        let (cap, sd, every) = (
+            Arc::clone(&node.capacity),
+            shutdown.clone(),
+            cfg.timeline_every,
+        );
         tokio::spawn(async move {
             if let Err(e) = timeline(&path, &cap, every, sd).await {
                 tracing::warn!(file = %path.display(), error = %e, "timeline not written");

@@ -296,7 +296,11 @@ impl WeightedLeastLoad {
                     let wait = drain::score(scored, rate)?;
                     let age_s = now_ns.saturating_sub(block.updated_at_ns) as f64 / 1e9;
                     let full = self.full_queue == FullQueue::Avoid
-                        && drain::nearly_full(scored, rate.or_else(|| drain::nominal_rate(scored)), age_s);
+                        && drain::nearly_full(
+                            scored,
+                            rate.or_else(|| drain::nominal_rate(scored)),
+                            age_s,
+                        );
                     Some(if full { wait + drain::FULL } else { wait })
                 };
                 rank_with(&view, part, |_| 0.0, start, &mut scores)

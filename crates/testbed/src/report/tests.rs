@@ -96,6 +96,7 @@ fn a_p99_over_all_requests_counts_errors_as_slowest() {
     let s = &r.finish(Duration::from_secs(10)).summary[0];
     // 101 requests, 2 failed: rank 100 falls on a 503.
     assert_eq!((s.p99_ms, s.p99_all_ms), (70.0, None));
-    let json: serde_json::Value = serde_json::from_str(&r.finish(Duration::from_secs(10)).json()).unwrap();
+    let json: serde_json::Value =
+        serde_json::from_str(&r.finish(Duration::from_secs(10)).json()).unwrap();
     assert!(json["summary"][0]["p99_all_ms"].is_null());
 }
