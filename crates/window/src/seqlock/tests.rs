@@ -112,7 +112,7 @@ proptest! {
     /// Whatever the interleaving, an accepted block is one whole sample.
     #[test]
     fn no_interleaving_yields_an_accepted_torn_block(
-        mut steps in proptest::collection::vec(0..=PLAN_LEN, 15),
+        mut steps in proptest::collection::vec(0..=PLAN_LEN, 16),
         descending in any::<bool>(),
         prior in 0u64..4,
     ) {

@@ -245,8 +245,12 @@ fn a_node_is_nearly_full_when_its_queue_has_no_room_for_this_request_and_the_uns
     };
     // No queue limit published: never full, however long the queue.
     assert!(!nearly_full(&sample(4, 500, 4, 0), Some(400.0), 0.002));
-    // A free worker: the request does not queue.
-    assert!(!nearly_full(&limited(3, 64), Some(400.0), 0.002));
+    // A free worker: the request does not queue, whatever the room.
+    let free = LoadSample {
+        app_queue_limit: 1,
+        ..sample(3, 0, 4, 0)
+    };
+    assert!(!nearly_full(&free, Some(400.0), 0.01));
     // The queue is full.
     assert!(nearly_full(&limited(4, 64), Some(400.0), 0.0));
     assert!(nearly_full(&limited(4, 70), None, 0.0));
