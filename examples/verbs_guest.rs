@@ -194,6 +194,7 @@ fn sample(n: u64) -> LoadSample {
         requests_total: n,
         app_queue_len: n.wrapping_mul(11),
         app_latency_us: n.wrapping_mul(13),
+        app_queue_limit: n.wrapping_mul(17),
     }
 }
 

@@ -6,7 +6,12 @@ loop at fixed fractions of the cluster's measured capacity, every policy
 in every scenario, rounds interleaved with a rotating order, medians.
 Reports p50, p99, p99.9 latency of served requests and the goodput within
 a latency objective (served requests answered within OBJECTIVE ms, per
-second), as tables (Markdown) and curves (PNG, gnuplot).
+second), as tables (Markdown) and curves (PNG, gnuplot). p99 is over the
+served requests; "p99 all" over every request with errors (503s from full
+node queues) counted as slower than any served one, so a policy cannot
+look better by refusing requests ("inf" when more than 1 % failed).
+--timeline DIR keeps each node's state every 5 ms (busy, queue, co-tenant
+slots, completions, 503s) in DIR/<run>/n<i>.timeline.csv, for diagnosis.
 
     python3 bench/routing/policies.py                      # the default matrix (see --help)
     python3 bench/routing/policies.py --scenarios antagonist --loads 80,90 --rounds 1
@@ -25,6 +30,8 @@ Scenarios hetero, antagonist and eight replay dynamic requests of 10 ms.
 Capacity: each scenario starts with a closed-loop calibration run
 (leastconn, 4 connections per slot) whose served/s is the cluster's
 capacity C; the offered loads are the given percentages of C.
+--capacity antagonist=1650 gives C instead (the calibration is a 4 s run
+on a shared machine: one disturbed run shifts every load of the run).
 
 The transport the proxies read the windows over is named in every row
 (shm by default; neither shm nor tcp is RDMA). Results:
@@ -68,6 +75,19 @@ POLICIES = {
     "shortest-wait-all": ("shortest-wait", 'load_read = "per-request"\ncandidates = "all"'),
     "shortest-wait-all-ignore": ("shortest-wait", 'load_read = "per-request"\ncandidates = "all"\nunseen = "ignore"'),
     "shortest-wait-3": ("shortest-wait", 'load_read = "per-request"\ncandidates = 3'),
+    # A node whose published queue (window word 22) is nearly full is ranked
+    # last (routing.full_queue = "avoid", the default since 2026-11-27
+    # late); these rank it by its wait like any other, as before.
+    "shortest-wait-all-fullignore": ("shortest-wait", 'load_read = "per-request"\ncandidates = "all"\nfull_queue = "ignore"'),
+    "shortest-wait-fullignore": ("shortest-wait", 'load_read = "per-request"\nfull_queue = "ignore"'),
+    # Late binding: each proxy keeps at most 2 requests in flight per node
+    # (limits.max_inflight_per_node); beyond, requests wait in the proxy's
+    # site queue and go to the first node that frees a slot, so a node
+    # whose capacity drops (a co-tenant arriving) holds few committed
+    # requests. The peers with the same cap, for a fair comparison.
+    "shortest-wait-all-cap2": ("shortest-wait", 'load_read = "per-request"\ncandidates = "all"', "max_inflight_per_node = 2"),
+    "peak-ewma-cap2": ("peak-ewma", "", "max_inflight_per_node = 2"),
+    "leastconn-cap2": ("leastconn", "", "max_inflight_per_node = 2"),
     # The drain rates' time constant (default 50ms) shorter and longer.
     "shortest-wait-all-20ms": ("shortest-wait", 'load_read = "per-request"\ncandidates = "all"\ndrain_window = "20ms"'),
     "shortest-wait-all-200ms": ("shortest-wait", 'load_read = "per-request"\ncandidates = "all"\ndrain_window = "200ms"'),
@@ -119,9 +139,10 @@ def traces(bin_, work):
     return {"dynamic": dyn, "rubis": mix}
 
 
-def spec(scenario, policy, transport, duration, load, trace_file, candidates, inflight=0.2):
+def spec(scenario, policy, transport, duration, load, trace_file, candidates, inflight=0.2, timeline=None):
     s = SCENARIOS[scenario]
-    balance, routing = POLICIES[policy]
+    balance, routing, *limits = POLICIES[policy]
+    limits = f"\n[proxy.limits]\n{limits[0]}\n" if limits else ""
     slots = s["node_slots"]
     top = f"node_slots = {slots}\n" if slots else ""
     return f"""sites = ["shop"]
@@ -136,7 +157,7 @@ seed = 7
 [node]
 slots = 4
 queue = 64
-{s['node']}
+{s['node']}{f'timeline_dir = "{timeline}"' if timeline else ""}
 [load]
 {load}
 interval = "1s"
@@ -155,7 +176,7 @@ inflight = {inflight}
 [proxy.routing]
 {"" if "candidates" in routing else f"candidates = {candidates}"}
 {routing}
-"""
+{limits}"""
 
 
 def run(bin_, work, name, text):
@@ -194,6 +215,8 @@ def main():
     ap.add_argument("--candidates", default="2", help="routing.candidates of the window policies (a number or '\"all\"')")
     ap.add_argument("--inflight-weight", type=float, default=0.2, help="[weights] inflight of weighted-least-load")
     ap.add_argument("--bin", default=os.environ.get("RDMALB_TESTBED_BIN"))
+    ap.add_argument("--capacity", default="", help="scenario=served/s,...: use this capacity instead of calibrating (e.g. antagonist=1650)")
+    ap.add_argument("--timeline", help="a folder: each run's nodes write their state every 5 ms into DIR/<run>/")
     a = ap.parse_args()
     scenarios = [s for s in a.scenarios.split(",") if s]
     policies = [p for p in a.policies.split(",") if p]
@@ -217,8 +240,13 @@ def main():
         load_start = open("/proc/loadavg").read().split()[:3]
         rows = []
         capacity = {}
+        fixed = dict((k, float(v)) for k, v in (x.split("=") for x in a.capacity.split(",") if x))
         for s in scenarios:
             sc = SCENARIOS[s]
+            if s in fixed:
+                capacity[s] = fixed[s]
+                print(f"{s}: capacity {capacity[s]:.0f} served/s (given)", flush=True)
+                continue
             slots = sum((sc["node_slots"] or [4])[i % len(sc["node_slots"] or [4])] for i in range(sc["nodes"]))
             text = spec(s, "leastconn", a.transport, 4, f"connections = {4 * slots}", files[sc["trace"]], a.candidates)
             _, t = run(bin_, work, f"calibrate-{s}", text)
@@ -230,14 +258,20 @@ def main():
                 for p in order:
                     for pct in loads:
                         rate = capacity[s] * pct / 100.0
-                        text = spec(s, p, a.transport, a.duration, f"rate = {rate:.1f}", files[SCENARIOS[s]["trace"]], a.candidates, a.inflight_weight)
-                        d, t = run(bin_, work, f"{s}-{p}-{pct}-{r}", text)
+                        name = f"{s}-{p}-{pct}-{r}"
+                        tl = None
+                        if a.timeline:
+                            tl = os.path.abspath(os.path.join(a.timeline, name))
+                            os.makedirs(tl, exist_ok=True)
+                        text = spec(s, p, a.transport, a.duration, f"rate = {rate:.1f}", files[SCENARIOS[s]["trace"]], a.candidates, a.inflight_weight, tl)
+                        d, t = run(bin_, work, name, text)
                         within = t["served_within_ms"].get(str(a.objective), 0)
                         row = dict(
                             round=r + 1, scenario=s, policy=p, transport=a.transport, load_pct=pct,
                             offered_per_s=round(t["offered_per_s"], 1), served_per_s=round(t["served_per_s"], 1),
                             goodput_per_s=round(within / d["elapsed_s"], 1) if d["elapsed_s"] else 0,
                             p50_ms=t["p50_ms"], p99_ms=t["p99_ms"], p999_ms=t["p999_ms"], errors=t["errors"],
+                            p99_all_ms=float("inf") if t.get("p99_all_ms", 0) is None else t.get("p99_all_ms", float("nan")),
                         )
                         rows.append(row)
                         print(",".join(str(v) for v in row.values()), flush=True)
@@ -253,7 +287,7 @@ def main():
         med = {}
         for key in {(x["scenario"], x["policy"], x["load_pct"]) for x in rows}:
             sel = [x for x in rows if (x["scenario"], x["policy"], x["load_pct"]) == key]
-            med[key] = {k: statistics.median(x[k] for x in sel) for k in ("served_per_s", "goodput_per_s", "p50_ms", "p99_ms", "p999_ms", "errors")}
+            med[key] = {k: statistics.median(x[k] for x in sel) for k in ("served_per_s", "goodput_per_s", "p50_ms", "p99_ms", "p999_ms", "errors", "p99_all_ms")}
         cmd = " ".join(["python3", "bench/routing/policies.py"] + sys.argv[1:])
         md = [f"# Routing policies at fixed arrival rates, {start}", "",
               f"Command: `{cmd}`", "",
@@ -263,12 +297,12 @@ def main():
         for s in scenarios:
             sc = SCENARIOS[s]
             md += [f"## {s} ({sc['nodes']} nodes, {sc['proxies']} proxies; capacity {capacity[s]:.0f}/s)", "",
-                   "| policy | load % | served/s | goodput/s | p50 ms | p99 ms | p99.9 ms | errors |",
-                   "|---|---:|---:|---:|---:|---:|---:|---:|"]
+                   "| policy | load % | served/s | goodput/s | p50 ms | p99 ms | p99.9 ms | errors | p99 all ms |",
+                   "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
             for p in policies:
                 for pct in loads:
                     m = med[(s, p, pct)]
-                    md.append(f"| {p} | {pct} | {m['served_per_s']:.0f} | {m['goodput_per_s']:.0f} | {m['p50_ms']:.1f} | {m['p99_ms']:.1f} | {m['p999_ms']:.1f} | {m['errors']:.0f} |")
+                    md.append(f"| {p} | {pct} | {m['served_per_s']:.0f} | {m['goodput_per_s']:.0f} | {m['p50_ms']:.1f} | {m['p99_ms']:.1f} | {m['p999_ms']:.1f} | {m['errors']:.0f} | {m['p99_all_ms']:.1f} |")
             md.append("")
             if shutil.which("gnuplot"):
                 dat = f"{base}-{s}.dat"

@@ -548,6 +548,7 @@ async fn push_protocol_end_to_end_over_tcp() {
         requests_total: Some(1234),
         connections: None,
         latency_us: Some(2500),
+        queue_limit: Some(64),
     })
     .await
     .unwrap();
@@ -563,6 +564,7 @@ async fn push_protocol_end_to_end_over_tcp() {
     );
     assert_eq!(r.get(Field::Connections), None);
     assert_eq!(r.get(Field::AppLatency), Some(2500));
+    assert_eq!(r.get(Field::AppQueueLimit), Some(64));
 
     // A partial update keeps the other pushed fields.
     c.push(&PushSample {

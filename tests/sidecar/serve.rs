@@ -148,6 +148,7 @@ async fn sidecar_publishes_live_load_over_shm_tcp_and_admin() {
         requests_total: Some(100),
         connections: None,
         latency_us: None,
+        queue_limit: None,
     })
     .await
     .unwrap();

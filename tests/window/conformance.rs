@@ -124,6 +124,7 @@ fn sample(k: u64) -> LoadSample {
         requests_total: k.wrapping_sub(5),
         app_queue_len: k.swap_bytes(),
         app_latency_us: k.wrapping_mul(5),
+        app_queue_limit: k.rotate_left(7),
     }
 }
 

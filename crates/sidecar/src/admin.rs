@@ -164,7 +164,7 @@ pub fn own_block(memory: &WindowMemory) -> Option<LoadBlock> {
     (0..100).find_map(|_| seqlock::decode_block(&seqlock::snapshot(memory)).ok())
 }
 
-fn load_fields(b: &LoadBlock) -> [(Field, u64); 12] {
+fn load_fields(b: &LoadBlock) -> [(Field, u64); 13] {
     let s = &b.sample;
     [
         (Field::Cpu, s.cpu_util_ppm),
@@ -179,6 +179,7 @@ fn load_fields(b: &LoadBlock) -> [(Field, u64); 12] {
         (Field::RequestsTotal, s.requests_total),
         (Field::AppQueue, s.app_queue_len),
         (Field::AppLatency, s.app_latency_us),
+        (Field::AppQueueLimit, s.app_queue_limit),
     ]
 }
 

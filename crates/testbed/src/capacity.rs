@@ -20,6 +20,8 @@ pub struct Capacity {
     /// Slots the antagonist holds now.
     held: AtomicU32,
     requests_total: AtomicU64,
+    /// Requests refused because the W + Q places were taken (503s).
+    rejected_total: AtomicU64,
     /// See [`Usage::latency_us`].
     latency_us: AtomicU64,
     /// Signalled on every change of busy/queue/requests_total.
@@ -36,6 +38,8 @@ pub struct Usage {
     /// Moving average of the time requests spent in the node (queue and
     /// service), microseconds; 0 before the first one.
     pub latency_us: u64,
+    /// Q: requests the queue holds beyond the busy slots.
+    pub queue_limit: u64,
 }
 
 /// Held from admission to the end of service; gives back the place.
@@ -57,6 +61,7 @@ impl Capacity {
             in_system: AtomicU32::new(0),
             held: AtomicU32::new(0),
             requests_total: AtomicU64::new(0),
+            rejected_total: AtomicU64::new(0),
             latency_us: AtomicU64::new(0),
             changed: Notify::new(),
             model,
@@ -80,7 +85,18 @@ impl Capacity {
             capacity: u64::from(self.model.slots),
             requests_total: self.requests_total.load(Ordering::Acquire),
             latency_us: self.latency_us.load(Ordering::Acquire),
+            queue_limit: u64::from(self.model.queue),
         }
+    }
+
+    /// Slots the co-tenant holds now (0 when it is off).
+    pub fn held(&self) -> u64 {
+        u64::from(self.held.load(Ordering::Acquire))
+    }
+
+    /// Requests refused so far because the node was full (its 503s).
+    pub fn rejected_total(&self) -> u64 {
+        self.rejected_total.load(Ordering::Acquire)
     }
 
     /// Takes a place among the W + Q, or `None` (→ 503).
@@ -100,6 +116,7 @@ impl Capacity {
     pub async fn serve(&self, service: Service) -> bool {
         let arrived = tokio::time::Instant::now();
         let Some(_admitted) = self.admit() else {
+            self.rejected_total.fetch_add(1, Ordering::AcqRel);
             return false;
         };
         let Ok(_slot) = self.slots.acquire().await else {

@@ -44,6 +44,8 @@ pub const DEFAULT_CPU_FRACTION: f64 = 0.05;
 pub const DEFAULT_MAX_BODY: u64 = 16 << 20;
 /// Default coalescing interval of load pushes to the sidecar.
 pub const DEFAULT_PUBLISH_INTERVAL: Duration = Duration::from_millis(1);
+/// Default sampling interval of the node's timeline (`timeline_file`).
+pub const DEFAULT_TIMELINE_EVERY: Duration = Duration::from_millis(5);
 /// Default time in-flight requests get to finish on SIGTERM.
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
@@ -66,6 +68,11 @@ pub struct NodeConfig {
     pub shutdown_grace: Duration,
     /// A co-tenant that comes and goes (`antagonist_*`); `None` = never.
     pub antagonist: Option<Antagonist>,
+    /// Where to write the node's state every `timeline_every` (busy,
+    /// queue, co-tenant slots, completions, 503s; CSV), for diagnosis;
+    /// `None` = not written.
+    pub timeline_file: Option<PathBuf>,
+    pub timeline_every: Duration,
 }
 
 /// A co-tenant on the node (a CPU hog, a cron job): while on, it holds
@@ -173,6 +180,8 @@ struct RawNode {
     antagonist_on: Option<String>,
     antagonist_off: Option<String>,
     antagonist_seed: Option<i64>,
+    timeline_file: Option<String>,
+    timeline_every: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -310,6 +319,7 @@ pub fn parse_node(text: &str, path: &Path) -> Result<NodeConfig, ConfigErrors> {
         r.add("site_file", "missing (expected the path of the site file, e.g. \"n1.site.toml\", holding site = \"...\")");
     }
     let pid_file = file_path(&mut r, "pid_file", raw.pid_file.as_deref());
+    let timeline_file = file_path(&mut r, "timeline_file", raw.timeline_file.as_deref());
     let push = match raw.push.as_deref() {
         None => None,
         Some(t) if t.starts_with('/') => Some(PushListen::Unix(PathBuf::from(t))),
@@ -339,6 +349,13 @@ pub fn parse_node(text: &str, path: &Path) -> Result<NodeConfig, ConfigErrors> {
         DEFAULT_SHUTDOWN_GRACE,
         Duration::ZERO,
         ms(600_000),
+    );
+    let timeline_every = r.duration_within(
+        "timeline_every",
+        raw.timeline_every.as_deref(),
+        DEFAULT_TIMELINE_EVERY,
+        ms(1),
+        ms(10_000),
     );
     let d = Model::default();
     let slots = r.int("slots", raw.slots, u64::from(d.slots), 1, 100_000) as u32;
@@ -482,6 +499,8 @@ pub fn parse_node(text: &str, path: &Path) -> Result<NodeConfig, ConfigErrors> {
         model,
         shutdown_grace,
         antagonist,
+        timeline_file,
+        timeline_every,
     })
 }
 

@@ -31,6 +31,7 @@ fn sample(u: Usage) -> PushSample {
         requests_total: Some(u.requests_total),
         connections: None,
         latency_us: (u.latency_us > 0).then_some(u.latency_us),
+        queue_limit: Some(u.queue_limit),
     }
 }
 

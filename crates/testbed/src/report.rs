@@ -179,6 +179,10 @@ pub struct Row {
     pub p50_ms: f64,
     pub p99_ms: f64,
     pub p999_ms: f64,
+    /// p99 over every request, errors counted as slower than any served
+    /// one (a policy cannot look better by refusing requests); `None`
+    /// when more than 1 % of the requests failed.
+    pub p99_all_ms: Option<f64>,
     pub max_ms: f64,
     /// Served requests answered within each of [`OBJECTIVES_MS`] ms (the
     /// goodput under a latency objective, as a cumulative histogram).
@@ -194,6 +198,17 @@ fn percentile(sorted: &[u64], q: f64) -> f64 {
     }
     let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
     sorted[rank - 1] as f64 / 1000.0
+}
+
+/// The `q` quantile of `requests` outcomes of which `served_sorted` are
+/// the served latencies (µs, ascending) and the rest errors, ranked after
+/// every served one; `None` when the rank falls on an error.
+fn percentile_with_errors(served_sorted: &[u64], requests: u64, q: f64) -> Option<f64> {
+    if requests == 0 {
+        return Some(0.0);
+    }
+    let rank = ((q * requests as f64).ceil() as usize).max(1);
+    served_sorted.get(rank - 1).map(|&us| us as f64 / 1000.0)
 }
 
 impl Row {
@@ -213,6 +228,7 @@ impl Row {
             p50_ms: percentile(&l, 0.50),
             p99_ms: percentile(&l, 0.99),
             p999_ms: percentile(&l, 0.999),
+            p99_all_ms: percentile_with_errors(&l, b.requests, 0.99),
             max_ms: percentile(&l, 1.0),
             served_within_ms: OBJECTIVES_MS
                 .iter()

@@ -354,6 +354,18 @@ pub async fn run(cfg: NodeConfig, mut shutdown: watch::Receiver<bool>) -> Result
     if let Some(a) = cfg.antagonist {
         tokio::spawn(Arc::clone(&node.capacity).run_antagonist(a, shutdown.clone()));
     }
+    if let Some(path) = cfg.timeline_file.clone() {
+        let (cap, sd, every) = (
+            Arc::clone(&node.capacity),
+            shutdown.clone(),
+            cfg.timeline_every,
+        );
+        tokio::spawn(async move {
+            if let Err(e) = timeline(&path, &cap, every, sd).await {
+                tracing::warn!(file = %path.display(), error = %e, "timeline not written");
+            }
+        });
+    }
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     loop {
         tokio::select! {
@@ -386,6 +398,42 @@ pub async fn run(cfg: NodeConfig, mut shutdown: watch::Receiver<bool>) -> Result
     tracing::info!(node = %cfg.name, "testsrv stopping; in-flight requests get {}", duration::format(cfg.shutdown_grace));
     let _ = tokio::time::timeout(cfg.shutdown_grace, graceful.shutdown()).await;
     Ok(())
+}
+
+/// Writes the node's state every `every` until `shutdown` (CSV: ms since
+/// start, busy slots including the co-tenant's, queue, co-tenant slots,
+/// completions, 503s), for diagnosis (`timeline_file`). At most one line
+/// per `every`; the file is flushed when the node stops.
+async fn timeline(
+    path: &std::path::Path,
+    cap: &Capacity,
+    every: Duration,
+    mut shutdown: watch::Receiver<bool>,
+) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
+    writeln!(out, "ms,busy,queue,held,requests_total,rejected_total")?;
+    let start = tokio::time::Instant::now();
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        tokio::select! {
+            _ = rdmalb_base::shutdown::requested(&mut shutdown) => break,
+            _ = tick.tick() => {}
+        }
+        let u = cap.usage();
+        writeln!(
+            out,
+            "{:.1},{},{},{},{},{}",
+            start.elapsed().as_secs_f64() * 1e3,
+            u.busy,
+            u.queue,
+            cap.held(),
+            u.requests_total,
+            cap.rejected_total()
+        )?;
+    }
+    out.flush()
 }
 
 #[cfg(test)]

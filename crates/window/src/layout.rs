@@ -93,6 +93,9 @@ pub mod word {
     pub const APP_QUEUE: usize = 20;
     /// The app's recent response time, microseconds (0: not reported).
     pub const APP_LATENCY: usize = 21;
+    /// Requests the app's queue holds at most beyond its busy workers
+    /// (0: not reported).
+    pub const APP_QUEUE_LIMIT: usize = 22;
     /// Seqlock word written last.
     pub const SEQ_END: usize = 31;
 

@@ -36,6 +36,9 @@ pub struct LoadSample {
     pub app_queue_len: u64,
     /// The app's recent response time, microseconds (0: not reported).
     pub app_latency_us: u64,
+    /// The most requests the app's queue holds beyond its busy workers
+    /// (0: not reported); a request beyond is refused (503).
+    pub app_queue_limit: u64,
 }
 
 /// One load field.
@@ -65,11 +68,13 @@ pub enum Field {
     AppQueue,
     /// The app's recent response time, microseconds.
     AppLatency,
+    /// The app's queue limit.
+    AppQueueLimit,
 }
 
 impl Field {
     /// Every field, in load-block order.
-    pub const ALL: [Field; 12] = [
+    pub const ALL: [Field; 13] = [
         Field::Cpu,
         Field::RunQueue,
         Field::Mem,
@@ -82,6 +87,7 @@ impl Field {
         Field::RequestsTotal,
         Field::AppQueue,
         Field::AppLatency,
+        Field::AppQueueLimit,
     ];
 
     /// Name used in the sidecar's /status, metric labels and the push
@@ -100,6 +106,7 @@ impl Field {
             Field::RequestsTotal => "requests_total",
             Field::AppQueue => "queue",
             Field::AppLatency => "latency_us",
+            Field::AppQueueLimit => "queue_limit",
         }
     }
 
@@ -118,6 +125,7 @@ impl Field {
             Field::RequestsTotal => word::REQUESTS_TOTAL,
             Field::AppQueue => word::APP_QUEUE,
             Field::AppLatency => word::APP_LATENCY,
+            Field::AppQueueLimit => word::APP_QUEUE_LIMIT,
         }
     }
 
@@ -150,6 +158,7 @@ impl Field {
             Field::RequestsTotal => &s.requests_total,
             Field::AppQueue => &s.app_queue_len,
             Field::AppLatency => &s.app_latency_us,
+            Field::AppQueueLimit => &s.app_queue_limit,
         }
     }
 
@@ -167,6 +176,7 @@ impl Field {
             Field::RequestsTotal => &mut s.requests_total,
             Field::AppQueue => &mut s.app_queue_len,
             Field::AppLatency => &mut s.app_latency_us,
+            Field::AppQueueLimit => &mut s.app_queue_limit,
         }
     }
 }

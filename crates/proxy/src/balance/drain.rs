@@ -43,6 +43,19 @@
 //! Ties (every candidate has a free worker: no wait) go to the lower app
 //! index, so a node with more free workers is preferred, as with the app
 //! index of `weighted-least-load`.
+//!
+//! **A full queue** (`routing.full_queue = "avoid"`, the default): a node
+//! that publishes its queue limit (word 22) refuses a request that finds
+//! no free worker and a full queue (a 503), whatever its expected wait.
+//! Equal waits put the longer queues on the faster nodes (a node draining
+//! 4x faster holds 4x the queue for the same wait), so when the cluster is
+//! over capacity for a while it is the *fast* nodes' queues that fill
+//! first. A node is [`nearly_full`] when its queue has no room for this
+//! request plus the requests the node may have taken since its block was
+//! published (its drain rate times the block's age: in a steady state it
+//! admits as many as it completes); its score gets [`FULL`] added, so it
+//! is chosen only when every candidate is nearly full (then by the lowest
+//! wait, as before).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -61,6 +74,10 @@ const MIN_COMPLETIONS: f64 = 0.5;
 /// milliseconds and the app index at most 4, so this never outweighs a
 /// real wait of more than 4 µs.
 const APP_TIE: f64 = 1e-3;
+
+/// Added to the score (ms) of a [`nearly_full`] node: larger than any
+/// wait, so a node with room always ranks first.
+pub const FULL: f64 = 1e9;
 
 /// What one read of a node showed.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -221,6 +238,23 @@ pub fn expected_wait(s: &LoadSample, rate: Option<f64>) -> Option<f64> {
         .filter(|r| r.is_finite() && *r > 0.0)
         .or_else(|| nominal_rate(s))?;
     Some(waiting as f64 / rate)
+}
+
+/// Whether a node publishing `s` (a block `age_s` seconds old when it was
+/// read, draining `rate` requests/s) would probably refuse a new request:
+/// no free worker and fewer free queue places than this request plus
+/// `rate × age` requests others may have sent since. `false` when the node
+/// publishes no queue limit (word 22 is 0) or has a free worker.
+pub fn nearly_full(s: &LoadSample, rate: Option<f64>, age_s: f64) -> bool {
+    if s.app_queue_limit == 0 || waiting(s) == 0 {
+        return false;
+    }
+    let room = s.app_queue_limit.saturating_sub(s.app_queue_len) as f64;
+    let since = match rate {
+        Some(r) if r.is_finite() && r > 0.0 && age_s.is_finite() && age_s > 0.0 => r * age_s,
+        _ => 0.0,
+    };
+    room < 1.0 + since
 }
 
 /// The score a decision ranks by: the expected wait in milliseconds plus

@@ -44,7 +44,7 @@ use super::node_windows::{read_now, NodeWindow, NodeWindows, Observation};
 use super::selector::Cursors;
 use super::unseen;
 use super::{NodeState, Selector};
-use crate::config::{Balance, Candidates, Config, LoadWeights, ReadMode, Unseen};
+use crate::config::{Balance, Candidates, Config, FullQueue, LoadWeights, ReadMode, Unseen};
 
 /// How a decision ranks the candidates it read.
 #[derive(Debug)]
@@ -69,6 +69,8 @@ pub struct WeightedLeastLoad {
     candidates: Candidates,
     /// `routing.unseen`.
     unseen: Unseen,
+    /// `routing.full_queue`.
+    full_queue: FullQueue,
     /// Rotating tie-break start per site.
     cursors: Cursors,
 }
@@ -107,6 +109,7 @@ impl WeightedLeastLoad {
             weights,
             candidates: config.routing.candidates,
             unseen: config.routing.unseen,
+            full_queue: config.routing.full_queue,
             cursors: Cursors::new(config.sites.len()),
         }
     }
@@ -271,6 +274,9 @@ impl WeightedLeastLoad {
         let start = self.cursors.next(site);
         let mut best = match &self.rule {
             Rule::ShortestWait(window) => {
+                let now_ns = now
+                    .duration_since(SystemTime::UNIX_EPOCH)
+                    .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
                 // A fresh decision folds its reads into the drain rates; a
                 // synchronous one only looks at them. `rank_with` asks for
                 // each candidate's part once, so each read is folded once.
@@ -286,7 +292,16 @@ impl WeightedLeastLoad {
                             w.drain().last()
                         }
                     });
-                    drain::score(&s.scored.fresh()?.sample, rate)
+                    let scored = &s.scored.fresh()?.sample;
+                    let wait = drain::score(scored, rate)?;
+                    let age_s = now_ns.saturating_sub(block.updated_at_ns) as f64 / 1e9;
+                    let full = self.full_queue == FullQueue::Avoid
+                        && drain::nearly_full(
+                            scored,
+                            rate.or_else(|| drain::nominal_rate(scored)),
+                            age_s,
+                        );
+                    Some(if full { wait + drain::FULL } else { wait })
                 };
                 rank_with(&view, part, |_| 0.0, start, &mut scores)
             }

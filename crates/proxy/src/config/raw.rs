@@ -102,6 +102,8 @@ pub struct RawRouting {
     pub drain_window: Option<String>,
     /// "count" or "ignore".
     pub unseen: Option<String>,
+    /// "avoid" or "ignore".
+    pub full_queue: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -514,6 +514,9 @@ pub struct Routing {
     /// Whether the window policies add this proxy's requests sent to a
     /// node after its block was published (`balance::unseen`).
     pub unseen: Unseen,
+    /// Whether `shortest-wait` ranks a node whose published queue is (nearly)
+    /// full after every node with room (`balance::drain::nearly_full`).
+    pub full_queue: FullQueue,
 }
 
 impl Routing {
@@ -539,6 +542,7 @@ impl Default for Routing {
             staleness: Duration::from_millis(250),
             drain_window: Duration::from_millis(50),
             unseen: Unseen::Count,
+            full_queue: FullQueue::Avoid,
         }
     }
 }
@@ -550,6 +554,18 @@ pub enum Unseen {
     /// Add them to the block's busy workers and queue (default).
     Count,
     /// Score the block as published (the in-flight term aside).
+    Ignore,
+}
+
+/// `routing.full_queue`: what `shortest-wait` does with a node whose queue,
+/// as its window publishes it (word 22, the queue limit), has no room for
+/// this request and the ones other proxies may have sent since the block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FullQueue {
+    /// Rank it after every node with room (default); a node that publishes
+    /// no queue limit is never full.
+    Avoid,
+    /// Rank it by its expected wait like any other.
     Ignore,
 }
 

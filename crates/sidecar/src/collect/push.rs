@@ -12,7 +12,8 @@
 //! ```
 //!
 //! Keys: `busy`, `capacity`, `queue`, `requests_total`, `connections`,
-//! `latency_us` (the app's recent response time). A line
+//! `latency_us` (the app's recent response time), `queue_limit` (the most
+//! requests its queue holds beyond the busy workers). A line
 //! may carry any subset; fields it leaves out keep their last pushed value.
 //! An empty line is a keep-alive (refreshes `expire`). Lines are at most
 //! [`MAX_LINE`] bytes; a longer one is answered `err` and the connection
@@ -38,11 +39,12 @@ pub const MAX_LINE: usize = 1024;
 pub const MAX_CONNECTIONS: usize = 64;
 
 /// Keys of the push protocol and the fields they set.
-pub const KEYS: [(&str, Field); 6] = [
+pub const KEYS: [(&str, Field); 7] = [
     ("busy", Field::AppBusy),
     ("capacity", Field::AppCapacity),
     ("queue", Field::AppQueue),
     ("latency_us", Field::AppLatency),
+    ("queue_limit", Field::AppQueueLimit),
     ("requests_total", Field::RequestsTotal),
     ("connections", Field::Connections),
 ];
@@ -56,7 +58,7 @@ pub fn parse_line(line: &str) -> Result<Reading, String> {
         };
         let Some(&(_, field)) = KEYS.iter().find(|(name, _)| *name == k) else {
             return Err(format!(
-                "unknown key `{k}` (accepted: busy, capacity, queue, requests_total, connections, latency_us)"
+                "unknown key `{k}` (accepted: busy, capacity, queue, requests_total, connections, latency_us, queue_limit)"
             ));
         };
         let v: u64 = v
@@ -304,6 +306,8 @@ pub struct PushSample {
     pub connections: Option<u64>,
     /// The app's recent response time, microseconds.
     pub latency_us: Option<u64>,
+    /// The most requests the app's queue holds.
+    pub queue_limit: Option<u64>,
 }
 
 impl PushSample {
@@ -317,6 +321,7 @@ impl PushSample {
             ("requests_total", self.requests_total),
             ("connections", self.connections),
             ("latency_us", self.latency_us),
+            ("queue_limit", self.queue_limit),
         ] {
             if let Some(v) = v {
                 if !s.is_empty() {

@@ -35,12 +35,14 @@ async fn slots_queue_and_overflow() {
             capacity: 2,
             requests_total: 0,
             latency_us: 0,
+            queue_limit: 1,
         }
     );
     assert!(
         !cap.serve(sleep_ms(100)).await,
         "beyond slots + queue is refused"
     );
+    assert_eq!(cap.rejected_total(), 1, "the refusal is counted");
     tokio::time::sleep(Duration::from_millis(100)).await;
     // The first two finished; the queued one holds a slot now.
     assert_eq!(
@@ -51,6 +53,7 @@ async fn slots_queue_and_overflow() {
             capacity: 2,
             requests_total: 2,
             latency_us: 100_000,
+            queue_limit: 1,
         }
     );
     for s in served {
@@ -65,6 +68,7 @@ async fn slots_queue_and_overflow() {
             requests_total: 3,
             // The third waited 100 ms for a slot: 7/8 × 100 + 1/8 × 200 ms.
             latency_us: 112_500,
+            queue_limit: 1,
         }
     );
 }

@@ -199,6 +199,15 @@ pub(crate) fn write_node(
         let seed = (spec.seed as i64).wrapping_add(index as i64 + 1) & i64::MAX;
         t.insert("antagonist_seed".into(), toml::Value::Integer(seed));
     }
+    // The spec's `timeline_dir` (diagnosis) becomes each node's own file.
+    if let Some(dir) = t.remove("timeline_dir") {
+        // Not a folder name: an empty path, which testsrv's parser rejects.
+        let file = match dir.as_str() {
+            Some(d) if !d.is_empty() => format!("{d}/{}.timeline.csv", n.name),
+            _ => String::new(),
+        };
+        t.insert("timeline_file".into(), toml::Value::String(file));
+    }
     for (k, v) in [
         ("name", n.name.clone()),
         ("listen", n.listen.to_string()),

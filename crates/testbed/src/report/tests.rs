@@ -75,4 +75,28 @@ fn the_far_tail_and_the_goodput_under_each_objective() {
     assert_eq!(s.served_within_ms[&10], 990);
     assert_eq!(s.served_within_ms[&50], 999);
     assert_eq!(s.served_within_ms[&1000], 1000, "503s are never goodput");
+    // Counted as slower than any served request, the one 503 moves the
+    // p99 over all 1001 requests from the 990th to the 991st: 40 ms.
+    assert_eq!(s.p99_all_ms, Some(40.0));
+}
+
+#[test]
+fn a_p99_over_all_requests_counts_errors_as_slowest() {
+    let t0 = Instant::now();
+    let r = Recorder::new(vec!["a".into()], Duration::from_secs(10), t0);
+    for _ in 0..98 {
+        r.record(0, t0, Duration::from_millis(5), Outcome::Status(200));
+    }
+    r.record(0, t0, Duration::from_millis(70), Outcome::Status(200));
+    r.record(0, t0, Duration::from_millis(1), Outcome::Status(503));
+    let s = &r.finish(Duration::from_secs(10)).summary[0];
+    // 100 requests: the 99th slowest is the 70 ms one (the 503 is the 100th).
+    assert_eq!((s.p99_ms, s.p99_all_ms), (70.0, Some(70.0)));
+    r.record(0, t0, Duration::from_millis(1), Outcome::Status(503));
+    let s = &r.finish(Duration::from_secs(10)).summary[0];
+    // 101 requests, 2 failed: rank 100 falls on a 503.
+    assert_eq!((s.p99_ms, s.p99_all_ms), (70.0, None));
+    let json: serde_json::Value =
+        serde_json::from_str(&r.finish(Duration::from_secs(10)).json()).unwrap();
+    assert!(json["summary"][0]["p99_all_ms"].is_null());
 }

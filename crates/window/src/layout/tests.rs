@@ -30,6 +30,7 @@ fn every_offset_is_pinned() {
     assert_eq!(word::REQUESTS_TOTAL, 19);
     assert_eq!(word::APP_QUEUE, 20);
     assert_eq!(word::APP_LATENCY, 21);
+    assert_eq!(word::APP_QUEUE_LIMIT, 22);
     assert_eq!(word::SEQ_END, 31);
 
     assert_eq!(CONTROL, 32..64);

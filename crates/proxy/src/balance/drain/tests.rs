@@ -236,3 +236,33 @@ fn drain_keeps_the_last_estimate_for_concurrent_readers() {
         Some(r)
     );
 }
+
+#[test]
+fn a_node_is_nearly_full_when_its_queue_has_no_room_for_this_request_and_the_unseen_ones() {
+    let limited = |busy, queue| LoadSample {
+        app_queue_limit: 64,
+        ..sample(busy, queue, 4, 0)
+    };
+    // No queue limit published: never full, however long the queue.
+    assert!(!nearly_full(&sample(4, 500, 4, 0), Some(400.0), 0.002));
+    // A free worker: the request does not queue, whatever the room.
+    let free = LoadSample {
+        app_queue_limit: 1,
+        ..sample(3, 0, 4, 0)
+    };
+    assert!(!nearly_full(&free, Some(400.0), 0.01));
+    // The queue is full.
+    assert!(nearly_full(&limited(4, 64), Some(400.0), 0.0));
+    assert!(nearly_full(&limited(4, 70), None, 0.0));
+    // One place left: enough when the block is this instant's...
+    assert!(!nearly_full(&limited(4, 63), Some(400.0), 0.0));
+    assert!(!nearly_full(&limited(4, 63), None, 0.005));
+    // ... not when the node may have taken 400/s × 1 ms = 0.4 since.
+    assert!(nearly_full(&limited(4, 63), Some(400.0), 0.001));
+    // 4 places left, 400/s × 5 ms = 2 taken since: room.
+    assert!(!nearly_full(&limited(4, 60), Some(400.0), 0.005));
+    assert!(nearly_full(&limited(4, 60), Some(400.0), 0.008));
+    // A nonsensical rate or age counts no unseen requests.
+    assert!(!nearly_full(&limited(4, 63), Some(f64::NAN), 0.005));
+    assert!(!nearly_full(&limited(4, 63), Some(400.0), -1.0));
+}

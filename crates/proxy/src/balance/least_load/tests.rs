@@ -561,3 +561,32 @@ async fn shortest_wait_counts_unseen_requests_in_the_wait() {
     let ignore = "unseen = \"ignore\"";
     assert_eq!(two_published(sw, ignore, loads, 2, 0).await[0], [0, 2]);
 }
+
+#[tokio::test]
+async fn shortest_wait_avoids_a_node_whose_queue_is_full() {
+    // n0 drains 4x faster (nominal 4 / 10 ms against 4 / 40 ms) and its
+    // queue of 64 is full: its wait (65 at 400/s: 162 ms) is below n1's
+    // (21 at 100/s: 210 ms), but a request sent there would be refused.
+    let limited = |s: LoadSample, latency_us| LoadSample {
+        app_latency_us: latency_us,
+        app_queue_limit: 64,
+        ..s
+    };
+    let loads = [
+        limited(queued(4, 64, 4, 0), 10_000),
+        limited(queued(4, 20, 4, 0), 40_000),
+    ];
+    let sw = "shortest-wait";
+    assert_eq!(two_published(sw, "", loads, 0, 5).await[1], [0, 5]);
+    let ignore = "full_queue = \"ignore\"";
+    assert_eq!(two_published(sw, ignore, loads, 0, 5).await[1], [5, 0]);
+    // Without a published queue limit nothing is full: the shorter wait.
+    let unlimited = loads.map(|s| LoadSample {
+        app_queue_limit: 0,
+        ..s
+    });
+    assert_eq!(two_published(sw, "", unlimited, 0, 5).await[1], [5, 0]);
+    // Both full: the shorter wait again.
+    let loads = [loads[0], limited(queued(4, 64, 4, 0), 40_000)];
+    assert_eq!(two_published(sw, "", loads, 0, 5).await[1], [5, 0]);
+}

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use super::{RawNode, RawRouting};
-use crate::config::types::{Candidates, LoadWeights, ReadMode, Routing, Unseen};
+use crate::config::types::{Candidates, FullQueue, LoadWeights, ReadMode, Routing, Unseen};
 use rdmalb_base::duration;
 use rdmalb_base::problems::ConfigCheck;
 
@@ -83,6 +83,18 @@ pub(super) fn routing(c: &mut ConfigCheck, raw: &RawRouting) -> Routing {
             dflt.unseen
         }
     };
+    let full_queue = match raw.full_queue.as_deref() {
+        None => dflt.full_queue,
+        Some("avoid") => FullQueue::Avoid,
+        Some("ignore") => FullQueue::Ignore,
+        Some(v) => {
+            c.add(
+                "routing.full_queue",
+                format!("`{v}` is not accepted (expected \"avoid\" or \"ignore\")"),
+            );
+            dflt.full_queue
+        }
+    };
     Routing {
         candidates,
         load_read,
@@ -90,6 +102,7 @@ pub(super) fn routing(c: &mut ConfigCheck, raw: &RawRouting) -> Routing {
         staleness,
         drain_window,
         unseen,
+        full_queue,
     }
 }
 

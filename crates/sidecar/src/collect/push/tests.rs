@@ -25,16 +25,18 @@ fn sample_round_trips_through_the_line() {
         requests_total: Some(9),
         connections: Some(4),
         latency_us: Some(1500),
+        queue_limit: Some(64),
     };
     let line = s.to_line();
     assert_eq!(
         line,
-        "busy=2 capacity=16 requests_total=9 connections=4 latency_us=1500\n"
+        "busy=2 capacity=16 requests_total=9 connections=4 latency_us=1500 queue_limit=64\n"
     );
     let r = parse_line(line.trim_end()).unwrap();
     assert_eq!(r.get(Field::Connections), Some(4));
     assert_eq!(r.get(Field::AppQueue), None);
     assert_eq!(r.get(Field::AppLatency), Some(1500));
+    assert_eq!(r.get(Field::AppQueueLimit), Some(64));
 }
 
 proptest::proptest! {
@@ -46,7 +48,7 @@ proptest::proptest! {
         requests_total in proptest::option::of(proptest::num::u64::ANY),
     ) {
         let _ = parse_line(&text);
-        let s = PushSample { busy, capacity, queue: None, requests_total, connections: None, latency_us: None };
+        let s = PushSample { busy, capacity, queue: None, requests_total, connections: None, latency_us: None, queue_limit: None };
         let r = parse_line(s.to_line().trim_end()).unwrap();
         proptest::prop_assert_eq!(r.get(Field::AppBusy), busy);
         proptest::prop_assert_eq!(r.get(Field::AppCapacity), capacity);

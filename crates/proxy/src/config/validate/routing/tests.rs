@@ -5,7 +5,7 @@
 use crate::fixtures::{config as ok, rejects};
 use std::time::Duration;
 
-use crate::config::{Balance, Candidates, ReadMode, Routing, Unseen, WindowEndpoint};
+use crate::config::{Balance, Candidates, FullQueue, ReadMode, Routing, Unseen, WindowEndpoint};
 
 const BASE: &str = r#"
 [global]
@@ -423,6 +423,30 @@ fn unseen_counts_by_default_and_may_be_ignored() {
         ok(&routing("unseen = \"ignore\"")).routing.unseen,
         Unseen::Ignore
     );
+}
+
+#[test]
+fn full_queue_avoids_by_default_and_may_be_ignored() {
+    assert_eq!(ok(BASE).routing.full_queue, FullQueue::Avoid);
+    assert_eq!(
+        ok(&routing("full_queue = \"avoid\"")).routing.full_queue,
+        FullQueue::Avoid
+    );
+    assert_eq!(
+        ok(&routing("full_queue = \"ignore\"")).routing.full_queue,
+        FullQueue::Ignore
+    );
+}
+
+#[test]
+fn full_queue_rejects_other_values() {
+    for v in ["never", "Avoid", ""] {
+        rejects(
+            &routing(&format!("full_queue = \"{v}\"")),
+            "routing.full_queue",
+            "expected \"avoid\" or \"ignore\"",
+        );
+    }
 }
 
 #[test]
