@@ -514,6 +514,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> ConnIo<S> {
 
 /// Most bytes an HTTP/2 connection holds back before passing them on.
 const COALESCE_MAX: usize = 64 * 1024;
+/// The held bytes' first allocation: about a dozen small responses.
+const OUT_FIRST: usize = 16 * 1024;
 
 // HTTP/2 write coalescing. hyper's HTTP/2 connection writes and flushes
 // whatever frames are ready each time its task runs, and the responses of
@@ -674,8 +676,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> ConnIo<S> {
             }
         }
         this.out.clear();
-        if this.out.capacity() > 16 * 1024 {
-            // A large burst passed: an idle connection keeps no big buffer.
+        if this.shared.active.load(Ordering::Acquire) == 0 {
+            // No request in progress: an idle connection keeps no buffer.
+            // A busy one keeps it for the next epoch (growing it afresh
+            // each time cost a malloc and several reallocs per write).
             *this.out = Vec::new();
         }
         *this.out_at = 0;
@@ -698,6 +702,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> ConnIo<S> {
             }
         }
         let this = self.project();
+        if this.out.capacity() == 0 {
+            this.out.reserve(OUT_FIRST);
+        }
         let mut n = 0;
         for b in bufs {
             let room = COALESCE_MAX.saturating_sub(this.out.len()).max(1);

@@ -325,6 +325,30 @@ async fn h2_flush_off_a_worker_writes_at_once() {
     assert_eq!(&buf[..n], b"response");
 }
 
+/// The held bytes' buffer is kept from one write to the next while a
+/// request is in progress, and freed when the connection has none.
+#[tokio::test]
+async fn h2_held_buffer_is_kept_only_while_a_request_is_active() {
+    let Conn {
+        mut io,
+        shared,
+        mut cr,
+        cw: _cw,
+        ..
+    } = conn(Protocol::Http2);
+    shared.request_started();
+    io.write_all(b"headers;").await.unwrap();
+    io.flush().await.unwrap();
+    assert!(io.out.is_empty() && io.out.capacity() >= OUT_FIRST);
+    shared.request_finished();
+    io.write_all(b"end").await.unwrap();
+    io.flush().await.unwrap();
+    assert_eq!(io.out.capacity(), 0, "an idle connection kept its buffer");
+    let mut buf = [0u8; 11];
+    cr.read_exact(&mut buf).await.unwrap();
+    assert_eq!(&buf, b"headers;end");
+}
+
 /// More than the holding limit in one go arrives whole and in order, and a
 /// shutdown passes held bytes on first.
 #[tokio::test(start_paused = true)]
