@@ -559,7 +559,7 @@ thread_local! {
 }
 
 /// Marks the current thread as one whose runtime calls [`flush_held`]
-/// before it parks (the workers: see `front::serve`); on any other thread
+/// before it parks (the workers: see `front::run`); on any other thread
 /// an HTTP/2 connection writes at every flush.
 pub fn hold_writes_until_park() {
     HELD.with(|h| h.borrow_mut().enabled = true);
