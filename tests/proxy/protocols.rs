@@ -55,6 +55,73 @@ async fn h2c_prior_knowledge() {
     );
 }
 
+/// Many concurrent streams on one HTTP/2 connection through one worker:
+/// large downloads (far beyond the 64 KiB flow-control windows) mixed with
+/// small answers. The proxy holds a connection's writes until its worker
+/// runs out of tasks; every stream still arrives whole and as its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h2_concurrent_streams_large_and_small_arrive_whole() {
+    let www = Backend::start("www").await;
+    let (listen, addr, _) = listener_toml();
+    let config = format!(
+        "{listen}[global]\naccess_log = \"off\"\nworkers = 1\n\n[[site]]\nname = \"www\"\nhosts = [\"www.example.com\"]\n\n{}",
+        node_toml("n1", www.addr, "www")
+    );
+    let _proxy = Proxy::start(&config, &[addr]);
+    let c = reqwest::Client::builder()
+        .no_proxy()
+        .http2_prior_knowledge()
+        .resolve("www.example.com", addr)
+        .build()
+        .unwrap();
+    let base = format!("http://www.example.com:{}", addr.port());
+    let mut streams = tokio::task::JoinSet::new();
+    for i in 0..40u64 {
+        let c = c.clone();
+        let base = base.clone();
+        streams.spawn(async move {
+            if i % 4 == 0 {
+                let size = 3_000_000 + i;
+                let mut resp = c
+                    .get(format!("{base}/download/{size}"))
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(resp.version(), reqwest::Version::HTTP_2);
+                let mut got = 0u64;
+                while let Some(chunk) = resp.chunk().await.unwrap() {
+                    assert!(
+                        chunk.iter().all(|&b| b == b'x'),
+                        "stream {i}: foreign bytes"
+                    );
+                    got += chunk.len() as u64;
+                }
+                assert_eq!(got, size, "stream {i}");
+            } else {
+                let resp = c
+                    .get(format!("{base}/echo?stream={i}"))
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(resp.version(), reqwest::Version::HTTP_2);
+                let body = resp.text().await.unwrap();
+                assert!(
+                    body.starts_with(&format!("GET /echo?stream={i} HTTP/1.1\n")),
+                    "stream {i}: {body}"
+                );
+            }
+        });
+    }
+    let all = async {
+        while let Some(r) = streams.join_next().await {
+            r.unwrap();
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(60), all)
+        .await
+        .expect("the streams did not all finish within 60 s");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tls_sni_picks_the_certificate_and_alpn_offers_h2() {
     let a = Backend::start("a").await;

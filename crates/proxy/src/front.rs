@@ -154,6 +154,9 @@ pub async fn run(config: Config) -> Result<(), ProxyError> {
     for id in 0..config.global.workers.max(1) {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
+            // HTTP/2 clients' writes wait until the worker runs out of
+            // tasks, then leave together (`io::flush_held`).
+            .on_thread_park(io::flush_held)
             .build()
             .map_err(|source| ProxyError::Worker { source })?;
         let listeners = listeners.clone();

@@ -145,13 +145,9 @@ pub async fn handle(
     headers::add_via(&mut parts.headers, via);
     parts.version = Version::HTTP_11;
     if parts.uri.scheme().is_some() || parts.uri.authority().is_some() {
-        // HTTP/2 and absolute-form requests: the node gets origin form.
-        let pq = parts
-            .uri
-            .path_and_query()
-            .map_or("/", |p| p.as_str())
-            .to_string();
-        parts.uri = Uri::try_from(pq).unwrap_or_else(|_| Uri::from_static("/"));
+        // HTTP/2 and absolute-form requests: the node gets origin form (the
+        // path and query shared, not copied and parsed again).
+        parts.uri = origin_form(&parts.uri);
     }
     let timeouts = snap.config.timeouts.clone();
     let has_body = !body.is_end_stream();
@@ -318,6 +314,17 @@ pub async fn handle(
         let body = ResponseBody::upstream(rbody, timeouts.server, ex);
         return Ok(Response::from_parts(rparts, body));
     }
+}
+
+/// The origin form of `uri` (its path and query; `/` when it has none).
+fn origin_form(uri: &Uri) -> Uri {
+    let mut p = http::uri::Parts::default();
+    p.path_and_query = Some(
+        uri.path_and_query()
+            .cloned()
+            .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/")),
+    );
+    Uri::from_parts(p).unwrap_or_else(|_| Uri::from_static("/"))
 }
 
 /// A copy of a request head without a body (method, target, version,

@@ -28,14 +28,16 @@
 //! speak, answered 400. Cleartext listeners keep prior-knowledge HTTP/2.
 //!
 //! On HTTP/2 connections it also coalesces writes: the frames of responses
-//! that become ready within one scheduler round leave in one write (one
-//! TLS record, one system call) instead of one each (see `poll_hold`).
+//! that become ready while the worker has work to do leave in one write
+//! when it runs out of work (few TLS records, one system call) instead of
+//! one each (see [`flush_held`]).
 
+use std::cell::RefCell;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use pin_project_lite::pin_project;
@@ -164,11 +166,11 @@ pin_project! {
         // how much of it was written.
         reply: Option<(&'static [u8], usize)>,
         // HTTP/2 only: bytes written but not yet passed on (from `out_at`),
-        // and the one scheduler round a flush waits for (see `Coalesce`).
+        // and the worker's hold epoch they wait for the end of (see
+        // `flush_held`).
         out: Vec<u8>,
         out_at: usize,
-        flush_wait: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
-        waited: bool,
+        held: Option<u64>,
         // HTTP/1 keep-alive parking (see `parking`).
         park: Option<(Duration, Parked<S>)>,
         // The first read's bytes beyond what its caller asked for (see
@@ -215,8 +217,7 @@ impl<S> ConnIo<S> {
             reply: None,
             out: Vec::new(),
             out_at: 0,
-            flush_wait: None,
-            waited: false,
+            held: None,
             park: None,
             ahead: Vec::new(),
             ahead_at: 0,
@@ -315,6 +316,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for ConnIo<S> {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
+        // A worker that stays busy still ends its hold epoch in time.
+        expire_held();
         if self.reply.is_some() {
             return self.poll_reply(cx);
         }
@@ -511,16 +514,119 @@ impl<S: AsyncRead + AsyncWrite + Unpin> ConnIo<S> {
 
 /// Most bytes an HTTP/2 connection holds back before passing them on.
 const COALESCE_MAX: usize = 64 * 1024;
+/// The held bytes' first allocation: about a dozen small responses.
+const OUT_FIRST: usize = 16 * 1024;
 
 // HTTP/2 write coalescing. hyper's HTTP/2 connection writes and flushes
 // whatever frames are ready each time its task runs, and the responses of
-// concurrent streams become ready one by one, as each node answers: without
-// help every response becomes its own TLS record and its own system call.
-// On an HTTP/2 connection this wrapper therefore keeps written bytes, and a
-// flush first lets the worker's other ready tasks (other streams' nodes
-// answering) run for one scheduler round (`tokio::task::yield_now`, which
-// also lets the runtime poll for I/O) before it passes everything on in
-// one write. A flush never waits longer than that one round.
+// concurrent streams become ready one by one, as each node answers; h2 also
+// flushes before it queues the next frame after every DATA frame of more
+// than 256 bytes (it writes those from the body's own buffer). Without help
+// every response becomes its own TLS record and its own system call. On an
+// HTTP/2 connection this wrapper therefore keeps written bytes, and a flush
+// only marks them as waiting for the end of the worker's current hold
+// epoch: the flush reports success at once (so h2 goes on queueing the
+// frames of other streams), and the epoch ends when the worker has no task
+// left to run, just before its runtime would wait for I/O (`flush_held`,
+// the runtime's `on_thread_park` hook), or, on a worker that never runs out
+// of work, once the epoch is `MAX_HOLD` old. Then every waiting connection
+// is woken, and its next flush writes everything it holds in one write.
+// An idle worker ends the epoch right after the task that wrote: no delay.
+
+/// The longest a held write waits on a worker that stays busy. Checked
+/// whenever a client connection of the worker reads or flushes.
+const MAX_HOLD: Duration = Duration::from_millis(1);
+
+/// The worker's hold epoch: the connections with held writes (their
+/// tasks' wakers), when the first of them came, and the epoch's number.
+struct Held {
+    /// This thread's runtime calls [`flush_held`] before it parks.
+    enabled: bool,
+    epoch: u64,
+    since: Option<Instant>,
+    wakers: Vec<Waker>,
+}
+
+thread_local! {
+    static HELD: RefCell<Held> = const {
+        RefCell::new(Held {
+            enabled: false,
+            epoch: 0,
+            since: None,
+            wakers: Vec::new(),
+        })
+    };
+}
+
+/// Marks the current thread as one whose runtime calls [`flush_held`]
+/// before it parks (the workers: see `front::run`); on any other thread
+/// an HTTP/2 connection writes at every flush.
+pub fn hold_writes_until_park() {
+    HELD.with(|h| h.borrow_mut().enabled = true);
+}
+
+/// Ends the worker's hold epoch: wakes every connection that holds writes
+/// for it. The workers' runtimes call it when they run out of tasks, before
+/// they wait for I/O (`on_thread_park`); woken tasks make the runtime poll
+/// for I/O without blocking and run them first.
+pub fn flush_held() {
+    let wakers = HELD.with(|h| {
+        let mut h = h.borrow_mut();
+        if h.wakers.is_empty() {
+            return Vec::new();
+        }
+        h.epoch = h.epoch.wrapping_add(1);
+        h.since = None;
+        std::mem::take(&mut h.wakers)
+    });
+    for w in wakers {
+        w.wake();
+    }
+}
+
+/// Ends an epoch older than [`MAX_HOLD`].
+fn expire_held() {
+    let due = HELD.with(|h| {
+        let h = h.borrow();
+        h.since.is_some_and(|s| s.elapsed() >= MAX_HOLD)
+    });
+    if due {
+        flush_held();
+    }
+}
+
+/// Whether a flush with held bytes writes now (true) or waits for the end
+/// of the worker's hold epoch, registering the task once per epoch.
+/// `held`: the epoch the connection's bytes wait for.
+fn flush_now(held: &mut Option<u64>, cx: &Context<'_>) -> bool {
+    let expired = HELD.with(|h| {
+        let mut h = h.borrow_mut();
+        if !h.enabled {
+            return None;
+        }
+        match *held {
+            Some(e) if e != h.epoch => None,
+            Some(_) => Some(h.since.is_some_and(|s| s.elapsed() >= MAX_HOLD)),
+            None => {
+                h.wakers.push(cx.waker().clone());
+                if h.since.is_none() {
+                    h.since = Some(Instant::now());
+                }
+                *held = Some(h.epoch);
+                Some(false)
+            }
+        }
+    });
+    match expired {
+        None => true,
+        Some(false) => false,
+        Some(true) => {
+            flush_held();
+            true
+        }
+    }
+}
+
 impl<S: AsyncRead + AsyncWrite + Unpin> ConnIo<S> {
     /// Starts the keep-alive (or parking) timer when a flush ends an HTTP/1
     /// response and no request is active. hyper last read while the
@@ -570,12 +676,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin> ConnIo<S> {
             }
         }
         this.out.clear();
-        if this.out.capacity() > 16 * 1024 {
-            // A large burst passed: an idle connection keeps no big buffer.
+        if this.shared.active.load(Ordering::Acquire) == 0 {
+            // No request in progress: an idle connection keeps no buffer.
+            // A busy one keeps it for the next epoch (growing it afresh
+            // each time cost a malloc and several reallocs per write).
             *this.out = Vec::new();
         }
         *this.out_at = 0;
-        *this.waited = false;
+        *this.held = None;
         Poll::Ready(Ok(()))
     }
 
@@ -594,6 +702,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> ConnIo<S> {
             }
         }
         let this = self.project();
+        if this.out.capacity() == 0 {
+            this.out.reserve(OUT_FIRST);
+        }
         let mut n = 0;
         for b in bufs {
             let room = COALESCE_MAX.saturating_sub(this.out.len()).max(1);
@@ -651,16 +762,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for ConnIo<S> {
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         if self.out_at < self.out.len() {
-            let this = self.as_mut().project();
-            if !*this.waited {
-                let wait = this
-                    .flush_wait
-                    .get_or_insert_with(|| Box::pin(tokio::task::yield_now()));
-                if wait.as_mut().poll(cx).is_pending() {
-                    return Poll::Pending;
-                }
-                *this.flush_wait = None;
-                *this.waited = true;
+            if !flush_now(self.as_mut().project().held, cx) {
+                // Written when the worker's hold epoch ends (see
+                // `flush_held`), which wakes this task.
+                return Poll::Ready(Ok(()));
             }
             let res = self.as_mut().poll_drain(cx);
             match self.as_mut().guard_write(cx, res) {

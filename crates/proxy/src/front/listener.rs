@@ -158,6 +158,7 @@ pub fn worker(
     drain: mpsc::Sender<()>,
 ) {
     upstream::set_worker(id + 1);
+    super::io::hold_writes_until_park();
     rt.block_on(async move {
         let (local, mut done) = mpsc::channel::<()>(1);
         for l in listeners {

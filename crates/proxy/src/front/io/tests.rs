@@ -190,32 +190,163 @@ async fn h2_writes_are_held_until_flush() {
     assert_eq!(&buf[..n], b"frame one;frame two");
 }
 
-/// A flush with held bytes first lets the other ready tasks of the worker
-/// run (they may add their streams' frames), then writes.
-#[tokio::test(start_paused = true)]
-async fn h2_flush_waits_one_scheduler_round() {
+/// A current-thread runtime set up as a worker's: it ends the hold epoch
+/// before it parks.
+fn worker_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .on_thread_park(flush_held)
+        .build()
+        .unwrap()
+}
+
+/// Whether `cr` has nothing to read right now.
+async fn nothing_to_read(cr: &mut tokio::io::ReadHalf<tokio::io::DuplexStream>) -> bool {
+    let mut buf = [0u8; 64];
+    std::future::poll_fn(|cx| {
+        let mut rb = ReadBuf::new(&mut buf);
+        Poll::Ready(Pin::new(&mut *cr).poll_read(cx, &mut rb).is_pending())
+    })
+    .await
+}
+
+/// What hyper's HTTP/2 connection does: flush each time its task is woken,
+/// until nothing is held.
+async fn flush_until_written(io: &mut ConnIo<tokio::io::DuplexStream>) {
+    std::future::poll_fn(|cx| {
+        if let Poll::Ready(Err(e)) = Pin::new(&mut *io).poll_flush(cx) {
+            panic!("flush failed: {e}");
+        }
+        if io.out.is_empty() {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    })
+    .await
+}
+
+/// On a worker, flushes with held bytes return at once and nothing leaves
+/// while the worker has tasks to run; when it runs out of them, everything
+/// held leaves in one write.
+#[test]
+fn h2_flush_waits_until_the_worker_runs_out_of_tasks() {
+    worker_runtime().block_on(async {
+        hold_writes_until_park();
+        let Conn {
+            mut io,
+            mut cr,
+            cw: _cw,
+            ..
+        } = conn(Protocol::Http2);
+        io.write_all(b"one;").await.unwrap();
+        io.flush().await.unwrap();
+        // A scheduler round passes without the worker running out of
+        // tasks (a yield keeps it from parking): still held.
+        tokio::task::yield_now().await;
+        io.write_all(b"two").await.unwrap();
+        io.flush().await.unwrap();
+        assert!(
+            nothing_to_read(&mut cr).await,
+            "held bytes left before the worker ran out of tasks"
+        );
+        flush_until_written(&mut io).await;
+        let mut buf = [0u8; 64];
+        let n = cr.read(&mut buf).await.unwrap();
+        assert_eq!(&buf[..n], b"one;two");
+        // Nothing held: a flush writes through at once.
+        io.flush().await.unwrap();
+    });
+}
+
+/// A worker that never runs out of tasks still writes held bytes: the
+/// epoch ends after `MAX_HOLD`, seen by its other connections' reads.
+#[test]
+fn h2_held_writes_leave_on_a_busy_worker() {
+    worker_runtime().block_on(async {
+        hold_writes_until_park();
+        let Conn {
+            mut io,
+            mut cr,
+            cw: _cw,
+            ..
+        } = conn(Protocol::Http2);
+        let got = Arc::new(AtomicBool::new(false));
+        // Busy: yields (which never lets the runtime park) and polls another
+        // connection's read, until the bytes arrived (or 30 s passed, so a
+        // failure cannot hang the test).
+        let flag = Arc::clone(&got);
+        let busy = tokio::spawn(async move {
+            let Conn {
+                io: mut other,
+                cw: _ocw,
+                ..
+            } = conn(Protocol::Http1);
+            let start = Instant::now();
+            while !flag.load(Ordering::SeqCst) && start.elapsed() < Duration::from_secs(30) {
+                let mut buf = [0u8; 16];
+                std::future::poll_fn(|cx| {
+                    let mut rb = ReadBuf::new(&mut buf);
+                    let _ = Pin::new(&mut other).poll_read(cx, &mut rb);
+                    Poll::Ready(())
+                })
+                .await;
+                tokio::task::yield_now().await;
+            }
+            flag.load(Ordering::SeqCst)
+        });
+        io.write_all(b"response").await.unwrap();
+        io.flush().await.unwrap();
+        flush_until_written(&mut io).await;
+        let mut buf = [0u8; 16];
+        let n = cr.read(&mut buf).await.unwrap();
+        assert_eq!(&buf[..n], b"response");
+        got.store(true, Ordering::SeqCst);
+        assert!(
+            busy.await.unwrap(),
+            "the held bytes waited for the busy task to give up"
+        );
+    });
+}
+
+/// Off a worker (no hook ends the epoch), an HTTP/2 flush writes at once.
+#[tokio::test]
+async fn h2_flush_off_a_worker_writes_at_once() {
     let Conn {
         mut io,
-        shared: _,
         mut cr,
         cw: _cw,
         ..
     } = conn(Protocol::Http2);
-    let ran = Arc::new(AtomicBool::new(false));
-    let flag = Arc::clone(&ran);
-    tokio::spawn(async move { flag.store(true, Ordering::SeqCst) });
     io.write_all(b"response").await.unwrap();
     io.flush().await.unwrap();
-    assert!(ran.load(Ordering::SeqCst), "the flush did not yield once");
     let mut buf = [0u8; 16];
     let n = cr.read(&mut buf).await.unwrap();
     assert_eq!(&buf[..n], b"response");
-    // Nothing held: a flush does not wait.
-    let again = Arc::new(AtomicBool::new(false));
-    let flag = Arc::clone(&again);
-    tokio::spawn(async move { flag.store(true, Ordering::SeqCst) });
+}
+
+/// The held bytes' buffer is kept from one write to the next while a
+/// request is in progress, and freed when the connection has none.
+#[tokio::test]
+async fn h2_held_buffer_is_kept_only_while_a_request_is_active() {
+    let Conn {
+        mut io,
+        shared,
+        mut cr,
+        cw: _cw,
+        ..
+    } = conn(Protocol::Http2);
+    shared.request_started();
+    io.write_all(b"headers;").await.unwrap();
     io.flush().await.unwrap();
-    assert!(!again.load(Ordering::SeqCst));
+    assert!(io.out.is_empty() && io.out.capacity() >= OUT_FIRST);
+    shared.request_finished();
+    io.write_all(b"end").await.unwrap();
+    io.flush().await.unwrap();
+    assert_eq!(io.out.capacity(), 0, "an idle connection kept its buffer");
+    let mut buf = [0u8; 11];
+    cr.read_exact(&mut buf).await.unwrap();
+    assert_eq!(&buf, b"headers;end");
 }
 
 /// More than the holding limit in one go arrives whole and in order, and a
