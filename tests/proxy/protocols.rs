@@ -5,12 +5,12 @@
 use crate::support::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn h2c_prior_knowledge() {
-    let www = Backend::start("www").await;
+/// A proxy in front of one backend for `www.example.com` with `global`
+/// settings, and a client speaking HTTP/2 with prior knowledge to it.
+fn h2c_proxy(www: &Backend, global: &str) -> (Proxy, reqwest::Client, std::net::SocketAddr) {
     let (listen, addr, _) = listener_toml();
     let config = format!(
-        "{listen}[global]\naccess_log = \"{{dir}}/access.log\"\n\n[[site]]\nname = \"www\"\nhosts = [\"www.example.com\"]\n\n{}",
+        "{listen}[global]\n{global}\n\n[[site]]\nname = \"www\"\nhosts = [\"www.example.com\"]\n\n{}",
         node_toml("n1", www.addr, "www")
     );
     let proxy = Proxy::start(&config, &[addr]);
@@ -20,6 +20,13 @@ async fn h2c_prior_knowledge() {
         .resolve("www.example.com", addr)
         .build()
         .unwrap();
+    (proxy, c, addr)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h2c_prior_knowledge() {
+    let www = Backend::start("www").await;
+    let (proxy, c, addr) = h2c_proxy(&www, "access_log = \"{dir}/access.log\"");
     for _ in 0..5 {
         let resp = c
             .get(format!("http://www.example.com:{}/echo?x=1", addr.port()))
@@ -62,18 +69,7 @@ async fn h2c_prior_knowledge() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn h2_concurrent_streams_large_and_small_arrive_whole() {
     let www = Backend::start("www").await;
-    let (listen, addr, _) = listener_toml();
-    let config = format!(
-        "{listen}[global]\naccess_log = \"off\"\nworkers = 1\n\n[[site]]\nname = \"www\"\nhosts = [\"www.example.com\"]\n\n{}",
-        node_toml("n1", www.addr, "www")
-    );
-    let _proxy = Proxy::start(&config, &[addr]);
-    let c = reqwest::Client::builder()
-        .no_proxy()
-        .http2_prior_knowledge()
-        .resolve("www.example.com", addr)
-        .build()
-        .unwrap();
+    let (_proxy, c, addr) = h2c_proxy(&www, "access_log = \"off\"\nworkers = 1");
     let base = format!("http://www.example.com:{}", addr.port());
     let mut streams = tokio::task::JoinSet::new();
     for i in 0..40u64 {
