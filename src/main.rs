@@ -7,6 +7,12 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 
+/// mimalloc instead of the C library's malloc: per-request buffers, header
+/// maps and task frames come and go on every request (docs/benchmarks.md,
+/// "Where rdmalb's time goes").
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(name = "rdmalb", version, about = "RDMA-aware layer-7 load balancer")]
 struct Cli {
