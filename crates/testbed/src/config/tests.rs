@@ -176,3 +176,26 @@ fn an_antagonist_parses_and_is_bounded() {
         ["antagonist_off"]
     );
 }
+
+/// `timeline_file` is a path next to the node's config; `timeline_every`
+/// is 1 ms..10 s and a bad value names the key.
+#[test]
+fn timeline_settings_are_checked() {
+    let c = node(&format!(
+        "{MIN}timeline_file = \"n1.timeline.csv\"\ntimeline_every = \"20ms\"\n"
+    ))
+    .unwrap();
+    assert_eq!(
+        c.timeline_file,
+        Some(PathBuf::from("/etc/rdmalb/n1.timeline.csv"))
+    );
+    assert_eq!(c.timeline_every, Duration::from_millis(20));
+    assert_eq!(node(MIN).unwrap().timeline_every, DEFAULT_TIMELINE_EVERY);
+    for bad in ["\"0ms\"", "\"11s\"", "\"soon\""] {
+        assert_eq!(
+            rejected(&format!("timeline_every = {bad}\n")),
+            ["timeline_every"],
+            "{bad}"
+        );
+    }
+}
