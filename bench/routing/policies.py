@@ -32,6 +32,10 @@ Capacity: each scenario starts with a closed-loop calibration run
 capacity C; the offered loads are the given percentages of C.
 --capacity antagonist=1650 gives C instead (the calibration is a 4 s run
 on a shared machine: one disturbed run shifts every load of the run).
+--calibrations N takes the median of N calibration runs; --same-capacity
+gives every scenario with the same nodes (antagonist and eight) the median
+of all their calibration runs: their clusters are the same, only the
+number of proxies differs.
 
 The transport the proxies read the windows over is named in every row
 (shm by default; neither shm nor tcp is RDMA). Results:
@@ -215,6 +219,8 @@ def main():
     ap.add_argument("--candidates", default="2", help="routing.candidates of the window policies (a number or '\"all\"')")
     ap.add_argument("--inflight-weight", type=float, default=0.2, help="[weights] inflight of weighted-least-load")
     ap.add_argument("--bin", default=os.environ.get("RDMALB_TESTBED_BIN"))
+    ap.add_argument("--calibrations", type=int, default=1, help="calibration runs per scenario; C is their median")
+    ap.add_argument("--same-capacity", action="store_true", help="antagonist and eight (the same nodes) share one C: the median of both scenarios' calibration runs")
     ap.add_argument("--capacity", default="", help="scenario=served/s,...: use this capacity instead of calibrating (e.g. antagonist=1650)")
     ap.add_argument("--timeline", help="a folder: each run's nodes write their state every 5 ms into DIR/<run>/")
     a = ap.parse_args()
@@ -240,6 +246,7 @@ def main():
         load_start = open("/proc/loadavg").read().split()[:3]
         rows = []
         capacity = {}
+        calibrated = {}
         fixed = dict((k, float(v)) for k, v in (x.split("=") for x in a.capacity.split(",") if x))
         for s in scenarios:
             sc = SCENARIOS[s]
@@ -249,9 +256,19 @@ def main():
                 continue
             slots = sum((sc["node_slots"] or [4])[i % len(sc["node_slots"] or [4])] for i in range(sc["nodes"]))
             text = spec(s, "leastconn", a.transport, 4, f"connections = {4 * slots}", files[sc["trace"]], a.candidates)
-            _, t = run(bin_, work, f"calibrate-{s}", text)
-            capacity[s] = t["served_per_s"]
-            print(f"{s}: capacity {capacity[s]:.0f} served/s (closed loop, leastconn)", flush=True)
+            served = []
+            for k in range(max(1, a.calibrations)):
+                _, t = run(bin_, work, f"calibrate-{s}-{k}", text)
+                served.append(t["served_per_s"])
+            calibrated[s] = served
+            capacity[s] = statistics.median(served)
+            print(f"{s}: capacity {capacity[s]:.0f} served/s (closed loop, leastconn; runs {', '.join(f'{x:.0f}' for x in served)})", flush=True)
+        same = [s for s in ("antagonist", "eight") if s in calibrated]
+        if a.same_capacity and len(same) == 2:
+            c = statistics.median(calibrated["antagonist"] + calibrated["eight"])
+            for s in same:
+                capacity[s] = c
+            print(f"antagonist and eight: capacity {c:.0f} served/s (the median of both scenarios' calibration runs)", flush=True)
         for r in range(a.rounds):
             for s in scenarios:
                 order = policies[r % len(policies):] + policies[: r % len(policies)]
