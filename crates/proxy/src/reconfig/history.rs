@@ -326,10 +326,9 @@ impl HotTracker {
 /// bursts `known`: the mean of `b - lasted` over the known bursts `b`
 /// longer than `lasted` (`None` when none is). Bursts of one length give
 /// that length minus `lasted`; bursts of varied, memoryless lengths give
-/// about their mean whatever `lasted` is, where the longest of them
-/// promised a long rest to every burst that had lasted a round (issue 16,
-/// experiment 5's world-cup runs: runs of mean 0.7 s, but the longest of
-/// the last ones lasted 1.5-2 s).
+/// about their mean whatever `lasted` is, where the longest of them (the
+/// estimate before) promised the longest one's rest to every burst, so
+/// one long run among short ones made every short one claim.
 fn mean_residual(known: &[Duration], lasted: Duration) -> Option<Duration> {
     let rest: Vec<Duration> = known
         .iter()
