@@ -15,7 +15,10 @@
 //! [`HealthChecks::resync`] nudge), starts loops for new nodes and stops the
 //! loops of removed ones; a node kept across the reload keeps its loop and
 //! its state, and picks up the new path, Host, interval and thresholds on its
-//! next round. A node with `check = false` keeps an idle loop that probes
+//! next round. A node whose role is newly applied (the reconfiguration
+//! agent moved it to another site) is checked at once, not at its next
+//! interval: it is routed only after passing checks of its new site.
+//! A node with `check = false` keeps an idle loop that probes
 //! nothing (it is assumed up, see `node`). Every loop takes the shutdown watch and stops cleanly
 //! (mini-redis `shutdown.rs` style).
 //!
@@ -271,6 +274,7 @@ async fn node_loop(
     tokio::select! {
         _ = rdmalb_base::shutdown::requested(&mut shutdown) => return,
         _ = tokio::time::sleep(first) => {}
+        _ = node.role_applied_now() => {}
     }
     loop {
         let snap = backends.load();
@@ -302,6 +306,7 @@ async fn node_loop(
             tokio::select! {
                 _ = rdmalb_base::shutdown::requested(&mut shutdown) => return,
                 _ = tokio::time::sleep(interval) => continue,
+                _ = node.role_applied_now() => continue,
             }
         }
         let site = snap.site_of(&node);
@@ -349,9 +354,14 @@ async fn node_loop(
             }
             None => {}
         }
+        // A role newly applied (the node moved to another site) is checked
+        // at once: routing waits for `rise` passes made after the apply,
+        // and a node that lands should take its share within milliseconds,
+        // not an interval later.
         tokio::select! {
             _ = rdmalb_base::shutdown::requested(&mut shutdown) => return,
             _ = tokio::time::sleep(interval) => {}
+            _ = node.role_applied_now() => {}
         }
     }
 }

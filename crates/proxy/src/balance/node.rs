@@ -174,6 +174,9 @@ pub(crate) struct Shared {
     role_site: AtomicU32,
     /// Whether the sidecar has applied that role (`ROLE_APPLIED == epoch`).
     role_applied: AtomicBool,
+    /// Woken when a role is newly applied, so the health check loop checks
+    /// the node at once rather than at its next interval.
+    role_wake: tokio::sync::Notify,
     /// Administrative state, weight, backup, per-node cap, agent's say.
     control: Control,
     /// What the node served (for `show stat`, `/status`).
@@ -203,6 +206,7 @@ impl Shared {
             machine: Mutex::new(Machine::default()),
             role_site: AtomicU32::new(ROLE_STATIC),
             role_applied: AtomicBool::new(true),
+            role_wake: tokio::sync::Notify::new(),
             control: Control::new(),
             traffic: Traffic::default(),
             latency: PeakEwma::default(),
@@ -529,6 +533,12 @@ impl NodeState {
         bump_epoch();
         drop(m);
         self.publish_up();
+        if applied {
+            // A newly applied role: the node's first check of it should not
+            // wait for the next `health.interval` (issue 16: up to 200 ms
+            // of a landed node's first interval went by unused).
+            s.role_wake.notify_one();
+        }
         tracing::info!(
             node = %self.name,
             site = ?after.0,
@@ -536,6 +546,13 @@ impl NodeState {
             "node follows its role word"
         );
         true
+    }
+
+    /// Resolves when a role has been newly applied to the node since the
+    /// last call returned (or right away if one was applied in between):
+    /// the health check loop's cue to check the node now.
+    pub(crate) async fn role_applied_now(&self) {
+        self.shared.role_wake.notified().await;
     }
 
     /// Thresholds in force.

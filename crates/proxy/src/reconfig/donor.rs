@@ -44,7 +44,11 @@
 //!   work dipped for a round or two: judging the donor on one round's
 //!   sample let a one-round dip give a node away that the donor claimed
 //!   back (from a third node) a few rounds later (issue 16, experiment 5's
-//!   Zipf runs). Idle nodes of any
+//!   Zipf runs). The spare rule does not hold back a site short of its
+//!   guarantee from a strictly lower-priority site, which it could take
+//!   a busy node of anyway (below): at start-up no site has a spare
+//!   streak of T yet, and gold, short from its first round, waited T for
+//!   bronze's idle node (issue 16, experiment 3 at 1200/s). Idle nodes of any
 //!   priority may go, so when high-priority demand falls its idle nodes flow
 //!   back to a lower-priority site that is hot (seed 000 chapter 6: "when
 //!   the number of high-priority requests is low, the idle nodes can be
@@ -328,7 +332,10 @@ pub fn choose_donor(q: &DonorQuery<'_>) -> Option<usize> {
                 SiteSlot::Site(_) => {
                     let s = v.role.site.index()?;
                     let p = q.priority(s);
-                    if s == q.hot_site || (busy && !(may_pull && p < hot_priority)) {
+                    // A site short of its guarantee may take any node of a
+                    // strictly lower-priority site, busy or idle.
+                    let pulls = may_pull && p < hot_priority;
+                    if s == q.hot_site || (busy && !pulls) {
                         return None;
                     }
                     if !tally.can_give.get(s).copied().unwrap_or(false) {
@@ -342,11 +349,20 @@ pub fn choose_donor(q: &DonorQuery<'_>) -> Option<usize> {
                     // site's own, or one it just gave) is judged on this
                     // view alone: moves away from the split are judged
                     // over T, moves back towards it are not made sticky.
-                    let spare = if claim < 2 {
-                        tally.without_one(s) <= q.high_watermark
-                    } else {
-                        tally.spare(q, s)
-                    };
+                    // A site short of its guarantee pulls from a lower
+                    // priority whether or not its node is spare (it could
+                    // take the node busy): the spare rule guards against
+                    // thrash between peers, not against a priority pull
+                    // (issue 16: at start-up no site has a spare streak
+                    // of T yet, so gold, short from its first round, waited
+                    // T for bronze's idle node while a busy one would
+                    // have gone at once).
+                    let spare = pulls
+                        || if claim < 2 {
+                            tally.without_one(s) <= q.high_watermark
+                        } else {
+                            tally.spare(q, s)
+                        };
                     if !busy && !spare {
                         return None;
                     }

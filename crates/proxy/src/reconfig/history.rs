@@ -19,10 +19,15 @@
 //! row loaded or short, from the first to the first cool round; a claim
 //! does not cut one) are its bursts as the agent sees them. The last
 //! [`BURSTS_KEPT`] of them that lasted at least the base T (a shorter one
-//! can never move a node) give the site's estimate: the longest of them
-//! (a site with none yet uses every site's). [`burst_left`](HotTracker::burst_left)
-//! is that estimate minus how long the current period has lasted. Without
-//! an estimate, or once a period outlives it, the burst is expected to
+//! can never move a node) give the site's estimate (a site with none yet
+//! uses every site's): [`burst_left`](HotTracker::burst_left) is their
+//! *mean residual life* at how long the current period has lasted, the
+//! mean of `b - lasted` over the kept bursts `b` longer than that. Bursts
+//! of one length (experiments 1 and 3) give that length minus `lasted`;
+//! bursts of varied length give the rest a burst of that age has had on
+//! average, where the longest of them (the estimate before) promised the
+//! longest rest to every burst. Without an estimate, or once a period
+//! outlives every kept burst, the burst is expected to
 //! last as long again as it has lasted so far (the median remaining life
 //! of a burst of unknown, heavy-tailed length). The agent claims only when
 //! the burst is expected to last at least `claim_horizon` longer
@@ -49,7 +54,7 @@ use tokio::time::Instant;
 const BURST_ENDED: f64 = 0.5;
 
 /// Loaded periods kept per site for the burst estimate.
-pub const BURSTS_KEPT: usize = 4;
+pub const BURSTS_KEPT: usize = 8;
 
 /// How a claim for a site turned out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -209,20 +214,21 @@ impl HotTracker {
     }
 
     /// How much longer `site`'s current burst is expected to last by its
-    /// burst estimate alone (the estimate minus how long the loaded period
-    /// has lasted): `None` when the site is not loaded, when no site has an
-    /// estimate yet, or once the period outlived it (then nothing bounds
+    /// burst estimate alone (the kept bursts' mean residual life at how
+    /// long the loaded period has lasted): `None` when the site is not
+    /// loaded, when no site has an estimate yet, or once the period
+    /// outlived every kept burst (then nothing bounds
     /// the burst: [`burst_left`](Self::burst_left)'s "as long again").
     /// The agent sizes a claim batch by it ("Batches by the estimate").
     pub fn estimated_left(&self, site: usize, now: Instant) -> Option<Duration> {
         let start = self.warm.get(site).copied().flatten()?;
-        let own = self.bursts.get(site).filter(|b| !b.is_empty());
-        let estimate = match own {
-            Some(b) => b.iter().max().copied(),
-            None => self.bursts.iter().flatten().max().copied(),
-        }?;
         let lasted = now.saturating_duration_since(start);
-        (lasted < estimate).then(|| estimate - lasted)
+        let own = self.bursts.get(site).filter(|b| !b.is_empty());
+        let known: Vec<Duration> = match own {
+            Some(b) => b.iter().copied().collect(),
+            None => self.bursts.iter().flatten().copied().collect(),
+        };
+        mean_residual(&known, lasted)
     }
 
     /// How long `site` has been cool (every round since then neither above
@@ -314,6 +320,23 @@ impl HotTracker {
         };
         Some(verdict)
     }
+}
+
+/// The mean residual life of a burst that has lasted `lasted`, by the
+/// bursts `known`: the mean of `b - lasted` over the known bursts `b`
+/// longer than `lasted` (`None` when none is). Bursts of one length give
+/// that length minus `lasted`; bursts of varied, memoryless lengths give
+/// about their mean whatever `lasted` is, where the longest of them (the
+/// estimate before) promised the longest one's rest to every burst, so
+/// one long run among short ones made every short one claim.
+fn mean_residual(known: &[Duration], lasted: Duration) -> Option<Duration> {
+    let rest: Vec<Duration> = known
+        .iter()
+        .filter(|b| **b > lasted)
+        .map(|b| *b - lasted)
+        .collect();
+    let n = u32::try_from(rest.len()).ok().filter(|n| *n > 0)?;
+    Some(rest.iter().sum::<Duration>() / n)
 }
 
 #[cfg(test)]

@@ -268,3 +268,40 @@ async fn loops_follow_reloads_and_keep_state_of_kept_nodes() {
     stop.send(true).unwrap();
     checks.join().await;
 }
+
+#[tokio::test]
+async fn a_node_whose_new_role_is_applied_is_checked_at_once() {
+    let b = backend(200).await;
+    // One check an hour: within the test only the wake on an applied role
+    // can check the node (issue 16: a node that landed waited up to an
+    // interval for the check that routes it).
+    let mut text = r#"
+[health]
+interval = "1h"
+timeout = "2s"
+rise = 1
+fall = 2
+
+[[listener]]
+listen = "127.0.0.1:8080"
+"#
+    .to_string();
+    text.push_str(&crate::fixtures::site("shop", &["shop.test"]));
+    text.push_str(&crate::fixtures::site("blog", &["blog.test"]));
+    text.push_str(&crate::fixtures::node("n1", b.addr, "shop"));
+    let cfg = crate::fixtures::config(&text);
+    let backends = Arc::new(ArcSwap::from_pointee(Backends::build(&cfg, None)));
+    let (stop, rx) = watch::channel(false);
+    let checks = spawn_checks(backends.clone(), rx);
+    let node = Arc::clone(&backends.load().nodes()[0]);
+    // Moved to the blog, not applied yet: down at once.
+    assert!(node.follow_role(Some(1), false));
+    assert!(!node.is_up());
+    // Applied: checked as the blog at once, and up.
+    assert!(node.follow_role(Some(1), true));
+    eventually("the moved node checked and up", || node.is_up()).await;
+    assert_eq!(b.seen.lock().unwrap()[0].0, "blog.test");
+    assert_eq!(node.health().checks_total, 1);
+    stop.send(true).unwrap();
+    checks.join().await;
+}

@@ -233,6 +233,48 @@ fn busy_nodes_only_for_a_short_site_and_only_from_strictly_lower_priority() {
 }
 
 #[test]
+fn a_short_site_takes_an_idle_lower_priority_node_without_its_spare_history() {
+    // Start-up (issue 16, experiment 3): site 1's nodes are idle, but no
+    // round of T has been seen yet, so site 1 is not spare over T. Site 0
+    // (priority 5, guarantee 1200) is short: 1080 of 1500 rps served.
+    let views = vec![
+        node(0, site(0), 1.0),
+        node(1, site(1), 0.05),
+        node(2, site(1), 0.05),
+    ];
+    let short = [qos(1500.0, 1080.0, 1200.0), qos(0.0, 0.0, 0.0)];
+    let case = DonorQuery {
+        priorities: &[5, 0],
+        qos: &short,
+        spare: &[false, false],
+        ..query(0, &views)
+    };
+    assert_eq!(case.pick(0, &|_| false), Some(1), "a priority pull");
+    // Not short: the idle node waits for the spare history, as before.
+    let kept = [qos(1500.0, 1300.0, 1200.0), qos(0.0, 0.0, 0.0)];
+    assert_eq!(DonorQuery { qos: &kept, ..case }.pick(0, &|_| false), None);
+    // Short, but of equal priority: no pull, so the spare rule holds.
+    assert_eq!(
+        DonorQuery {
+            priorities: &[5, 5],
+            ..case
+        }
+        .pick(0, &|_| false),
+        None
+    );
+    // min_nodes still holds: site 1's last node stays.
+    let one = vec![node(0, site(0), 1.0), node(1, site(1), 0.05)];
+    assert_eq!(
+        DonorQuery {
+            views: &one,
+            ..case
+        }
+        .pick(0, &|_| false),
+        None
+    );
+}
+
+#[test]
 fn a_busy_pull_never_takes_a_donor_below_min_nodes() {
     let views = vec![
         node(0, site(0), 1.2),
@@ -542,8 +584,9 @@ proptest! {
                     prop_assert!(priorities[d] < priorities[hot], "busy from higher or equal priority");
                     prop_assert!(qos[hot].short(), "busy pull for a site that is not short");
                 } else {
+                    let pulled = qos[hot].short() && priorities[d] < priorities[hot];
                     prop_assert!(
-                        spare[d] || given[i] == Some(hot),
+                        spare[d] || given[i] == Some(hot) || pulled,
                         "idle node of a site not spare over T"
                     );
                 }

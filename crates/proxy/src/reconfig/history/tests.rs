@@ -210,3 +210,34 @@ async fn the_burst_estimate_is_the_longest_recent_loaded_period() {
     );
     assert_eq!(t.estimated_left(0, Instant::now()), None, "outlived");
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_estimate_is_the_mean_rest_of_the_kept_bursts_longer_than_this_one() {
+    let mut t = HotTracker::new(1, T, 0.8);
+    // Three bursts of 1.2 s and one of 3 s.
+    for rounds in [6, 6, 6, 15] {
+        run(&mut t, &vec![0.9; rounds]).await;
+        run(&mut t, &[0.1]).await;
+    }
+    // 0.2 s into the next: the mean rest of the four, (3 × 1.0 + 2.8) / 4,
+    // not the longest one's 2.8 s.
+    run(&mut t, &[0.9]).await;
+    t.observe(0, Some(0.9), Instant::now());
+    assert_eq!(
+        t.burst_left(0, Instant::now()),
+        Some(Duration::from_millis(1450))
+    );
+    // 1.4 s in: only the 3 s burst lasted longer.
+    run(&mut t, &[0.9; 6]).await;
+    assert_eq!(
+        t.estimated_left(0, Instant::now()),
+        Some(Duration::from_millis(1600))
+    );
+    // Past all of them (3.2 s): as long again.
+    run(&mut t, &[0.9; 9]).await;
+    assert_eq!(t.estimated_left(0, Instant::now()), None);
+    assert_eq!(
+        t.burst_left(0, Instant::now()),
+        Some(Duration::from_millis(3200))
+    );
+}

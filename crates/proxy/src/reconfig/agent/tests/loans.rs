@@ -269,10 +269,16 @@ async fn a_burst_expected_to_end_within_the_claim_horizon_moves_no_node() {
     // A longer burst outlives the estimate and claims once it has lasted
     // the horizon (2 s), then waits a T for the next: one claim in 3 s.
     assert_eq!(burst(3).await, 1);
-    // The next one is expected to last 3 s: at T, 2 s are left, so it
-    // claims; T after that node landed less than the horizon is left.
-    assert_eq!(burst(3).await, 1);
-    assert_eq!(epochs(&c), 2);
+    // The next one: at T the kept bursts (2, 2 and 3 s) leave 4/3 s on
+    // average, under the horizon; at 2 s only the 3 s one lasted longer,
+    // 1 s more. The longest alone (the estimate before issue 16's fourth
+    // pass) promised 2 s at T and claimed.
+    assert_eq!(burst(3).await, 0);
+    // A burst longer than every kept one claims once it has outlived
+    // them all (at 3 s, "as long again" is past the horizon), and once
+    // more a T after that node landed.
+    assert_eq!(burst(5).await, 2);
+    assert_eq!(epochs(&c), 3);
 }
 
 #[tokio::test(start_paused = true)]

@@ -388,3 +388,37 @@ async fn a_loaded_site_that_misses_its_guarantee_claims_without_the_burst_estima
         assert_eq!(at, Some(first), "{horizon:?}");
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn at_start_up_a_short_site_takes_an_idle_lower_priority_node_in_its_first_short_round() {
+    // Experiment 3 at 1200 rps (issue 16): gold starts on three nodes that
+    // serve 1080 of the 1500 rps offered (guarantee 1200: short, 4 nodes
+    // needed); bronze's two nodes are idle. The agent has just started, so
+    // bronze has no spare streak of T yet: gold, which could take a busy
+    // bronze node, used to wait T (round 5) for an idle one.
+    let c = cluster(&[Some(0), Some(0), Some(0), Some(1), Some(1)], 1);
+    let (a, demand) = gold_agent(&c, 1200.0, |r| {
+        r.guarantee_history = crate::config::Delay::Default;
+        r.claim_batch = 4;
+    });
+    for n in &c.nodes[..3] {
+        load(n, 1.0);
+    }
+    for n in &c.nodes[3..] {
+        load(n, 0.05);
+    }
+    let mut at = Vec::new();
+    for r in 0..8 {
+        let (_, outcomes) = a.round().await;
+        if claims(&outcomes) > 0 {
+            at.push((r, claims(&outcomes)));
+        }
+        traffic(&demand, "s0", 300, 216);
+        tokio::time::sleep(S).await;
+    }
+    // Round 0 only starts the first interval; round 1 is the first short
+    // one. One node: bronze keeps its min_nodes.
+    assert_eq!(at, [(1, 1)]);
+    assert_eq!(role(&c.nodes[3]).site, SiteSlot::Site(0));
+    assert_eq!(role(&c.nodes[4]).site, SiteSlot::Site(1));
+}
