@@ -101,9 +101,8 @@ impl Agent {
         match work.hot.burst_left(site, now) {
             Some(left) if left < horizon => {
                 let shares = self.shares();
-                let back = self.with_donor_query(work, site, views, now, |q| {
-                    choose_home_claim(q, &shares)
-                });
+                let back = self
+                    .with_donor_query(work, site, views, now, |q| choose_home_claim(q, &shares));
                 if back.is_some() {
                     tracing::debug!(site = %name, left_ms = left.as_millis() as u64,
                         "hot, the burst is expected to end soon, but below its share: claims its node back");
@@ -124,7 +123,9 @@ impl Agent {
         let Some(horizon) = self.settings.reconfig.claim_horizon() else {
             return false;
         };
-        work.hot.burst_left(site, now).is_some_and(|left| left < horizon)
+        work.hot
+            .burst_left(site, now)
+            .is_some_and(|left| left < horizon)
     }
 
     /// Updates each site's guarantee reserve from this round's view: the
