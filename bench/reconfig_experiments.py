@@ -19,7 +19,9 @@ reported; default 3), OUT (default bench/results), SCALE (multiplies every
 run's duration; default 1.0), LOANS_OFF (1: experiments 1 and 5 also run
 reconfigure with `loan_return` and `claim_horizon` "off", interleaved run by run with the
 other configurations, as a same-session baseline of the agent without
-loans), BURSTS (exp1, exp2, exp3: comma-separated burst lengths to run,
+loans), BIN_AFTER (exp1 and exp5: a second testbed binary; every
+reconfigure configuration runs once more with it, titled "... after",
+interleaved run by run: a change against BIN in one session), BURSTS (exp1, exp2, exp3: comma-separated burst lengths to run,
 e.g. "512,32768"; default all), SPLITS (exp1 only: comma-separated splits
 to run, e.g. "2:2:2:2"; default both), SKIP_OVERPROV (1: exp1 leaves out
 the over-provisioned runs), KEEP (a directory: every run's cluster output --
@@ -53,6 +55,10 @@ MODES = [("rigid", "mode = \"rigid\"\n"),
          ("overprov", "mode = \"rigid\"\noverprovision = true\n"),
          ("reconfigure", "mode = \"reconfigure\"\n")]
 LOANS_OFF = os.environ.get("LOANS_OFF", "") == "1"
+# A second testbed binary (exp5): every reconfigure configuration runs once
+# more with it, titled "... after", interleaved with the rest run by run, so
+# a change is measured against BIN side by side in one session.
+BIN_AFTER = os.environ.get("BIN_AFTER", "")
 # Reconfigure without loans and the burst estimate (the agent before issue
 # 16), appended to RECONFIG.
 NO_LOANS = 'loan_return = "off"\nclaim_horizon = "off"\n'
@@ -71,7 +77,8 @@ def run_cluster(spec_text, label, files=None):
         out = os.path.join(d, "out")
         t0 = time.time()
         for attempt in range(2):
-            p = subprocess.run([BIN, "cluster", "-c", spec, "-o", out],
+            binary = BIN_AFTER if BIN_AFTER and label.split(" run ")[0].endswith(" after") else BIN
+            p = subprocess.run([binary, "cluster", "-c", spec, "-o", out],
                                capture_output=True, text=True)
             if p.returncode == 0:
                 break
@@ -182,6 +189,8 @@ def exp1_modes():
              if not (m == "overprov" and os.environ.get("SKIP_OVERPROV") == "1")]
     if LOANS_OFF:
         modes.append(("reconf-off", MODES[2][1], NO_LOANS))
+    if BIN_AFTER:
+        modes.append(("reconfigure after", MODES[2][1], ""))
     return modes
 
 
@@ -220,7 +229,8 @@ def exp1():
         lines.append(f"\n{name} (emulated nodes, shm windows; median of {RUNS} runs; served requests/s)")
         lines.append(f"{'burst L':>8} {'rigid':>9} {'overprov':>9} {'reconfig':>9} {'moves':>6} "
                      f"{'reconf/rigid':>12} {'overprov/rigid':>14}"
-                     + (f" {'off':>9} {'moves':>6} {'off/rigid':>13}" if LOANS_OFF else ""))
+                     + (f" {'off':>9} {'moves':>6} {'off/rigid':>13}" if LOANS_OFF else "")
+                     + (f" {'after':>9} {'moves':>6} {'after/rigid':>13}" if BIN_AFTER else ""))
         for burst, _ in EXP1_BURSTS:
             v = {m: (s, mv) for (n, b, m, s, mv) in results if n == name and b == burst}
             rg, rc = v["rigid"][0], v["reconfigure"][0]
@@ -232,6 +242,9 @@ def exp1():
             if LOANS_OFF:
                 nl, nlm = v["reconf-off"]
                 line += f" {nl:>9.0f} {nlm:>6.0f} {nl / rg:>12.2f}x"
+            if BIN_AFTER:
+                na, nam = v["reconfigure after"]
+                line += f" {na:>9.0f} {nam:>6.0f} {na / rg:>12.2f}x"
             lines.append(line)
         lines.append(seed[name])
     write_table(base, lines)
@@ -600,6 +613,9 @@ def exp5():
             if LOANS_OFF:
                 configs = [(t, sp, k) for t, sp, k in configs if not t.endswith(" off")]
                 configs += [(t + " off", sp, k) for t, sp, k in configs if t.startswith("reconf")]
+            if BIN_AFTER:
+                configs = [(t, sp, k) for t, sp, k in configs if not t.endswith(" after")]
+                configs += [(t + " after", sp, k) for t, sp, k in configs if t.startswith("reconf")]
             runs = {t: [] for t, _, _ in configs}
             shares = {t: [] for t, _, _ in configs}
             # Run by run, every configuration in turn (same trace prefix).
@@ -630,6 +646,8 @@ def exp5():
         names = [t for t, _, _ in configs]
         if LOANS_OFF:
             names += [t + " off" for t in names if t.startswith("reconf")]
+        if BIN_AFTER:
+            names += [t + " after" for t in names if t.startswith("reconf")]
         lines.append(f"\n{title}: static -> site web, dynamic -> site app, splits web:app (emulated nodes, "
                      f"shm windows; median of {RUNS} runs; served requests/s, all sites)")
         lines.append(f"{'dyn. cost':>9} {'dyn. share':>10} " + " ".join(f"{t:>12}" for t in names)
@@ -642,6 +660,10 @@ def exp5():
             if LOANS_OFF:
                 ratios += " off " + "/".join(
                     f"{v['reconf ' + t.split()[1] + ' off'][3] / v[t][3]:.2f}x"
+                    for t in names if t.startswith("rigid"))
+            if BIN_AFTER:
+                ratios += " after " + "/".join(
+                    f"{v['reconf ' + t.split()[1] + ' after'][3] / v[t][3]:.2f}x"
                     for t in names if t.startswith("rigid"))
             lines.append(f"{cost:>9} {v[names[0]][5]:>10.2f} " + " ".join(f"{v[t][3]:>12.0f}" for t in names)
                          + " " + " ".join(f"{v[t][4]:>10.0f}" for t in names if t.startswith("reconf"))
@@ -661,6 +683,8 @@ def exp5():
         names = [t for t, _, _ in configs]
         if LOANS_OFF:
             names += [t + " off" for t in names if t.startswith("reconf")]
+        if BIN_AFTER:
+            names += [t + " after" for t in names if t.startswith("reconf")]
         dat = base + f"-{i}.dat"
         with open(dat, "w") as f:
             f.write("cost " + " ".join(t.replace(" ", "_") for t in names) + "\n")

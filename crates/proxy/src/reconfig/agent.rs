@@ -545,7 +545,9 @@ impl Agent {
             actions.extend(
                 self.claim_order(&claiming, loads)
                     .into_iter()
-                    .filter(|site| urgent.contains(site) || self.worth_claiming(work, *site, now))
+                    .filter(|site| {
+                        urgent.contains(site) || self.worth_claiming(work, *site, &opts, now)
+                    })
                     .map(|site| Action::Claim {
                         site,
                         count: self.claim_count(work, site, &opts, short, now),

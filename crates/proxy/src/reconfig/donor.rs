@@ -433,6 +433,23 @@ pub fn shortfall(q: &DonorQuery<'_>, short: bool) -> usize {
     guarantee.max(queued).max(1).min(room)
 }
 
+/// The node hot site `q.hot_site` takes **back towards its configured
+/// share**, or `None`: when the site has fewer nodes than its `[[node]]`
+/// entries give it (`shares`, by site index) and the donor the rules pick
+/// ([`choose_donor`]) is a node of its own home or one it gave away within
+/// the take-back window. Such a move restores the rigid split, which
+/// serves the site's burst with that node whatever the burst estimate
+/// says; the agent lets it past the estimate's gate (`claim_horizon`,
+/// issue 16 goal 1: world-cup 10 ms 2:2 served a web burst on one node of
+/// its two for 1.1 s because its bursts were short, 0.95x rigid).
+pub fn choose_home_claim(q: &DonorQuery<'_>, shares: &[usize]) -> Option<usize> {
+    let members = Tally::new(q).members.get(q.hot_site).copied().unwrap_or(0);
+    if members >= shares.get(q.hot_site).copied().unwrap_or(0) {
+        return None;
+    }
+    choose_donor(q).filter(|n| q.claim_on(*n) < 2)
+}
+
 /// What [`choose_return`] looks at besides the [`DonorQuery`] (whose
 /// `hot_site` is the home site the node would return to).
 pub struct ReturnQuery<'a> {

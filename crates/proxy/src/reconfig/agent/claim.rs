@@ -372,6 +372,18 @@ impl Agent {
             .collect()
     }
 
+    /// Nodes each site's `[[node]]` entries give it (its configured
+    /// share), by site index.
+    pub(super) fn shares(&self) -> Vec<usize> {
+        let mut shares = vec![0usize; self.settings.sites.len()];
+        for s in self.homes().iter().flatten() {
+            if let Some(n) = shares.get_mut(*s) {
+                *n += 1;
+            }
+        }
+        shares
+    }
+
     /// Nodes without a window per site (they count, never move).
     fn fixed_nodes(&self) -> Vec<usize> {
         // One pass over the nodes (the agent runs this under a site lock,
@@ -407,12 +419,7 @@ impl Agent {
     ) -> Option<usize> {
         let after = self.settings.reconfig.loan_return()?;
         let homes = self.homes();
-        let mut shares = vec![0usize; self.settings.sites.len()];
-        for s in homes.iter().flatten() {
-            if let Some(n) = shares.get_mut(*s) {
-                *n += 1;
-            }
-        }
+        let shares = self.shares();
         let cool = |s: usize| work.hot.cool_for(s, now).is_some_and(|d| d >= after);
         let r = ReturnQuery {
             homes: &homes,

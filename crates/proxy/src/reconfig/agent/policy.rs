@@ -12,6 +12,7 @@ use super::{
     SiteSlot, ViewError, Work,
 };
 use crate::qos::guarantee::{QosAccount, QosPolicy, SiteQos};
+use crate::reconfig::donor::choose_home_claim;
 use crate::reconfig::history::Verdict;
 use crate::reconfig::status::{self, Counters};
 
@@ -82,20 +83,49 @@ impl Agent {
 
     /// Whether hot site `site` should claim now: its burst is expected to
     /// last at least `claim_horizon` longer (`reconfig::history`, "Burst
-    /// estimate").
-    pub(super) fn worth_claiming(&self, work: &Work, site: usize, now: Instant) -> bool {
+    /// estimate"), or the claim takes it back towards its configured share
+    /// ([`choose_home_claim`]: the rigid split would serve the burst with
+    /// that node, so a short burst is no reason to leave it with the
+    /// borrower).
+    pub(super) fn worth_claiming(
+        &self,
+        work: &Work,
+        site: usize,
+        views: &[Option<NodeView>],
+        now: Instant,
+    ) -> bool {
         let Some(horizon) = self.settings.reconfig.claim_horizon() else {
             return true;
         };
+        let name = &self.settings.sites[site].name;
         match work.hot.burst_left(site, now) {
             Some(left) if left < horizon => {
-                tracing::debug!(site = %self.settings.sites[site].name,
+                let shares = self.shares();
+                let back = self
+                    .with_donor_query(work, site, views, now, |q| choose_home_claim(q, &shares));
+                if back.is_some() {
+                    tracing::debug!(site = %name, left_ms = left.as_millis() as u64,
+                        "hot, the burst is expected to end soon, but below its share: claims its node back");
+                    return true;
+                }
+                tracing::debug!(site = %name,
                     left_ms = left.as_millis() as u64, horizon_ms = horizon.as_millis() as u64,
                     "hot, but the burst is expected to end before a claim pays: no claim");
                 false
             }
             _ => true,
         }
+    }
+
+    /// Whether hot site `site`'s burst is expected to end within
+    /// `claim_horizon` (false with the horizon off or nothing loaded).
+    fn ends_within_horizon(&self, work: &Work, site: usize, now: Instant) -> bool {
+        let Some(horizon) = self.settings.reconfig.claim_horizon() else {
+            return false;
+        };
+        work.hot
+            .burst_left(site, now)
+            .is_some_and(|left| left < horizon)
     }
 
     /// Updates each site's guarantee reserve from this round's view: the
@@ -176,6 +206,10 @@ impl Agent {
         let batch = self.settings.reconfig.claim_batch.max(1);
         let batch = if short {
             batch
+        } else if self.ends_within_horizon(work, site, now) {
+            // Let past the estimate's gate only to take a node back
+            // towards its share (`worth_claiming`): one node.
+            1
         } else {
             batch.min(self.batch_by_estimate(work, site, now))
         };

@@ -598,3 +598,56 @@ proptest! {
 }
 
 mod history;
+
+#[test]
+fn a_site_below_its_share_takes_back_only_its_own_or_a_node_it_gave() {
+    // 2:2 by the config (n0, n1 home site 0; n2, n3 home site 1). n1 is on
+    // loan to site 1, which is idle: site 0, hot on n0 alone, is below its
+    // share and the donor is its own n1.
+    let homes = [Some(0), Some(0), Some(1), Some(1)];
+    let shares = [2, 2];
+    let views = vec![
+        node(0, site(0), 0.95),
+        node(1, site(1), 0.01),
+        node(2, site(1), 0.02),
+        node(3, site(1), 0.03),
+    ];
+    let q = DonorQuery {
+        homes: &homes,
+        ..query(0, &views)
+    };
+    assert_eq!(choose_home_claim(&q, &shares), Some(1));
+    // n1 cooling: the donor would be n2, site 1's own node, a move away
+    // from the split: not a take-back (the burst estimate decides).
+    let cooling = |i: usize| i == 1;
+    let q = DonorQuery {
+        homes: &homes,
+        cooling: &cooling,
+        ..query(0, &views)
+    };
+    assert_eq!(choose_donor(&q), Some(2));
+    assert_eq!(choose_home_claim(&q, &shares), None);
+    // ... unless site 0 gave n2 away within the take-back window.
+    let given = [None, None, Some(0), None];
+    let q = DonorQuery {
+        homes: &homes,
+        cooling: &cooling,
+        given: &given,
+        ..query(0, &views)
+    };
+    assert_eq!(choose_home_claim(&q, &shares), Some(2));
+    // At its share (n1 back home), nothing is taken back: site 1 at its
+    // share gives n2 or n3 only by the ordinary rules.
+    let views = vec![
+        node(0, site(0), 0.95),
+        node(1, site(0), 0.95),
+        node(2, site(1), 0.02),
+        node(3, site(1), 0.03),
+    ];
+    let q = DonorQuery {
+        homes: &homes,
+        ..query(0, &views)
+    };
+    assert_eq!(choose_donor(&q), Some(2));
+    assert_eq!(choose_home_claim(&q, &shares), None);
+}

@@ -6,7 +6,8 @@
 //! cool site; several proxies seeing the same loan make one return. And
 //! the burst estimate: no claim for a burst expected to end within
 //! `claim_horizon`, and a batch only for a burst expected to last one
-//! horizon per node.
+//! horizon per node; a site below its configured share takes its own
+//! node back whatever the estimate says, one node, never beyond the share.
 
 use std::sync::Arc;
 
@@ -332,4 +333,52 @@ async fn a_loaded_site_claims_a_batch_only_for_a_burst_expected_to_last() {
         // Hot at T: the sixth round of the burst.
         assert_eq!(at, Some(5), "first burst of {first} rounds");
     }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_short_burst_takes_a_node_back_to_the_share_but_no_further() {
+    // 2:2 by the config (HOMES); n1, s0's, is on loan to s1 (s1 serves
+    // n1, n2, n3). s0 bursts for 2 s, then quiet, three times: a burst the
+    // estimate says ends within the 2 s horizon, so without its share s0
+    // would serve every burst on one node (before issue 16 goal 1: no claim,
+    // as in `a_burst_expected_to_end_within_the_claim_horizon_moves_no_node`).
+    // Loans off: only claims move.
+    let c = cluster(&[Some(0), Some(1), Some(1), Some(1)], 1);
+    let Ok(mut a) = Arc::try_unwrap(agent_homes(&c, 1, 2, &HOMES, None)) else {
+        unreachable!("a new agent has one owner")
+    };
+    a.settings.reconfig.claim_horizon = Delay::Set(Duration::from_secs(2));
+    a.settings.reconfig.claim_batch = 4;
+    let agents = [Arc::new(a)];
+    let mut claims = Vec::new();
+    for _ in 0..3 {
+        for r in 0..40 {
+            let loads: Vec<f64> = c
+                .nodes
+                .iter()
+                .map(|m| {
+                    // Load 4.0: work queued for four nodes (a batch would
+                    // take every idle node it could).
+                    if site_of(m) == SiteSlot::Site(0) && r < 10 {
+                        4.0
+                    } else {
+                        0.05
+                    }
+                })
+                .collect();
+            claims.extend(
+                rounds(&c, &agents, &loads, 1)
+                    .await
+                    .into_iter()
+                    .filter(|(_, o)| matches!(o, Ok(ClaimOutcome::Claimed { .. }))),
+            );
+        }
+    }
+    // One claim, n1 (its home, a loan coming back), in the first burst;
+    // at its share s0 claims nothing more for bursts this short.
+    assert_eq!(claims.len(), 1, "{claims:?}");
+    assert!(matches!(&claims[0].1, Ok(ClaimOutcome::Claimed { node, .. }) if node == "n1"));
+    assert_eq!(site_of(&c.nodes[1]), SiteSlot::Site(0));
+    assert_eq!(site_of(&c.nodes[2]), SiteSlot::Site(1));
+    assert_eq!(site_of(&c.nodes[3]), SiteSlot::Site(1));
 }
