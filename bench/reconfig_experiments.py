@@ -23,8 +23,11 @@ loans), BIN_AFTER (exp1 and exp5: a second testbed binary; every
 reconfigure configuration runs once more with it, titled "... after",
 interleaved run by run: a change against BIN in one session), BURSTS (exp1, exp2, exp3: comma-separated burst lengths to run,
 e.g. "512,32768"; default all), SPLITS (exp1 only: comma-separated splits
-to run, e.g. "2:2:2:2"; default both), SKIP_OVERPROV (1: exp1 leaves out
-the over-provisioned runs), KEEP (a directory: every run's cluster output --
+to run, e.g. "2:2:2:2"; default both), SKIP_OVERPROV (1: exp1 and exp5
+leave out the over-provisioned runs), TRACES (exp5: "zipf", "world-cup"
+or both, comma-separated; default both), COSTS (exp5: dynamic costs, e.g.
+"10ms"; default "10ms,40ms"), SKIP_SKEWED (1: exp5 leaves out the 3:1
+split), KEEP (a directory: every run's cluster output --
 load.csv, cluster.json, the proxies' logs -- is copied there under the
 run's label, for a look at single intervals and claims).
 
@@ -576,6 +579,17 @@ EXP5_TRACES = [
      ["world-cup", "--mean-burst", "512"], EXP5_EQUAL + EXP5_SKEWED),
 ]
 EXP5_REQUESTS = 100000
+# Picking rows of experiment 5 (docs/benchmarks.md quotes runs made so).
+if os.environ.get("TRACES"):
+    EXP5_TRACES = [t for t in EXP5_TRACES if t[0] in os.environ["TRACES"].split(",")]
+if os.environ.get("COSTS"):
+    EXP5_COSTS = os.environ["COSTS"].split(",")
+if os.environ.get("SKIP_OVERPROV") == "1" or os.environ.get("SKIP_SKEWED") == "1":
+    def _kept(c):
+        if os.environ.get("SKIP_OVERPROV") == "1" and c[0].startswith("overprov"):
+            return False
+        return not (os.environ.get("SKIP_SKEWED") == "1" and c in EXP5_SKEWED)
+    EXP5_TRACES = [t[:4] + ([c for c in t[4] if _kept(c)],) for t in EXP5_TRACES]
 
 
 def tier_trace(args, cost, seed):
