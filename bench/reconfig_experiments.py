@@ -581,8 +581,16 @@ EXP5_TRACES = [
 EXP5_REQUESTS = 100000
 # Picking rows of experiment 5 (docs/benchmarks.md quotes runs made so).
 if os.environ.get("TRACES"):
-    EXP5_TRACES = [t for t in EXP5_TRACES if t[0] in os.environ["TRACES"].split(",")]
+    _wanted = os.environ["TRACES"].split(",")
+    _unknown = [t for t in _wanted if t not in [x[0] for x in EXP5_TRACES]]
+    if _unknown:
+        sys.exit(f"TRACES: unknown trace {', '.join(_unknown)} (expected zipf, world-cup or both, comma-separated)")
+    EXP5_TRACES = [t for t in EXP5_TRACES if t[0] in _wanted]
 if os.environ.get("COSTS"):
+    _unknown = [c for c in os.environ["COSTS"].split(",") if c not in EXP5_COSTS]
+    if _unknown:
+        sys.exit(f"COSTS: unknown dynamic cost {', '.join(_unknown)} (expected {' or '.join(EXP5_COSTS)}, comma-separated: "
+                 "the world-cup runs have a request count per cost)")
     EXP5_COSTS = os.environ["COSTS"].split(",")
 if os.environ.get("SKIP_OVERPROV") == "1" or os.environ.get("SKIP_SKEWED") == "1":
     def _kept(c):

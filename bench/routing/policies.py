@@ -233,6 +233,8 @@ def main():
     for p in policies:
         if p not in POLICIES:
             sys.exit(f"unknown policy {p} (expected one of {', '.join(POLICIES)})")
+    if a.calibrations < 1:
+        sys.exit("--calibrations must be 1 or more")
     if a.objective not in (10, 25, 50, 100, 250, 500, 1000, 2500):
         sys.exit("--objective must be one of 10,25,50,100,250,500,1000,2500")
     bin_ = a.bin
@@ -257,7 +259,7 @@ def main():
             slots = sum((sc["node_slots"] or [4])[i % len(sc["node_slots"] or [4])] for i in range(sc["nodes"]))
             text = spec(s, "leastconn", a.transport, 4, f"connections = {4 * slots}", files[sc["trace"]], a.candidates)
             served = []
-            for k in range(max(1, a.calibrations)):
+            for k in range(a.calibrations):
                 _, t = run(bin_, work, f"calibrate-{s}-{k}", text)
                 served.append(t["served_per_s"])
             calibrated[s] = served

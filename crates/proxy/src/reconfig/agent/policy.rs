@@ -4,6 +4,8 @@
 //! (docs/reconfiguration.md "Loans"; the rules are
 //! [`choose_return`](crate::reconfig::donor::choose_return)).
 
+use std::time::Duration;
+
 use tokio::time::Instant;
 
 use super::claim::Pick;
@@ -94,38 +96,35 @@ impl Agent {
         views: &[Option<NodeView>],
         now: Instant,
     ) -> bool {
-        let Some(horizon) = self.settings.reconfig.claim_horizon() else {
+        let Some((left, horizon)) = self.ends_within_horizon(work, site, now) else {
             return true;
         };
         let name = &self.settings.sites[site].name;
-        match work.hot.burst_left(site, now) {
-            Some(left) if left < horizon => {
-                let shares = self.shares();
-                let back = self
-                    .with_donor_query(work, site, views, now, |q| choose_home_claim(q, &shares));
-                if back.is_some() {
-                    tracing::debug!(site = %name, left_ms = left.as_millis() as u64,
-                        "hot, the burst is expected to end soon, but below its share: claims its node back");
-                    return true;
-                }
-                tracing::debug!(site = %name,
-                    left_ms = left.as_millis() as u64, horizon_ms = horizon.as_millis() as u64,
-                    "hot, but the burst is expected to end before a claim pays: no claim");
-                false
-            }
-            _ => true,
+        let shares = self.shares();
+        let back = self.with_donor_query(work, site, views, now, |q| choose_home_claim(q, &shares));
+        if back.is_some() {
+            tracing::debug!(site = %name, left_ms = left.as_millis() as u64,
+                "hot, the burst is expected to end soon, but below its share: claims its node back");
+            return true;
         }
+        tracing::debug!(site = %name,
+            left_ms = left.as_millis() as u64, horizon_ms = horizon.as_millis() as u64,
+            "hot, but the burst is expected to end before a claim pays: no claim");
+        false
     }
 
-    /// Whether hot site `site`'s burst is expected to end within
-    /// `claim_horizon` (false with the horizon off or nothing loaded).
-    fn ends_within_horizon(&self, work: &Work, site: usize, now: Instant) -> bool {
-        let Some(horizon) = self.settings.reconfig.claim_horizon() else {
-            return false;
-        };
-        work.hot
-            .burst_left(site, now)
-            .is_some_and(|left| left < horizon)
+    /// `Some((burst left, claim_horizon))` when hot site `site`'s burst is
+    /// expected to end within `claim_horizon`; `None` with the horizon off
+    /// or no estimate.
+    fn ends_within_horizon(
+        &self,
+        work: &Work,
+        site: usize,
+        now: Instant,
+    ) -> Option<(Duration, Duration)> {
+        let horizon = self.settings.reconfig.claim_horizon()?;
+        let left = work.hot.burst_left(site, now)?;
+        (left < horizon).then_some((left, horizon))
     }
 
     /// Updates each site's guarantee reserve from this round's view: the
@@ -206,7 +205,7 @@ impl Agent {
         let batch = self.settings.reconfig.claim_batch.max(1);
         let batch = if short {
             batch
-        } else if self.ends_within_horizon(work, site, now) {
+        } else if self.ends_within_horizon(work, site, now).is_some() {
             // Let past the estimate's gate only to take a node back
             // towards its share (`worth_claiming`): one node.
             1
