@@ -13,6 +13,15 @@ look better by refusing requests ("inf" when more than 1 % failed).
 --timeline DIR keeps each node's state every 5 ms (busy, queue, co-tenant
 slots, completions, 503s) in DIR/<run>/n<i>.timeline.csv, for diagnosis.
 
+Every run also reports what it cost the machine, because the proxies share
+its CPUs with the emulated nodes: "proxy CPU" is the proxies' user+system
+CPU per served request while the load ran, and "node ms/req" is the mean
+time a served request held a node's worker slot (from the node timelines'
+service_us_total), against the 10 ms the trace asks for (the RUBiS-like mix
+asks for a mix of costs). A contended machine stretches the nodes' timers:
+when one policy's row shows a higher figure than another's, it was
+measured on a cluster with less capacity.
+
     python3 bench/routing/policies.py                      # the default matrix (see --help)
     python3 bench/routing/policies.py --scenarios antagonist --loads 80,90 --rounds 1
 
@@ -203,8 +212,25 @@ def run(bin_, work, name, text):
         print(f"cluster run {name} failed; once more: {tail.strip().splitlines()[-1] if tail.strip() else ''}", file=sys.stderr)
     d = json.load(open(os.path.join(out, "load.json")))
     t = next(s for s in d["summary"] if s["site"] == "TOTAL")
+    d["cpu"] = json.load(open(os.path.join(out, "cluster.json"))).get("cpu", {})
     shutil.rmtree(out, ignore_errors=True)
     return d, t
+
+
+def node_ms_per_request(timeline):
+    """The mean time a served request held a node's worker slot, ms, over
+    every node of a run (the last line of each n<i>.timeline.csv:
+    service_us_total / requests_total); None without completions."""
+    held_us = done = 0
+    for name in sorted(os.listdir(timeline)):
+        if not name.endswith(".timeline.csv"):
+            continue
+        with open(os.path.join(timeline, name)) as f:
+            rows = list(csv.DictReader(f))
+        if rows:
+            held_us += int(rows[-1]["service_us_total"])
+            done += int(rows[-1]["requests_total"])
+    return round(held_us / done / 1000, 2) if done else None
 
 
 def main():
@@ -278,10 +304,8 @@ def main():
                     for pct in loads:
                         rate = capacity[s] * pct / 100.0
                         name = f"{s}-{p}-{pct}-{r}"
-                        tl = None
-                        if a.timeline:
-                            tl = os.path.abspath(os.path.join(a.timeline, name))
-                            os.makedirs(tl, exist_ok=True)
+                        tl = os.path.abspath(os.path.join(a.timeline or os.path.join(work, "timelines"), name))
+                        os.makedirs(tl, exist_ok=True)
                         text = spec(s, p, a.transport, a.duration, f"rate = {rate:.1f}", files[SCENARIOS[s]["trace"]], a.candidates, a.inflight_weight, tl)
                         d, t = run(bin_, work, name, text)
                         within = t["served_within_ms"].get(str(a.objective), 0)
@@ -291,7 +315,11 @@ def main():
                             goodput_per_s=round(within / d["elapsed_s"], 1) if d["elapsed_s"] else 0,
                             p50_ms=t["p50_ms"], p99_ms=t["p99_ms"], p999_ms=t["p999_ms"], errors=t["errors"],
                             p99_all_ms=float("inf") if t.get("p99_all_ms", 0) is None else t.get("p99_all_ms", float("nan")),
+                            proxy_cpu_us_per_req=round(d["cpu"].get("proxies_s", float("nan")) * 1e6 / max(1, t["served_per_s"] * d["elapsed_s"]), 1),
+                            node_ms_per_req=node_ms_per_request(tl),
                         )
+                        if not a.timeline:
+                            shutil.rmtree(tl, ignore_errors=True)
                         rows.append(row)
                         print(",".join(str(v) for v in row.values()), flush=True)
         load_end = open("/proc/loadavg").read().split()[:3]
@@ -306,7 +334,9 @@ def main():
         med = {}
         for key in {(x["scenario"], x["policy"], x["load_pct"]) for x in rows}:
             sel = [x for x in rows if (x["scenario"], x["policy"], x["load_pct"]) == key]
-            med[key] = {k: statistics.median(x[k] for x in sel) for k in ("served_per_s", "goodput_per_s", "p50_ms", "p99_ms", "p999_ms", "errors", "p99_all_ms")}
+            med[key] = {k: statistics.median(x[k] for x in sel) for k in ("served_per_s", "goodput_per_s", "p50_ms", "p99_ms", "p999_ms", "errors", "p99_all_ms", "proxy_cpu_us_per_req")}
+            nms = [x["node_ms_per_req"] for x in sel if x["node_ms_per_req"] is not None]
+            med[key]["node_ms_per_req"] = statistics.median(nms) if nms else float("nan")
         cmd = " ".join(["python3", "bench/routing/policies.py"] + sys.argv[1:])
         md = [f"# Routing policies at fixed arrival rates, {start}", "",
               f"Command: `{cmd}`", "",
@@ -316,12 +346,12 @@ def main():
         for s in scenarios:
             sc = SCENARIOS[s]
             md += [f"## {s} ({sc['nodes']} nodes, {sc['proxies']} proxies; capacity {capacity[s]:.0f}/s)", "",
-                   "| policy | load % | served/s | goodput/s | p50 ms | p99 ms | p99.9 ms | errors | p99 all ms |",
-                   "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+                   "| policy | load % | served/s | goodput/s | p50 ms | p99 ms | p99.9 ms | errors | p99 all ms | proxy CPU µs/req | node ms/req |",
+                   "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
             for p in policies:
                 for pct in loads:
                     m = med[(s, p, pct)]
-                    md.append(f"| {p} | {pct} | {m['served_per_s']:.0f} | {m['goodput_per_s']:.0f} | {m['p50_ms']:.1f} | {m['p99_ms']:.1f} | {m['p999_ms']:.1f} | {m['errors']:.0f} | {m['p99_all_ms']:.1f} |")
+                    md.append(f"| {p} | {pct} | {m['served_per_s']:.0f} | {m['goodput_per_s']:.0f} | {m['p50_ms']:.1f} | {m['p99_ms']:.1f} | {m['p999_ms']:.1f} | {m['errors']:.0f} | {m['p99_all_ms']:.1f} | {m['proxy_cpu_us_per_req']:.0f} | {m['node_ms_per_req']:.2f} |")
             md.append("")
             if shutil.which("gnuplot"):
                 dat = f"{base}-{s}.dat"

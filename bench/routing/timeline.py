@@ -5,7 +5,7 @@
 
 Each node's `n<i>.timeline.csv` has a line every 5 ms: ms since start,
 busy slots (the co-tenant's included), queue, co-tenant slots (held),
-completions, 503s. Per run it prints, per node and in total: the share of
+completions, 503s, microseconds served requests held a slot. Per run it prints, per node and in total: the share of
 samples with the co-tenant on, the mean and largest queue with it on and
 off, and the 503s by the node's state in the sample that counted them
 (co-tenant on or off, ms since the co-tenant's last change, the queue of

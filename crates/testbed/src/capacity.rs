@@ -22,6 +22,10 @@ pub struct Capacity {
     requests_total: AtomicU64,
     /// Requests refused because the W + Q places were taken (503s).
     rejected_total: AtomicU64,
+    /// Microseconds requests held a worker slot, summed over the served
+    /// ones: the service time the node actually gave, which a contended
+    /// machine stretches beyond the configured cost (late timers).
+    service_us_total: AtomicU64,
     /// See [`Usage::latency_us`].
     latency_us: AtomicU64,
     /// Signalled on every change of busy/queue/requests_total.
@@ -62,6 +66,7 @@ impl Capacity {
             held: AtomicU32::new(0),
             requests_total: AtomicU64::new(0),
             rejected_total: AtomicU64::new(0),
+            service_us_total: AtomicU64::new(0),
             latency_us: AtomicU64::new(0),
             changed: Notify::new(),
             model,
@@ -99,6 +104,11 @@ impl Capacity {
         self.rejected_total.load(Ordering::Acquire)
     }
 
+    /// Microseconds served requests held a worker slot, in all.
+    pub fn service_us_total(&self) -> u64 {
+        self.service_us_total.load(Ordering::Acquire)
+    }
+
     /// Takes a place among the W + Q, or `None` (→ 503).
     fn admit(&self) -> Option<Admission<'_>> {
         let limit = self.model.slots + self.model.queue;
@@ -123,7 +133,10 @@ impl Capacity {
             return false; // the semaphore is never closed
         };
         self.changed.notify_one();
+        let started = tokio::time::Instant::now();
         service.run().await;
+        let held = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        self.service_us_total.fetch_add(held, Ordering::AcqRel);
         self.record_latency(arrived.elapsed());
         self.requests_total.fetch_add(1, Ordering::AcqRel);
         true

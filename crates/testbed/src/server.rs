@@ -402,7 +402,8 @@ pub async fn run(cfg: NodeConfig, mut shutdown: watch::Receiver<bool>) -> Result
 
 /// Writes the node's state every `every` until `shutdown` (CSV: ms since
 /// start, busy slots including the co-tenant's, queue, co-tenant slots,
-/// completions, 503s), for diagnosis (`timeline_file`). At most one line
+/// completions, 503s, microseconds served requests held a slot), for
+/// diagnosis (`timeline_file`). At most one line
 /// per `every`; the file is flushed when the node stops.
 async fn timeline(
     path: &std::path::Path,
@@ -412,7 +413,10 @@ async fn timeline(
 ) -> std::io::Result<()> {
     use std::io::Write;
     let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
-    writeln!(out, "ms,busy,queue,held,requests_total,rejected_total")?;
+    writeln!(
+        out,
+        "ms,busy,queue,held,requests_total,rejected_total,service_us_total"
+    )?;
     let start = tokio::time::Instant::now();
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
@@ -424,13 +428,14 @@ async fn timeline(
         let u = cap.usage();
         writeln!(
             out,
-            "{:.1},{},{},{},{},{}",
+            "{:.1},{},{},{},{},{},{}",
             start.elapsed().as_secs_f64() * 1e3,
             u.busy,
             u.queue,
             cap.held(),
             u.requests_total,
-            cap.rejected_total()
+            cap.rejected_total(),
+            cap.service_us_total()
         )?;
     }
     out.flush()

@@ -56,6 +56,11 @@ async fn slots_queue_and_overflow() {
             queue_limit: 1,
         }
     );
+    assert_eq!(
+        cap.service_us_total(),
+        200_000,
+        "two requests each held a slot for their 100 ms"
+    );
     for s in served {
         assert!(s.await.unwrap());
     }

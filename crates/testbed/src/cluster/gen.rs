@@ -244,6 +244,8 @@ pub struct Outcome {
     pub aggregate_served_per_s: f64,
     /// Sites with a guarantee.
     pub qos: Vec<QosOut>,
+    /// CPU the components used while the load ran.
+    pub cpu: super::procs::CpuUse,
 }
 
 /// One guaranteed site's QoS meeting.
@@ -298,6 +300,7 @@ pub async fn outcome(spec: &Spec, nodes: &[NodePlan], report: &Report) -> Outcom
         nodes: ends,
         aggregate_served_per_s: report.summary.last().map(|r| r.served_per_s).unwrap_or(0.0),
         qos,
+        cpu: Default::default(),
     }
 }
 
@@ -325,6 +328,10 @@ impl Outcome {
             self.moves,
             self.aggregate_served_per_s
         );
+        s.push_str(&format!(
+            "CPU while the load ran: proxies {:.2} s, nodes {:.2} s, sidecars {:.2} s\n",
+            self.cpu.proxies_s, self.cpu.nodes_s, self.cpu.sidecars_s
+        ));
         for q in &self.qos {
             s.push_str(&format!(
                 "QoS {}: guarantee {:.0}/s met in {} of {} intervals with demand >= guarantee ({}); \

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use serde::Serialize;
 use tokio::sync::watch;
 
 use super::gen::{self, NodePlan, IDLE};
@@ -19,6 +20,43 @@ use super::{write_outputs, ClusterError, Spec, TraceSource, WindowTransport};
 use crate::load::{self, LoadOptions};
 use crate::report::Report;
 use crate::trace::{HostMap, Trace};
+
+/// CPU time (user + system) used by the cluster's processes, by kind, in
+/// seconds: what the proxies' routing costs on a machine they share with
+/// the emulated nodes (the nodes' service times stretch when the CPU is
+/// contended, docs/testbed.md).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct CpuUse {
+    pub proxies_s: f64,
+    pub nodes_s: f64,
+    pub sidecars_s: f64,
+}
+
+impl CpuUse {
+    /// The CPU used between `before` and `self`.
+    pub fn since(self, before: CpuUse) -> CpuUse {
+        CpuUse {
+            proxies_s: (self.proxies_s - before.proxies_s).max(0.0),
+            nodes_s: (self.nodes_s - before.nodes_s).max(0.0),
+            sidecars_s: (self.sidecars_s - before.sidecars_s).max(0.0),
+        }
+    }
+}
+
+/// Clock ticks per second of `/proc/<pid>/stat`'s times (the kernel's
+/// `USER_HZ`, 100 on every architecture Linux exposes to user space).
+const USER_HZ: f64 = 100.0;
+
+/// utime + stime of a `/proc/<pid>/stat` line, in seconds; `None` when the
+/// line does not parse. The command name (field 2) may hold spaces and
+/// parentheses, so the fields are counted from its last `)`.
+fn cpu_seconds(stat: &str) -> Option<f64> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut f = rest.split_whitespace().skip(11);
+    let utime: u64 = f.next()?.parse().ok()?;
+    let stime: u64 = f.next()?.parse().ok()?;
+    Some((utime + stime) as f64 / USER_HZ)
+}
 
 /// The running children, torn down on drop.
 struct Procs {
@@ -54,6 +92,28 @@ impl Procs {
         tracing::debug!(name, pid = child.id(), "started");
         self.children.push((name.to_string(), child, log));
         Ok(())
+    }
+
+    /// CPU time each kind of component has used so far (all children).
+    fn cpu(&self) -> CpuUse {
+        let mut c = CpuUse::default();
+        for (name, child, _) in &self.children {
+            let Some(t) = std::fs::read_to_string(format!("/proc/{}/stat", child.id()))
+                .ok()
+                .and_then(|s| cpu_seconds(&s))
+            else {
+                continue;
+            };
+            let slot = if name.starts_with("proxy") {
+                &mut c.proxies_s
+            } else if name.ends_with("-sidecar") {
+                &mut c.sidecars_s
+            } else {
+                &mut c.nodes_s
+            };
+            *slot += t;
+        }
+        c
     }
 
     /// Fails with the log tail of the first child that exited.
@@ -421,7 +481,9 @@ pub async fn run(
         interval: spec.interval,
         timeout: spec.timeout,
     };
+    let cpu_before = procs.cpu();
     let report = load::run(trace, opts, shutdown.clone()).await?;
+    let cpu = procs.cpu().since(cpu_before);
     // A component that died during the run invalidates the figures. After
     // Ctrl-C the children may have had the terminal's SIGINT too: write
     // what was measured.
@@ -429,7 +491,8 @@ pub async fn run(
         procs.check_alive()?;
     }
     // Role words are read while the sidecars still hold their windows.
-    let outcome = gen::outcome(spec, &nodes, &report).await;
+    let mut outcome = gen::outcome(spec, &nodes, &report).await;
+    outcome.cpu = cpu;
     drop(procs);
     let title = format!(
         "{} — sites {} split {} — {} proxy(ies), balance {}, {}",
@@ -545,4 +608,43 @@ async fn health_ok(addr: SocketAddr, request: &[u8]) -> bool {
         tokio::time::timeout(Duration::from_secs(2), attempt).await,
         Ok(Some(true))
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_seconds_counts_fields_after_the_command_name() {
+        // A command name with a space and parentheses, utime 250, stime 50.
+        let line =
+            "4242 (rdmalb (x) y) S 1 4242 4242 0 -1 4194560 900 0 0 0 250 50 0 0 20 0 3 0 100 0 0";
+        assert_eq!(cpu_seconds(line), Some(3.0));
+        assert_eq!(cpu_seconds("4242 (short"), None);
+        assert_eq!(cpu_seconds("4242 (a) S 1 2 3 4 5 6 7 8 9 10 x 50"), None);
+    }
+
+    #[test]
+    fn cpu_of_this_process_is_read_and_differences_never_go_negative() {
+        let own = std::fs::read_to_string("/proc/self/stat").unwrap();
+        assert!(cpu_seconds(&own).is_some_and(|s| s >= 0.0), "{own}");
+        let a = CpuUse {
+            proxies_s: 2.0,
+            nodes_s: 1.0,
+            sidecars_s: 0.5,
+        };
+        let b = CpuUse {
+            proxies_s: 1.5,
+            nodes_s: 1.5,
+            sidecars_s: 0.0,
+        };
+        assert_eq!(
+            a.since(b),
+            CpuUse {
+                proxies_s: 0.5,
+                nodes_s: 0.0,
+                sidecars_s: 0.5
+            }
+        );
+    }
 }
