@@ -235,24 +235,34 @@ async fn nginx_switches_site_on_a_claim_over_shm_and_survives_a_broken_template(
         node.served("www.shop.example").await,
         (200, "shop".to_string())
     );
-    let metrics = client()
-        .get(format!("http://{}/metrics", node.admin))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    assert!(
-        metrics.contains("rdmalb_sidecar_role_switch_seconds_count{node=\"n-role\"} 4"),
-        "{metrics}"
-    );
-    assert!(
-        metrics.contains(
-            "rdmalb_sidecar_role_switches_total{node=\"n-role\",result=\"reload_failed\"} 1"
-        ),
-        "{metrics}"
-    );
+    // The sidecar records the switch in /metrics after it publishes the
+    // outcome in the window (off the switch's critical path): wait for it.
+    let admin = node.admin;
+    eventually(
+        "the fourth switch in /metrics",
+        Duration::from_secs(10),
+        || async move {
+            let metrics = client()
+                .get(format!("http://{admin}/metrics"))
+                .send()
+                .await
+                .map_err(|e| e.to_string())?
+                .text()
+                .await
+                .map_err(|e| e.to_string())?;
+            let counted = metrics
+            .contains("rdmalb_sidecar_role_switch_seconds_count{node=\"n-role\"} 4")
+            && metrics.contains(
+                "rdmalb_sidecar_role_switches_total{node=\"n-role\",result=\"reload_failed\"} 1",
+            );
+            if counted {
+                Ok(())
+            } else {
+                Err(metrics)
+            }
+        },
+    )
+    .await;
     node.sidecar.assert_running();
 }
 
