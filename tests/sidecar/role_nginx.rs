@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::support::role::{claim, get_json, outcome, served, SidecarProc};
-use crate::support::{client, eventually, free_addr, GroupNginx, NGINX};
+use crate::support::{admin_text, client, eventually, free_addr, GroupNginx, NGINX};
 use rdmalb_window::layout::word;
 use rdmalb_window::{
     site_table_hash, Expect, Psk, RemoteWindow, RoleState, RoleStatusCode, RoleWord, ShmWindow,
@@ -242,19 +242,13 @@ async fn nginx_switches_site_on_a_claim_over_shm_and_survives_a_broken_template(
         "the fourth switch in /metrics",
         Duration::from_secs(10),
         || async move {
-            let metrics = client()
-                .get(format!("http://{admin}/metrics"))
-                .send()
-                .await
-                .map_err(|e| e.to_string())?
-                .text()
-                .await
-                .map_err(|e| e.to_string())?;
-            let counted = metrics
-            .contains("rdmalb_sidecar_role_switch_seconds_count{node=\"n-role\"} 4")
-            && metrics.contains(
+            let metrics = admin_text(admin, "/metrics").await;
+            let counted = [
+                "rdmalb_sidecar_role_switch_seconds_count{node=\"n-role\"} 4",
                 "rdmalb_sidecar_role_switches_total{node=\"n-role\",result=\"reload_failed\"} 1",
-            );
+            ]
+            .iter()
+            .all(|line| metrics.contains(line));
             if counted {
                 Ok(())
             } else {
