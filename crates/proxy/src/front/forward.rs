@@ -17,7 +17,7 @@ use super::access_log::ms;
 use super::body::{ClientBodyError, RequestBody};
 use super::error::{ErrorKind, ErrorSource};
 use super::exchange::{head_bytes, Exchange};
-use super::headers;
+use super::headers::{self, Present};
 use super::response::ResponseBody;
 use super::state::ConnCtx;
 use super::stats;
@@ -60,15 +60,17 @@ pub async fn handle(
         }
     }
 
+    // The rewriting below looks up only the headers this one pass found.
+    let present = Present::scan(req.headers());
     // RFC 9112 section 6.1: chunked at most once, else the length is not
     // reliable (section 6.3): 400 and close, as HAProxy does.
-    if headers::chunked_twice(req.headers()) {
-        return Ok(error(ex, ErrorKind::BadRequest));
-    }
-    if req.headers().contains_key(header::TRANSFER_ENCODING)
-        && !headers::only_chunked(req.headers())
-    {
-        return Ok(error(ex, ErrorKind::UnknownTransferCoding));
+    if present.has(Present::TRANSFER_ENCODING) {
+        if headers::chunked_twice(req.headers()) {
+            return Ok(error(ex, ErrorKind::BadRequest));
+        }
+        if !headers::only_chunked(req.headers()) {
+            return Ok(error(ex, ErrorKind::UnknownTransferCoding));
+        }
     }
 
     // The host the request is routed on, which is also the Host the node
@@ -123,26 +125,30 @@ pub async fn handle(
     }
     let admit_wait = t_admit.map_or(Duration::ZERO, |t| t.elapsed());
 
-    let upgrade = headers::is_upgrade_request(req.version(), req.headers());
+    let upgrade = present.has(Present::UPGRADE)
+        && present.has(Present::CONNECTION)
+        && headers::is_upgrade_request(req.version(), req.headers());
     let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
     let version = req.version();
     let (mut parts, body) = req.into_parts();
-    headers::strip_hop_by_hop(&mut parts.headers, upgrade);
+    headers::strip_hop_by_hop(&mut parts.headers, present, upgrade);
     headers::chunk_unknown_length(&mut parts.headers, !body.is_end_stream());
     // hyper already answered `100 Continue` to the client when the body
     // was first read; the node must not be asked again.
-    parts.headers.remove(header::EXPECT);
+    if present.has(Present::EXPECT) {
+        parts.headers.remove(header::EXPECT);
+    }
     if let Some(v) = &host {
         parts.headers.insert(header::HOST, v.clone());
     }
     let keep = snap.config.global.keeps_forwarded(ctx.client.ip());
-    headers::add_forwarding(&mut parts.headers, &ctx.client_id, host_str, keep);
+    headers::add_forwarding(&mut parts.headers, present, &ctx.client_id, host_str, keep);
     let via = match version {
         Version::HTTP_10 | Version::HTTP_09 => &snap.via_request[0],
         Version::HTTP_2 => &snap.via_request[2],
         _ => &snap.via_request[1],
     };
-    headers::add_via(&mut parts.headers, via);
+    headers::add_via(&mut parts.headers, present, via);
     parts.version = Version::HTTP_11;
     if parts.uri.scheme().is_some() || parts.uri.authority().is_some() {
         // HTTP/2 and absolute-form requests: the node gets origin form (the
@@ -308,8 +314,9 @@ pub async fn handle(
             ex.conn = Some((pool, sender));
         }
         let (mut rparts, rbody) = resp.into_parts();
-        headers::strip_hop_by_hop(&mut rparts.headers, upgraded);
-        headers::add_via(&mut rparts.headers, &snap.via_response);
+        let present = Present::scan(&rparts.headers);
+        headers::strip_hop_by_hop(&mut rparts.headers, present, upgraded);
+        headers::add_via(&mut rparts.headers, present, &snap.via_response);
         ex.bytes = head_bytes(rparts.status, &rparts.headers);
         let body = ResponseBody::upstream(rbody, timeouts.server, ex);
         return Ok(Response::from_parts(rparts, body));
