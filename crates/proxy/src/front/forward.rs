@@ -158,8 +158,12 @@ pub async fn handle(
     let timeouts = snap.config.timeouts.clone();
     let has_body = !body.is_end_stream();
     let progress = has_body.then(|| Arc::new(AtomicU64::new(0)));
-    let mut body =
-        Some(RequestBody::new(body, timeouts.client).with_progress(progress.clone(), start));
+    let mut body = Some(RequestBody::new(
+        body,
+        timeouts.client,
+        progress.clone(),
+        start,
+    ));
     let mut parts = Some(parts);
 
     // Nodes this request already tried: the first, one retry after a failed
@@ -186,7 +190,9 @@ pub async fn handle(
                 return Ok(error(ex, kind));
             }
         };
-        ex.timers.tw = ms(t_pick.elapsed() + admit_wait);
+        // One clock read ends the wait and starts the connect.
+        let t_conn = Instant::now();
+        ex.timers.tw = ms(t_conn.saturating_duration_since(t_pick) + admit_wait);
         let node = pick.node.index;
         tried.insert(node);
         ex.node = Some(node);
@@ -196,8 +202,7 @@ pub async fn handle(
             tracing::error!(node, "no connection pool for node (snapshot mismatch)");
             return Ok(error(ex, ErrorKind::ConnectFailed));
         };
-        let t_conn = Instant::now();
-        let checkout = match pool.checkout(ctx.client, ctx.local).await {
+        let checkout = match pool.checkout(ctx.client, ctx.local, t_conn).await {
             Ok(c) => c,
             Err(e) => {
                 let kind = match e {
@@ -241,7 +246,7 @@ pub async fn handle(
             .then(|| head_copy(&p));
         let t_send = Instant::now();
         let sent = sender.try_send_request(Request::from_parts(p, b));
-        let result = wait_response(sent, timeouts.server, progress.as_deref(), start).await;
+        let result = wait_response(sent, t_send, timeouts.server, progress.as_deref(), start).await;
         let mut resp = match result {
             Ok(r) => r,
             Err(Waited::Timeout) => {
@@ -275,10 +280,11 @@ pub async fn handle(
                 return Ok(error(ex, kind));
             }
         };
-        let head_time = t_send.elapsed();
+        let head_at = Instant::now();
+        let head_time = head_at.saturating_duration_since(t_send);
         ex.timers.tr = ms(head_time);
         if let Some(pick) = &ex.pick {
-            pick.node.observe_latency(head_time);
+            pick.node.observe_latency_at(head_time, head_at);
         }
         if resp.status() == StatusCode::MISDIRECTED_REQUEST {
             if let Some(head) = replay {
@@ -359,6 +365,7 @@ enum Waited {
 /// a slow node).
 async fn wait_response<F>(
     sent: F,
+    sent_at: Instant,
     limit: Duration,
     progress: Option<&AtomicU64>,
     start: Instant,
@@ -373,7 +380,7 @@ where
 {
     tokio::pin!(sent);
     let mut seen = progress.map(|p| p.load(Ordering::Relaxed));
-    let mut deadline = tokio::time::Instant::now() + limit;
+    let mut deadline = tokio::time::Instant::from_std(sent_at) + limit;
     loop {
         tokio::select! {
             biased;
