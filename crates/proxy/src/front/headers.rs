@@ -181,7 +181,7 @@ pub struct ClientId {
     /// The client address as `X-Forwarded-For` wants it.
     ip: HeaderValue,
     /// `for=…;proto=…`, the constant part of the `Forwarded` element.
-    for_proto: String,
+    for_proto: std::sync::Arc<str>,
     proto: &'static str,
 }
 
@@ -198,9 +198,32 @@ impl ClientId {
         ClientId {
             ip: HeaderValue::from_maybe_shared(bytes::Bytes::from(ip_text))
                 .unwrap_or_else(|_| HeaderValue::from_static("unknown")),
-            for_proto,
+            for_proto: std::sync::Arc::from(for_proto),
             proto,
         }
+    }
+
+    /// [`ClientId::new`], or a copy of the one this thread made last when
+    /// it was for the same address and protocol: many connections come
+    /// from one address (a proxy or NAT in front, a load generator), and a
+    /// copy costs two reference counts where formatting costs three
+    /// allocations per connection.
+    pub fn cached(client: IpAddr, proto: &'static str) -> ClientId {
+        thread_local! {
+            static LAST: std::cell::RefCell<Option<(IpAddr, &'static str, ClientId)>> =
+                const { std::cell::RefCell::new(None) };
+        }
+        LAST.with(|last| {
+            let mut last = last.borrow_mut();
+            match &*last {
+                Some((ip, p, id)) if *ip == client && *p == proto => id.clone(),
+                _ => {
+                    let id = ClientId::new(client, proto);
+                    *last = Some((client, proto, id.clone()));
+                    id
+                }
+            }
+        })
     }
 }
 

@@ -214,3 +214,22 @@ fn a_header_named_by_connection_is_gone_before_via_is_appended() {
     add_via(&mut h, p, &HeaderValue::from_static("1.1 rdmalb"));
     assert_eq!(h.get_all("via").iter().collect::<Vec<_>>(), ["1.1 rdmalb"]);
 }
+
+#[test]
+fn a_cached_client_id_is_the_one_new_makes() {
+    for (ip, proto) in [
+        ("192.0.2.7", "http"),
+        ("192.0.2.7", "http"),
+        ("192.0.2.7", "https"),
+        ("::1", "https"),
+        ("::ffff:192.0.2.1", "http"),
+        ("192.0.2.7", "http"),
+    ] {
+        let ip: IpAddr = ip.parse().unwrap();
+        let (a, b) = (ClientId::cached(ip, proto), ClientId::new(ip, proto));
+        assert_eq!(
+            (&a.ip, &*a.for_proto, a.proto),
+            (&b.ip, &*b.for_proto, b.proto)
+        );
+    }
+}
