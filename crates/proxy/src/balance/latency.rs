@@ -60,8 +60,17 @@ impl PeakEwma {
         self.observe_at(rtt, now_ns());
     }
 
+    /// [`observe`](Self::observe) of a sample taken at `at` (a clock read
+    /// the caller already made: the request path's end of `rtt`).
+    pub(crate) fn observe_taken_at(&self, rtt: Duration, at: Instant) {
+        let now =
+            u64::try_from(at.saturating_duration_since(epoch()).as_nanos()).unwrap_or(u64::MAX);
+        self.observe_at(rtt, now);
+    }
+
     fn observe_at(&self, rtt: Duration, now: u64) {
-        let sample = rtt.as_nanos() as f64;
+        // Through u64: a 128-bit conversion to f64 is a library call.
+        let sample = u64::try_from(rtt.as_nanos()).unwrap_or(u64::MAX) as f64;
         let prev = f64::from_bits(self.value.load(Ordering::Relaxed));
         let dt = now.saturating_sub(self.stamp.load(Ordering::Relaxed)) as f64;
         let next = if sample > prev {

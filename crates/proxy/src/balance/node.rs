@@ -368,6 +368,12 @@ impl NodeState {
         self.shared.latency.observe(rtt);
     }
 
+    /// [`observe_latency`](Self::observe_latency) of a time that ended at
+    /// `at` (the caller's clock read, not a second one).
+    pub fn observe_latency_at(&self, rtt: std::time::Duration, at: std::time::Instant) {
+        self.shared.latency.observe_taken_at(rtt, at);
+    }
+
     /// The node's peak-EWMA response latency in nanoseconds (1 ms before
     /// any answer; see `balance::latency`).
     pub fn latency_ns(&self) -> f64 {

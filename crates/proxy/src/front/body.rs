@@ -63,14 +63,22 @@ pub struct RequestBody {
 }
 
 impl RequestBody {
-    pub fn new(inner: Incoming, idle: Duration) -> Self {
+    /// `inner` with the `idle` inactivity limit; with `progress`, records
+    /// there the time of each chunk forwarded, in milliseconds since
+    /// `start` (see the field doc).
+    pub fn new(
+        inner: Incoming,
+        idle: Duration,
+        progress: Option<Arc<AtomicU64>>,
+        start: Instant,
+    ) -> Self {
         RequestBody {
             inner: Some(inner),
             idle,
             timer: None,
             armed: false,
-            progress: None,
-            start: Instant::now(),
+            progress,
+            start,
         }
     }
 
@@ -84,13 +92,6 @@ impl RequestBody {
             progress: None,
             start: Instant::now(),
         }
-    }
-
-    /// Records upload progress into `progress` (see the field doc).
-    pub fn with_progress(mut self, progress: Option<Arc<AtomicU64>>, start: Instant) -> Self {
-        self.progress = progress;
-        self.start = start;
-        self
     }
 }
 

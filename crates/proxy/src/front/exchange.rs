@@ -160,7 +160,8 @@ impl Exchange {
             return;
         }
         self.done = true;
-        let elapsed = self.start.elapsed();
+        let now = Instant::now();
+        let elapsed = now.saturating_duration_since(self.start);
         self.ctx.conn.request_finished();
         let (termination, cut) = match end {
             End::Complete => (self.error.map_or("--", ErrorKind::termination), false),
@@ -182,7 +183,7 @@ impl Exchange {
             self.count_upstream_error(outcome);
         }
         match (end, self.conn.take()) {
-            (End::Complete, Some((pool, sender))) => pool.checkin(sender),
+            (End::Complete, Some((pool, sender))) => pool.checkin(sender, now),
             // A connection with an unfinished response cannot be reused.
             (_, conn) => drop(conn),
         }

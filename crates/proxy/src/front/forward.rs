@@ -17,7 +17,7 @@ use super::access_log::ms;
 use super::body::{ClientBodyError, RequestBody};
 use super::error::{ErrorKind, ErrorSource};
 use super::exchange::{head_bytes, Exchange};
-use super::headers;
+use super::headers::{self, Present};
 use super::response::ResponseBody;
 use super::state::ConnCtx;
 use super::stats;
@@ -60,15 +60,17 @@ pub async fn handle(
         }
     }
 
+    // The rewriting below looks up only the headers this one pass found.
+    let present = Present::scan(req.headers());
     // RFC 9112 section 6.1: chunked at most once, else the length is not
     // reliable (section 6.3): 400 and close, as HAProxy does.
-    if headers::chunked_twice(req.headers()) {
-        return Ok(error(ex, ErrorKind::BadRequest));
-    }
-    if req.headers().contains_key(header::TRANSFER_ENCODING)
-        && !headers::only_chunked(req.headers())
-    {
-        return Ok(error(ex, ErrorKind::UnknownTransferCoding));
+    if present.has(Present::TRANSFER_ENCODING) {
+        if headers::chunked_twice(req.headers()) {
+            return Ok(error(ex, ErrorKind::BadRequest));
+        }
+        if !headers::only_chunked(req.headers()) {
+            return Ok(error(ex, ErrorKind::UnknownTransferCoding));
+        }
     }
 
     // The host the request is routed on, which is also the Host the node
@@ -123,26 +125,30 @@ pub async fn handle(
     }
     let admit_wait = t_admit.map_or(Duration::ZERO, |t| t.elapsed());
 
-    let upgrade = headers::is_upgrade_request(req.version(), req.headers());
+    let upgrade = present.has(Present::UPGRADE)
+        && present.has(Present::CONNECTION)
+        && headers::is_upgrade_request(req.version(), req.headers());
     let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
     let version = req.version();
     let (mut parts, body) = req.into_parts();
-    headers::strip_hop_by_hop(&mut parts.headers, upgrade);
+    headers::strip_hop_by_hop(&mut parts.headers, present, upgrade);
     headers::chunk_unknown_length(&mut parts.headers, !body.is_end_stream());
     // hyper already answered `100 Continue` to the client when the body
     // was first read; the node must not be asked again.
-    parts.headers.remove(header::EXPECT);
+    if present.has(Present::EXPECT) {
+        parts.headers.remove(header::EXPECT);
+    }
     if let Some(v) = &host {
         parts.headers.insert(header::HOST, v.clone());
     }
     let keep = snap.config.global.keeps_forwarded(ctx.client.ip());
-    headers::add_forwarding(&mut parts.headers, &ctx.client_id, host_str, keep);
+    headers::add_forwarding(&mut parts.headers, present, &ctx.client_id, host_str, keep);
     let via = match version {
         Version::HTTP_10 | Version::HTTP_09 => &snap.via_request[0],
         Version::HTTP_2 => &snap.via_request[2],
         _ => &snap.via_request[1],
     };
-    headers::add_via(&mut parts.headers, via);
+    headers::add_via(&mut parts.headers, present, via);
     parts.version = Version::HTTP_11;
     if parts.uri.scheme().is_some() || parts.uri.authority().is_some() {
         // HTTP/2 and absolute-form requests: the node gets origin form (the
@@ -152,8 +158,12 @@ pub async fn handle(
     let timeouts = snap.config.timeouts.clone();
     let has_body = !body.is_end_stream();
     let progress = has_body.then(|| Arc::new(AtomicU64::new(0)));
-    let mut body =
-        Some(RequestBody::new(body, timeouts.client).with_progress(progress.clone(), start));
+    let mut body = Some(RequestBody::new(
+        body,
+        timeouts.client,
+        progress.clone(),
+        start,
+    ));
     let mut parts = Some(parts);
 
     // Nodes this request already tried: the first, one retry after a failed
@@ -180,7 +190,9 @@ pub async fn handle(
                 return Ok(error(ex, kind));
             }
         };
-        ex.timers.tw = ms(t_pick.elapsed() + admit_wait);
+        // One clock read ends the wait and starts the connect.
+        let t_conn = Instant::now();
+        ex.timers.tw = ms(t_conn.saturating_duration_since(t_pick) + admit_wait);
         let node = pick.node.index;
         tried.insert(node);
         ex.node = Some(node);
@@ -190,8 +202,7 @@ pub async fn handle(
             tracing::error!(node, "no connection pool for node (snapshot mismatch)");
             return Ok(error(ex, ErrorKind::ConnectFailed));
         };
-        let t_conn = Instant::now();
-        let checkout = match pool.checkout(ctx.client, ctx.local).await {
+        let checkout = match pool.checkout(ctx.client, ctx.local, t_conn).await {
             Ok(c) => c,
             Err(e) => {
                 let kind = match e {
@@ -235,7 +246,7 @@ pub async fn handle(
             .then(|| head_copy(&p));
         let t_send = Instant::now();
         let sent = sender.try_send_request(Request::from_parts(p, b));
-        let result = wait_response(sent, timeouts.server, progress.as_deref(), start).await;
+        let result = wait_response(sent, t_send, timeouts.server, progress.as_deref(), start).await;
         let mut resp = match result {
             Ok(r) => r,
             Err(Waited::Timeout) => {
@@ -269,10 +280,11 @@ pub async fn handle(
                 return Ok(error(ex, kind));
             }
         };
-        let head_time = t_send.elapsed();
+        let head_at = Instant::now();
+        let head_time = head_at.saturating_duration_since(t_send);
         ex.timers.tr = ms(head_time);
         if let Some(pick) = &ex.pick {
-            pick.node.observe_latency(head_time);
+            pick.node.observe_latency_at(head_time, head_at);
         }
         if resp.status() == StatusCode::MISDIRECTED_REQUEST {
             if let Some(head) = replay {
@@ -308,8 +320,9 @@ pub async fn handle(
             ex.conn = Some((pool, sender));
         }
         let (mut rparts, rbody) = resp.into_parts();
-        headers::strip_hop_by_hop(&mut rparts.headers, upgraded);
-        headers::add_via(&mut rparts.headers, &snap.via_response);
+        let present = Present::scan(&rparts.headers);
+        headers::strip_hop_by_hop(&mut rparts.headers, present, upgraded);
+        headers::add_via(&mut rparts.headers, present, &snap.via_response);
         ex.bytes = head_bytes(rparts.status, &rparts.headers);
         let body = ResponseBody::upstream(rbody, timeouts.server, ex);
         return Ok(Response::from_parts(rparts, body));
@@ -352,6 +365,7 @@ enum Waited {
 /// a slow node).
 async fn wait_response<F>(
     sent: F,
+    sent_at: Instant,
     limit: Duration,
     progress: Option<&AtomicU64>,
     start: Instant,
@@ -366,7 +380,7 @@ where
 {
     tokio::pin!(sent);
     let mut seen = progress.map(|p| p.load(Ordering::Relaxed));
-    let mut deadline = tokio::time::Instant::now() + limit;
+    let mut deadline = tokio::time::Instant::from_std(sent_at) + limit;
     loop {
         tokio::select! {
             biased;

@@ -42,14 +42,64 @@ pub fn closes_after(version: Version, headers: &HeaderMap) -> bool {
     }
 }
 
+/// The headers the rewriting in this module looks at, found in one pass
+/// over a message's field names ([`Present::scan`]), so that removing or
+/// merging a header the message does not carry costs no map lookup (a
+/// request from a plain client carries none of them but `Host`). A flag
+/// may stay set after its header was removed (the lookup is then made as
+/// without the scan); a header added after the scan is not flagged, so a
+/// scan is valid for the steps that only read the names they do not add.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Present(u16);
+
+impl Present {
+    pub const CONNECTION: u16 = 1;
+    pub const KEEP_ALIVE: u16 = 1 << 1;
+    pub const PROXY_CONNECTION: u16 = 1 << 2;
+    pub const TE: u16 = 1 << 3;
+    pub const TRANSFER_ENCODING: u16 = 1 << 4;
+    pub const UPGRADE: u16 = 1 << 5;
+    pub const EXPECT: u16 = 1 << 6;
+    pub const X_FORWARDED_FOR: u16 = 1 << 7;
+    pub const FORWARDED: u16 = 1 << 8;
+    pub const VIA: u16 = 1 << 9;
+
+    /// Which of the names above `headers` holds.
+    pub fn scan(headers: &HeaderMap) -> Present {
+        let mut bits = 0;
+        for name in headers.keys() {
+            bits |= match name.as_str() {
+                "connection" => Self::CONNECTION,
+                "keep-alive" => Self::KEEP_ALIVE,
+                "proxy-connection" => Self::PROXY_CONNECTION,
+                "te" => Self::TE,
+                "transfer-encoding" => Self::TRANSFER_ENCODING,
+                "upgrade" => Self::UPGRADE,
+                "expect" => Self::EXPECT,
+                "x-forwarded-for" => Self::X_FORWARDED_FOR,
+                "forwarded" => Self::FORWARDED,
+                "via" => Self::VIA,
+                _ => 0,
+            };
+        }
+        Present(bits)
+    }
+
+    /// Whether the scan saw `flag` (one of the constants above).
+    pub fn has(self, flag: u16) -> bool {
+        self.0 & flag != 0
+    }
+}
+
 /// Removes hop-by-hop headers: `Connection` and every header it names,
 /// `Keep-Alive`, `Proxy-Connection`, `TE` (unless it is just `trailers`),
 /// `Transfer-Encoding`, and `Upgrade` unless `upgrade` is set, in which
 /// case `Connection: upgrade` is kept so the node sees the upgrade.
 /// `Trailer` is end to end (RFC 9110 section 6.6.2) and stays: hyper
-/// forwards the trailer fields it declares, and only those.
-pub fn strip_hop_by_hop(headers: &mut HeaderMap, upgrade: bool) {
-    if headers.contains_key(header::CONNECTION) {
+/// forwards the trailer fields it declares, and only those. `present` is
+/// [`Present::scan`] of `headers`.
+pub fn strip_hop_by_hop(headers: &mut HeaderMap, present: Present, upgrade: bool) {
+    if present.has(Present::CONNECTION) {
         let mut named: Vec<HeaderName> = Vec::new();
         for v in headers.get_all(header::CONNECTION) {
             let Ok(s) = v.to_str() else { continue };
@@ -72,21 +122,29 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap, upgrade: bool) {
         }
         headers.remove(header::CONNECTION);
     }
-    headers.remove(&KEEP_ALIVE);
-    headers.remove(&PROXY_CONNECTION);
-    headers.remove(header::TRANSFER_ENCODING);
-    if let Some(te) = headers.get(header::TE) {
-        let only_trailers = te
-            .to_str()
-            .map(|s| s.trim().eq_ignore_ascii_case("trailers"))
-            .unwrap_or(false);
-        if !only_trailers || headers.get_all(header::TE).iter().count() > 1 {
-            headers.remove(header::TE);
+    if present.has(Present::KEEP_ALIVE) {
+        headers.remove(&KEEP_ALIVE);
+    }
+    if present.has(Present::PROXY_CONNECTION) {
+        headers.remove(&PROXY_CONNECTION);
+    }
+    if present.has(Present::TRANSFER_ENCODING) {
+        headers.remove(header::TRANSFER_ENCODING);
+    }
+    if present.has(Present::TE) {
+        if let Some(te) = headers.get(header::TE) {
+            let only_trailers = te
+                .to_str()
+                .map(|s| s.trim().eq_ignore_ascii_case("trailers"))
+                .unwrap_or(false);
+            if !only_trailers || headers.get_all(header::TE).iter().count() > 1 {
+                headers.remove(header::TE);
+            }
         }
     }
     if upgrade {
         headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
-    } else {
+    } else if present.has(Present::UPGRADE) {
         headers.remove(header::UPGRADE);
     }
 }
@@ -123,7 +181,7 @@ pub struct ClientId {
     /// The client address as `X-Forwarded-For` wants it.
     ip: HeaderValue,
     /// `for=…;proto=…`, the constant part of the `Forwarded` element.
-    for_proto: String,
+    for_proto: std::sync::Arc<str>,
     proto: &'static str,
 }
 
@@ -140,9 +198,32 @@ impl ClientId {
         ClientId {
             ip: HeaderValue::from_maybe_shared(bytes::Bytes::from(ip_text))
                 .unwrap_or_else(|_| HeaderValue::from_static("unknown")),
-            for_proto,
+            for_proto: std::sync::Arc::from(for_proto),
             proto,
         }
+    }
+
+    /// [`ClientId::new`], or a copy of the one this thread made last when
+    /// it was for the same address and protocol: many connections come
+    /// from one address (a proxy or NAT in front, a load generator), and a
+    /// copy costs two reference counts where formatting costs three
+    /// allocations per connection.
+    pub fn cached(client: IpAddr, proto: &'static str) -> ClientId {
+        thread_local! {
+            static LAST: std::cell::RefCell<Option<(IpAddr, &'static str, ClientId)>> =
+                const { std::cell::RefCell::new(None) };
+        }
+        LAST.with(|last| {
+            let mut last = last.borrow_mut();
+            match &*last {
+                Some((ip, p, id)) if *ip == client && *p == proto => id.clone(),
+                _ => {
+                    let id = ClientId::new(client, proto);
+                    *last = Some((client, proto, id.clone()));
+                    id
+                }
+            }
+        })
     }
 }
 
@@ -151,18 +232,26 @@ impl ClientId {
 /// With `keep_incoming` (a trusted client: `global.forwarded_for` and
 /// `trusted_proxies`) the client's address and element are appended to the
 /// `X-Forwarded-For` and `Forwarded` it sent; without, those are dropped
-/// first, so the node sees only the address this proxy saw.
+/// first, so the node sees only the address this proxy saw. `present` is
+/// [`Present::scan`] of `headers`.
 pub fn add_forwarding(
     headers: &mut HeaderMap,
+    present: Present,
     client: &ClientId,
     host: Option<&str>,
     keep_incoming: bool,
 ) {
+    let had_xff = present.has(Present::X_FORWARDED_FOR);
+    let had_fwd = present.has(Present::FORWARDED);
     if !keep_incoming {
-        headers.remove(&X_FORWARDED_FOR);
-        headers.remove(header::FORWARDED);
+        if had_xff {
+            headers.remove(&X_FORWARDED_FOR);
+        }
+        if had_fwd {
+            headers.remove(header::FORWARDED);
+        }
     }
-    if headers.contains_key(&X_FORWARDED_FOR) {
+    if keep_incoming && had_xff && headers.contains_key(&X_FORWARDED_FOR) {
         let ip = client.ip.to_str().unwrap_or("unknown").to_string();
         append_list(headers, &X_FORWARDED_FOR, ip);
     } else {
@@ -172,24 +261,43 @@ pub fn add_forwarding(
         X_FORWARDED_PROTO.clone(),
         HeaderValue::from_static(client.proto),
     );
-    let mut fwd = String::with_capacity(client.for_proto.len() + host.map_or(0, |h| h.len() + 8));
-    fwd.push_str(&client.for_proto);
-    if let Some(h) = host {
+    // `;host=h` for a token, `;host="h"` for other printable text, else
+    // nothing; sized exactly, so the value takes the buffer over whole.
+    let host = host.and_then(|h| {
         if is_token(h) {
-            let _ = write!(fwd, ";host={h}");
+            Some((h, false))
         } else if h
             .bytes()
             .all(|b| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\')
         {
+            Some((h, true))
+        } else {
+            None
+        }
+    });
+    let len = client.for_proto.len() + host.map_or(0, |(h, q)| h.len() + 6 + 2 * usize::from(q));
+    let mut fwd = String::with_capacity(len);
+    fwd.push_str(&client.for_proto);
+    match host {
+        Some((h, false)) => {
+            let _ = write!(fwd, ";host={h}");
+        }
+        Some((h, true)) => {
             let _ = write!(fwd, ";host=\"{h}\"");
         }
+        None => {}
     }
-    append_list(headers, &header::FORWARDED, fwd);
+    if keep_incoming && had_fwd {
+        append_list(headers, &header::FORWARDED, fwd);
+    } else if let Ok(v) = HeaderValue::from_maybe_shared(bytes::Bytes::from(fwd)) {
+        headers.insert(header::FORWARDED, v);
+    }
 }
 
-/// Appends this proxy to `Via`.
-pub fn add_via(headers: &mut HeaderMap, via: &HeaderValue) {
-    if headers.contains_key(header::VIA) {
+/// Appends this proxy to `Via`. `present` is [`Present::scan`] of
+/// `headers`.
+pub fn add_via(headers: &mut HeaderMap, present: Present, via: &HeaderValue) {
+    if present.has(Present::VIA) && headers.contains_key(header::VIA) {
         if let Ok(v) = via.to_str() {
             append_list(headers, &header::VIA, v.to_string());
             return;

@@ -10,9 +10,11 @@
 //! connection's from then on. A missing or malformed header closes the
 //! connection without a response.
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::{Instant, SystemTime};
 
 use hyper::service::service_fn;
@@ -217,12 +219,18 @@ async fn serve(
     local: mpsc::Sender<()>,
 ) {
     loop {
-        let permit = tokio::select! {
-            p = Arc::clone(&l.limit).acquire_owned() => match p {
-                Ok(p) => p,
-                Err(_) => break,
+        // A free slot is taken at once; only at `limits.max_connections`
+        // does the loop wait for one (or for shutdown).
+        let permit = match Arc::clone(&l.limit).try_acquire_owned() {
+            Ok(p) => p,
+            Err(tokio::sync::TryAcquireError::Closed) => break,
+            Err(tokio::sync::TryAcquireError::NoPermits) => tokio::select! {
+                p = Arc::clone(&l.limit).acquire_owned() => match p {
+                    Ok(p) => p,
+                    Err(_) => break,
+                },
+                _ = rdmalb_base::shutdown::requested(&mut shutdown) => break,
             },
-            _ = rdmalb_base::shutdown::requested(&mut shutdown) => break,
         };
         let (stream, client) = tokio::select! {
             r = tcp.accept() => match r {
@@ -307,7 +315,10 @@ async fn accepted(
         listener: Arc::clone(&l.name),
         listener_connections: Arc::clone(&l.connections),
         tls,
-        client_id: super::headers::ClientId::new(client.ip(), if tls { "https" } else { "http" }),
+        client_id: super::headers::ClientId::cached(
+            client.ip(),
+            if tls { "https" } else { "http" },
+        ),
         conn: Arc::new(ConnShared::new(Instant::now())),
     }))
 }
@@ -480,37 +491,63 @@ where
     // Boxed: while the stream is parked the task keeps none of it.
     let mut conn = Box::pin(builder.serve_connection_with_upgrades(TokioIo::new(io), svc));
     // HTTP/2 has no per-request read to time out on: an HTTP/2 connection
-    // that started no request for `keep_alive` is sent GOAWAY instead.
-    let idle = idle_limit;
+    // that started no request for `keep_alive` is sent GOAWAY instead. The
+    // timer exists only on HTTP/2 connections (`ConnIo` times HTTP/1's
+    // idleness), from the poll that learns the protocol: ALPN's at once,
+    // prior knowledge's with the first bytes. An HTTP/1 connection arms
+    // and clears no timer here.
+    let mut idle = std::pin::pin!(None::<tokio::time::Sleep>);
     let mut seen = u64::MAX;
     let mut stopping = false;
     let result = loop {
-        tokio::select! {
+        let mut stop = std::pin::pin!(rdmalb_base::shutdown::requested(&mut shutdown));
+        let woke = std::future::poll_fn(|cx| {
             // Polled first: the connection is what wakes this task.
-            biased;
-            r = conn.as_mut() => break r,
-            _ = rdmalb_base::shutdown::requested(&mut shutdown), if !stopping => {
+            if let Poll::Ready(r) = conn.as_mut().poll(cx) {
+                return Poll::Ready(Woke::Served(r));
+            }
+            if !stopping && stop.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(Woke::Shutdown);
+            }
+            if idle.is_none() && ctx.conn.h2.load(Ordering::Relaxed) {
+                idle.set(Some(tokio::time::sleep(idle_limit)));
+            }
+            if let Some(t) = idle.as_mut().as_pin_mut() {
+                if t.poll(cx).is_ready() {
+                    return Poll::Ready(Woke::Idle);
+                }
+            }
+            Poll::Pending
+        })
+        .await;
+        match woke {
+            Woke::Served(r) => break r,
+            Woke::Shutdown => {
                 // After a restart an HTTP/1 connection is not closed while
                 // idle (a request may be on its way: the client would see
                 // the close as an error); its next response says
                 // `Connection: close`, or it ends by `timeouts.keep_alive`
                 // or with the grace period.
-                if ctx.proxy.handed_over.load(Ordering::Relaxed) && !ctx.conn.h2.load(Ordering::Relaxed) {
+                if ctx.proxy.handed_over.load(Ordering::Relaxed)
+                    && !ctx.conn.h2.load(Ordering::Relaxed)
+                {
                     stopping = true;
                     continue;
                 }
                 conn.as_mut().graceful_shutdown();
                 break conn.await;
             }
-            _ = tokio::time::sleep(idle) => {
+            Woke::Idle => {
                 let started = ctx.conn.started.load(Ordering::Relaxed);
-                let h2 = ctx.conn.h2.load(Ordering::Relaxed);
-                if h2 && started == seen && ctx.conn.active.load(Ordering::Relaxed) == 0 {
+                if started == seen && ctx.conn.active.load(Ordering::Relaxed) == 0 {
                     tracing::debug!(client = %ctx.client, listener = %ctx.listener, "idle HTTP/2 connection: GOAWAY");
                     conn.as_mut().graceful_shutdown();
                     break conn.await;
                 }
                 seen = started;
+                if let Some(t) = idle.as_mut().as_pin_mut() {
+                    t.reset(tokio::time::Instant::now() + idle_limit);
+                }
             }
         }
     };
@@ -541,6 +578,16 @@ where
         }
     }
     false
+}
+
+/// What woke [`drive`]'s wait.
+enum Woke<T> {
+    /// The connection ended.
+    Served(T),
+    /// Shutdown was requested.
+    Shutdown,
+    /// An HTTP/2 connection's idle check is due.
+    Idle,
 }
 
 /// Accounts for a request whose head never reached the service.

@@ -116,17 +116,21 @@ impl NodePool {
 
     /// A pooled connection if one is alive, else a new one. `client` (the
     /// client's address) and `local` (the address it connected to) are what
-    /// a `send_proxy` node's PROXY header says.
+    /// a `send_proxy` node's PROXY header says; `now` (the caller's clock
+    /// read) ages the idle ones.
     pub async fn checkout(
         &self,
         client: SocketAddr,
         local: SocketAddr,
+        mut now: Instant,
     ) -> Result<Checkout, ConnectError> {
         if let Some(version) = self.send_proxy {
             return self.connect(Some((version, client, local))).await;
         }
         while let Some(mut idle) = self.pop() {
-            if idle.sender.is_closed() || idle.since.elapsed() > self.idle_timeout {
+            if idle.sender.is_closed()
+                || now.saturating_duration_since(idle.since) > self.idle_timeout
+            {
                 continue;
             }
             if idle.sender.is_ready() {
@@ -144,7 +148,7 @@ impl NodePool {
                         reused: true,
                     })
                 }
-                _ => continue,
+                _ => now = Instant::now(),
             }
         }
         self.connect(None).await
@@ -191,8 +195,8 @@ impl NodePool {
         })
     }
 
-    /// Returns a connection whose response was read to the end.
-    pub fn checkin(&self, sender: SendRequest<RequestBody>) {
+    /// Returns a connection whose response was read to the end at `now`.
+    pub fn checkin(&self, sender: SendRequest<RequestBody>, now: Instant) {
         if sender.is_closed() || self.max_idle == 0 || self.send_proxy.is_some() {
             return;
         }
@@ -201,10 +205,7 @@ impl NodePool {
             // Drop the coldest.
             idle.pop_front();
         }
-        idle.push_back(Idle {
-            sender,
-            since: Instant::now(),
-        });
+        idle.push_back(Idle { sender, since: now });
     }
 
     /// Idle connections currently held (all workers).

@@ -24,7 +24,8 @@ fn strips_hop_by_hop_and_connection_listed() {
         ("upgrade", "websocket"),
         ("x-kept", "yes"),
     ]);
-    strip_hop_by_hop(&mut h, false);
+    let p = Present::scan(&h);
+    strip_hop_by_hop(&mut h, p, false);
     assert_eq!(h.len(), 2, "{h:?}");
     assert_eq!(h["x-kept"], "yes");
     // End to end (RFC 9110 section 6.6.2): without it hyper drops the
@@ -32,7 +33,8 @@ fn strips_hop_by_hop_and_connection_listed() {
     assert_eq!(h["trailer"], "x-sum");
 
     let mut h = map(&[("te", "trailers")]);
-    strip_hop_by_hop(&mut h, false);
+    let p = Present::scan(&h);
+    strip_hop_by_hop(&mut h, p, false);
     assert_eq!(h["te"], "trailers");
 }
 
@@ -41,7 +43,8 @@ fn keeps_upgrade_for_upgrades() {
     let mut h = map(&[("connection", "Upgrade"), ("upgrade", "websocket")]);
     assert!(is_upgrade_request(Version::HTTP_11, &h));
     assert!(!is_upgrade_request(Version::HTTP_10, &h));
-    strip_hop_by_hop(&mut h, true);
+    let p = Present::scan(&h);
+    strip_hop_by_hop(&mut h, p, true);
     assert_eq!(h["connection"], "upgrade");
     assert_eq!(h["upgrade"], "websocket");
 }
@@ -53,7 +56,8 @@ fn forwarding_headers_append() {
         ("forwarded", "for=10.0.0.1"),
     ]);
     let id = ClientId::new("192.0.2.7".parse().unwrap(), "https");
-    add_forwarding(&mut h, &id, Some("example.com:8443"), true);
+    let p = Present::scan(&h);
+    add_forwarding(&mut h, p, &id, Some("example.com:8443"), true);
     assert_eq!(h["x-forwarded-for"], "10.0.0.1, 192.0.2.7");
     assert_eq!(h["x-forwarded-proto"], "https");
     assert_eq!(
@@ -61,8 +65,10 @@ fn forwarding_headers_append() {
         "for=10.0.0.1, for=192.0.2.7;proto=https;host=\"example.com:8443\""
     );
     let mut h = HeaderMap::new();
+    let p = Present::scan(&h);
     add_forwarding(
         &mut h,
+        p,
         &ClientId::new("::1".parse().unwrap(), "http"),
         Some("a.example"),
         false,
@@ -71,7 +77,8 @@ fn forwarding_headers_append() {
     // IPv4-mapped IPv6 peers are logged as IPv4.
     let mut h = HeaderMap::new();
     let id = ClientId::new("::ffff:192.0.2.1".parse().unwrap(), "http");
-    add_forwarding(&mut h, &id, None, false);
+    let p = Present::scan(&h);
+    add_forwarding(&mut h, p, &id, None, false);
     assert_eq!(h["x-forwarded-for"], "192.0.2.1");
 }
 
@@ -84,7 +91,8 @@ fn forwarding_headers_from_an_untrusted_client_are_replaced() {
         ("x-forwarded-proto", "https"),
     ]);
     let id = ClientId::new("192.0.2.7".parse().unwrap(), "http");
-    add_forwarding(&mut h, &id, Some("a.example"), false);
+    let p = Present::scan(&h);
+    add_forwarding(&mut h, p, &id, Some("a.example"), false);
     assert_eq!(
         h.get_all("x-forwarded-for").iter().collect::<Vec<_>>(),
         ["192.0.2.7"]
@@ -100,10 +108,12 @@ fn forwarding_headers_from_an_untrusted_client_are_replaced() {
 fn via_appends() {
     let via = HeaderValue::from_static("1.1 rdmalb");
     let mut h = map(&[("via", "1.0 fred")]);
-    add_via(&mut h, &via);
+    let p = Present::scan(&h);
+    add_via(&mut h, p, &via);
     assert_eq!(h["via"], "1.0 fred, 1.1 rdmalb");
     let mut h = HeaderMap::new();
-    add_via(&mut h, &via);
+    let p = Present::scan(&h);
+    add_via(&mut h, p, &via);
     assert_eq!(h["via"], "1.1 rdmalb");
 }
 
@@ -167,4 +177,59 @@ fn closes_after_follows_hypers_keep_alive_rules() {
     assert!(closes_after(Version::HTTP_10, &none));
     assert!(!closes_after(Version::HTTP_10, &keep));
     assert!(!closes_after(Version::HTTP_2, &close));
+}
+
+#[test]
+fn present_flags_exactly_the_names_the_rewriting_reads() {
+    let h = map(&[
+        ("Host", "a.example"),
+        ("TE", "trailers"),
+        ("x-forwarded-for", "10.0.0.1"),
+        ("Via", "1.1 other"),
+        ("x-other", "1"),
+    ]);
+    let p = Present::scan(&h);
+    assert!(p.has(Present::TE) && p.has(Present::X_FORWARDED_FOR) && p.has(Present::VIA));
+    for flag in [
+        Present::CONNECTION,
+        Present::KEEP_ALIVE,
+        Present::PROXY_CONNECTION,
+        Present::TRANSFER_ENCODING,
+        Present::UPGRADE,
+        Present::EXPECT,
+        Present::FORWARDED,
+    ] {
+        assert!(!p.has(flag), "{flag:#x} flagged in {h:?}");
+    }
+    assert_eq!(Present::scan(&HeaderMap::new()), Present::default());
+}
+
+#[test]
+fn a_header_named_by_connection_is_gone_before_via_is_appended() {
+    // The scan flagged Via; Connection names it, so it is stripped, and
+    // add_via (reading the stale flag) finds none and sets its own.
+    let mut h = map(&[("connection", "via"), ("via", "1.0 spoofed")]);
+    let p = Present::scan(&h);
+    strip_hop_by_hop(&mut h, p, false);
+    add_via(&mut h, p, &HeaderValue::from_static("1.1 rdmalb"));
+    assert_eq!(h.get_all("via").iter().collect::<Vec<_>>(), ["1.1 rdmalb"]);
+}
+
+#[test]
+fn a_cached_client_id_is_the_one_new_makes() {
+    for (ip, proto) in [
+        ("192.0.2.7", "http"),
+        ("192.0.2.7", "http"),
+        ("192.0.2.7", "https"),
+        ("::1", "https"),
+        ("::ffff:192.0.2.1", "http"),
+        ("192.0.2.7", "http"),
+    ] {
+        let ip: IpAddr = ip.parse().unwrap();
+        let (a, b) = (ClientId::cached(ip, proto), ClientId::new(ip, proto));
+        assert_eq!(
+            (&a.ip, &*a.for_proto, a.proto),
+            (&b.ip, &*b.for_proto, b.proto)
+        );
+    }
 }
