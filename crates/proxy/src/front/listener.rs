@@ -329,36 +329,43 @@ async fn connection(
     ctx: Arc<ConnCtx>,
     shutdown: watch::Receiver<bool>,
 ) {
-    let timeouts = l.timeouts;
     match &l.tls {
         None => serve_stream(stream, Protocol::Detect, ctx, l, shutdown).await,
-        Some(acceptor) => {
-            let accepted =
-                tokio::time::timeout(timeouts.http_request, Box::pin(acceptor.accept(stream)))
-                    .await;
-            let stream = match accepted {
-                Ok(Ok(s)) => s,
-                Ok(Err(e)) => {
-                    tracing::debug!(client = %ctx.client, listener = %ctx.listener, error = %e, "TLS handshake failed");
-                    stats::client_error("tls");
-                    return;
-                }
-                Err(_) => {
-                    tracing::debug!(client = %ctx.client, listener = %ctx.listener, "TLS handshake timed out");
-                    stats::client_error("tls");
-                    return;
-                }
-            };
-            // ALPN decides (RFC 9113 section 3.2); no ALPN is HTTP/1.1.
-            let protocol = match stream.get_ref().1.alpn_protocol() {
-                Some(b"h2") => Protocol::Http2,
-                _ => Protocol::Http1,
-            };
-            // Boxed: the TLS session is large, and a plain connection's
-            // task should not carry room for it.
-            Box::pin(serve_stream(stream, protocol, ctx, l, shutdown)).await;
-        }
+        // Boxed: the handshake and the TLS session are large, and a plain
+        // connection's task (all of it, while the connection is parked)
+        // should not carry room for them.
+        Some(acceptor) => Box::pin(serve_tls(stream, acceptor, l, ctx, shutdown)).await,
     }
+}
+
+/// The TLS handshake, then the stream as [`serve_stream`] serves it.
+async fn serve_tls(
+    stream: TcpStream,
+    acceptor: &TlsAcceptor,
+    l: &Shared,
+    ctx: Arc<ConnCtx>,
+    shutdown: watch::Receiver<bool>,
+) {
+    let accepted = tokio::time::timeout(l.timeouts.http_request, acceptor.accept(stream)).await;
+    let stream = match accepted {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            tracing::debug!(client = %ctx.client, listener = %ctx.listener, error = %e, "TLS handshake failed");
+            stats::client_error("tls");
+            return;
+        }
+        Err(_) => {
+            tracing::debug!(client = %ctx.client, listener = %ctx.listener, "TLS handshake timed out");
+            stats::client_error("tls");
+            return;
+        }
+    };
+    // ALPN decides (RFC 9113 section 3.2); no ALPN is HTTP/1.1.
+    let protocol = match stream.get_ref().1.alpn_protocol() {
+        Some(b"h2") => Protocol::Http2,
+        _ => Protocol::Http1,
+    };
+    serve_stream(stream, protocol, ctx, l, shutdown).await;
 }
 
 /// How long an HTTP/1 keep-alive connection waits between requests with
