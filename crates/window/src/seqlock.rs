@@ -225,7 +225,12 @@ fn check_block(magic: u64, version: u64, begin: u64, end: u64) -> Result<(), Tor
 /// whose `seq_begin == seq_end`, even and non-zero, under a valid header.
 pub fn decode_block(raw: &[u64; READ_WORDS]) -> Result<LoadBlock, Torn> {
     let begin = raw[word::SEQ_BEGIN];
-    check_block(raw[word::MAGIC], raw[word::VERSION], begin, raw[word::SEQ_END])?;
+    check_block(
+        raw[word::MAGIC],
+        raw[word::VERSION],
+        begin,
+        raw[word::SEQ_END],
+    )?;
     let mut sample = LoadSample::default();
     for f in Field::ALL {
         f.set(&mut sample, raw[f.word()]);
