@@ -173,17 +173,42 @@ pub fn snapshot(mem: &WindowMemory) -> [u64; READ_WORDS] {
     out
 }
 
-/// Validate one raw read of words 0..32 and decode it. Accepts only a block
-/// whose `seq_begin == seq_end`, even and non-zero, under a valid header.
-pub fn decode_block(raw: &[u64; READ_WORDS]) -> Result<LoadBlock, Torn> {
-    if raw[word::MAGIC] != layout::MAGIC || raw[word::VERSION] != layout::LAYOUT_VERSION {
-        return Err(Torn::BadHeader {
-            magic: raw[word::MAGIC],
-            version: raw[word::VERSION],
-        });
+/// Read and validate the load block of a local window straight from its
+/// words: the same result as `decode_block(&snapshot(mem))`, same ordering
+/// (ascending, Acquire on `seq_begin`, Acquire fence before `seq_end`), but
+/// without copying words 0..32 into an array first. Only the words the
+/// block's fields come from are loaded: magic, version, node id, both
+/// sequence words, the time and the fields (not the site hash, size,
+/// generation or the unused words before `seq_end`). The shm transport's
+/// request path reads through this ([`crate::ShmWindow::read_block`]).
+pub fn read_block(mem: &WindowMemory) -> Result<LoadBlock, Torn> {
+    let w = mem.words();
+    let magic = w[word::MAGIC].load(Ordering::Relaxed);
+    let version = w[word::VERSION].load(Ordering::Relaxed);
+    let node_id = w[word::NODE_ID].load(Ordering::Relaxed);
+    let begin = w[word::SEQ_BEGIN].load(Ordering::Acquire);
+    let updated_at_ns = w[word::UPDATED_AT].load(Ordering::Relaxed);
+    let mut sample = LoadSample::default();
+    for f in Field::ALL {
+        f.set(&mut sample, w[f.word()].load(Ordering::Relaxed));
     }
-    let begin = raw[word::SEQ_BEGIN];
-    let end = raw[word::SEQ_END];
+    // As in `snapshot`: pairs with the writer's Release fence.
+    fence(Ordering::Acquire);
+    let end = w[word::SEQ_END].load(Ordering::Relaxed);
+    check_block(magic, version, begin, end)?;
+    Ok(LoadBlock {
+        node_id,
+        seq: begin,
+        updated_at_ns,
+        sample,
+    })
+}
+
+/// The checks of [`decode_block`], in its order.
+fn check_block(magic: u64, version: u64, begin: u64, end: u64) -> Result<(), Torn> {
+    if magic != layout::MAGIC || version != layout::LAYOUT_VERSION {
+        return Err(Torn::BadHeader { magic, version });
+    }
     if begin != end {
         return Err(Torn::Mismatch { begin, end });
     }
@@ -193,6 +218,19 @@ pub fn decode_block(raw: &[u64; READ_WORDS]) -> Result<LoadBlock, Torn> {
     if begin == 0 {
         return Err(Torn::NeverPublished);
     }
+    Ok(())
+}
+
+/// Validate one raw read of words 0..32 and decode it. Accepts only a block
+/// whose `seq_begin == seq_end`, even and non-zero, under a valid header.
+pub fn decode_block(raw: &[u64; READ_WORDS]) -> Result<LoadBlock, Torn> {
+    let begin = raw[word::SEQ_BEGIN];
+    check_block(
+        raw[word::MAGIC],
+        raw[word::VERSION],
+        begin,
+        raw[word::SEQ_END],
+    )?;
     let mut sample = LoadSample::default();
     for f in Field::ALL {
         f.set(&mut sample, raw[f.word()]);

@@ -44,6 +44,13 @@ impl ShmWindow {
     pub fn snapshot(&self) -> [u64; super::layout::READ_WORDS] {
         seqlock::snapshot(&self.mem)
     }
+
+    /// The load block read and validated now, synchronously, straight from
+    /// the mapping ([`seqlock::read_block`]): what decoding
+    /// [`ShmWindow::snapshot`] gives, with fewer loads and no copy.
+    pub fn read_block(&self) -> Result<seqlock::LoadBlock, seqlock::Torn> {
+        seqlock::read_block(&self.mem)
+    }
 }
 
 impl RemoteWindow for ShmWindow {

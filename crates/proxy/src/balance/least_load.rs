@@ -40,7 +40,7 @@ use rand::Rng;
 use super::drain;
 use super::hot_cold::{self, RifHistory};
 use super::load::{rank, rank_with, Candidate, NodeLoad, Unknown};
-use super::node_windows::{read_now, NodeWindow, NodeWindows, Observation};
+use super::node_windows::{read_now, NodeWindow, NodeWindows, Observation, Table};
 use super::selector::Cursors;
 use super::unseen;
 use super::{NodeState, Selector};
@@ -77,16 +77,26 @@ pub struct WeightedLeastLoad {
 
 type Read = Pin<Box<dyn Future<Output = (usize, NodeLoad)> + Send>>;
 
-/// One sampled candidate during a decision.
-struct Slot {
-    node: Arc<NodeState>,
-    window: Option<Arc<NodeWindow>>,
+/// One sampled candidate during a decision, borrowing the candidate list
+/// and the decision's [`Table`] of windows (no reference count touched).
+struct Slot<'a> {
+    node: &'a Arc<NodeState>,
+    window: Option<&'a Arc<NodeWindow>>,
     load: NodeLoad,
     /// `load` with this proxy's requests the block cannot show added
-    /// ([`unseen`]): what the rules score.
-    scored: NodeLoad,
+    /// ([`unseen`]), `None` when there are none: what the rules score is
+    /// [`Slot::scored`].
+    with_unseen: Option<NodeLoad>,
     /// A read was issued and has not landed yet.
     reading: bool,
+}
+
+impl Slot<'_> {
+    /// What the rules score: the load read, with this proxy's unseen
+    /// requests when there are any.
+    fn scored(&self) -> &NodeLoad {
+        self.with_unseen.as_ref().unwrap_or(&self.load)
+    }
 }
 
 impl WeightedLeastLoad {
@@ -125,23 +135,21 @@ impl WeightedLeastLoad {
     }
 
     /// The nodes compared in this decision: all of them when `d` covers
-    /// the site, else `d` distinct ones drawn uniformly.
-    fn sample(&self, candidates: &[Arc<NodeState>]) -> Vec<Slot> {
+    /// the site, else `d` distinct ones drawn uniformly; their windows from
+    /// `table`.
+    fn sample<'a>(&self, table: &'a Table, candidates: &'a [Arc<NodeState>]) -> Vec<Slot<'a>> {
         let n = candidates.len();
         let d = match self.candidates {
             Candidates::All => n,
             Candidates::Count(d) => d.min(n),
         };
-        let slot = |node: &Arc<NodeState>| Slot {
+        let slot = |node: &'a Arc<NodeState>| Slot {
             // By name too: between a reload's window update and its
             // backends swap, an index may name another node.
-            window: self
-                .windows
-                .node(node.index)
-                .filter(|w| w.node == node.name),
-            node: Arc::clone(node),
+            window: table.node(node.index).filter(|w| w.node == node.name),
+            node,
             load: NodeLoad::Unknown(Unknown::Disconnected),
-            scored: NodeLoad::Unknown(Unknown::Disconnected),
+            with_unseen: None,
             reading: false,
         };
         if d == n {
@@ -169,7 +177,8 @@ impl WeightedLeastLoad {
         if candidates.len() <= 1 {
             return candidates.first().cloned();
         }
-        let mut slots = self.sample(candidates);
+        let table = self.windows.table();
+        let mut slots = self.sample(&table, candidates);
         let now = SystemTime::now();
         let mut pending: Vec<Read> = Vec::new();
         let mut deadline = None;
@@ -191,7 +200,7 @@ impl WeightedLeastLoad {
                     let Some(window) = w.window() else {
                         continue;
                     };
-                    let w = Arc::clone(w);
+                    let w = Arc::clone(*w);
                     let mut read: Read = Box::pin(async move {
                         (i, read_now(&w, window.as_ref(), settings.staleness).await)
                     });
@@ -233,19 +242,19 @@ impl WeightedLeastLoad {
     }
 
     /// `s.load` with this proxy's requests dispatched to the node after the
-    /// block's `updated_at` added (at most its in-flight count; [`unseen`]).
-    fn with_unseen(&self, s: &Slot) -> NodeLoad {
-        let (Unseen::Count, NodeLoad::Fresh(block), Some(w)) = (self.unseen, s.load, &s.window)
+    /// block's `updated_at` added (at most its in-flight count; [`unseen`]);
+    /// `None` when there are none (or the load is not fresh).
+    fn with_unseen(&self, s: &Slot) -> Option<NodeLoad> {
+        let (Unseen::Count, NodeLoad::Fresh(block), Some(w)) = (self.unseen, &s.load, &s.window)
         else {
-            return s.load;
+            return None;
         };
         let n = unseen::unseen(w.dispatches(), block.updated_at_ns, s.node.inflight());
-        if n == 0 {
-            return s.load;
-        }
-        NodeLoad::Fresh(rdmalb_window::LoadBlock {
-            sample: unseen::with_unseen(&block.sample, n),
-            ..block
+        (n > 0).then(|| {
+            NodeLoad::Fresh(rdmalb_window::LoadBlock {
+                sample: unseen::with_unseen(&block.sample, n),
+                ..*block
+            })
         })
     }
 
@@ -255,18 +264,18 @@ impl WeightedLeastLoad {
     fn choose(
         &self,
         site: usize,
-        slots: &mut [Slot],
+        slots: &mut [Slot<'_>],
         now: SystemTime,
         count: bool,
     ) -> Arc<NodeState> {
         for s in slots.iter_mut() {
-            s.scored = self.with_unseen(s);
+            s.with_unseen = self.with_unseen(s);
         }
         let slots = &*slots;
         let view: Vec<Candidate<'_>> = slots
             .iter()
             .map(|s| Candidate {
-                load: &s.scored,
+                load: s.scored(),
                 inflight: s.node.inflight(),
             })
             .collect();
@@ -292,7 +301,7 @@ impl WeightedLeastLoad {
                             w.drain().last()
                         }
                     });
-                    let scored = &s.scored.fresh()?.sample;
+                    let scored = &s.scored().fresh()?.sample;
                     let wait = drain::score(scored, rate)?;
                     let age_s = now_ns.saturating_sub(block.updated_at_ns) as f64 / 1e9;
                     let full = self.full_queue == FullQueue::Avoid
@@ -315,7 +324,7 @@ impl WeightedLeastLoad {
             let probes: Vec<hot_cold::Probe> = (0..n)
                 .map(|k| {
                     let s = &slots[(start + k) % n];
-                    let p = hot_cold::probe_of(&s.node, &s.scored);
+                    let p = hot_cold::probe_of(s.node, s.scored());
                     history.record(p.rif);
                     p
                 })
@@ -357,7 +366,7 @@ impl WeightedLeastLoad {
                 w.dispatches().record(unseen::unix_ns(now));
             }
         }
-        Arc::clone(&slots[best].node)
+        Arc::clone(slots[best].node)
     }
 }
 
@@ -376,7 +385,8 @@ impl Selector for WeightedLeastLoad {
             return candidates.first().cloned();
         }
         let now = SystemTime::now();
-        let mut slots = self.sample(candidates);
+        let table = self.windows.table();
+        let mut slots = self.sample(&table, candidates);
         for s in &mut slots {
             if let Some(w) = &s.window {
                 s.load = match w.settings().mode {

@@ -28,6 +28,7 @@
 //! later and never with a panic.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -36,7 +37,7 @@ use tokio::sync::{watch, Notify};
 
 use super::drain::Drain;
 use super::load::{NodeLoad, Unknown};
-use super::unseen::Dispatches;
+use super::unseen::{self, Dispatches};
 use crate::config::{Config, ReadMode, WindowEndpoint};
 use rdmalb_window::link::{Link, Peer};
 use rdmalb_window::{Expect, LoadBlock, Psk, RemoteWindow, Torn, UnknownReason, WindowError};
@@ -54,6 +55,10 @@ const LIVENESS_EVERY: Duration = Duration::from_millis(250);
 const FIRST_ATTEMPT: Duration = Duration::from_secs(2);
 /// Extra reads after a torn one.
 pub const READ_RETRIES: u32 = 3;
+/// How long a node's last observation (/status) may go without refresh
+/// while decisions keep reading the same block ([`NodeWindow::record`]).
+pub const RECORD_EVERY: Duration = Duration::from_millis(1);
+const RECORD_EVERY_NS: u64 = RECORD_EVERY.as_nanos() as u64;
 
 /// Read settings of one node, replaced on reload without reconnecting.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -112,8 +117,14 @@ pub struct NodeWindow {
     settings: ArcSwap<ReadSettings>,
     /// Interval mode: the latest read, refreshed by the supervisor.
     snapshot: ArcSwapOption<Observation>,
-    /// The last read and index any decision saw (/status).
+    /// The last read and index a decision saw (/status); a read of the
+    /// block already kept is kept again only after [`RECORD_EVERY`]
+    /// ([`NodeWindow::record`]).
     last: Mutex<Option<Observation>>,
+    /// When `last` was written, unix nanoseconds (0: never).
+    recorded_ns: AtomicU64,
+    /// The sequence number of `last`'s block when it was fresh (0: not).
+    recorded_seq: AtomicU64,
     /// The node's drain rate measured from this proxy's reads
     /// (`shortest-wait`).
     drain: Drain,
@@ -190,7 +201,7 @@ impl NodeWindow {
         let shm = link.as_ref()?.shm()?;
         let mut retries = 0;
         loop {
-            match rdmalb_window::decode_block(&shm.snapshot()) {
+            match shm.read_block() {
                 Ok(b) => return Some(Ok(b)),
                 Err(Torn::NeverPublished) => return Some(Err(Unknown::Unpublished)),
                 Err(Torn::BadHeader { .. }) => return Some(Err(Unknown::Unreadable)),
@@ -224,9 +235,28 @@ impl NodeWindow {
 
     /// Keeps `o` as the last observation, unless another thread is writing
     /// one right now (then its write stands: never wait on the hot path).
+    ///
+    /// A fresh read of the very block already kept (same sequence number)
+    /// within [`RECORD_EVERY`] of keeping it is not kept again: between two
+    /// publications (a sidecar publishes every millisecond) every decision
+    /// reads the same block, and taking the lock and copying the
+    /// observation for each would be a large part of a decision's cost. So
+    /// /status always shows the newest block a decision read, any read that
+    /// is not fresh (stale, torn, timed out, …) at once, and an index at
+    /// most [`RECORD_EVERY`] older than the last decision's.
     pub fn record(&self, o: Observation) {
+        let at = unseen::unix_ns(o.at);
+        let seq = o.load.fresh().map_or(0, |b| b.seq);
+        if seq != 0
+            && seq == self.recorded_seq.load(Ordering::Relaxed)
+            && at.wrapping_sub(self.recorded_ns.load(Ordering::Relaxed)) < RECORD_EVERY_NS
+        {
+            return;
+        }
         if let Ok(mut last) = self.last.try_lock() {
             *last = Some(o);
+            self.recorded_seq.store(seq, Ordering::Relaxed);
+            self.recorded_ns.store(at, Ordering::Relaxed);
         }
     }
 
@@ -267,6 +297,17 @@ pub async fn read_now(
                 _ => Unknown::Unreadable,
             })
         }
+    }
+}
+
+/// The node windows as of one moment ([`NodeWindows::table`]).
+#[derive(Debug, Clone)]
+pub struct Table(Arc<Vec<Option<Arc<NodeWindow>>>>);
+
+impl Table {
+    /// The state of node `node` (config node index), if it has a window.
+    pub fn node(&self, node: usize) -> Option<&Arc<NodeWindow>> {
+        self.0.get(node)?.as_ref()
     }
 }
 
@@ -331,6 +372,12 @@ impl NodeWindows {
     /// The per-node state of node `node` (config node index).
     pub fn node(&self, node: usize) -> Option<Arc<NodeWindow>> {
         self.table.load().get(node)?.clone()
+    }
+
+    /// Every node's state now, indexed by config node index (`None`: no
+    /// window): one load for a whole decision (see [`Table::node`]).
+    pub fn table(&self) -> Table {
+        Table(self.table.load_full())
     }
 
     /// Runs `f` on node `node`'s state without cloning it (hot path).
@@ -466,6 +513,8 @@ fn new_node_window(name: &str, key: LinkKey, settings: ReadSettings) -> NodeWind
         settings: ArcSwap::from_pointee(settings),
         snapshot: ArcSwapOption::empty(),
         last: Mutex::new(None),
+        recorded_ns: AtomicU64::new(0),
+        recorded_seq: AtomicU64::new(0),
         drain: Drain::new(),
         dispatches: Dispatches::default(),
         state: Mutex::new(LinkState::Connecting),

@@ -285,3 +285,53 @@ async fn tcp_window_reconnects_after_the_responder_restarts() {
     assert_eq!(load.fresh().unwrap().sample.cpu_util_ppm, 300_000);
     tx.send(true).unwrap();
 }
+
+/// What /status keeps ([`NodeWindow::record`]): a new block and a read that
+/// is not fresh are kept at once; the same block again only after
+/// [`RECORD_EVERY`].
+#[tokio::test]
+async fn record_keeps_new_blocks_and_unknown_reads_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w0");
+    let mem = shm_window(&path, 7);
+    let cfg = config(dir.path(), &[&shm_node(&path)], "");
+    let (tx, rx) = watch::channel(false);
+    let windows = NodeWindows::start(&cfg, rx).await.unwrap();
+    let node = windows.node(0).unwrap();
+    let read = |node: &NodeWindow| match node.read_inline() {
+        Some(Ok(b)) => NodeLoad::Fresh(b),
+        other => panic!("shm read: {other:?}"),
+    };
+    let t0 = SystemTime::now();
+    let obs = |at, load, index| Observation {
+        at,
+        load,
+        index: Some(index),
+    };
+    let first = read(&node);
+    node.record(obs(t0, first, 1.0));
+    assert_eq!(node.last().unwrap().index, Some(1.0));
+    // The same block again, within RECORD_EVERY: the kept one stands.
+    node.record(obs(t0 + RECORD_EVERY / 2, first, 2.0));
+    assert_eq!(node.last().unwrap().index, Some(1.0));
+    // ... and after it, is kept.
+    node.record(obs(t0 + RECORD_EVERY, first, 3.0));
+    assert_eq!(node.last().unwrap().index, Some(3.0));
+    // A new block is kept at once.
+    seqlock::publish(&mem, &sample(700_000));
+    let second = read(&node);
+    node.record(obs(t0 + RECORD_EVERY, second, 4.0));
+    let last = node.last().unwrap();
+    assert_eq!(last.load.fresh().unwrap().sample.cpu_util_ppm, 700_000);
+    assert_eq!(last.index, Some(4.0));
+    // So is a read that is not fresh, and a fresh one right after it.
+    node.record(obs(
+        t0 + RECORD_EVERY,
+        NodeLoad::Unknown(Unknown::Torn),
+        5.0,
+    ));
+    assert_eq!(node.last().unwrap().load.unknown(), Some(Unknown::Torn));
+    node.record(obs(t0 + RECORD_EVERY, second, 6.0));
+    assert_eq!(node.last().unwrap().index, Some(6.0));
+    tx.send(true).unwrap();
+}
