@@ -245,7 +245,29 @@ pub struct Outcome {
     /// Sites with a guarantee.
     pub qos: Vec<QosOut>,
     /// CPU the components used while the load ran.
-    pub cpu: super::procs::CpuUse,
+    pub cpu: CpuUse,
+}
+
+/// CPU time (user + system) used by the cluster's processes, by kind, in
+/// seconds: what the proxies' routing costs on a machine they share with
+/// the emulated nodes (the nodes' service times stretch when the CPU is
+/// contended, docs/testbed.md).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct CpuUse {
+    pub proxies_s: f64,
+    pub nodes_s: f64,
+    pub sidecars_s: f64,
+}
+
+impl CpuUse {
+    /// The CPU used between `before` and `self`.
+    pub fn since(self, before: CpuUse) -> CpuUse {
+        CpuUse {
+            proxies_s: (self.proxies_s - before.proxies_s).max(0.0),
+            nodes_s: (self.nodes_s - before.nodes_s).max(0.0),
+            sidecars_s: (self.sidecars_s - before.sidecars_s).max(0.0),
+        }
+    }
 }
 
 /// One guaranteed site's QoS meeting.

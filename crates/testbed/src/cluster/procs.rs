@@ -12,36 +12,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
 use tokio::sync::watch;
 
-use super::gen::{self, NodePlan, IDLE};
+use super::gen::{self, CpuUse, NodePlan, IDLE};
 use super::{write_outputs, ClusterError, Spec, TraceSource, WindowTransport};
 use crate::load::{self, LoadOptions};
 use crate::report::Report;
 use crate::trace::{HostMap, Trace};
-
-/// CPU time (user + system) used by the cluster's processes, by kind, in
-/// seconds: what the proxies' routing costs on a machine they share with
-/// the emulated nodes (the nodes' service times stretch when the CPU is
-/// contended, docs/testbed.md).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
-pub struct CpuUse {
-    pub proxies_s: f64,
-    pub nodes_s: f64,
-    pub sidecars_s: f64,
-}
-
-impl CpuUse {
-    /// The CPU used between `before` and `self`.
-    pub fn since(self, before: CpuUse) -> CpuUse {
-        CpuUse {
-            proxies_s: (self.proxies_s - before.proxies_s).max(0.0),
-            nodes_s: (self.nodes_s - before.nodes_s).max(0.0),
-            sidecars_s: (self.sidecars_s - before.sidecars_s).max(0.0),
-        }
-    }
-}
 
 /// Clock ticks per second of `/proc/<pid>/stat`'s times (the kernel's
 /// `USER_HZ`, 100 on every architecture Linux exposes to user space).
