@@ -227,6 +227,8 @@ def node_ms_per_request(timeline):
             continue
         with open(os.path.join(timeline, name)) as f:
             rows = list(csv.DictReader(f))
+        if rows and "service_us_total" not in rows[-1]:
+            return None  # a testbed binary from before 2026-11-28: no figure
         if rows:
             held_us += int(rows[-1]["service_us_total"])
             done += int(rows[-1]["requests_total"])

@@ -54,6 +54,22 @@ fn sustained_burst_claims_a_node_and_nothing_is_misrouted() {
         serde_json::from_str(&std::fs::read_to_string(out.join("cluster.json")).unwrap()).unwrap();
     let nodes = outcome["nodes"].as_array().unwrap();
     assert_eq!(nodes.len(), 5);
+    // What the components used while the load ran: the proxy and the
+    // nodes served 24 connections for the run, so both used some CPU.
+    assert!(
+        stdout.contains("CPU while the load ran: proxies "),
+        "{stdout}"
+    );
+    for kind in ["proxies_s", "nodes_s", "sidecars_s"] {
+        assert!(
+            outcome["cpu"][kind].as_f64().is_some(),
+            "cpu.{kind}: {outcome}"
+        );
+    }
+    assert!(
+        outcome["cpu"]["proxies_s"].as_f64().unwrap() > 0.0,
+        "{outcome}"
+    );
     let moved: Vec<&serde_json::Value> = nodes
         .iter()
         .filter(|n| n["initial_site"] != "a" && n["site"] == "a")

@@ -125,9 +125,7 @@ pub async fn handle(
     }
     let admit_wait = t_admit.map_or(Duration::ZERO, |t| t.elapsed());
 
-    let upgrade = present.has(Present::UPGRADE)
-        && present.has(Present::CONNECTION)
-        && headers::is_upgrade_request(req.version(), req.headers());
+    let upgrade = headers::is_upgrade_request(req.version(), req.headers(), present);
     let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
     let version = req.version();
     let (mut parts, body) = req.into_parts();

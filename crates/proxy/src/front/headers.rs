@@ -14,10 +14,12 @@ static PROXY_CONNECTION: HeaderName = HeaderName::from_static("proxy-connection"
 static KEEP_ALIVE: HeaderName = HeaderName::from_static("keep-alive");
 
 /// Whether the request asks for a protocol upgrade (WebSocket and the like):
-/// HTTP/1.1 with `Connection: upgrade` and an `Upgrade` header.
-pub fn is_upgrade_request(version: Version, headers: &HeaderMap) -> bool {
+/// HTTP/1.1 with `Connection: upgrade` and an `Upgrade` header. `present`
+/// is [`Present::scan`] of `headers`.
+pub fn is_upgrade_request(version: Version, headers: &HeaderMap, present: Present) -> bool {
     version == Version::HTTP_11
-        && headers.contains_key(header::UPGRADE)
+        && present.has(Present::UPGRADE)
+        && present.has(Present::CONNECTION)
         && connection_has(headers, "upgrade")
 }
 

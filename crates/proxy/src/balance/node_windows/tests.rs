@@ -49,6 +49,23 @@ fn shm_window(path: &Path, node_id: u64) -> WindowMemory {
     m
 }
 
+/// One node with a published shm window (node id 7), its windows started:
+/// the temp dir (keep it), the window, the windows and their stop switch.
+async fn one_shm_node() -> (
+    tempfile::TempDir,
+    WindowMemory,
+    Arc<NodeWindows>,
+    watch::Sender<bool>,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w0");
+    let mem = shm_window(&path, 7);
+    let cfg = config(dir.path(), &[&shm_node(&path)], "");
+    let (tx, rx) = watch::channel(false);
+    let windows = NodeWindows::start(&cfg, rx).await.unwrap();
+    (dir, mem, windows, tx)
+}
+
 async fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
     for _ in 0..500 {
         if f() {
@@ -61,12 +78,7 @@ async fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
 
 #[tokio::test]
 async fn shm_window_connects_and_reads() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("w0");
-    let mem = shm_window(&path, 7);
-    let cfg = config(dir.path(), &[&shm_node(&path)], "");
-    let (tx, rx) = watch::channel(false);
-    let windows = NodeWindows::start(&cfg, rx).await.unwrap();
+    let (_dir, mem, windows, tx) = one_shm_node().await;
     // start() waits for the first attempt: an shm file is there at once.
     let w = windows.get(0).expect("connected after start");
     assert_eq!(w.kind(), rdmalb_window::TransportKind::Shm);
@@ -291,12 +303,7 @@ async fn tcp_window_reconnects_after_the_responder_restarts() {
 /// [`RECORD_EVERY`].
 #[tokio::test]
 async fn record_keeps_new_blocks_and_unknown_reads_at_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("w0");
-    let mem = shm_window(&path, 7);
-    let cfg = config(dir.path(), &[&shm_node(&path)], "");
-    let (tx, rx) = watch::channel(false);
-    let windows = NodeWindows::start(&cfg, rx).await.unwrap();
+    let (_dir, mem, windows, tx) = one_shm_node().await;
     let node = windows.node(0).unwrap();
     let read = |node: &NodeWindow| match node.read_inline() {
         Some(Ok(b)) => NodeLoad::Fresh(b),

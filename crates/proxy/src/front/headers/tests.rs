@@ -41,9 +41,25 @@ fn strips_hop_by_hop_and_connection_listed() {
 #[test]
 fn keeps_upgrade_for_upgrades() {
     let mut h = map(&[("connection", "Upgrade"), ("upgrade", "websocket")]);
-    assert!(is_upgrade_request(Version::HTTP_11, &h));
-    assert!(!is_upgrade_request(Version::HTTP_10, &h));
     let p = Present::scan(&h);
+    assert!(is_upgrade_request(Version::HTTP_11, &h, p));
+    assert!(!is_upgrade_request(Version::HTTP_10, &h, p));
+    // Either header alone is no upgrade.
+    for one in ["connection", "upgrade"] {
+        let single = map(&[(
+            one,
+            if one == "connection" {
+                "upgrade"
+            } else {
+                "websocket"
+            },
+        )]);
+        assert!(!is_upgrade_request(
+            Version::HTTP_11,
+            &single,
+            Present::scan(&single)
+        ));
+    }
     strip_hop_by_hop(&mut h, p, true);
     assert_eq!(h["connection"], "upgrade");
     assert_eq!(h["upgrade"], "websocket");
