@@ -100,17 +100,29 @@ async fn push_load(node: &NodeUnderTest, busy: u64, queue: u64) {
 }
 
 /// Sends `n` sequential requests; returns how many each node served.
-async fn phase(proxy: SocketAddr, nodes: &[NodeUnderTest], n: usize) -> Vec<usize> {
+async fn phase(
+    proxy: &crate::support::Proxy,
+    addr: SocketAddr,
+    nodes: &[NodeUnderTest],
+    n: usize,
+) -> Vec<usize> {
     let before: Vec<usize> = nodes.iter().map(|x| x.backend.requests()).collect();
     let http = client();
     for _ in 0..n {
         let r = http
-            .get(format!("http://{proxy}/"))
+            .get(format!("http://{addr}/"))
             .header("host", "web.test")
             .send()
             .await
             .expect("request");
-        assert_eq!(r.status(), 200);
+        let status = r.status();
+        if status != 200 {
+            let body = r.text().await.unwrap_or_default();
+            panic!(
+                "status {status}, body {body:?}; proxy log:\n{}",
+                proxy.stderr_text()
+            );
+        }
     }
     nodes
         .iter()
@@ -174,14 +186,14 @@ async fn traffic_moves_away_from_a_node_whose_published_load_rises() {
     let proxy = crate::support::Proxy::start(&config, &[proxy_addr, admin]);
 
     // Equal loads: every node serves (ties rotate).
-    let even = phase(proxy_addr, &nodes, 30).await;
+    let even = phase(&proxy, proxy_addr, &nodes, 30).await;
     assert!(even.iter().all(|&c| c > 0), "phase 1: {even:?}");
     assert_eq!(even.iter().sum::<usize>(), 30);
 
     // n1's app fills up (busy = capacity, a queue as long again): it gets
     // nothing while the others are lighter.
     push_load(&nodes[1], 8, 8).await;
-    let shifted = phase(proxy_addr, &nodes, 30).await;
+    let shifted = phase(&proxy, proxy_addr, &nodes, 30).await;
     assert_eq!(shifted[1], 0, "phase 2: {shifted:?}");
     assert_eq!(shifted[0] + shifted[2], 30, "phase 2: {shifted:?}");
 
@@ -204,7 +216,7 @@ async fn traffic_moves_away_from_a_node_whose_published_load_rises() {
 
     // Its load drops back: it is chosen again.
     push_load(&nodes[1], 1, 0).await;
-    let back = phase(proxy_addr, &nodes, 30).await;
+    let back = phase(&proxy, proxy_addr, &nodes, 30).await;
     assert!(back[1] > 0, "phase 3: {back:?}");
 
     // n2's sidecar dies (SIGKILL: its window file stays, nobody publishes).
@@ -212,7 +224,7 @@ async fn traffic_moves_away_from_a_node_whose_published_load_rises() {
     // and every such decision is counted, by reason.
     drop(nodes[2].sidecar.take());
     eventually("n2 scored as stale", Duration::from_secs(20), || async {
-        phase(proxy_addr, &nodes, 3).await;
+        phase(&proxy, proxy_addr, &nodes, 3).await;
         let metrics = get(format!("http://{admin}/metrics")).await;
         match counter(
             &metrics,
@@ -241,7 +253,7 @@ async fn traffic_moves_away_from_a_node_whose_published_load_rises() {
     );
     // A stale node still serves (it is not down): it is scored as the mean
     // of the fresh ones, which here equals them, so the three share.
-    let after = phase(proxy_addr, &nodes, 30).await;
+    let after = phase(&proxy, proxy_addr, &nodes, 30).await;
     assert!(after[2] > 0, "stale node still gets traffic: {after:?}");
     drop(proxy);
 }

@@ -164,6 +164,11 @@ impl Reconfiguration {
                     config, demand,
                 )),
         );
+        // Read the role words once now: the caller opens the listeners (or
+        // takes over a restarting proxy's) only after this returns, and a
+        // node held out of routing until the watcher's first tick would
+        // answer those first requests with 503 "no node is up".
+        agent.poll_roles().await;
         tracing::info!(
             proxy_id = id,
             window_shm = ?config.reconfig.window.shm,

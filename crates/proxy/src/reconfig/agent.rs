@@ -344,7 +344,10 @@ impl Agent {
     }
 
     /// One pass of [`watch_roles`](Self::watch_roles): two words per node.
-    async fn poll_roles(&self) {
+    /// Start-up runs one before the listeners open, so that the first
+    /// requests find the nodes whose role word says they serve (a node
+    /// whose word cannot be read yet stays out until a later pass).
+    pub async fn poll_roles(&self) {
         let reads = self
             .settings
             .nodes

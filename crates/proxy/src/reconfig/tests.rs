@@ -8,6 +8,8 @@
 //! read exactly one wins; the word always decodes to one site (or idle);
 //! the effective state follows the contract (ACTIVE iff applied == epoch,
 //! FAILED only for a failure reported for this very epoch).
+//!
+//! And start-up: routing follows the role words from the first request on.
 
 use std::sync::Arc;
 
@@ -134,4 +136,78 @@ proptest! {
             }
         }
     }
+}
+
+/// Start-up reads the role words before it returns (the listeners open
+/// after it): a node with a window whose word says it serves is routed from
+/// the first request, not only after the watcher's first tick. Checked on a
+/// current-thread runtime right after `start` returns, before any task it
+/// spawned has run.
+#[tokio::test]
+async fn start_reads_the_role_words_before_it_returns() {
+    use crate::balance::{Backends, NodeWindows};
+    use arc_swap::ArcSwap;
+    use tokio::sync::watch;
+
+    let dir = tempfile::tempdir().unwrap();
+    let sites = ["web", "blog"];
+    let hash = rdmalb_window::site_table_hash(&sites);
+    let mut nodes = String::new();
+    let mut mems = Vec::new();
+    // n0 serves web (applied), n1 was moved to blog by another proxy while
+    // this one was down, n2's sidecar never wrote its role word.
+    for (i, role) in [Some(0u16), Some(1), None].into_iter().enumerate() {
+        let path = dir.path().join(format!("w{i}"));
+        let mem = WindowMemory::create_shm(&path, 0o600, i as u64 + 1, hash).unwrap();
+        rdmalb_window::publish(
+            &mem,
+            &rdmalb_window::LoadSample {
+                app_capacity: 8,
+                ..Default::default()
+            },
+        );
+        if let Some(site) = role {
+            let word = RoleWord {
+                site: SiteSlot::Site(site),
+                state: RoleState::Active,
+                epoch: 1,
+            };
+            mem.compare_swap(word::ROLE, 0, word.encode());
+            mem.words()[word::ROLE_APPLIED].store(1, std::sync::atomic::Ordering::Release);
+        }
+        nodes.push_str(&format!(
+            "[[node]]\nname = \"n{i}\"\naddress = \"127.0.0.1:{}\"\nsite = \"web\"\n\
+             transport = \"shm\"\nsidecar = \"{}\"\nnode_id = {}\n",
+            9000 + i,
+            path.display(),
+            i + 1
+        ));
+        mems.push(mem);
+    }
+    let text = format!(
+        "[global]\nbalance = \"weighted-least-load\"\n[[listener]]\nlisten = \"127.0.0.1:1\"\n\
+         [[site]]\nname = \"web\"\nhosts = [\"web.test\"]\n\
+         [[site]]\nname = \"blog\"\nhosts = [\"blog.test\"]\n{nodes}"
+    );
+    let config = crate::config::parse(&text, &dir.path().join("rdmalb.toml"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let (stop, rx) = watch::channel(false);
+    let windows = NodeWindows::start(&config, rx.clone()).await.unwrap();
+    let routing = Arc::new(ArcSwap::from_pointee(Backends::build_with_windows(
+        &config, None, &windows,
+    )));
+    let demand = crate::qos::guarantee::Demand::new(sites.iter().map(|s| s.to_string()));
+    let current = Arc::new(ArcSwap::from_pointee(config.clone()));
+    let reconfig =
+        super::Reconfiguration::start(&config, current, windows, Arc::clone(&routing), demand, rx)
+            .await
+            .unwrap()
+            .expect("nodes have windows");
+    let b = routing.load();
+    let serves = |i: usize, site: usize| b.nodes()[i].serves(site);
+    assert!(serves(0, 0), "n0's word says web: routed at once");
+    assert!(serves(1, 1) && !serves(1, 0), "n1's word says blog");
+    assert!(!serves(2, 0), "n2 has no role word yet: held out");
+    stop.send(true).unwrap();
+    reconfig.join().await;
 }
