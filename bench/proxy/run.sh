@@ -34,8 +34,13 @@
 # nodes' shm windows per request (d = 2); every node of it has an `rdmalb
 # sidecar` (on the load CPU) publishing the host's load every 1 ms. Both
 # rdmalb targets get RDMALB_NODES nodes (default 2 when rdmalb-wll is a
-# target, else 1), all the same backend, so the two differ only in the
-# policy; the ratio line "rdmalb-wll / rdmalb" is the policy's cost.
+# target, else 1), all the same backend. `rdmalb-rrw` is roundrobin over
+# the same windowed nodes as `rdmalb-wll`: it reads no load, but its proxy
+# follows the nodes' role words and keeps a copy of each bodyless request's
+# head for the 421 replay, as every proxy whose nodes can move does. So the
+# ratio line "rdmalb-wll / rdmalb-rrw" is the policy's cost alone, and
+# "rdmalb-rrw / rdmalb" what nodes that can move cost a roundrobin proxy
+# (without rdmalb-rrw, "rdmalb-wll / rdmalb" is printed: both together).
 # `rdmalb-qos` is the `rdmalb` config plus `[qos] max_inflight = 4096`: every
 # request takes and releases an admission slot (the lock-free fast path;
 # wrk's connections never reach the cap, so nothing queues); the ratio line
@@ -43,7 +48,7 @@
 #
 # Environment:
 #   ROUNDS=5 DURATION=10 (seconds per run) CONNS=50 WRK_THREADS=1 WARMUP=3
-#   TARGETS="direct haproxy nginx rdmalb"   (also: rdmalb-wll rdmalb-qos)   PIN=1|0
+#   TARGETS="direct haproxy nginx rdmalb"   (also: rdmalb-wll rdmalb-rrw rdmalb-qos)   PIN=1|0
 #   RDMALB_NODES=1|2|...
 #   RDMALB_BIN=path (else: cargo build --release)   UPDATE_DOCS=1|0
 #   RESULTS_DIR=bench/results
@@ -77,7 +82,7 @@ for v in ROUNDS DURATION CONNS WRK_THREADS WARMUP; do
 done
 if [ "$ROUNDS" -lt 1 ] || [ "$DURATION" -lt 1 ]; then die "ROUNDS and DURATION must be at least 1"; fi
 for t in $TARGETS; do
-    case $t in direct | haproxy | nginx | rdmalb | rdmalb-wll | rdmalb-qos) ;; *) die "unknown target $t (accepted: direct haproxy nginx rdmalb rdmalb-wll rdmalb-qos)" ;; esac
+    case $t in direct | haproxy | nginx | rdmalb | rdmalb-wll | rdmalb-rrw | rdmalb-qos) ;; *) die "unknown target $t (accepted: direct haproxy nginx rdmalb rdmalb-wll rdmalb-rrw rdmalb-qos)" ;; esac
 done
 for t in $PROFILE; do
     [[ " $TARGETS " == *" $t "* && $t != direct ]] || die "PROFILE target $t is not a proxy in TARGETS ($TARGETS)"
@@ -101,7 +106,10 @@ trap 'warn "failed at line $LINENO: $BASH_COMMAND"' ERR
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-RDMALB_NODES=${RDMALB_NODES:-$([[ " $TARGETS " == *" rdmalb-wll "* ]] && echo 2 || echo 1)}
+# Targets whose nodes have shm windows (and sidecars publishing them).
+WINDOWED=()
+for t in $TARGETS; do case $t in rdmalb-wll | rdmalb-rrw) WINDOWED+=("$t") ;; esac; done
+RDMALB_NODES=${RDMALB_NODES:-$([ ${#WINDOWED[@]} -gt 0 ] && echo 2 || echo 1)}
 [[ $RDMALB_NODES =~ ^[1-9][0-9]?$ ]] || die "RDMALB_NODES=$RDMALB_NODES is not 1..99"
 if [ -z "$BIN" ] && [[ " $TARGETS " == *" rdmalb"* ]]; then
     ensure_cargo
@@ -136,6 +144,7 @@ free_port 'PORT[nginx]' 28002
 free_port 'PORT[rdmalb]' 28003
 free_port 'PORT[rdmalb-wll]' 28004
 free_port 'PORT[rdmalb-qos]' 28005
+free_port 'PORT[rdmalb-rrw]' 28006
 PORT[direct]=$BACKEND_PORT
 
 render "$HERE/backend.nginx.conf.in" "$WORK/backend.conf"
@@ -158,6 +167,7 @@ rdmalb_config() {
 }
 rdmalb_config "$WORK/rdmalb.toml" "${PORT[rdmalb]}" roundrobin 0
 rdmalb_config "$WORK/rdmalb-wll.toml" "${PORT[rdmalb-wll]}" weighted-least-load 1
+rdmalb_config "$WORK/rdmalb-rrw.toml" "${PORT[rdmalb-rrw]}" roundrobin 1
 rdmalb_config "$WORK/rdmalb-qos.toml" "${PORT[rdmalb-qos]}" roundrobin 0
 printf '\n[qos]\nmax_inflight = 4096\n' >>"$WORK/rdmalb-qos.toml"
 
@@ -181,12 +191,13 @@ for t in $TARGETS; do
             spawn nginx-proxy "$WORK/nginx-proxy.out" "${ON_PROXY_CPU[@]}" \
                 nginx -p "$WORK" -e "$WORK/nginx-proxy-error.log" -c "$WORK/nginx-proxy.conf" -g 'daemon off;'
             ;;
-        rdmalb | rdmalb-wll | rdmalb-qos)
+        rdmalb | rdmalb-wll | rdmalb-rrw | rdmalb-qos)
             [ -x "$BIN" ] || die "rdmalb binary not found: $BIN"
-            if [ "$t" = rdmalb-wll ]; then
-                # The nodes' sidecars first, so the windows exist when the
-                # proxy starts (it would retry, but the first requests would
-                # be scored without loads).
+            if [ "$t" = "${WINDOWED[0]:-}" ]; then
+                # The nodes' sidecars first (once, for every windowed
+                # target), so the windows exist when the proxy starts (it
+                # would retry, but the first requests would be scored
+                # without loads).
                 for ((i = 1; i <= RDMALB_NODES; i++)); do
                     sed -e "s|@DIR@|$WORK|g" -e "s|@BACKEND_PORT@|$BACKEND_PORT|g" -e "s|@NODE@|b$i|g" \
                         -e "s|@NODE_ID@|$i|g" "$HERE/sidecar.toml.in" >"$WORK/sidecar-b$i.toml"
@@ -214,17 +225,17 @@ for t in $TARGETS; do
     [ "$got" = "$BODY" ] || die "$t answered a different body (${#got} bytes) on $url"
 done
 
-# The weighted-least-load target must really be reading windows: every node's
-# window connected (the proxy logs each connection), else its figure would be
-# the cost of scoring without loads.
-if [[ " $TARGETS " == *" rdmalb-wll "* ]]; then
+# The windowed targets must really be reading windows: every node's window
+# connected (the proxy logs each connection), else the weighted-least-load
+# figure would be the cost of scoring without loads.
+for t in "${WINDOWED[@]}"; do
     for _ in $(seq 100); do
-        [ "$(grep -c 'window connected' "$WORK/rdmalb-wll.out" || true)" -ge "$RDMALB_NODES" ] && break
+        [ "$(grep -c 'window connected' "$WORK/$t.out" || true)" -ge "$RDMALB_NODES" ] && break
         sleep 0.1
     done
-    [ "$(grep -c 'window connected' "$WORK/rdmalb-wll.out" || true)" -ge "$RDMALB_NODES" ] ||
-        die "rdmalb-wll did not connect to all $RDMALB_NODES node windows (log: $WORK/rdmalb-wll.out)"
-fi
+    [ "$(grep -c 'window connected' "$WORK/$t.out" || true)" -ge "$RDMALB_NODES" ] ||
+        die "$t did not connect to all $RDMALB_NODES node windows (log: $WORK/$t.out)"
+done
 
 # ----------------------------------------------------------------- measuring
 # cpu_ticks PGID (lib.sh): utime+stime of every process of the group.
@@ -319,8 +330,9 @@ for t in "${ORDER[@]}"; do
 done
 proxy_labels "$ROOT"
 LABEL[rdmalb-wll]="${LABEL[rdmalb]} weighted-least-load (shm, per-request, d = 2)"
+LABEL[rdmalb-rrw]="${LABEL[rdmalb]} roundrobin, nodes with shm windows"
 LABEL[rdmalb-qos]="${LABEL[rdmalb]} roundrobin, [qos] max_inflight = 4096 (never full)"
-[[ " $TARGETS " == *" rdmalb-wll "* ]] && LABEL[rdmalb]+=" roundrobin"
+[ ${#WINDOWED[@]} -gt 0 ] && LABEL[rdmalb]+=" roundrobin"
 
 CPU_MODEL=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
 COMMAND="TARGETS=\"$TARGETS\" ROUNDS=$ROUNDS DURATION=$DURATION CONNS=$CONNS WRK_THREADS=$WRK_THREADS PIN=$PIN RDMALB_NODES=$RDMALB_NODES bash bench/proxy/run.sh"
@@ -353,9 +365,18 @@ BLOCK=$WORK/block.md
             echo "- rdmalb / ${LABEL[$other]}: throughput **$(ratio "${RPS[rdmalb]}" "${RPS[$other]}")x**, CPU per request **$(ratio "${CPU[rdmalb]}" "${CPU[$other]}")x**, p99 latency $(ratio "${P99[rdmalb]}" "${P99[$other]}")x"
         done
     fi
-    if [ -n "${RPS[rdmalb]:-}" ] && [ -n "${RPS[rdmalb-wll]:-}" ]; then
+    # pair_line LABEL A B: A's figures over B's.
+    pair_line() {
         echo
-        echo "- weighted-least-load / roundrobin (rdmalb-wll / rdmalb, $RDMALB_NODES nodes): throughput **$(ratio "${RPS[rdmalb-wll]}" "${RPS[rdmalb]}")x**, CPU per request **$(ratio "${CPU[rdmalb-wll]}" "${CPU[rdmalb]}")x**, p99 latency $(ratio "${P99[rdmalb-wll]}" "${P99[rdmalb]}")x (transport shm, not RDMA)"
+        echo "- $1 ($2 / $3, $RDMALB_NODES nodes): throughput **$(ratio "${RPS[$2]}" "${RPS[$3]}")x**, CPU per request **$(ratio "${CPU[$2]}" "${CPU[$3]}")x**, p99 latency $(ratio "${P99[$2]}" "${P99[$3]}")x (transport shm, not RDMA)"
+    }
+    if [ -n "${RPS[rdmalb-rrw]:-}" ] && [ -n "${RPS[rdmalb-wll]:-}" ]; then
+        pair_line "weighted-least-load / roundrobin, the same windowed nodes" rdmalb-wll rdmalb-rrw
+    elif [ -n "${RPS[rdmalb]:-}" ] && [ -n "${RPS[rdmalb-wll]:-}" ]; then
+        pair_line "weighted-least-load over windowed nodes / roundrobin over plain nodes" rdmalb-wll rdmalb
+    fi
+    if [ -n "${RPS[rdmalb]:-}" ] && [ -n "${RPS[rdmalb-rrw]:-}" ]; then
+        pair_line "roundrobin, nodes with windows / without" rdmalb-rrw rdmalb
     fi
     if [ -n "${RPS[rdmalb]:-}" ] && [ -n "${RPS[rdmalb-qos]:-}" ]; then
         echo
@@ -377,7 +398,7 @@ cp "$CSV" "$RESULTS_DIR/proxy-$STAMP.csv"
     awk -F, 'NR > 1 { printf "| %s | %s | %s | %s | %.0f | %s | %s | %d | %s | %s | %s |\n", $1, $2, $3, $4, $6, $7, $8, $9 + $10, ($11 == "" ? "–" : $11), ($12 == "" ? "–" : $12), $13 }' "$CSV"
     echo
     echo "## Configurations"
-    for f in backend.conf haproxy.cfg nginx-proxy.conf rdmalb.toml rdmalb-wll.toml rdmalb-qos.toml sidecar-b1.toml; do
+    for f in backend.conf haproxy.cfg nginx-proxy.conf rdmalb.toml rdmalb-wll.toml rdmalb-rrw.toml rdmalb-qos.toml sidecar-b1.toml; do
         [ -f "$WORK/$f" ] || continue
         echo
         echo "\`$f\` (rendered from bench/proxy/; the body is 1024 bytes):"

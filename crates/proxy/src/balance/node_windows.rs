@@ -68,6 +68,58 @@ pub struct ReadSettings {
     pub staleness: Duration,
 }
 
+/// [`ReadSettings`] in three words: read on every decision with plain
+/// loads instead of an `ArcSwap` guard per candidate (a measurable part of
+/// a decision, docs/benchmarks.md). A reload stores the three one after
+/// the other; a decision racing it may pair an old and a new value, which
+/// is as harmless as deciding a moment earlier or later.
+#[derive(Debug)]
+struct SettingsCell {
+    /// `u64::MAX` for per-request reads, else the interval in nanoseconds.
+    interval_ns: AtomicU64,
+    deadline_ns: AtomicU64,
+    staleness_ns: AtomicU64,
+}
+
+const PER_REQUEST: u64 = u64::MAX;
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(PER_REQUEST - 1)
+}
+
+impl SettingsCell {
+    fn new(s: ReadSettings) -> SettingsCell {
+        let cell = SettingsCell {
+            interval_ns: AtomicU64::new(PER_REQUEST),
+            deadline_ns: AtomicU64::new(0),
+            staleness_ns: AtomicU64::new(0),
+        };
+        cell.store(s);
+        cell
+    }
+
+    fn store(&self, s: ReadSettings) {
+        let interval = match s.mode {
+            ReadMode::PerRequest => PER_REQUEST,
+            ReadMode::Interval(d) => nanos(d),
+        };
+        self.interval_ns.store(interval, Ordering::Relaxed);
+        self.deadline_ns.store(nanos(s.deadline), Ordering::Relaxed);
+        self.staleness_ns.store(nanos(s.staleness), Ordering::Relaxed);
+    }
+
+    fn load(&self) -> ReadSettings {
+        ReadSettings {
+            mode: match self.interval_ns.load(Ordering::Relaxed) {
+                PER_REQUEST => ReadMode::PerRequest,
+                ns => ReadMode::Interval(Duration::from_nanos(ns)),
+            },
+            deadline: Duration::from_nanos(self.deadline_ns.load(Ordering::Relaxed)),
+            staleness: Duration::from_nanos(self.staleness_ns.load(Ordering::Relaxed)),
+        }
+    }
+}
+
 /// A load read kept for interval mode and /status.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Observation {
@@ -114,7 +166,7 @@ pub struct NodeWindow {
     pub node: String,
     key: LinkKey,
     link: ArcSwapOption<Link>,
-    settings: ArcSwap<ReadSettings>,
+    settings: SettingsCell,
     /// Interval mode: the latest read, refreshed by the supervisor.
     snapshot: ArcSwapOption<Observation>,
     /// The last read and index a decision saw (/status); a read of the
@@ -156,7 +208,7 @@ impl NodeWindow {
 
     /// The read settings in force.
     pub fn settings(&self) -> ReadSettings {
-        **self.settings.load()
+        self.settings.load()
     }
 
     /// The window while connected.
@@ -473,7 +525,7 @@ impl NodeWindows {
                 if same {
                     let prev = reusable.remove(n.name.as_str())?;
                     if prev.settings() != settings {
-                        prev.settings.store(Arc::new(settings));
+                        prev.settings.store(settings);
                         // Re-time the supervisor's interval reads now.
                         prev.trouble.notify_one();
                     }
@@ -510,7 +562,7 @@ fn new_node_window(name: &str, key: LinkKey, settings: ReadSettings) -> NodeWind
         reads: metrics::counter!(LOAD_READS, "node" => name.to_string(), "transport" => key.endpoint.transport_name()),
         key,
         link: ArcSwapOption::empty(),
-        settings: ArcSwap::from_pointee(settings),
+        settings: SettingsCell::new(settings),
         snapshot: ArcSwapOption::empty(),
         last: Mutex::new(None),
         recorded_ns: AtomicU64::new(0),

@@ -342,3 +342,25 @@ async fn record_keeps_new_blocks_and_unknown_reads_at_once() {
     assert_eq!(node.last().unwrap().index, Some(6.0));
     tx.send(true).unwrap();
 }
+
+#[test]
+fn read_settings_round_trip_through_their_words() {
+    let cases = [
+        ReadSettings {
+            mode: ReadMode::PerRequest,
+            deadline: Duration::from_micros(500),
+            staleness: Duration::from_millis(250),
+        },
+        ReadSettings {
+            mode: ReadMode::Interval(Duration::from_millis(64)),
+            deadline: Duration::from_millis(5),
+            staleness: Duration::from_secs(3600),
+        },
+    ];
+    let cell = SettingsCell::new(cases[0]);
+    assert_eq!(cell.load(), cases[0]);
+    cell.store(cases[1]);
+    assert_eq!(cell.load(), cases[1]);
+    cell.store(cases[0]);
+    assert_eq!(cell.load(), cases[0], "back to per-request");
+}
