@@ -4,7 +4,7 @@
 #
 #   bash bench/proxy/run.sh            # 5 rounds x 10 s per target (~4.5 min)
 #   ROUNDS=1 DURATION=3 bash bench/proxy/run.sh   # quick look
-#   TARGETS="rdmalb rdmalb-wll" UPDATE_DOCS=0 bash bench/proxy/run.sh
+#   TARGETS="rdmalb rdmalb-rrw rdmalb-wll" UPDATE_DOCS=0 bash bench/proxy/run.sh
 #                                      # roundrobin vs weighted-least-load
 #
 # One backend (nginx, one worker, a 1 KiB body from memory) sits behind three

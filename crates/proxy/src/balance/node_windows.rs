@@ -105,7 +105,8 @@ impl SettingsCell {
         };
         self.interval_ns.store(interval, Ordering::Relaxed);
         self.deadline_ns.store(nanos(s.deadline), Ordering::Relaxed);
-        self.staleness_ns.store(nanos(s.staleness), Ordering::Relaxed);
+        self.staleness_ns
+            .store(nanos(s.staleness), Ordering::Relaxed);
     }
 
     fn load(&self) -> ReadSettings {
