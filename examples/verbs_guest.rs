@@ -34,8 +34,8 @@ use futures_util::future::join_all;
 use rdmalb_window::layout::{site_table_hash, word};
 use rdmalb_window::verbs::{self, VerbsServer, VerbsWindow};
 use rdmalb_window::{
-    publish, read_load, Expect, LoadRead, LoadSample, Psk, ReadPolicy, RemoteWindow, WindowError,
-    WindowMemory,
+    publish, read_load, Expect, LoadRead, LoadSample, Psk, ReadPolicy, RemoteWindow, UnknownReason,
+    WindowError, WindowMemory,
 };
 
 #[path = "verbs_guest/claim.rs"]
@@ -389,6 +389,9 @@ async fn refusal_checks(w: &VerbsWindow) {
     }
 }
 
+/// Reads of [`read_checks`]' 300 whose every retry may be torn.
+const TORN_ALLOWED: usize = 3;
+
 async fn read_checks(w: &VerbsWindow, node_id: u64) {
     let policy = ReadPolicy {
         retries: 8,
@@ -399,6 +402,7 @@ async fn read_checks(w: &VerbsWindow, node_id: u64) {
     let mut seqs = BTreeSet::new();
     let mut bad = 0;
     let mut unknown = 0;
+    let mut torn = 0;
     let start = Instant::now();
     for _ in 0..300 {
         match read_load(w, &policy).await {
@@ -407,6 +411,15 @@ async fn read_checks(w: &VerbsWindow, node_id: u64) {
                 if !consistent(&b.sample) || b.node_id != node_id {
                     bad += 1;
                 }
+            }
+            // Every retry overlapped a publication (here every 200 µs,
+            // five times the sidecar's default; a guest whose vCPU the
+            // host preempts mid-read sees it now and then): the proxy
+            // scores such a node from its in-flight count. Anything else
+            // unknown is a failure.
+            LoadRead::Unknown(UnknownReason::Torn { attempts }) => {
+                torn += 1;
+                println!("read_load torn: {attempts} reads");
             }
             LoadRead::Unknown(r) => {
                 unknown += 1;
@@ -428,7 +441,11 @@ async fn read_checks(w: &VerbsWindow, node_id: u64) {
         bad == 0,
         format!("{bad} inconsistent accepted blocks"),
     );
-    check("read-known", unknown == 0, format!("{unknown} unknown"));
+    check(
+        "read-known",
+        unknown == 0 && torn <= TORN_ALLOWED,
+        format!("{unknown} unknown, {torn} all torn (at most {TORN_ALLOWED} of 300)"),
+    );
     // Many in flight: 64 concurrent raw reads on one queue pair.
     let raws = join_all((0..64).map(|_| w.read_raw())).await;
     let ok = raws.iter().filter(|r| r.is_ok()).count();
