@@ -45,6 +45,14 @@ pub const MEETING: &str = "rdmalb_site_qos_meeting_percent";
 /// responses into the next even when every request is served.
 pub const TOLERANCE: f64 = 0.05;
 
+/// Requests an interval may miss without its site being short. A request
+/// whose answer crosses the interval's end counts as offered in this
+/// interval and served in the next; with light traffic one such request is
+/// most of an interval's demand (one request in flight at the end of an
+/// otherwise idle 200 ms interval used to make a guaranteed site short and
+/// claim a node for nothing, the claim judged "wasted").
+pub const SHORT_FLOOR: f64 = 1.0;
+
 /// One site's request counters, bumped by the data path.
 #[derive(Debug, Default)]
 pub struct SiteDemand {
@@ -163,6 +171,10 @@ pub struct SiteQos {
     pub counted: u64,
     /// Of those, the ones that kept the guarantee.
     pub kept_intervals: u64,
+    /// The interval's length in seconds (0 when not known: figures built
+    /// from rates alone).
+    #[serde(skip)]
+    pub interval_s: f64,
 }
 
 impl SiteQos {
@@ -173,12 +185,21 @@ impl SiteQos {
     }
 
     /// The guarantee is missed while the demand exceeds what is served:
-    /// served under min(offered, guarantee), beyond [`TOLERANCE`]. This is
-    /// the QoS half of the hot trigger and what entitles a site to take
-    /// busy nodes of strictly lower-priority sites.
+    /// served under min(offered, guarantee), beyond [`TOLERANCE`] and, when
+    /// the interval's length is known, by more than [`SHORT_FLOOR`]
+    /// requests. This is the QoS half of the hot trigger and what entitles
+    /// a site to take busy nodes of strictly lower-priority sites.
     pub fn short(&self) -> bool {
-        self.guarantee_rps > 0.0
-            && self.served_rps < self.offered_rps.min(self.guarantee_rps) * (1.0 - TOLERANCE)
+        if self.guarantee_rps <= 0.0 {
+            return false;
+        }
+        let missing =
+            self.offered_rps.min(self.guarantee_rps) * (1.0 - TOLERANCE) - self.served_rps;
+        if self.interval_s > 0.0 {
+            missing * self.interval_s > SHORT_FLOOR
+        } else {
+            missing > 0.0
+        }
     }
 
     /// How many nodes the site needs for the part of its guarantee its
@@ -245,6 +266,7 @@ impl QosAccount {
                 let (o1, s1) = totals.get(s).copied().unwrap_or((o0, s0));
                 q.offered_rps = o1.saturating_sub(o0) as f64 / secs;
                 q.served_rps = s1.saturating_sub(s0) as f64 / secs;
+                q.interval_s = secs;
                 let g = self.guarantees.get(s).copied().unwrap_or(0.0);
                 q.kept = verdict(g, q.offered_rps, q.served_rps, TOLERANCE);
                 if let Some(k) = q.kept {

@@ -48,6 +48,43 @@ async fn rates_verdicts_and_the_meeting_percentage() {
     assert_eq!(b.meeting_percent(), None);
 }
 
+/// A request still in flight at the end of an otherwise idle interval is
+/// not a shortfall; two requests missing are.
+#[tokio::test(start_paused = true)]
+async fn one_request_across_the_interval_end_is_not_short() {
+    let d = Demand::new(["gold".to_string()]);
+    let mut a = QosAccount::new(vec![200.0]);
+    a.sample(&d.totals(), Instant::now());
+    let site = d.site("gold").expect("site");
+    // One request arrives and is answered only in the next interval.
+    site.arrived();
+    tokio::time::sleep(S).await;
+    let q = a.sample(&d.totals(), Instant::now())[0];
+    assert_eq!((q.offered_rps, q.served_rps), (5.0, 0.0));
+    assert!(!q.short(), "{q:?}");
+    site.answered(true);
+    // Next interval: it is served, one more arrives and is served.
+    site.arrived();
+    site.answered(true);
+    tokio::time::sleep(S).await;
+    let q = a.sample(&d.totals(), Instant::now())[0];
+    assert!(!q.short(), "{q:?}");
+    // Three arrive, one is served and two fail: more than one missing.
+    for i in 0..3 {
+        site.arrived();
+        site.answered(i == 0);
+    }
+    tokio::time::sleep(S).await;
+    let q = a.sample(&d.totals(), Instant::now())[0];
+    assert!(q.short(), "{q:?}");
+    // The same rates without an interval length (rates alone): short.
+    let rates = SiteQos {
+        interval_s: 0.0,
+        ..q
+    };
+    assert!(rates.short());
+}
+
 #[tokio::test(start_paused = true)]
 async fn rates_are_per_second_of_the_real_interval() {
     let d = Demand::new(["gold".to_string()]);
