@@ -171,8 +171,7 @@ pub struct SiteQos {
     pub counted: u64,
     /// Of those, the ones that kept the guarantee.
     pub kept_intervals: u64,
-    /// The interval's length in seconds (0 when not known: figures built
-    /// from rates alone).
+    /// The interval's length in seconds (0 before the first interval).
     #[serde(skip)]
     pub interval_s: f64,
 }
@@ -185,21 +184,15 @@ impl SiteQos {
     }
 
     /// The guarantee is missed while the demand exceeds what is served:
-    /// served under min(offered, guarantee), beyond [`TOLERANCE`] and, when
-    /// the interval's length is known, by more than [`SHORT_FLOOR`]
-    /// requests. This is the QoS half of the hot trigger and what entitles
-    /// a site to take busy nodes of strictly lower-priority sites.
+    /// served under min(offered, guarantee), beyond [`TOLERANCE`] and by
+    /// more than [`SHORT_FLOOR`] requests over the interval (so never
+    /// before an interval was measured). This is the QoS half of the hot
+    /// trigger and what entitles a site to take busy nodes of strictly
+    /// lower-priority sites.
     pub fn short(&self) -> bool {
-        if self.guarantee_rps <= 0.0 {
-            return false;
-        }
         let missing =
             self.offered_rps.min(self.guarantee_rps) * (1.0 - TOLERANCE) - self.served_rps;
-        if self.interval_s > 0.0 {
-            missing * self.interval_s > SHORT_FLOOR
-        } else {
-            missing > 0.0
-        }
+        self.guarantee_rps > 0.0 && missing * self.interval_s > SHORT_FLOOR
     }
 
     /// How many nodes the site needs for the part of its guarantee its

@@ -162,17 +162,13 @@ async fn missing_file_is_retried_until_the_sidecar_creates_it() {
 
 #[tokio::test]
 async fn replaced_shm_file_is_remapped() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("w");
-    let old = shm_window(&path, 1);
-    let cfg = config(dir.path(), &[&shm_node(&path)], "");
-    let (tx, rx) = watch::channel(false);
-    let windows = NodeWindows::start(&cfg, rx).await.unwrap();
+    let (dir, old, windows, tx) = one_shm_node().await;
+    let path = dir.path().join("w0");
     let first = windows.get(0).unwrap();
     // A restarted sidecar: the old file goes, a new one (new inode) comes.
     drop(old);
     let _ = std::fs::remove_file(&path);
-    let new = shm_window(&path, 1);
+    let new = shm_window(&path, 7);
     seqlock::publish(&new, &sample(424_242));
     wait_for("remap", || {
         windows.get(0).is_some_and(|w| !Arc::ptr_eq(&w, &first))

@@ -24,11 +24,13 @@ fn site(s: u16) -> SiteSlot {
 }
 
 /// A site's last interval: `offered` and `served` rps against `guarantee`.
+/// One interval of S = 200 ms at these rates.
 fn qos(offered: f64, served: f64, guarantee: f64) -> SiteQos {
     SiteQos {
         offered_rps: offered,
         served_rps: served,
         guarantee_rps: guarantee,
+        interval_s: 0.2,
         ..SiteQos::default()
     }
 }
