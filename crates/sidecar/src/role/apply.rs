@@ -36,45 +36,116 @@ pub enum Previous {
     File { contents: Vec<u8>, mode: u32 },
 }
 
-/// Reads what `path` holds now (to restore it if the switch fails).
+/// Reads what `path` holds now (to restore it if the switch fails). A
+/// symbolic link is refused: the switch would replace the link, not the
+/// file it names, and a link planted where the config file belongs must
+/// not steer the sidecar's writes elsewhere.
 pub fn snapshot(path: &Path) -> std::io::Result<Previous> {
-    match std::fs::read(path) {
-        Ok(contents) => {
-            let mode = std::fs::metadata(path)?.permissions().mode() & 0o7777;
-            Ok(Previous::File { contents, mode })
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Previous::Absent),
-        Err(e) => Err(e),
-    }
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Previous::Absent),
+        Err(e) => return Err(e),
+    };
+    refuse_link(path, &meta)?;
+    let contents = std::fs::read(path)?;
+    Ok(Previous::File {
+        contents,
+        mode: meta.permissions().mode() & 0o7777,
+    })
 }
 
-/// Atomically replaces `path` with `contents`: a temporary file in the same
-/// directory, written and fsynced, renamed over `path`, then the directory
-/// fsynced. A reader (the app reloading) sees the old file or the new one,
-/// never a half-written one; a crash leaves at worst the temporary file.
-pub fn replace(path: &Path, contents: &[u8], mode: u32) -> std::io::Result<()> {
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
+fn refuse_link(path: &Path, meta: &std::fs::Metadata) -> std::io::Result<()> {
+    if meta.file_type().is_symlink() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!(
+                "`{}` is a symbolic link; the sidecar writes only regular files (point the config at the link's target)",
+                path.display()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Creates a new temporary file beside `path` for this process alone: a
+/// name no other process can guess in advance, created with `O_EXCL` and
+/// `O_NOFOLLOW` (a file or link already there, planted or left over, is
+/// never opened), with `mode` set on the descriptor (not through a path,
+/// which a link could redirect). Returns the file and its path.
+pub fn create_temp(path: &Path, mode: u32) -> std::io::Result<(std::fs::File, PathBuf)> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = parent_dir(path);
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let tmp: PathBuf = dir.join(format!(".{name}.rdmalb-{}.tmp", std::process::id()));
-    let result = (|| {
-        let mut f = std::fs::OpenOptions::new()
+    let mut last = None;
+    for _ in 0..16 {
+        let tmp = dir.join(format!(".{name}.rdmalb-{:016x}.tmp", unguessable()));
+        match std::fs::OpenOptions::new()
             .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)?;
-        f.set_permissions(std::fs::Permissions::from_mode(mode))?;
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&tmp)
+        {
+            Ok(f) => {
+                // The umask made the creation mode narrower; the final
+                // mode is set on the open descriptor.
+                if let Err(e) = f.set_permissions(std::fs::Permissions::from_mode(mode)) {
+                    let _ = std::fs::remove_file(&tmp);
+                    return Err(e);
+                }
+                return Ok((f, tmp));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| std::io::Error::other("no temporary name was free")))
+}
+
+/// 64 bits another local user cannot predict: the kernel's per-process
+/// random hash keys, mixed with the time and a counter.
+fn unguessable() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.finish()
+}
+
+fn parent_dir(path: &Path) -> &Path {
+    path.parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+}
+
+/// Atomically replaces `path` with `contents`: a temporary file in the same
+/// directory ([`create_temp`]), written and fsynced, renamed over `path`,
+/// then the directory fsynced. A reader (the app reloading) sees the old
+/// file or the new one, never a half-written one; a crash leaves at worst
+/// the temporary file. `path` itself must not be a symbolic link.
+pub fn replace(path: &Path, contents: &[u8], mode: u32) -> std::io::Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) => refuse_link(path, &meta)?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    let (mut f, tmp) = create_temp(path, mode)?;
+    let result = (|| {
         f.write_all(contents)?;
         f.sync_all()?;
-        drop(f);
         std::fs::rename(&tmp, path)?;
-        std::fs::File::open(dir)?.sync_all()
+        std::fs::File::open(parent_dir(path))?.sync_all()
     })();
+    drop(f);
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }

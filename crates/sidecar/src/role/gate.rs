@@ -117,12 +117,15 @@ impl Gate {
             (true, _) => return Ok(Some(target.to_string())),
             (false, Some(from)) => std::fs::rename(self.dir.join(from), &to)?,
             (false, None) => {
-                let tmp = self.dir.join(format!(".gate-{}.tmp", std::process::id()));
-                std::fs::write(
-                    &tmp,
+                // Created exclusively under an unguessable name, as the
+                // app's config file is ([`super::apply::create_temp`]).
+                let (mut f, tmp) = super::apply::create_temp(&to, 0o644)?;
+                let written = io::Write::write_all(
+                    &mut f,
                     b"rdmalb gate marker: the site of this file name is open\n",
-                )?;
-                if let Err(e) = std::fs::rename(&tmp, &to) {
+                );
+                drop(f);
+                if let Err(e) = written.and_then(|()| std::fs::rename(&tmp, &to)) {
                     let _ = std::fs::remove_file(&tmp);
                     return Err(e);
                 }

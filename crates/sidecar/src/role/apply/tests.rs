@@ -27,6 +27,65 @@ fn replace_and_restore_keep_contents_and_mode() {
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
 
+/// Issue 27, defect 8: the temporary file had a name anyone could predict
+/// (the pid) and was opened without `O_EXCL`/`O_NOFOLLOW`, so a link
+/// planted under that name made the sidecar write (and chmod) whatever
+/// file the link named.
+#[test]
+fn a_link_planted_under_the_old_temporary_name_is_never_followed() {
+    let dir = tempfile::tempdir().unwrap();
+    let victim = dir.path().join("victim");
+    std::fs::write(&victim, b"keep me").unwrap();
+    std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let p = dir.path().join("site.conf");
+    let planted = dir
+        .path()
+        .join(format!(".site.conf.rdmalb-{}.tmp", std::process::id()));
+    std::os::unix::fs::symlink(&victim, &planted).unwrap();
+    replace(&p, b"new config", 0o644).unwrap();
+    assert_eq!(std::fs::read(&p).unwrap(), b"new config");
+    assert_eq!(std::fs::read(&victim).unwrap(), b"keep me");
+    assert_eq!(
+        std::fs::metadata(&victim).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    assert!(std::fs::symlink_metadata(&planted)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+}
+
+#[test]
+fn temporary_names_are_created_exclusively_and_differ() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("site.conf");
+    let (_a, ta) = create_temp(&p, 0o640).unwrap();
+    let (_b, tb) = create_temp(&p, 0o640).unwrap();
+    assert_ne!(ta, tb);
+    assert_eq!(
+        std::fs::metadata(&ta).unwrap().permissions().mode() & 0o777,
+        0o640
+    );
+}
+
+#[test]
+fn a_config_file_that_is_a_symbolic_link_is_refused_and_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("real.conf");
+    std::fs::write(&target, b"old").unwrap();
+    let p = dir.path().join("site.conf");
+    std::os::unix::fs::symlink(&target, &p).unwrap();
+    let e = snapshot(&p).unwrap_err();
+    assert!(e.to_string().contains("symbolic link"), "{e}");
+    let e = replace(&p, b"new", 0o644).unwrap_err();
+    assert!(e.to_string().contains("site.conf"), "{e}");
+    assert_eq!(std::fs::read(&target).unwrap(), b"old");
+    assert!(std::fs::symlink_metadata(&p)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+}
+
 #[test]
 fn replace_into_a_missing_directory_fails_cleanly() {
     let dir = tempfile::tempdir().unwrap();
