@@ -271,6 +271,14 @@ fn rejects_duplicate_site() {
         .contains("listed twice"));
 }
 
+/// Issue 27, defect 6: `idle` names the idle pool in the role state file
+/// and in role commands, so it cannot name a site.
+#[test]
+fn rejects_the_idle_pool_name_as_a_site() {
+    let text = format!("node = \"n1\"\nnode_id = 1\nsites = [\"a\", \"idle\"]\n{SHM}{SYSTEM}");
+    assert!(Dir::new().reject(&text, "sites[1]").contains("reserved"));
+}
+
 #[test]
 fn rejects_empty_site_name() {
     let text = format!("node = \"n1\"\nnode_id = 1\nsites = [\"a\", \"\"]\n{SHM}{SYSTEM}");

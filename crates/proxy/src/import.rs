@@ -15,6 +15,7 @@
 //! Relative paths (`crt` files) are taken relative to the HAProxy file's
 //! directory; put the TOML beside it.
 
+mod access;
 mod acl;
 mod bind;
 mod lexer;

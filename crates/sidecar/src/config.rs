@@ -83,7 +83,7 @@ impl SidecarConfig {
     /// The name of a site slot: the site's name, or "idle".
     pub fn site_name(&self, slot: SiteSlot) -> Option<&str> {
         match slot.index() {
-            None => Some("idle"),
+            None => Some(rdmalb_window::role::IDLE_POOL),
             Some(i) => self.sites.get(i).map(String::as_str),
         }
     }

@@ -20,6 +20,18 @@ pub const MAX_EPOCH: u64 = (1 << 40) - 1;
 /// Largest lease deadline a site lock can carry (48 bits of unix ms).
 pub const MAX_LEASE_MS: u64 = (1 << 48) - 1;
 
+/// The name of the idle pool wherever a site name is written: role
+/// commands (`move n3 idle`), the sidecar's `site` and state file, the
+/// proxy's `[[node]] site`. No site may take it.
+pub const IDLE_POOL: &str = "idle";
+
+/// Whether `name` may not name a site: [`IDLE_POOL`] in any letter case
+/// (`Idle` would read as the idle pool to a person, and to HAProxy users'
+/// case-insensitive tools).
+pub fn is_reserved_site_name(name: &str) -> bool {
+    name.eq_ignore_ascii_case(IDLE_POOL)
+}
+
 /// Which site a node serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SiteSlot {
@@ -58,7 +70,7 @@ impl SiteSlot {
 impl fmt::Display for SiteSlot {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.index() {
-            None => f.write_str("idle"),
+            None => f.write_str(IDLE_POOL),
             Some(i) => write!(f, "site#{i}"),
         }
     }

@@ -68,6 +68,7 @@ pub struct RawHealth {
 pub struct RawAdmin {
     pub listen: Option<String>,
     pub token_file: Option<String>,
+    pub allow_remote_without_token: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]

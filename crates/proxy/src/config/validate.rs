@@ -166,8 +166,17 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
             }
             t => t.map(|p| c.path(p)),
         };
-        c.socket_addr("admin.listen", a.listen.as_deref())
-            .map(|listen| Admin { listen, token_file })
+        let listen = c.socket_addr("admin.listen", a.listen.as_deref())?;
+        if !listen.ip().is_loopback()
+            && token_file.is_none()
+            && a.allow_remote_without_token != Some(true)
+        {
+            c.add(
+                "admin.listen",
+                format!("{listen} is reachable from other hosts and [admin] has no token_file: anyone who can connect reads /status and /metrics and can hold the admin listener's slots (expected a loopback address such as 127.0.0.1:{port}, a token_file, or allow_remote_without_token = true to accept this on a management network)", port = listen.port()),
+            );
+        }
+        Some(Admin { listen, token_file })
     });
     let cluster = Cluster {
         psk_file: raw_cluster.psk_file.as_deref().map(|p| c.path(p)),
@@ -219,6 +228,13 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
         let Some(s) = s else { continue };
         let key = format!("site[{i}]");
         let name = match s.name {
+            Some(n) if rdmalb_window::role::is_reserved_site_name(&n) => {
+                c.add(
+                    format!("{key}.name"),
+                    format!("`{n}` is reserved: it names the idle pool (nodes no site uses); choose another name, e.g. `{n}-site`"),
+                );
+                continue;
+            }
             Some(n) if valid_name(&n) => n,
             Some(n) => {
                 c.add(
@@ -364,7 +380,8 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
         let key = format!("node[{i}] ({name})");
         let address = c.socket_addr(&format!("{key}.address"), n.address.as_deref());
         let site = match n.site.as_deref() {
-            None | Some("idle") => None,
+            None => None,
+            Some(s) if s == rdmalb_window::role::IDLE_POOL => None,
             Some(s) => match site_index.get(s) {
                 Some(&idx) => Some(idx),
                 None => {

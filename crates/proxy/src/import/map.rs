@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use super::acl::{self, Area};
 use super::sections::{Haproxy, Proxy, Role, Server};
-use super::site::{q, site_name, Routed, Site};
+use super::site::{backend_site_name, q, site_name, Routed, Site};
 use super::{Kind, Note};
 
 pub fn map(h: &Haproxy, dir: &Path, notes: &mut Vec<Note>) -> String {
@@ -132,7 +132,13 @@ pub fn map(h: &Haproxy, dir: &Path, notes: &mut Vec<Note>) -> String {
     let mut sites: Vec<Site> = backends
         .iter()
         .map(|b| Site {
-            name: site_name(&b.name),
+            name: {
+                let name = backend_site_name(&b.name);
+                if name != site_name(&b.name) {
+                    notes.push(Note::new(b.line, "backend", Kind::Approximated, format!("`{}` is reserved in rdmalb (it names the idle pool); its site is named `{name}`", b.name)));
+                }
+                name
+            },
             backend: b,
             pairs: Vec::new(),
             hosts: Vec::new(),
@@ -379,7 +385,7 @@ fn global(
     let policies: Vec<(String, usize)> = balances.iter().map(|(b, l)| (mapped(b), *l)).collect();
     one_key(out, notes, "global.balance", "balance", &policies, |b| q(b));
     if let Some(d) = default {
-        writeln!(out, "default_site = {}", q(&site_name(d))).ok();
+        writeln!(out, "default_site = {}", q(&backend_site_name(d))).ok();
     }
     if let Some(n) = &h.global.nbthread {
         writeln!(out, "workers = {}", n.value).ok();

@@ -422,10 +422,7 @@ fn directive(p: &mut Proxy, line: &Line, notes: &mut Vec<Note>) {
         | "http-after-response"
         | "tcp-request"
         | "tcp-response"
-        | "redirect" => note(
-            Kind::Unsupported,
-            "not supported: rdmalb has no request or response rules".into(),
-        ),
+        | "redirect" => notes.push(super::access::rule(line)),
         "stick-table" | "stick" | "cookie" | "use-server" | "hash-type" => note(
             Kind::Unsupported,
             "not supported: rdmalb has no session stickiness".into(),
@@ -459,12 +456,7 @@ fn bind(p: &mut Proxy, line: &Line, at: usize, notes: &mut Vec<Note>) {
             "name" | "ciphers" | "ciphersuites" | "ssl-min-ver" | "ssl-max-ver" | "curves"
             | "ecdhe" | "process" | "crt-list" | "ca-file" | "verify" | "interface" | "mss"
             | "maxconn" | "npn" | "thread" | "level" | "mode" | "user" | "group" => {
-                notes.push(Note::new(
-                    n,
-                    "bind",
-                    Kind::Unsupported,
-                    format!("bind option `{w}` not supported"),
-                ));
+                super::access::bind_option(line, w, line.word(i + 1), notes);
                 i += 1;
             }
             _ => notes.push(Note::new(
@@ -713,7 +705,12 @@ fn option(p: &mut Proxy, line: &Line, notes: &mut Vec<Note>) {
     };
     let name = words.first().map_or("", String::as_str);
     match name {
-        "forwardfor" => p.forwardfor = on,
+        "forwardfor" => {
+            p.forwardfor = on;
+            if on {
+                super::access::forwardfor(line, &words[1..], notes);
+            }
+        }
         "httpchk" => {
             // `option httpchk <uri>`, or `<method> <uri> [<version>]`.
             let uri = match words.len() {

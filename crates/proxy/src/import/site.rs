@@ -40,6 +40,18 @@ pub(super) fn site_name(name: &str) -> String {
         .collect()
 }
 
+/// The site made from backend `name`: [`site_name`], with `-site` added
+/// to a name rdmalb reserves (`idle` names the idle pool; a site called
+/// that would never be routed to).
+pub(super) fn backend_site_name(name: &str) -> String {
+    let site = site_name(name);
+    if rdmalb_window::role::is_reserved_site_name(&site) {
+        format!("{site}-site")
+    } else {
+        site
+    }
+}
+
 pub(super) fn q(s: &str) -> String {
     toml::Value::String(s.to_string()).to_string()
 }

@@ -312,7 +312,7 @@ fn tcp_mode_unknown_backends_and_bad_servers_change_routing() {
 #[test]
 fn unsupported_directives_are_noted_without_routing_changes() {
     let i = imported(&format!(
-        "global\n    daemon\n    log /dev/log local0\n{HEAD}frontend web\n    bind :80\n    http-request deny if {{ path_beg /x }}\n\
+        "global\n    daemon\n    log /dev/log local0\n{HEAD}frontend web\n    bind :80\n    http-request capture req.hdr(host) len 20\n\
          \x20   stick-table type ip size 1m\n    default_backend app\n\
          backend app\n    balance source\n    cookie SRV insert\n    server a 10.0.0.1:80 cookie a check inter 5s\n    server b 10.0.0.2:80 check\n"
     ));
@@ -405,4 +405,66 @@ fn directives_without_their_arguments_are_noted_not_fatal() {
         notes(&i)
     );
     assert!(has_note(&i, 19, "`inter `: not a time"), "{:?}", notes(&i));
+}
+
+/// Issue 27, defect 5: rules that decide who gets in were dropped with
+/// exit 0. Each is now a routing change naming its line.
+#[test]
+fn dropped_access_rules_are_routing_changes_naming_their_line() {
+    let i = imported(&format!(
+        "{HEAD}frontend web\n    bind :80\n    bind :443 ssl crt site.pem verify required ca-file ca.pem\n\
+         \x20   option forwardfor header X-Client except 10.0.0.0/8\n\
+         \x20   tcp-request connection reject if {{ src 192.0.2.0/24 }}\n\
+         \x20   http-request deny if {{ path_beg /admin }}\n\
+         \x20   http-request auth realm ops if {{ path_beg /ops }}\n\
+         \x20   http-request redirect scheme https unless {{ ssl_fc }}\n\
+         \x20   http-request track-sc0 src\n\
+         \x20   default_backend app\n\
+         backend app\n    server a 10.0.0.1:80\n"
+    ));
+    assert!(i.changes_routing(), "{:?}", notes(&i));
+    let routing = |line: usize, needle: &str| {
+        assert!(
+            i.notes
+                .iter()
+                .any(|n| n.line == line && n.kind == Kind::Routing && n.why.contains(needle)),
+            "line {line}: {needle}: {:?}",
+            notes(&i)
+        )
+    };
+    routing(6, "verify required");
+    routing(7, "X-Client");
+    routing(7, "10.0.0.0/8");
+    routing(8, "tcp-request connection reject");
+    routing(9, "refuses");
+    routing(10, "credentials");
+    routing(11, "redirect");
+    // Counting alone changes nothing a backend or client sees.
+    assert!(
+        i.notes
+            .iter()
+            .all(|n| n.line != 12 || n.kind == Kind::Unsupported),
+        "{:?}",
+        notes(&i)
+    );
+}
+
+/// Issue 27, defect 6: `backend idle` became a site named `idle`, which
+/// means the idle pool, so every request got 503.
+#[test]
+fn a_backend_named_idle_gets_another_site_name() {
+    let i = imported(&format!(
+        "{HEAD}frontend web\n    bind :80\n    use_backend idle if {{ hdr(host) -i idle.example.com }}\n\
+         \x20   default_backend idle\n\
+         backend idle\n    server a 10.0.0.1:80\n"
+    ));
+    assert!(i.toml.contains("name = \"idle-site\""), "{}", i.toml);
+    assert!(
+        i.toml.contains("default_site = \"idle-site\""),
+        "{}",
+        i.toml
+    );
+    assert!(!i.toml.contains("name = \"idle\""), "{}", i.toml);
+    assert!(has_note(&i, 8, "reserved"), "{:?}", notes(&i));
+    parsed(&i);
 }

@@ -273,6 +273,11 @@ fn sites(r: &mut ConfigCheck, v: Option<&toml::Value>) -> Vec<String> {
                 format!("sites[{i}]"),
                 "empty name or NUL byte (accepted: a non-empty site name)",
             );
+        } else if rdmalb_window::role::is_reserved_site_name(s) {
+            r.add(
+                format!("sites[{i}]"),
+                format!("`{s}` is reserved: it names the idle pool, not a site (rename the site in the proxy config and here)"),
+            );
         } else if !seen.insert(s.as_str()) {
             r.add(
                 format!("sites[{i}]"),

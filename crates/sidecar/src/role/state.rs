@@ -183,14 +183,14 @@ impl StateFile {
 /// A site slot's name in the state file.
 pub fn site_name(sites: &[String], slot: SiteSlot) -> String {
     match slot.index() {
-        None => "idle".to_string(),
+        None => rdmalb_window::role::IDLE_POOL.to_string(),
         Some(i) => sites.get(i).cloned().unwrap_or_else(|| format!("site#{i}")),
     }
 }
 
 /// A state file's site name as a slot of `sites`.
 pub fn site_slot(sites: &[String], name: &str) -> Option<SiteSlot> {
-    if name == "idle" {
+    if name == rdmalb_window::role::IDLE_POOL {
         return Some(SiteSlot::Idle);
     }
     sites

@@ -360,6 +360,43 @@ fn admin_token_file_is_relative_to_the_config() {
     assert_eq!(admin.token_file.as_deref(), Some(Path::new("admin.token")));
 }
 
+/// Issue 27, defect 9: an admin listener other hosts can reach, with no
+/// token, was accepted silently.
+#[test]
+fn admin_reachable_from_other_hosts_needs_a_token_or_an_explicit_yes() {
+    for listen in ["0.0.0.0:9100", "[::]:9100", "192.0.2.10:9100"] {
+        rejects(
+            &with(&format!("[admin]\nlisten = \"{listen}\"")),
+            "admin.listen",
+            "allow_remote_without_token = true",
+        );
+    }
+    let c = ok(&with(
+        "[admin]\nlisten = \"0.0.0.0:9100\"\ntoken_file = \"admin.token\"",
+    ));
+    assert!(c.admin.is_some());
+    let c = ok(&with(
+        "[admin]\nlisten = \"0.0.0.0:9100\"\nallow_remote_without_token = true",
+    ));
+    assert!(c.admin.is_some());
+    assert!(ok(&with("[admin]\nlisten = \"[::1]:9100\""))
+        .admin
+        .is_some());
+}
+
+/// Issue 27, defect 6: a site named `idle` was accepted, but the name means
+/// the idle pool, so the site was never routed to.
+#[test]
+fn the_idle_pool_name_is_reserved_for_sites() {
+    for name in ["idle", "IDLE", "Idle"] {
+        rejects(
+            &BASE.replace("name = \"blog\"", &format!("name = \"{name}\"")),
+            "site[1].name",
+            "reserved",
+        );
+    }
+}
+
 #[test]
 fn missing_listener() {
     let text = BASE.replace("[[listener]]\nlisten = \"127.0.0.1:8080\"", "");

@@ -19,7 +19,7 @@ impl Agent {
         if !self.settings.nodes[index].has_window {
             return Err(MoveError::NoWindow(node.to_string()));
         }
-        let to = if site == "idle" {
+        let to = if site == rdmalb_window::role::IDLE_POOL {
             SiteSlot::Idle
         } else {
             let i = self

@@ -29,7 +29,7 @@ pub(super) fn initial_site(
     if let Some(i) = sites.iter().position(|s| *s == name) {
         return SiteSlot::Site(i as u16);
     }
-    if name == "idle" {
+    if name == rdmalb_window::role::IDLE_POOL {
         return SiteSlot::Idle;
     }
     r.add(
