@@ -4,6 +4,7 @@ mod conf;
 mod differential;
 mod errors;
 mod halog;
+mod hostile;
 mod nginx;
 mod ops;
 mod protocols;

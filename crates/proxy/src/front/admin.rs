@@ -6,8 +6,9 @@
 //! Format documented in `docs/operations.md`.
 //!
 //! A small HTTP/1.1 server, separate from the data path and meant for
-//! loopback or a management network: bounded connections, a header-read
-//! timeout, 404 for any other path. `/metrics`, `/status` and `/stats` take
+//! loopback or a management network: bounded connections with one slot
+//! kept for token-bearing callers, head, write and idle deadlines and a
+//! bound on requests per connection ([`conn`]), 404 for any other path. `/metrics`, `/status` and `/stats` take
 //! `GET` and `HEAD` (405 otherwise) and need no credentials; the one mutating call,
 //! `POST /reconfig/move`, goes through [`guard`]: a bearer token from
 //! `[admin] token_file` (refused with 403 when none is configured) and no
@@ -29,7 +30,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use metrics_exporter_prometheus::PrometheusHandle;
 use serde::Serialize;
 use tokio::net::TcpListener;
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::watch;
 
 use crate::balance::{Backends, ControlSnapshot, HealthSnapshot, NodeWindows, TrafficSnapshot};
 use crate::qos::admission::{Admission, AdmissionStatus};
@@ -38,6 +39,7 @@ pub use crate::balance::node_windows::LoadStatus;
 use crate::config::{Config, HostPattern};
 use crate::reconfig::{Agent, AgentStatus};
 
+pub mod conn;
 pub mod ctl;
 pub mod guard;
 pub mod reconfig;
@@ -47,11 +49,6 @@ pub mod stats_page;
 /// HAProxy's CSV export of its stats page (`<stats uri>;csv`): `show
 /// stat` without a token, like `/status`.
 pub const STATS_CSV: &str = "/stats;csv";
-
-/// Most admin connections served at once; more wait in the accept queue.
-const MAX_CONNECTIONS: usize = 64;
-/// Time a client has to send its request head.
-const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What the admin listener reads. Cheap to clone.
 #[derive(Clone)]
@@ -364,17 +361,27 @@ pub fn handle<B>(state: &AdminState, req: &Request<B>) -> Response<Full<Bytes>> 
 
 /// Serves the admin endpoints on `listener` until `shutdown` turns true (or
 /// its sender is dropped); open connections finish their current request.
-pub async fn serve(listener: TcpListener, state: AdminState, mut shutdown: watch::Receiver<bool>) {
-    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+pub async fn serve(listener: TcpListener, state: AdminState, shutdown: watch::Receiver<bool>) {
+    serve_with(listener, state, shutdown, conn::Limits::default()).await
+}
+
+/// [`serve`] with other bounds (tests shorten the deadlines).
+pub async fn serve_with(
+    listener: TcpListener,
+    state: AdminState,
+    mut shutdown: watch::Receiver<bool>,
+    limits: conn::Limits,
+) {
+    let slots = conn::Slots::new(&limits);
     if let Ok(addr) = listener.local_addr() {
         tracing::info!(address = %addr, "admin listener: /stats, /metrics, /status");
     }
     loop {
-        let permit = tokio::select! {
+        let (permit, slot) = tokio::select! {
             _ = rdmalb_base::shutdown::requested(&mut shutdown) => break,
-            p = Arc::clone(&slots).acquire_owned() => match p {
-                Ok(p) => p,
-                Err(_) => break, // semaphore closed: never happens, but stop cleanly
+            p = slots.acquire() => match p {
+                Some(p) => p,
+                None => break, // semaphore closed: never happens, but stop cleanly
             },
         };
         let accepted = tokio::select! {
@@ -390,8 +397,6 @@ pub async fn serve(listener: TcpListener, state: AdminState, mut shutdown: watch
                 continue;
             }
         };
-        let state = state.clone();
-        let mut conn_shutdown = shutdown.clone();
         // The address this connection came in on: the admin listener's own
         // origin for the cross-origin check of mutating calls.
         let local = match stream.local_addr() {
@@ -401,35 +406,75 @@ pub async fn serve(listener: TcpListener, state: AdminState, mut shutdown: watch
                 continue;
             }
         };
+        if slot == conn::Slot::Reserved {
+            tracing::warn!(peer = %peer, "admin listener: every open slot is busy; this connection is served only with the admin token");
+            ::metrics::counter!("rdmalb_admin_reserved_connections_total").increment(1);
+        }
+        let connection = connection(stream, state.clone(), local, slot, limits, shutdown.clone());
         tokio::spawn(async move {
             let _permit = permit;
-            let svc = service_fn(move |req: Request<Incoming>| {
-                let state = state.clone();
-                async move {
-                    let resp = match req.uri().path() {
-                        reconfig::MOVE_PATH => reconfig::move_node(&state, &req, local).await,
-                        runtime::PATH => runtime::serve(&state, req, local).await,
-                        _ => handle(&state, &req),
-                    };
-                    Ok::<_, Infallible>(resp)
-                }
-            });
-            let conn = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(HEADER_TIMEOUT)
-                .serve_connection(TokioIo::new(stream), svc);
-            let mut conn = std::pin::pin!(conn);
-            let result = tokio::select! {
-                r = conn.as_mut() => r,
-                _ = rdmalb_base::shutdown::requested(&mut conn_shutdown) => {
-                    conn.as_mut().graceful_shutdown();
-                    conn.await
-                }
-            };
-            if let Err(e) = result {
+            if let Err(e) = connection.await {
                 tracing::debug!(peer = %peer, error = %e, "admin connection ended with an error");
             }
         });
+    }
+}
+
+/// Serves one admin connection within `limits` ([`conn`]).
+async fn connection(
+    stream: tokio::net::TcpStream,
+    state: AdminState,
+    local: std::net::SocketAddr,
+    slot: conn::Slot,
+    limits: conn::Limits,
+    mut shutdown: watch::Receiver<bool>,
+) -> Result<(), hyper::Error> {
+    let in_flight = Arc::new(conn::InFlight::default());
+    let served = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let svc_in_flight = Arc::clone(&in_flight);
+    let svc = service_fn(move |req: Request<Incoming>| {
+        let state = state.clone();
+        let mark = svc_in_flight.start();
+        let n = served.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        async move {
+            let _mark = mark;
+            let mut resp = if slot == conn::Slot::Reserved
+                && guard::refusal(&state, &req, local).is_some()
+            {
+                text(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "admin listener busy: every connection slot is in use; only a request with the admin token (Authorization: Bearer) is served now\n",
+                )
+            } else {
+                match req.uri().path() {
+                    reconfig::MOVE_PATH => reconfig::move_node(&state, &req, local).await,
+                    runtime::PATH => runtime::serve(&state, req, local).await,
+                    _ => handle(&state, &req),
+                }
+            };
+            if slot == conn::Slot::Reserved || n >= limits.requests {
+                resp.headers_mut()
+                    .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            }
+            Ok::<_, Infallible>(resp)
+        }
+    });
+    let head = match slot {
+        conn::Slot::Open => limits.head,
+        conn::Slot::Reserved => limits.reserved_head,
+    };
+    let io = conn::Deadlined::new(stream, limits, in_flight);
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(head)
+        .serve_connection(TokioIo::new(io), svc);
+    let mut conn = std::pin::pin!(conn);
+    tokio::select! {
+        r = conn.as_mut() => r,
+        _ = rdmalb_base::shutdown::requested(&mut shutdown) => {
+            conn.as_mut().graceful_shutdown();
+            conn.await
+        }
     }
 }
 

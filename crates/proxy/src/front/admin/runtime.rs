@@ -22,7 +22,12 @@
 //! the status of the first failure (400 unknown command or bad argument,
 //! 404 unknown node or site, 409 a move that could not happen now, 502 a
 //! window not reached, 503 no agent), its message, and no later command
-//! run. State set here lives in the node's runtime state: it survives
+//! run. One request takes at most [`MAX_COMMANDS`] commands (413, none
+//! run, for more) and answers at most [`MAX_ANSWER`] bytes (507 at the
+//! command that passes it, the answer cut there, no later command run);
+//! when a request of several commands stops early, its last line says how
+//! many ran and where it stopped. Between two commands the control runtime
+//! runs its other tasks. State set here lives in the node's runtime state: it survives
 //! SIGHUP reloads (see `balance::control`).
 
 use std::fmt::Write as _;
@@ -44,6 +49,11 @@ pub const PATH: &str = "/runtime";
 
 /// Largest command body.
 const MAX_BODY: usize = 64 * 1024;
+/// Most commands in one request (HAProxy takes any number on its socket;
+/// here one request must not hold the control runtime for long).
+pub const MAX_COMMANDS: usize = 100;
+/// Largest answer: a request stops at the command that passes it.
+pub const MAX_ANSWER: usize = 8 * 1024 * 1024;
 
 /// What a command produced, or why it failed.
 type Outcome = Result<String, (StatusCode, String)>;
@@ -97,28 +107,82 @@ where
             "the commands are not UTF-8 text\n".into(),
         );
     };
-    let mut out = String::new();
-    let mut ran = 0;
-    for command in body
+    match split(body) {
+        Ok(commands) => run_all(state, &commands, MAX_ANSWER).await,
+        Err((status, message)) => text(status, message),
+    }
+}
+
+/// The commands of a request body, in order; refused when there is none
+/// or more than [`MAX_COMMANDS`].
+fn split(body: &str) -> Result<Vec<&str>, (StatusCode, String)> {
+    let commands: Vec<&str> = body
         .split([';', '\n'])
         .map(str::trim)
         .filter(|c| !c.is_empty())
-    {
-        ran += 1;
-        match run(state, command).await {
-            Ok(o) => out.push_str(&o),
+        .collect();
+    if commands.is_empty() {
+        return Err(bad("no command (try `help`)\n"));
+    }
+    if commands.len() > MAX_COMMANDS {
+        return Err((
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "{} commands in one request; at most {MAX_COMMANDS} are taken (none ran): send them in several requests\n",
+                commands.len()
+            ),
+        ));
+    }
+    Ok(commands)
+}
+
+/// Runs `commands` in order, yielding to the control runtime between two,
+/// until one fails or the answer passes `max_answer` bytes (it is then
+/// cut there); a request of several commands that stops early ends with a
+/// line saying which ran.
+async fn run_all(state: &Admin, commands: &[&str], max_answer: usize) -> Response<Full<Bytes>> {
+    let mut out = String::new();
+    for (i, command) in commands.iter().enumerate() {
+        let (status, message, ran) = match run(state, command).await {
+            Ok(o) if out.len() + o.len() <= max_answer => {
+                out.push_str(&o);
+                // A long list of commands does not hold the control
+                // runtime (signals, reloads, health checks) between two.
+                tokio::task::yield_now().await;
+                continue;
+            }
+            Ok(o) => {
+                out.push_str(&o[..floor_char_boundary(&o, max_answer.saturating_sub(out.len()))]);
+                out.push('\n');
+                let message = format!("answer cut: it passed {max_answer} bytes");
+                (StatusCode::INSUFFICIENT_STORAGE, message, i + 1)
+            }
             Err((status, message)) => {
                 tracing::info!(command, status = status.as_u16(), %message, "runtime command refused");
-                out.push_str(&message);
-                out.push('\n');
-                return text(status, out);
+                (status, message, i)
             }
+        };
+        out.push_str(&message);
+        out.push('\n');
+        if commands.len() > 1 {
+            let _ = writeln!(
+                out,
+                "# {ran} of {} commands ran; stopped at command {} (`{command}`); the rest were not run",
+                commands.len(),
+                i + 1
+            );
         }
-    }
-    if ran == 0 {
-        return text(StatusCode::BAD_REQUEST, "no command (try `help`)\n".into());
+        return text(status, out);
     }
     text(StatusCode::OK, out)
+}
+
+/// The largest index `<= at` on a character boundary of `s`.
+fn floor_char_boundary(s: &str, at: usize) -> usize {
+    (0..=at.min(s.len()))
+        .rev()
+        .find(|&i| s.is_char_boundary(i))
+        .unwrap_or(0)
 }
 
 const HELP: &str = "\

@@ -113,3 +113,168 @@ fn the_stats_page_is_read_only_like_status() {
         StatusCode::NOT_FOUND
     );
 }
+
+mod lockout {
+    //! Issue 27, defect 1: clients that pipeline requests and never read
+    //! their answers held every admin slot for ever.
+
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    const TOKEN: &str = "0123456789abcdef0123456789abcdef-admin";
+
+    /// An admin listener with `limits` and a token file, and its address.
+    async fn admin(
+        dir: &std::path::Path,
+        limits: conn::Limits,
+    ) -> (std::net::SocketAddr, watch::Sender<bool>) {
+        let token = dir.join("admin.token");
+        std::fs::write(&token, TOKEN).unwrap();
+        std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let text = format!(
+            "{}\n[admin]\nlisten = \"127.0.0.1:0\"\ntoken_file = \"{}\"\n",
+            two_sites(),
+            token.display()
+        );
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (tx, rx) = watch::channel(false);
+        tokio::spawn(serve_with(listener, state(&text), rx, limits));
+        (addr, tx)
+    }
+
+    /// A client that pipelines `GET /stats` and never reads: a tiny
+    /// receive window, so the listener's writes stall at once.
+    async fn flooder(addr: std::net::SocketAddr) -> tokio::net::TcpStream {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.set_recv_buffer_size(2048).unwrap();
+        let mut s = socket.connect(addr).await.unwrap();
+        let burst = "GET /stats HTTP/1.1\r\nHost: admin\r\n\r\n".repeat(2000);
+        // Only as much as the kernel takes now; the rest is never needed.
+        let _ =
+            tokio::time::timeout(Duration::from_millis(300), s.write_all(burst.as_bytes())).await;
+        s
+    }
+
+    /// Sends `request` on a new connection; the status code of the answer.
+    async fn status_of(addr: std::net::SocketAddr, request: &str) -> Option<u16> {
+        let mut s = tokio::net::TcpStream::connect(addr).await.ok()?;
+        s.write_all(request.as_bytes()).await.ok()?;
+        let mut buf = vec![0u8; 256];
+        let mut got = 0;
+        while got < 12 {
+            let n = s.read(&mut buf[got..]).await.ok()?;
+            if n == 0 {
+                return None;
+            }
+            got += n;
+        }
+        std::str::from_utf8(&buf[9..12]).ok()?.parse().ok()
+    }
+
+    fn runtime_request(token: &str) -> String {
+        format!(
+            "POST /runtime HTTP/1.1\r\nHost: admin\r\nAuthorization: Bearer {token}\r\n\
+             Content-Type: application/x-rdmalb-commands\r\nContent-Length: 9\r\n\
+             Connection: close\r\n\r\nshow info"
+        )
+    }
+
+    #[tokio::test]
+    async fn the_token_holder_gets_the_reserved_slot_while_flooders_hold_the_others() {
+        let dir = tempfile::tempdir().unwrap();
+        // Deadlines far away: only the reserved slot can serve the caller.
+        let limits = conn::Limits {
+            connections: 4,
+            write: Duration::from_secs(600),
+            idle: Duration::from_secs(600),
+            head: Duration::from_secs(600),
+            ..conn::Limits::default()
+        };
+        let (addr, _stop) = admin(dir.path(), limits).await;
+        let mut flooders = Vec::new();
+        for _ in 0..3 {
+            flooders.push(flooder(addr).await);
+        }
+        // Without the token, the reserved slot answers 503 and closes.
+        let refused = tokio::time::timeout(
+            Duration::from_secs(30),
+            status_of(addr, "GET /status HTTP/1.1\r\nHost: admin\r\n\r\n"),
+        )
+        .await
+        .expect("the admin listener answered nothing: every slot is held");
+        assert_eq!(refused, Some(503));
+        let answered = tokio::time::timeout(
+            Duration::from_secs(30),
+            status_of(addr, &runtime_request(TOKEN)),
+        )
+        .await
+        .expect("the token holder was locked out");
+        assert_eq!(answered, Some(200));
+        drop(flooders);
+    }
+
+    #[tokio::test]
+    async fn clients_that_never_read_lose_their_slots_to_the_write_deadline() {
+        let dir = tempfile::tempdir().unwrap();
+        let limits = conn::Limits {
+            connections: 4,
+            write: Duration::from_millis(500),
+            ..conn::Limits::default()
+        };
+        let (addr, _stop) = admin(dir.path(), limits).await;
+        let mut flooders = Vec::new();
+        for _ in 0..4 {
+            flooders.push(flooder(addr).await);
+        }
+        // Every slot was held, the reserved one included; a reader without
+        // the token is served once the stalled writes hit their deadline.
+        let mut status = None;
+        for _ in 0..200 {
+            status = tokio::time::timeout(
+                Duration::from_secs(5),
+                status_of(
+                    addr,
+                    "GET /status HTTP/1.1\r\nHost: admin\r\nConnection: close\r\n\r\n",
+                ),
+            )
+            .await
+            .ok()
+            .flatten();
+            if status == Some(200) {
+                break;
+            }
+            // The reserved slot answers 503 at once meanwhile.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(status, Some(200), "the flooders kept the admin listener");
+        drop(flooders);
+    }
+
+    #[tokio::test]
+    async fn a_connection_ends_after_its_request_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        let limits = conn::Limits {
+            requests: 3,
+            ..conn::Limits::default()
+        };
+        let (addr, _stop) = admin(dir.path(), limits).await;
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        s.write_all(
+            "GET /metrics HTTP/1.1\r\nHost: admin\r\n\r\n"
+                .repeat(10)
+                .as_bytes(),
+        )
+        .await
+        .unwrap();
+        let mut all = Vec::new();
+        tokio::time::timeout(Duration::from_secs(30), s.read_to_end(&mut all))
+            .await
+            .expect("the connection stayed open past its request bound")
+            .unwrap();
+        let text = String::from_utf8_lossy(&all);
+        assert_eq!(text.matches("HTTP/1.1 200").count(), 3, "{text}");
+        assert_eq!(text.matches("connection: close").count(), 1, "{text}");
+    }
+}

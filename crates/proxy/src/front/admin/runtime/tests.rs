@@ -135,3 +135,70 @@ async fn show_info_names_the_process() {
         serde_json::from_str(&run(&a, "show info json").await.unwrap()).unwrap();
     assert_eq!(json["Nodes"], "3");
 }
+
+/// The body of an answer.
+async fn body_text(r: Response<Full<Bytes>>) -> String {
+    let bytes = r.into_body().collect().await.unwrap().to_bytes();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// Issue 27, defect 7: one body of thousands of `show stat;` ran them all
+/// without a yield, building hundreds of MB.
+#[tokio::test]
+async fn one_request_takes_a_bounded_number_of_commands() {
+    let body = "show stat;".repeat(MAX_COMMANDS + 1);
+    let (status, message) = split(&body).unwrap_err();
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert!(message.contains("at most 100"), "{message}");
+    assert!(message.contains("none ran"), "{message}");
+    assert_eq!(
+        split(&"help\n".repeat(MAX_COMMANDS)).unwrap().len(),
+        MAX_COMMANDS
+    );
+    assert_eq!(split(" ;\n ").unwrap_err().0, StatusCode::BAD_REQUEST);
+}
+
+#[tokio::test]
+async fn an_answer_past_its_bound_is_cut_and_says_what_ran() {
+    let a = admin();
+    let one = run(&a, "show stat").await.unwrap().len();
+    let commands = vec!["show stat"; 10];
+    let r = run_all(&a, &commands, one * 2 + one / 2).await;
+    assert_eq!(r.status(), StatusCode::INSUFFICIENT_STORAGE);
+    let text = body_text(r).await;
+    assert!(text.contains("answer cut"), "{text}");
+    assert!(
+        text.ends_with(
+            "# 3 of 10 commands ran; stopped at command 3 (`show stat`); the rest were not run\n"
+        ),
+        "{text}"
+    );
+    assert!(text.len() < one * 3, "{}", text.len());
+}
+
+#[tokio::test]
+async fn a_failed_command_stops_the_rest_and_says_so() {
+    let a = admin();
+    let r = run_all(
+        &a,
+        &[
+            "set node a state drain",
+            "set node zz state drain",
+            "set node c state drain",
+        ],
+        MAX_ANSWER,
+    )
+    .await;
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    let text = body_text(r).await;
+    assert!(text.contains("no node named `zz`"), "{text}");
+    assert!(
+        text.contains("# 1 of 3 commands ran; stopped at command 2"),
+        "{text}"
+    );
+    assert_eq!(node(&a, "a").admin_state(), AdminState::Drain);
+    assert_eq!(node(&a, "c").admin_state(), AdminState::Ready);
+    // A single command's refusal stays HAProxy's one line.
+    let r = run_all(&a, &["set node zz state drain"], MAX_ANSWER).await;
+    assert_eq!(body_text(r).await, "no node named `zz`\n");
+}

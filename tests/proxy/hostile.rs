@@ -1,0 +1,121 @@
+//! Issue 27's defects, each against the real `rdmalb proxy` binary: the
+//! admin listener under clients that pipeline and never read, the
+//! listening sockets while draining and across restarts, and who may send
+//! a PROXY protocol header.
+
+use std::net::SocketAddr;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::support::*;
+
+/// A client that pipelines `GET /stats` and never reads its answers (a
+/// tiny receive window, so the proxy's writes stall at once).
+async fn flooder(addr: SocketAddr) -> Option<tokio::net::TcpStream> {
+    let socket = tokio::net::TcpSocket::new_v4().ok()?;
+    socket.set_recv_buffer_size(2048).ok()?;
+    let mut s = socket.connect(addr).await.ok()?;
+    let burst = "GET /stats HTTP/1.1\r\nHost: admin\r\n\r\n".repeat(3000);
+    let _ = tokio::time::timeout(Duration::from_millis(200), s.write_all(burst.as_bytes())).await;
+    Some(s)
+}
+
+/// The status code of `GET path` on a new connection (`None`: no answer).
+async fn get_status(addr: SocketAddr, path: &str) -> Option<u16> {
+    let mut s = tokio::net::TcpStream::connect(addr).await.ok()?;
+    s.write_all(
+        format!("GET {path} HTTP/1.1\r\nHost: admin\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+    .await
+    .ok()?;
+    let mut head = [0u8; 12];
+    tokio::time::timeout(Duration::from_secs(5), s.read_exact(&mut head))
+        .await
+        .ok()?
+        .ok()?;
+    std::str::from_utf8(&head[9..12]).ok()?.parse().ok()
+}
+
+/// Defect 1: 64 connections pipelining thousands of `GET /stats` and never
+/// reading took every admin slot for ever; `rdmalb ctl` hung with them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flooding_the_admin_listener_locks_out_neither_ctl_nor_readers() {
+    let www = Backend::start("www").await;
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("admin.token");
+    std::fs::write(&token, "k".repeat(40)).unwrap();
+    std::fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let (listen, addr, admin) = listener_toml();
+    let config = format!(
+        "{listen}token_file = \"{{dir}}/admin.token\"\n[global]\naccess_log = \"off\"\n\n\
+         [[site]]\nname = \"www\"\nhosts = [\"www.example.com\"]\n{}",
+        node_toml("n1", www.addr, "www")
+    )
+    .replacen("\n\n[global]", "\n[global]", 1);
+    let proxy = Proxy::start_in(dir, &config, &[addr, admin]);
+    let mut flooders = Vec::new();
+    for _ in 0..64 {
+        if let Some(f) = flooder(admin).await {
+            flooders.push(f);
+        }
+    }
+    assert!(
+        flooders.len() >= 63,
+        "only {} flooders connected",
+        flooders.len()
+    );
+
+    // `rdmalb ctl` carries the token: the reserved slot serves it now.
+    let cfg = proxy.config.clone();
+    let ctl = tokio::task::spawn_blocking(move || {
+        Command::new(RDMALB)
+            .args(["ctl", "-c"])
+            .arg(&cfg)
+            .args(["show", "info"])
+            .stdin(Stdio::null())
+            .output()
+            .expect("run rdmalb ctl")
+    });
+    let out = tokio::time::timeout(Duration::from_secs(60), ctl)
+        .await
+        .expect("rdmalb ctl hung: the admin listener is locked out")
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "rdmalb ctl failed: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        proxy.stderr_text()
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Pid:"));
+
+    // Readers without a token: served once the stalled writes hit their
+    // deadline (10 s), while the flooders are still connected.
+    let mut status = None;
+    for _ in 0..300 {
+        status = get_status(admin, "/status").await;
+        if status == Some(200) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(status, Some(200), "{}", proxy.stderr_text());
+    // Flooders still waiting in the accept queue may take the open slots
+    // in turn meanwhile (each for at most 100 answers or 10 s).
+    let mut metrics = String::new();
+    for _ in 0..300 {
+        match client().get(format!("http://{admin}/metrics")).send().await {
+            Ok(r) if r.status() == 200 => {
+                metrics = r.text().await.unwrap_or_default();
+                break;
+            }
+            _ => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+    assert!(
+        metric(&metrics, "rdmalb_admin_reserved_connections_total") >= 1.0,
+        "{metrics}"
+    );
+    drop(flooders);
+}
