@@ -119,3 +119,108 @@ async fn flooding_the_admin_listener_locks_out_neither_ctl_nor_readers() {
     );
     drop(flooders);
 }
+
+/// The inode of the socket listening on `addr` (127.0.0.1), from
+/// /proc/net/tcp.
+fn listening_inode(addr: SocketAddr) -> Option<String> {
+    let want = format!("0100007F:{:04X}", addr.port());
+    std::fs::read_to_string("/proc/net/tcp")
+        .ok()?
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|f| f.len() > 9 && f[1] == want && f[3] == "0A")
+        .map(|f| f[9].to_string())
+}
+
+/// How many descriptors of process `pid` refer to socket `inode`.
+fn descriptors_of(pid: u32, inode: &str) -> usize {
+    let link = format!("socket:[{inode}]");
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| {
+            d.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+                .filter(|t| t.to_string_lossy() == link)
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// Waits until the proxy's log says `n` restarts served; the last new pid.
+async fn restarted(proxy: &Proxy, n: usize) -> u32 {
+    eventually("the restart serves", Duration::from_secs(60), || async {
+        let log = proxy.stderr_text();
+        (log.matches("the new process serves").count() >= n)
+            .then(|| super::restart::number_after(&log, "new_pid="))
+            .flatten()
+            .ok_or_else(|| log.lines().rev().take(5).collect::<Vec<_>>().join("\n"))
+    })
+    .await
+}
+
+/// Defect 3: the sockets a restarted process inherited kept close-on-exec
+/// cleared, so the next restart's process got them a second time: one
+/// more descriptor per listener per generation, and a listener removed
+/// from the config kept listening on a copy no one accepted on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_generations_of_restarts_keep_one_descriptor_per_listener_and_close_removed_ones() {
+    use super::restart::{Successor, SIGUSR2};
+    let www = Backend::start("www").await;
+    let (listen, web, admin) = listener_toml();
+    let extra = free_addr();
+    let config = |with_extra: bool| {
+        let second = if with_extra {
+            format!("[[listener]]\nname = \"extra\"\nlisten = \"{extra}\"\n\n")
+        } else {
+            String::new()
+        };
+        format!(
+            "{second}{listen}[global]\naccess_log = \"off\"\nworkers = 2\nshutdown_grace = \"5s\"\n\n\
+             [[site]]\nname = \"www\"\nhosts = [\"www.example.com\"]\n{}",
+            node_toml("n1", www.addr, "www")
+        )
+    };
+    let mut proxy = Proxy::start(&config(true), &[web, extra, admin]);
+    let first = proxy.pid();
+    let inode = listening_inode(web).expect("the web listener's socket");
+    let held = descriptors_of(first, &inode);
+    assert!(held >= 1);
+
+    // Generation 2: the same config.
+    signal(first, SIGUSR2);
+    let second = Successor(restarted(&proxy, 1).await);
+    assert!(
+        proxy.wait_exit().is_some_and(|s| s.success()),
+        "{}",
+        proxy.stderr_text()
+    );
+    assert_eq!(descriptors_of(second.0, &inode), held, "generation 2");
+
+    // Generation 3: the extra listener removed.
+    std::fs::write(&proxy.config, config(false)).unwrap();
+    signal(second.0, SIGUSR2);
+    let third = Successor(restarted(&proxy, 2).await);
+    eventually("generation 2 exits", Duration::from_secs(30), || async {
+        (!second.alive())
+            .then_some(())
+            .ok_or("still running".to_string())
+    })
+    .await;
+    assert_eq!(
+        descriptors_of(third.0, &inode),
+        held,
+        "generation 3 holds the web socket as often as the first did"
+    );
+    let e = tokio::net::TcpStream::connect(extra)
+        .await
+        .expect_err("the removed listener still accepts connections");
+    assert_eq!(e.kind(), std::io::ErrorKind::ConnectionRefused, "{e}");
+    let resp = get_host(&client(), web, "www.example.com", "/").await;
+    assert_eq!(resp.status(), 200);
+    signal(third.0, SIGTERM);
+    eventually("generation 3 exits", Duration::from_secs(30), || async {
+        (!third.alive())
+            .then_some(())
+            .ok_or("still running".to_string())
+    })
+    .await;
+}

@@ -12,14 +12,14 @@ use std::time::Duration;
 use crate::support::*;
 
 const WRK: &str = "/usr/bin/wrk";
-const SIGUSR2: i32 = 12;
+pub(crate) const SIGUSR2: i32 = 12;
 
 /// A proxy process the test did not start itself (the one a restart
 /// started): killed by its pid when the test ends, if still running.
-struct Successor(u32);
+pub(crate) struct Successor(pub(crate) u32);
 
 impl Successor {
-    fn alive(&self) -> bool {
+    pub(crate) fn alive(&self) -> bool {
         std::fs::read(format!("/proc/{}/cmdline", self.0))
             .is_ok_and(|c| String::from_utf8_lossy(&c).contains("rdmalb"))
     }
@@ -78,7 +78,7 @@ async fn exchange_on(s: &mut tokio::net::TcpStream) -> String {
 }
 
 /// The number after `key` in `text` (`new_pid=123` in a log line).
-fn number_after(text: &str, key: &str) -> Option<u32> {
+pub(crate) fn number_after(text: &str, key: &str) -> Option<u32> {
     let rest = &text[text.rfind(key)? + key.len()..];
     rest.split(|c: char| !c.is_ascii_digit())
         .next()?

@@ -237,11 +237,14 @@ pub async fn run(config: Config) -> Result<(), ProxyError> {
         }
     };
     drop(handover);
+    // Whether another process accepts on the listening sockets from now on.
+    let mut successor_serves = signal_name == "SIGUSR2";
     if restarting {
         let _ = stopping_tx.send(true);
         match tokio::time::timeout(std::time::Duration::from_secs(5), restarted.recv()).await {
             Ok(Some(Err(e))) => tracing::warn!(error = %e, "restart abandoned"),
             Ok(Some(Ok(pid))) => {
+                successor_serves = true;
                 tracing::warn!(
                     new_pid = pid,
                     "the new process came up as this one was told to stop; it keeps serving"
@@ -253,6 +256,15 @@ pub async fn run(config: Config) -> Result<(), ProxyError> {
     let grace = runtime.snapshot.load().config.global.shutdown_grace;
     tracing::info!(signal = signal_name, grace = ?grace, "shutting down: no new connections, draining in-flight requests");
     let _ = shutdown_tx.send(true);
+    if !successor_serves {
+        // New connections are refused from now on, not queued until exit.
+        for l in &listeners {
+            listener::stop_listening(l.socket());
+        }
+        if let Some(s) = &admin_socket {
+            listener::stop_listening(s);
+        }
+    }
     match tokio::time::timeout(grace, drain_rx.recv()).await {
         Ok(_) => tracing::info!("all client connections closed"),
         Err(_) => {

@@ -390,6 +390,8 @@ pub async fn serve_with(
         };
         let (stream, peer) = match accepted {
             Ok(a) => a,
+            // The socket stopped listening for a drain.
+            Err(_) if *shutdown.borrow() => break,
             Err(e) => {
                 // EMFILE and friends: back off instead of spinning.
                 tracing::warn!(error = %e, "admin listener: accept failed");

@@ -100,6 +100,19 @@ pub fn bind_std(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
     Ok(socket.into())
 }
 
+/// Takes a listening socket out of the LISTEN state for every process and
+/// descriptor that shares it (`shutdown(2)` on a listening socket: Linux
+/// stops listening and resets the connections queued unaccepted). From
+/// then on connection attempts are refused, so an L4 health check or a
+/// load balancer in front sees the proxy go at once, not when the last
+/// in-flight request of the drain ends. Only for a stop: after a restart
+/// the new process accepts on the same socket.
+pub fn stop_listening(socket: &std::net::TcpListener) {
+    if let Err(e) = socket2::SockRef::from(socket).shutdown(std::net::Shutdown::Read) {
+        tracing::warn!(address = ?socket.local_addr().ok(), error = %e, "cannot stop listening; new connections wait in the queue until the process exits");
+    }
+}
+
 /// [`bind_std`] registered with the current Tokio runtime.
 pub fn bind_tcp(addr: SocketAddr) -> std::io::Result<TcpListener> {
     TcpListener::from_std(bind_std(addr)?)
@@ -235,6 +248,8 @@ async fn serve(
         let (stream, client) = tokio::select! {
             r = tcp.accept() => match r {
                 Ok(x) => x,
+                // The socket stopped listening for a drain ([`stop_listening`]).
+                Err(_) if *shutdown.borrow() => break,
                 Err(e) => {
                     // EMFILE and friends: back off instead of spinning.
                     tracing::warn!(listener = %l.name, error = %e, "accept failed");

@@ -63,7 +63,17 @@ fn take_socket(fd: RawFd) -> Option<OwnedFd> {
     // process passed it without close-on-exec and nothing else in this
     // process refers to it. It is taken once (the variable is read once,
     // at start-up).
-    Some(unsafe { OwnedFd::from_raw_fd(fd) })
+    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    // Close-on-exec again at once: a later restart passes duplicates it
+    // makes for the purpose; this descriptor itself must not leak into
+    // that process too (one more copy of every socket per generation, and
+    // a listener removed from the config kept listening by a copy no one
+    // accepts on).
+    if let Err(e) = socket2::SockRef::from(&owned).set_cloexec(true) {
+        tracing::warn!(fd, error = %e, "cannot set close-on-exec on an inherited socket: ignored");
+        return None;
+    }
+    Some(owned)
 }
 
 impl Inherited {
