@@ -224,3 +224,60 @@ async fn three_generations_of_restarts_keep_one_descriptor_per_listener_and_clos
     })
     .await;
 }
+
+/// Connects to `to` from source address `from` (loopback has all of
+/// 127.0.0.0/8), sends `bytes` and reads until the connection closes.
+async fn exchange_from(from: &str, to: SocketAddr, bytes: &[u8]) -> Vec<u8> {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(format!("{from}:0").parse().unwrap()).unwrap();
+    let mut s = socket.connect(to).await.unwrap();
+    let _ = s.write_all(bytes).await;
+    let mut got = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut got)).await;
+    got
+}
+
+/// Defect 4: any client that could reach an `accept_proxy` listener could
+/// send its own PROXY header and claim any address (and with it
+/// `trusted_proxies`, undoing the X-Forwarded-For protection).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_peers_named_may_send_a_proxy_header() {
+    let backend = Backend::start("echo").await;
+    let (listen, admin) = (free_addr(), free_addr());
+    let config = format!(
+        "[[listener]]\nname = \"pp\"\nlisten = \"{listen}\"\naccept_proxy = true\n\
+         accept_proxy_from = [\"127.0.0.2/32\"]\n\n\
+         [admin]\nlisten = \"{admin}\"\n\n\
+         [global]\naccess_log = \"off\"\ntrusted_proxies = [\"192.0.2.0/24\"]\n\n\
+         [[site]]\nname = \"www\"\nhosts = [\"www.example.com\"]\n\n{}",
+        node_toml("n1", backend.addr, "www")
+    );
+    let proxy = Proxy::start(&config, &[admin]);
+    let forged = format!(
+        "PROXY TCP4 192.0.2.7 127.0.0.1 4000 {}\r\nGET / HTTP/1.1\r\nHost: www.example.com\r\n\
+         X-Forwarded-For: 203.0.113.5\r\nConnection: close\r\n\r\n",
+        listen.port()
+    );
+    // A peer outside the list: closed with no answer, its claim unheard.
+    let got = exchange_from("127.0.0.1", listen, forged.as_bytes()).await;
+    assert!(got.is_empty(), "{}", String::from_utf8_lossy(&got));
+    assert_eq!(backend.requests(), 0);
+    // The balancer named: served, with the address its header carries.
+    let got = exchange_from("127.0.0.2", listen, forged.as_bytes()).await;
+    let text = String::from_utf8_lossy(&got);
+    assert!(
+        text.starts_with("HTTP/1.1 200"),
+        "{text}\n{}",
+        proxy.stderr_text()
+    );
+    assert!(text.contains("203.0.113.5, 192.0.2.7"), "{text}");
+    let metrics = admin_text(admin, "/metrics").await;
+    assert_eq!(
+        metric(
+            &metrics,
+            "rdmalb_client_errors_total{kind=\"proxy_untrusted\"}"
+        ),
+        1.0,
+        "{metrics}"
+    );
+}

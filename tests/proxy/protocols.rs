@@ -477,7 +477,11 @@ async fn unsolicited_ping_acks_are_counted_not_logged_each() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tls_listener_reads_the_proxy_header_before_the_handshake() {
     let a = Backend::start("a").await;
-    let (proxy, addr, der) = tls_proxy_with(&a, "", "accept_proxy = true\n");
+    let (proxy, addr, der) = tls_proxy_with(
+        &a,
+        "",
+        "accept_proxy = true\naccept_proxy_from = [\"127.0.0.1\"]\n",
+    );
     let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
     let mut header = b"\r\n\r\n\0\r\nQUIT\n\x21\x11\x00\x0c".to_vec();
     header.extend_from_slice(&[192, 0, 2, 9, 127, 0, 0, 1, 0x13, 0x88, 0x01, 0xbb]);

@@ -59,7 +59,7 @@ async fn haproxy_send_proxy_v1_and_v2_give_the_client_address_to_an_accept_proxy
     let log = dir.path().join("access.log");
     let (listen, admin) = (free_addr(), free_addr());
     let config = format!(
-        "[[listener]]\nname = \"behind-haproxy\"\nlisten = \"{listen}\"\naccept_proxy = true\n\n\
+        "[[listener]]\nname = \"behind-haproxy\"\nlisten = \"{listen}\"\naccept_proxy = true\naccept_proxy_from = [\"127.0.0.0/8\"]\n\n\
          [admin]\nlisten = \"{admin}\"\n\n[global]\naccess_log = \"{}\"\n\n\
          [[site]]\nname = \"www\"\nhosts = [\"www.example.com\"]\n\n{}",
         log.display(),
@@ -174,7 +174,7 @@ async fn accept_proxy_closes_connections_without_a_valid_header_and_keeps_servin
     let backend = Backend::start("echo").await;
     let (listen, admin) = (free_addr(), free_addr());
     let config = format!(
-        "[[listener]]\nname = \"pp\"\nlisten = \"{listen}\"\naccept_proxy = true\n\n\
+        "[[listener]]\nname = \"pp\"\nlisten = \"{listen}\"\naccept_proxy = true\naccept_proxy_from = [\"127.0.0.0/8\"]\n\n\
          [admin]\nlisten = \"{admin}\"\n\n\
          [global]\naccess_log = \"off\"\ntrusted_proxies = [\"192.0.2.0/24\"]\n\n\
          [[site]]\nname = \"www\"\nhosts = [\"www.example.com\"]\n\n{}",

@@ -115,6 +115,8 @@ pub struct RawListener {
     pub tls: Option<RawTls>,
     /// Every connection starts with a PROXY protocol header.
     pub accept_proxy: Option<bool>,
+    /// The peers allowed to send one (networks).
+    pub accept_proxy_from: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

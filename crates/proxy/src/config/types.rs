@@ -321,6 +321,10 @@ pub struct Listener {
     /// HAProxy's `bind ... accept-proxy`); the address it carries is the
     /// client's. A connection without a valid one is closed.
     pub accept_proxy: bool,
+    /// With `accept_proxy`: the peers (networks) allowed to send that
+    /// header; a connection from any other peer is closed before a byte is
+    /// read, so no client can claim another's address.
+    pub accept_proxy_from: Vec<IpNetwork>,
 }
 
 /// TLS on a listener: one or more certificates, chosen by SNI.

@@ -206,11 +206,30 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
             );
         }
         let tls = l.tls.map(|t| tls(&mut c, &key, t));
+        let accept_proxy = l.accept_proxy.unwrap_or(false);
+        let accept_proxy_from = match (accept_proxy, &l.accept_proxy_from) {
+            (true, None) => {
+                c.add(
+                    format!("{key}.accept_proxy_from"),
+                    "missing: accept_proxy trusts the client address a PROXY header claims, so name the peers allowed to send one (expected e.g. [\"10.0.0.0/8\"] for the load balancers in front; [\"0.0.0.0/0\", \"::/0\"] trusts any peer, as HAProxy's accept-proxy does)",
+                );
+                Vec::new()
+            }
+            (false, Some(_)) => {
+                c.add(
+                    format!("{key}.accept_proxy_from"),
+                    "has no effect without accept_proxy = true (expected accept_proxy = true, or no accept_proxy_from)",
+                );
+                Vec::new()
+            }
+            (_, list) => networks(&mut c, &format!("{key}.accept_proxy_from"), list.as_deref()),
+        };
         listeners.push(Listener {
             name: l.name.unwrap_or_else(|| format!("listener{i}")),
             listen,
             tls,
-            accept_proxy: l.accept_proxy.unwrap_or(false),
+            accept_proxy,
+            accept_proxy_from,
         });
     }
 
@@ -498,16 +517,11 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
             ForwardedFor::Replace
         }),
     };
-    let mut trusted_proxies = Vec::new();
-    for (i, text) in raw_global.trusted_proxies.iter().flatten().enumerate() {
-        match IpNetwork::parse(text.trim()) {
-            Ok(net) => trusted_proxies.push(net),
-            Err(why) => c.add(
-                format!("global.trusted_proxies[{i}]"),
-                format!("{why} (expected an IPv4 or IPv6 network such as \"10.0.0.0/8\" or \"::1/128\", or one address)"),
-            ),
-        }
-    }
+    let trusted_proxies = networks(
+        &mut c,
+        "global.trusted_proxies",
+        raw_global.trusted_proxies.as_deref(),
+    );
     if forwarded_for == ForwardedFor::Append && !trusted_proxies.is_empty() {
         c.add(
             "global.trusted_proxies",
@@ -559,6 +573,21 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
         reconfig,
         qos,
     })
+}
+
+/// A list of IP networks (`key[i]` named in each problem).
+fn networks(c: &mut ConfigCheck, key: &str, list: Option<&[String]>) -> Vec<IpNetwork> {
+    let mut out = Vec::new();
+    for (i, text) in list.unwrap_or_default().iter().enumerate() {
+        match IpNetwork::parse(text.trim()) {
+            Ok(net) => out.push(net),
+            Err(why) => c.add(
+                format!("{key}[{i}]"),
+                format!("{why} (expected an IPv4 or IPv6 network such as \"10.0.0.0/8\" or \"::1/128\", or one address)"),
+            ),
+        }
+    }
+    out
 }
 
 fn valid_name(n: &str) -> bool {

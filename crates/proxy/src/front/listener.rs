@@ -8,7 +8,8 @@
 //! protocol header (read before any TLS handshake, within
 //! `timeouts.http_request`); the client address it carries is the
 //! connection's from then on. A missing or malformed header closes the
-//! connection without a response.
+//! connection without a response, and so does a peer outside
+//! `accept_proxy_from`, before anything is read.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -31,7 +32,7 @@ use super::io::{ConnIo, ConnShared, IoTimeouts, Parked, Protocol};
 use super::restart::Inherited;
 use super::state::{ConnCtx, Runtime};
 use super::{forward, headers, stats, tls, upstream};
-use crate::config::{Config, Listener};
+use crate::config::{Config, IpNetwork, Listener};
 use crate::proxy_protocol::{self, Header};
 
 /// A listener bound at start-up.
@@ -40,7 +41,8 @@ pub struct Bound {
     pub addr: SocketAddr,
     tcp: std::net::TcpListener,
     tls: Option<TlsAcceptor>,
-    accept_proxy: bool,
+    /// On an `accept_proxy` listener: the peers allowed to send the header.
+    accept_proxy: Option<Arc<[IpNetwork]>>,
 }
 
 /// Binds every listener (and loads their certificates) before anything is
@@ -78,7 +80,9 @@ fn bind(l: &Listener, inherited: &mut Inherited) -> Result<Bound, ProxyError> {
         addr,
         tcp,
         tls,
-        accept_proxy: l.accept_proxy,
+        accept_proxy: l
+            .accept_proxy
+            .then(|| Arc::from(l.accept_proxy_from.as_slice())),
     })
 }
 
@@ -124,7 +128,7 @@ pub struct Shared {
     pub addr: SocketAddr,
     tcp: std::net::TcpListener,
     tls: Option<TlsAcceptor>,
-    accept_proxy: bool,
+    accept_proxy: Option<Arc<[IpNetwork]>>,
     builder: auto::Builder<TokioExecutor>,
     limit: Arc<Semaphore>,
     gauge: metrics::Gauge,
@@ -296,7 +300,14 @@ async fn accepted(
 ) -> Option<Arc<ConnCtx>> {
     let mut client = peer;
     let mut local = None;
-    if l.accept_proxy {
+    if let Some(from) = &l.accept_proxy {
+        // Only the peers named may say who the client is: anyone else
+        // could claim any address, and with it `trusted_proxies`.
+        if !from.iter().any(|n| n.contains(peer.ip())) {
+            stats::client_error("proxy_untrusted");
+            tracing::debug!(peer = %peer, listener = %l.name, "peer not in accept_proxy_from: connection closed");
+            return None;
+        }
         match proxy_protocol::read_header(stream, l.timeouts.http_request).await {
             Ok(Header::Proxied {
                 source,

@@ -30,7 +30,9 @@ pub(super) fn listeners(
             )
             .ok();
             if b.accept_proxy {
-                out.push_str("accept_proxy = true\n");
+                // What HAProxy's `accept-proxy` does: any peer may send the
+                // header. rdmalb wants the list said.
+                out.push_str("accept_proxy = true\n# HAProxy's accept-proxy trusts every peer: narrow this to the balancers in front.\naccept_proxy_from = [\"0.0.0.0/0\", \"::/0\"]\n");
             }
             if let Some(crts) = &b.crt {
                 let mut pairs = Vec::new();
