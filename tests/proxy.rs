@@ -9,6 +9,7 @@ mod ops;
 mod protocols;
 mod proxy_protocol;
 mod restart;
+mod retries;
 mod routing;
 mod runtime;
 mod stats_page;
