@@ -19,7 +19,7 @@ use hyper_util::rt::TokioIo;
 
 use super::access_log::ms;
 use super::body::{ClientBodyError, RequestBody};
-use super::error::{ErrorKind, ErrorSource};
+use super::error::{ErrorKind, ErrorSource, RetryType};
 use super::exchange::{head_bytes, Exchange};
 use super::headers::{self, Present};
 use super::response::ResponseBody;
@@ -265,7 +265,7 @@ pub async fn handle(
                     return Ok(error(ex, kind));
                 }
                 ex.attempt_failed(Outcome::ProtocolError);
-                let broke = broke_before_response(&err);
+                let broke = kind.retry() == RetryType::Idempotent && broke_before_response(&err);
                 let again = broke && attempts.empty_response(kind, replay.is_some());
                 tracing::warn!(site = %name_of(&snap.site_names, site), node = %name_of(&snap.node_names, node), error = %err, retry = again, "node failed before its response headers");
                 match replay {
