@@ -10,6 +10,7 @@ mod ops;
 mod protocols;
 mod proxy_protocol;
 mod restart;
+mod retries;
 mod routing;
 mod runtime;
 mod stats_page;

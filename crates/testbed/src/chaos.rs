@@ -19,6 +19,9 @@
 //! - no request is answered by a node serving another site (421, or an
 //!   `X-Site` other than the request's site);
 //!
+//! Every request is counted by the state of the proxy it went to, and every
+//! failed one by cause ([`tally`]): the live-proxy 5xx share is reported.
+//!
 //! and once the faults stop and everything is restarted:
 //! - no node is lost: within `settle` every node is ACTIVE with its status
 //!   OK (none SWITCHING or FAILED);
@@ -32,18 +35,19 @@ mod cluster;
 mod managed;
 pub mod plan;
 pub mod relay;
+pub mod tally;
 mod traffic;
 pub mod watch;
 
 use cluster::{start, Cluster};
 use managed::Managed;
-use traffic::{proxy_claims, traffic, Traffic};
+use tally::{AppsDown, Cause, Classified, Conditions, ProxyState, StateWord, Tally};
+use traffic::{proxy_claims, traffic};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -96,6 +100,9 @@ pub struct Outcome {
     pub ok: u64,
     /// 5xx and transport errors seen by clients (allowed under faults).
     pub errors: u64,
+    /// The errors by proxy state and cause, and the live-proxy 5xx share.
+    #[serde(flatten)]
+    pub classified: Classified,
     pub claims: usize,
     pub moves: u64,
     pub sidecar_restarts: u64,
@@ -133,6 +140,7 @@ impl Outcome {
             self.settled_after_s
                 .map_or("no".to_string(), |s| format!("after {s:.1}s")),
         );
+        s.push_str(&self.classified.text());
         if self.violations.is_empty() {
             s.push_str("invariants: 0 violations\n");
         } else {
@@ -181,7 +189,7 @@ pub async fn run(
     let t0 = Instant::now();
     let findings = Arc::new(Mutex::new(watch::Findings::default()));
     let violations = Arc::new(Mutex::new(Vec::new()));
-    let tally = Arc::new(Traffic::default());
+    let tally = Arc::new(Tally::default());
     let (stop_tx, stop_rx) = channel::channel(false);
     let (watch_tx, watch_rx) = channel::channel(false);
     let watcher = tokio::spawn(watch::run(
@@ -191,7 +199,14 @@ pub async fn run(
         findings.clone(),
         watch_rx,
     ));
-    let clients = traffic(&c, t0, tally.clone(), violations.clone(), stop_rx.clone());
+    let clients = traffic(
+        &c,
+        t0,
+        tally.clone(),
+        findings.clone(),
+        violations.clone(),
+        stop_rx.clone(),
+    );
     // Claims each proxy's current run had already seen (claim records are
     // attributed to the proxy's run that made them).
     let mut baseline: BTreeMap<u64, BTreeSet<(usize, u64)>> = BTreeMap::new();
@@ -346,15 +361,17 @@ pub async fn run(
             *by_kind.entry(k.name()).or_insert(0) += 1;
         }
     }
+    let classified = tally.report();
     let outcome = Outcome {
         seed: opts.seed,
         transport: opts.transport.as_str(),
         fault_seconds,
         faults: history.len(),
         faults_by_kind: by_kind,
-        requests: tally.requests.load(Ordering::Relaxed),
-        ok: tally.ok.load(Ordering::Relaxed),
-        errors: tally.errors.load(Ordering::Relaxed),
+        requests: classified.by_proxy_state.values().map(|r| r.requests).sum(),
+        ok: classified.by_proxy_state.values().map(|r| r.ok).sum(),
+        errors: classified.by_proxy_state.values().map(|r| r.errors).sum(),
+        classified,
         claims: f.claims.len(),
         moves: f.moves.iter().sum(),
         sidecar_restarts: f.reopened.iter().sum(),

@@ -27,6 +27,11 @@ pub struct RawGlobal {
     pub forwarded_for: Option<String>,
     /// Networks, e.g. "10.0.0.0/8", "::1/128", or bare addresses.
     pub trusted_proxies: Option<Vec<String>>,
+    /// How many times a failed attempt may be sent again (HAProxy's `retries`).
+    pub retries: Option<i64>,
+    /// Which failures are retried: "conn-failure", "empty-response"
+    /// (HAProxy's `retry-on` keywords).
+    pub retry_on: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

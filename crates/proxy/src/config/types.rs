@@ -71,6 +71,11 @@ pub struct Global {
     /// Peers whose `X-Forwarded-For` / `Forwarded` are kept (appended to)
     /// under [`ForwardedFor::Replace`]: the proxies in front of this one.
     pub trusted_proxies: Vec<IpNetwork>,
+    /// How many times one request may be sent again after a failed attempt
+    /// (connect failure, or an empty response when `retry_on` allows it).
+    pub retries: u8,
+    /// Which failed attempts are retried.
+    pub retry_on: RetryOn,
 }
 
 impl Global {
@@ -82,6 +87,43 @@ impl Global {
             ForwardedFor::Append => true,
             ForwardedFor::Replace => self.trusted_proxies.iter().any(|n| n.contains(client)),
         }
+    }
+}
+
+/// Largest `global.retries`: each retry goes to a node not tried yet, and
+/// a request remembers its tried nodes on the stack.
+pub const MAX_RETRIES: u64 = 10;
+
+/// `global.retry_on`: which failed attempts are sent again, HAProxy's
+/// `retry-on` keywords. A 421 from a node that moved to another site is
+/// replayed whatever this says (docs/reconfiguration.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryOn {
+    /// `conn-failure`: the connection to the node could not be made
+    /// (nothing was sent, so any method).
+    pub conn_failure: bool,
+    /// `empty-response`: the node's connection broke (reset, closed) before
+    /// a response head; only idempotent requests without a body (RFC 9110
+    /// section 9.2.2), which the proxy keeps a copy of to send again.
+    pub empty_response: bool,
+}
+
+impl RetryOn {
+    pub const ACCEPTED: &'static str = "\"conn-failure\" or \"empty-response\"";
+    /// The default: both.
+    pub const DEFAULT: RetryOn = RetryOn {
+        conn_failure: true,
+        empty_response: true,
+    };
+
+    /// Sets the keyword `k`; false when it is not one.
+    pub fn set(&mut self, k: &str) -> bool {
+        match k {
+            "conn-failure" => self.conn_failure = true,
+            "empty-response" => self.empty_response = true,
+            _ => return false,
+        }
+        true
     }
 }
 

@@ -528,6 +528,27 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
             "has no effect with global.forwarded_for = \"append\", which keeps every client's X-Forwarded-For (expected no trusted_proxies, or forwarded_for = \"replace\")",
         );
     }
+    let retry_on = match &raw_global.retry_on {
+        None => RetryOn::DEFAULT,
+        Some(list) => {
+            let mut on = RetryOn {
+                conn_failure: false,
+                empty_response: false,
+            };
+            for (i, k) in list.iter().enumerate() {
+                if !on.set(k) {
+                    c.add(
+                        format!("global.retry_on[{i}]"),
+                        format!(
+                            "`{k}` is not a retry condition (expected {}; [] retries nothing)",
+                            RetryOn::ACCEPTED
+                        ),
+                    );
+                }
+            }
+            on
+        }
+    };
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let global = Global {
         proxy_id: c.int("global.proxy_id", raw_global.proxy_id, 1, 1, 65535) as u16,
@@ -554,6 +575,8 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
         via_name: raw_global.via_name.unwrap_or_else(|| "rdmalb".to_string()),
         forwarded_for,
         trusted_proxies,
+        retries: c.int("global.retries", raw_global.retries, 3, 0, MAX_RETRIES) as u8,
+        retry_on,
     };
     let reconfig = super::reconfig::validate(&mut c, raw_reconfig, &global, &cluster, &nodes);
     let qos = super::qos::validate(&mut c, raw_qos);

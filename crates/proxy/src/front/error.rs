@@ -74,7 +74,12 @@ pub enum ErrorSource {
 pub enum RetryType {
     /// Nothing reached the node: replaying is safe for any method.
     Safe,
-    /// Bytes may have reached the node: never replay.
+    /// The node's connection broke before a response head, after bytes of
+    /// the request may have reached it: replay only an idempotent request
+    /// without a body (RFC 9110 section 9.2.2; `global.retry_on`
+    /// `empty-response`).
+    Idempotent,
+    /// Bytes may have reached the node, or it answered: never replay.
     Unsafe,
 }
 
@@ -173,11 +178,13 @@ impl ErrorKind {
         }
     }
 
-    /// Whether the attempt may be replayed on another node: only when
-    /// nothing was sent to the node.
+    /// Whether the attempt may be replayed on another node: any request
+    /// when nothing was sent to the node, an idempotent one without a body
+    /// when the node's connection broke before answering.
     pub fn retry(self) -> RetryType {
         match self {
             ErrorKind::ConnectFailed | ErrorKind::ConnectTimeout => RetryType::Safe,
+            ErrorKind::UpstreamProtocol => RetryType::Idempotent,
             _ => RetryType::Unsafe,
         }
     }

@@ -13,6 +13,7 @@ use hyper::client::conn::http1::SendRequest;
 use super::access_log::{ms, AccessRecord, Counts, Timers};
 use super::body::RequestBody;
 use super::error::ErrorKind;
+use super::forward::RetryReason;
 use super::state::{ConnCtx, Snapshot};
 use super::stats::class_index;
 use super::upstream::NodePool;
@@ -54,7 +55,8 @@ pub struct Exchange {
     /// Bytes sent to the client: the response head (as HTTP/1.1 text,
     /// [`head_bytes`]) and the body.
     pub bytes: u64,
-    /// Times the request was sent to another node (connect failure, 421).
+    /// Times the request was sent again (connect failure, empty response,
+    /// 421).
     pub retries: u32,
     /// Requests waiting in the `[qos]` admission queue when it arrived.
     pub queued_ahead: usize,
@@ -114,6 +116,20 @@ impl Exchange {
         if let Some(s) = self.snap.stats.sites.get(site) {
             s.active.fetch_add(1, Ordering::Relaxed);
             s.arrived();
+        }
+    }
+
+    /// The request's method.
+    pub fn method(&self) -> &http::Method {
+        &self.method
+    }
+
+    /// The request is being sent again, for `reason`: counted in
+    /// `rdmalb_retries_total{site,reason}` and the access log's retries.
+    pub fn retried(&mut self, reason: RetryReason) {
+        self.retries += 1;
+        if let Some(s) = self.site.and_then(|s| self.snap.stats.sites.get(s)) {
+            s.retries[reason.index()].increment(1);
         }
     }
 

@@ -1,6 +1,10 @@
 //! The request service: route to a site, pick a node, forward with pooled
-//! connections, retry a failed connect once on another node, stream the
-//! response back, and pass protocol upgrades through.
+//! connections, retry a failed connect or a broken connection of an
+//! idempotent request on another node ([`retry`]), stream the response
+//! back, and pass protocol upgrades through.
+
+mod retry;
+pub use retry::RetryReason;
 
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -15,7 +19,7 @@ use hyper_util::rt::TokioIo;
 
 use super::access_log::ms;
 use super::body::{ClientBodyError, RequestBody};
-use super::error::{ErrorKind, ErrorSource};
+use super::error::{ErrorKind, ErrorSource, RetryType};
 use super::exchange::{head_bytes, Exchange};
 use super::headers::{self, Present};
 use super::response::ResponseBody;
@@ -24,13 +28,7 @@ use super::stats;
 use super::upstream::ConnectError;
 use crate::balance::{NoNode, Outcome, PickError};
 use crate::qos::admission::Refused;
-
-/// How many times a request may be re-sent because a pooled connection
-/// turned out to be closed before anything was written on it.
-const STALE_RETRIES: usize = 3;
-/// How many times a request without a body is replayed on another node
-/// after a 421 (the node it went to had moved to another site).
-const MISDIRECTED_REPLAYS: usize = 2;
+use retry::{broke_before_response, Attempts};
 
 /// Serves one request.
 pub async fn handle(
@@ -164,24 +162,20 @@ pub async fn handle(
     ));
     let mut parts = Some(parts);
 
-    // Nodes this request already tried: the first, one retry after a failed
-    // connect, and up to MISDIRECTED_REPLAYS after a 421, each budget on
-    // its own.
-    let mut tried = Tried::default();
-    let mut last_error: Option<ErrorKind> = None;
-    let mut stale = 0;
-    let mut connect_retried = false;
-    let mut misdirected = 0;
+    // Nodes tried and retry budgets, on the stack (`retry`).
+    let mut attempts = Attempts::new(snap.config.global.retries, snap.config.global.retry_on);
+    let idempotent = method_idempotent(&ex);
     loop {
         let t_pick = Instant::now();
-        let pick = match snap.backends.pick_queued(site, tried.as_slice()).await {
+        let pick = match snap.backends.pick_queued(site, attempts.tried()).await {
             Ok(p) => p,
             Err(PickError::QueueTimeout(_)) => {
                 tracing::warn!(site = %name_of(&snap.site_names, site), "every node of the site stayed busy for timeouts.queue");
                 return Ok(error(ex, ErrorKind::QueueTimeout));
             }
+            Err(PickError::NoNode(NoNode::Exhausted)) if attempts.retry_tried_nodes() => continue,
             Err(PickError::NoNode(no)) => {
-                let kind = last_error.unwrap_or(match no {
+                let kind = attempts.last_error.unwrap_or(match no {
                     NoNode::Empty => ErrorKind::NoNodes,
                     NoNode::AllDown | NoNode::Exhausted => ErrorKind::AllDown,
                 });
@@ -192,7 +186,7 @@ pub async fn handle(
         let t_conn = Instant::now();
         ex.timers.tw = ms(t_conn.saturating_duration_since(t_pick) + admit_wait);
         let node = pick.node.index;
-        tried.insert(node);
+        attempts.picking(node);
         ex.node = Some(node);
         ex.pick = Some(pick);
         ex.update_inflight(node);
@@ -200,29 +194,26 @@ pub async fn handle(
             tracing::error!(node, "no connection pool for node (snapshot mismatch)");
             return Ok(error(ex, ErrorKind::ConnectFailed));
         };
-        let checkout = match pool.checkout(ctx.client, ctx.local, t_conn).await {
+        let fresh = std::mem::take(&mut attempts.fresh);
+        let checkout = match pool.checkout(ctx.client, ctx.local, t_conn, fresh).await {
             Ok(c) => c,
             Err(e) => {
                 let kind = match e {
                     ConnectError::Timeout { .. } => ErrorKind::ConnectTimeout,
                     _ => ErrorKind::ConnectFailed,
                 };
+                let again = attempts.connect_failed(kind);
                 tracing::warn!(
                     site = %name_of(&snap.site_names, site),
                     node = %snap.node_names.get(node).map_or("?", |n| n),
                     error = %e,
-                    retry = !connect_retried,
+                    retry = again,
                     "cannot connect to node"
                 );
                 ex.attempt_failed(Outcome::ConnectFailed);
-                last_error = Some(kind);
-                if !connect_retried {
-                    connect_retried = true;
+                if again {
                     // Nothing was sent: safe to replay on another node.
-                    if let Some(s) = snap.stats.sites.get(site) {
-                        s.retries.increment(1);
-                    }
-                    ex.retries += 1;
+                    ex.retried(RetryReason::ConnFailure);
                     continue;
                 }
                 return Ok(error(ex, kind));
@@ -237,10 +228,12 @@ pub async fn handle(
         let (Some(p), Some(b)) = (parts.take(), body.take()) else {
             return Ok(error(ex, ErrorKind::UpstreamProtocol));
         };
-        // A copy of the head to replay when the node answers 421 (it moved
-        // to another site after this proxy last read its role word): only
-        // where nodes can move, only without a body, only once.
-        let replay = (snap.roles_move && !has_body && misdirected < MISDIRECTED_REPLAYS)
+        // A copy of the head to send again when the node answers 421 (it
+        // moved to another site after this proxy last read its role word)
+        // or its connection breaks before answering an idempotent request:
+        // only without a body, only while a budget is left.
+        let replay = attempts
+            .keep_copy(has_body, idempotent, snap.roles_move)
             .then(|| head_copy(&p));
         let t_send = Instant::now();
         let sent = sender.try_send_request(Request::from_parts(p, b));
@@ -256,26 +249,34 @@ pub async fn handle(
                 if let Some(req) = e.take_message() {
                     // The pooled connection closed before anything was
                     // written: the request is intact, try another connection.
-                    if stale < STALE_RETRIES {
-                        stale += 1;
+                    if attempts.stale(node) {
                         let (p, b) = req.into_parts();
                         parts = Some(p);
                         body = Some(b);
                         // Not a failure of the node: it may be picked again.
-                        tried.remove(node);
                         ex.pick = None;
                         continue;
                     }
                 }
                 let err = e.into_error();
                 let kind = classify(&err);
-                if kind.source() == ErrorSource::Upstream {
-                    tracing::warn!(site = %name_of(&snap.site_names, site), node = %name_of(&snap.node_names, node), error = %err, "node failed before its response headers");
-                    ex.attempt_failed(Outcome::ProtocolError);
-                } else {
+                if kind.source() != ErrorSource::Upstream {
                     tracing::debug!(error = %err, "client failed while its request was forwarded");
+                    return Ok(error(ex, kind));
                 }
-                return Ok(error(ex, kind));
+                ex.attempt_failed(Outcome::ProtocolError);
+                let broke = kind.retry() == RetryType::Idempotent && broke_before_response(&err);
+                let again = broke && attempts.empty_response(kind, replay.is_some());
+                tracing::warn!(site = %name_of(&snap.site_names, site), node = %name_of(&snap.node_names, node), error = %err, retry = again, "node failed before its response headers");
+                match replay {
+                    Some(head) if again => {
+                        ex.retried(RetryReason::EmptyResponse);
+                        parts = Some(head);
+                        body = Some(RequestBody::empty());
+                        continue;
+                    }
+                    _ => return Ok(error(ex, kind)),
+                }
             }
         };
         let head_at = Instant::now();
@@ -284,8 +285,8 @@ pub async fn handle(
         if let Some(pick) = &ex.pick {
             pick.node.observe_latency_at(head_time, head_at);
         }
-        if resp.status() == StatusCode::MISDIRECTED_REQUEST {
-            if let Some(head) = replay {
+        if resp.status() == StatusCode::MISDIRECTED_REQUEST && snap.roles_move {
+            if let Some(head) = replay.filter(|_| attempts.misdirected()) {
                 // RFC 9110 15.5.20: a 421 may be retried on another
                 // connection, whatever the method. The node serves another
                 // site now: routing skips it until its role word is read
@@ -295,11 +296,7 @@ pub async fn handle(
                 }
                 tracing::warn!(site = %name_of(&snap.site_names, site), node = %name_of(&snap.node_names, node),
                     "node answered 421 (it no longer serves the site): request replayed on another node");
-                if let Some(s) = snap.stats.sites.get(site) {
-                    s.retries.increment(1);
-                }
-                ex.retries += 1;
-                misdirected += 1;
+                ex.retried(RetryReason::Misdirected);
                 parts = Some(head);
                 body = Some(RequestBody::empty());
                 continue;
@@ -415,37 +412,16 @@ fn classify(err: &hyper::Error) -> ErrorKind {
     ErrorKind::UpstreamProtocol
 }
 
+/// Whether the request's method is idempotent (RFC 9110 section 9.2.2:
+/// GET, HEAD, OPTIONS, TRACE, PUT, DELETE).
+fn method_idempotent(ex: &Exchange) -> bool {
+    ex.method().is_idempotent()
+}
+
 /// A site or node name for logs; never panics on an index from another
 /// snapshot.
 fn name_of(names: &[Arc<str>], index: usize) -> &str {
     names.get(index).map_or("?", |n| n)
-}
-
-/// Nodes already tried by one request, without a heap allocation.
-#[derive(Default)]
-struct Tried {
-    nodes: [usize; 2 + MISDIRECTED_REPLAYS],
-    len: usize,
-}
-
-impl Tried {
-    fn as_slice(&self) -> &[usize] {
-        &self.nodes[..self.len]
-    }
-
-    fn insert(&mut self, node: usize) {
-        if !self.as_slice().contains(&node) && self.len < self.nodes.len() {
-            self.nodes[self.len] = node;
-            self.len += 1;
-        }
-    }
-
-    fn remove(&mut self, node: usize) {
-        if let Some(i) = self.as_slice().iter().position(|&n| n == node) {
-            self.nodes.copy_within(i + 1..self.len, i);
-            self.len -= 1;
-        }
-    }
 }
 
 /// Whether every Host header of an HTTP/2 request names the same origin

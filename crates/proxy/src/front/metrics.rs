@@ -34,7 +34,8 @@ pub const CLIENT_ERRORS: &str = "rdmalb_client_errors_total";
 /// event, which the logging set-up keeps out of the log:
 /// [`rdmalb_base::logging`]).
 pub const H2_UNSOLICITED_PING_ACKS: &str = rdmalb_base::logging::H2_UNSOLICITED_PING_ACKS;
-/// `rdmalb_retries_total{site}` counter.
+/// `rdmalb_retries_total{site,reason}` counter; reason = conn-failure,
+/// empty-response, misdirected.
 pub const RETRIES: &str = "rdmalb_retries_total";
 /// `rdmalb_connections{listener}` gauge: open client connections.
 pub const CONNECTIONS: &str = "rdmalb_connections";

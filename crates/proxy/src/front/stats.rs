@@ -3,7 +3,7 @@
 //! request). Names as listed in `docs/metrics.md`:
 //! `rdmalb_requests_total{site,node,code_class}`,
 //! `rdmalb_request_duration_seconds{site}`, `rdmalb_inflight{node}`,
-//! `rdmalb_upstream_errors_total{node,kind}`, `rdmalb_retries_total{site}`.
+//! `rdmalb_upstream_errors_total{node,kind}`, `rdmalb_retries_total{site,reason}`.
 //! Rare events (client errors, reloads) use the macros directly.
 //!
 //! Per site, two plain atomics ([`SiteDemand`]) count requests that arrived
@@ -57,7 +57,9 @@ pub struct SiteStats {
     /// the access log's `beconn`; carried across reloads by site name.
     pub active: Arc<AtomicUsize>,
     pub duration: Histogram,
-    pub retries: Counter,
+    /// `rdmalb_retries_total{site,reason}`, indexed by
+    /// [`RetryReason::index`](super::forward::RetryReason::index).
+    pub retries: [Counter; 3],
     /// Requests answered without a node (all down, connect failures...).
     pub no_node: [Counter; 6],
     /// Offered / served counts for the QoS accounting (`None`: a site a
@@ -134,7 +136,9 @@ impl Stats {
                     name: site.clone(),
                     active,
                     duration: metrics::histogram!("rdmalb_request_duration_seconds", "site" => site.clone()),
-                    retries: metrics::counter!("rdmalb_retries_total", "site" => site.clone()),
+                    retries: super::forward::RetryReason::LABELS.map(|r| {
+                        metrics::counter!(super::metrics::RETRIES, "site" => site.clone(), "reason" => r)
+                    }),
                     no_node: classes(|c| {
                         metrics::counter!("rdmalb_requests_total", "site" => site.clone(), "node" => "none", "code_class" => c)
                     }),

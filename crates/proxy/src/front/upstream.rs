@@ -114,7 +114,8 @@ impl NodePool {
             .pop_back()
     }
 
-    /// A pooled connection if one is alive, else a new one. `client` (the
+    /// A pooled connection if one is alive, else a new one; always a new
+    /// one when `fresh` (a retry after a connection broke). `client` (the
     /// client's address) and `local` (the address it connected to) are what
     /// a `send_proxy` node's PROXY header says; `now` (the caller's clock
     /// read) ages the idle ones.
@@ -123,9 +124,13 @@ impl NodePool {
         client: SocketAddr,
         local: SocketAddr,
         mut now: Instant,
+        fresh: bool,
     ) -> Result<Checkout, ConnectError> {
         if let Some(version) = self.send_proxy {
             return self.connect(Some((version, client, local))).await;
+        }
+        if fresh {
+            return self.connect(None).await;
         }
         while let Some(mut idle) = self.pop() {
             if idle.sender.is_closed()

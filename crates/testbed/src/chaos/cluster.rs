@@ -16,6 +16,8 @@ pub(super) struct Cluster {
     /// Files that make a node's reload command fail while they exist.
     pub(super) fail_flags: Vec<PathBuf>,
     pub(super) shm_files: Vec<PathBuf>,
+    /// The proxies' states and the apps that are down, for the clients.
+    pub(super) conditions: Arc<Conditions>,
 }
 
 impl Drop for Cluster {
@@ -114,6 +116,7 @@ pub(super) async fn start(opts: &Options, out: &Path) -> Result<Cluster, Cluster
             .map(|n| n.shm.clone())
             .chain((1..=3).map(|id| gen::proxy_window(tag, id)))
             .collect(),
+        conditions: Arc::new(Conditions::new(3, nodes.len())),
         nodes,
         apps: Vec::new(),
         sidecars: Vec::new(),
@@ -270,10 +273,17 @@ impl Cluster {
         findings: &watch::Findings,
     ) -> Result<String, ClusterError> {
         let mut line = f.to_string();
+        let states = &self.conditions.proxies;
         match f.kind {
-            Kind::KillProxy => self.proxies[f.target].kill(),
-            Kind::StopProxy => self.proxies[f.target].stop(),
-            Kind::SkewProxy => self.proxies[f.target].restart_with_skew(f.amount)?,
+            Kind::KillProxy => {
+                self.proxies[f.target].kill();
+                states.set(f.target, ProxyState::Killed);
+            }
+            Kind::StopProxy => {
+                self.proxies[f.target].stop();
+                states.set(f.target, ProxyState::Stopped);
+            }
+            Kind::SkewProxy => self.restart_proxy(f.target, f.amount)?,
             Kind::KillSidecar => {
                 // Mid-apply when we can: a node that is switching now.
                 let switching = findings
@@ -288,7 +298,10 @@ impl Cluster {
             }
             Kind::StopSidecar => self.sidecars[f.target].stop(),
             Kind::ReloadFails => write(&self.fail_flags[f.target], "")?,
-            Kind::KillApp => self.apps[f.target].kill(),
+            Kind::KillApp => {
+                self.apps[f.target].kill();
+                self.conditions.apps.set(f.target, true);
+            }
             Kind::LinkDelay => self.relays[f.target].set(LinkFault::Delay(Duration::from_millis(
                 f.amount.unsigned_abs(),
             ))),
@@ -303,9 +316,9 @@ impl Cluster {
     /// whether a proxy started a new run.
     pub(super) fn heal(&mut self, f: &Fault) -> Result<bool, ClusterError> {
         match f.kind {
-            Kind::KillProxy | Kind::StopProxy => return self.proxies[f.target].ensure_running(),
+            Kind::KillProxy | Kind::StopProxy => return self.resume_proxy(f.target),
             Kind::SkewProxy => {
-                self.proxies[f.target].restart_with_skew(0)?;
+                self.restart_proxy(f.target, 0)?;
                 return Ok(true);
             }
             Kind::KillSidecar => {
@@ -321,6 +334,7 @@ impl Cluster {
             }
             Kind::KillApp => {
                 self.apps[f.target].ensure_running()?;
+                self.conditions.apps.set(f.target, false);
             }
             Kind::LinkDelay | Kind::LinkDrop | Kind::LinkCut | Kind::LinkHalfOpen => {
                 self.relays[f.target].set(LinkFault::Healthy)
@@ -338,21 +352,44 @@ impl Cluster {
         for r in &self.relays {
             r.set(LinkFault::Healthy);
         }
-        for a in &mut self.apps {
+        for (i, a) in self.apps.iter_mut().enumerate() {
             a.ensure_running()?;
+            self.conditions.apps.set(i, false);
         }
         for s in &mut self.sidecars {
             s.ensure_running()?;
         }
         let mut restarted = Vec::new();
-        for (i, p) in self.proxies.iter_mut().enumerate() {
-            if p.skew_ms != 0 {
-                p.restart_with_skew(0)?;
+        for i in 0..self.proxies.len() {
+            if self.proxies[i].skew_ms != 0 {
+                self.restart_proxy(i, 0)?;
                 restarted.push(i);
-            } else if p.ensure_running()? {
+            } else if self.resume_proxy(i)? {
                 restarted.push(i);
             }
         }
         Ok(restarted)
+    }
+
+    /// Kills proxy `p` and starts it again with clock offset `skew_ms`.
+    fn restart_proxy(&mut self, p: usize, skew_ms: i64) -> Result<(), ClusterError> {
+        let states = &self.conditions.proxies;
+        states.set(p, ProxyState::Killed);
+        self.proxies[p].restart_with_skew(skew_ms)?;
+        states.set(p, ProxyState::Restarting);
+        Ok(())
+    }
+
+    /// Continues proxy `p` if stopped, starts it if dead; true when it
+    /// started (it is restarting until it answers).
+    fn resume_proxy(&mut self, p: usize) -> Result<bool, ClusterError> {
+        let was = self.conditions.proxies.read(p).state();
+        let started = self.proxies[p].ensure_running()?;
+        if started {
+            self.conditions.proxies.set(p, ProxyState::Restarting);
+        } else if was == ProxyState::Stopped {
+            self.conditions.proxies.set(p, ProxyState::Live);
+        }
+        Ok(started)
     }
 }

@@ -1,7 +1,7 @@
 use super::*;
 
 #[test]
-fn only_connect_failures_are_retry_safe() {
+fn only_connect_failures_are_retry_safe_and_broken_connections_for_idempotent_requests() {
     let all = [
         ErrorKind::BadRequest,
         ErrorKind::BadHost,
@@ -25,6 +25,8 @@ fn only_connect_failures_are_retry_safe() {
     for k in all {
         let safe = matches!(k, ErrorKind::ConnectFailed | ErrorKind::ConnectTimeout);
         assert_eq!(k.retry() == RetryType::Safe, safe, "{k:?}");
+        let idempotent = k == ErrorKind::UpstreamProtocol;
+        assert_eq!(k.retry() == RetryType::Idempotent, idempotent, "{k:?}");
         assert_eq!(k.termination().len(), 2);
     }
     assert_eq!(

@@ -1,23 +1,6 @@
 use super::*;
 
 #[test]
-fn tried_nodes_hold_every_attempt_without_duplicates() {
-    let mut t = Tried::default();
-    t.insert(3);
-    t.insert(3);
-    assert_eq!(t.as_slice(), &[3]);
-    // The first node, one connect retry, MISDIRECTED_REPLAYS replays.
-    for n in [5, 7, 9, 11] {
-        t.insert(n);
-    }
-    assert_eq!(t.as_slice(), &[3, 5, 7, 9]);
-    t.remove(3);
-    assert_eq!(t.as_slice(), &[5, 7, 9]);
-    t.remove(42);
-    assert_eq!(t.as_slice().len(), 3);
-}
-
-#[test]
 fn head_size_counts_request_line_and_headers() {
     let req = Request::get("/abc?x=1")
         .header("host", "example.com")
