@@ -89,6 +89,16 @@ async fn slowloris_and_rapid_reset_are_reported_and_the_proxy_still_serves() {
         metric(&metrics, "rdmalb_client_errors_total{kind=\"408\"}") > 0.0,
         "no 408 counted:\n{metrics}"
     );
+    // h2 ends a connection whose streams are reset before they are
+    // accepted with GOAWAY(ENHANCE_YOUR_CALM); the proxy counts it.
+    assert!(reset["h2_goaways"].as_u64().unwrap() > 0, "{reset}");
+    assert!(
+        metric(
+            &metrics,
+            "rdmalb_client_errors_total{kind=\"h2_enhance_your_calm\"}"
+        ) > 0.0,
+        "the rapid reset is not counted:\n{metrics}"
+    );
     still_serves(addr).await;
     drop(proxy);
 }

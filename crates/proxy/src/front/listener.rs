@@ -581,10 +581,46 @@ where
         Some(h) if h.is_parse_too_large() => head_failure(&ctx, 431, "PR", "431"),
         Some(h) if h.is_parse() => head_failure(&ctx, 400, "PR", "400"),
         _ => {
+            if let Some(kind) = h2_goaway_kind(&*e) {
+                stats::client_error(kind);
+                tracing::debug!(client = %ctx.client, listener = %ctx.listener, error = %e, "HTTP/2 connection error: GOAWAY sent");
+                return false;
+            }
             tracing::debug!(client = %ctx.client, listener = %ctx.listener, error = %e, "client connection ended with an error")
         }
     }
     false
+}
+
+/// The `rdmalb_client_errors_total` kind of an HTTP/2 connection this
+/// proxy ended with GOAWAY because of what the client sent (the h2 crate's
+/// guards: too many streams reset before they were accepted — the rapid
+/// reset of CVE-2023-44487 —, an endless CONTINUATION sequence, a header
+/// block that does not decode, a frame too large...), by the GOAWAY's
+/// error code; `None` for any other end (the client's own GOAWAY, I/O).
+/// Without it those connections ended with a debug log line only, so the
+/// attacks were invisible in the metrics.
+pub(crate) fn h2_goaway_kind(e: &(dyn std::error::Error + 'static)) -> Option<&'static str> {
+    let mut cur = Some(e);
+    while let Some(err) = cur {
+        if let Some(h) = err.downcast_ref::<h2::Error>() {
+            if !h.is_go_away() || h.is_remote() {
+                return None;
+            }
+            return Some(match h.reason()? {
+                h2::Reason::NO_ERROR => return None,
+                h2::Reason::PROTOCOL_ERROR => "h2_protocol_error",
+                h2::Reason::FLOW_CONTROL_ERROR => "h2_flow_control_error",
+                h2::Reason::SETTINGS_TIMEOUT => "h2_settings_timeout",
+                h2::Reason::FRAME_SIZE_ERROR => "h2_frame_size_error",
+                h2::Reason::COMPRESSION_ERROR => "h2_compression_error",
+                h2::Reason::ENHANCE_YOUR_CALM => "h2_enhance_your_calm",
+                _ => "h2_other",
+            });
+        }
+        cur = err.source();
+    }
+    None
 }
 
 /// What woke [`drive`]'s wait.
