@@ -127,6 +127,15 @@ async fn h2_floods_and_a_connection_flood_leave_the_proxy_serving() {
         assert!(r["connected"].as_u64().unwrap() > 0, "{r}");
         assert!(r["ops"].as_u64().unwrap() > 0, "{r}");
     }
+    // The flood filled the listener: accepting had to wait, and says so.
+    let metrics = admin_text(admin, "/metrics").await;
+    assert!(
+        metric(
+            &metrics,
+            "rdmalb_connections_limited_total{listener=\"web\"}"
+        ) > 0.0,
+        "the connection flood is not counted:\n{metrics}"
+    );
     // The flood's connections are gone with the attacker: a slot is free.
     still_serves(addr).await;
     drop(proxy);

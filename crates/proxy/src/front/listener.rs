@@ -115,6 +115,9 @@ pub struct Shared {
     builder: auto::Builder<TokioExecutor>,
     limit: Arc<Semaphore>,
     gauge: metrics::Gauge,
+    /// `rdmalb_connections_limited_total{listener}`: times accepting had
+    /// to wait for a slot at `limits.max_connections`.
+    limited: metrics::Counter,
     /// Connections open on this listener (the access log's `feconn`).
     connections: Arc<AtomicUsize>,
     timeouts: IoTimeouts,
@@ -129,6 +132,7 @@ impl Shared {
     pub fn new(bound: Bound, config: &Config) -> Shared {
         Shared {
             gauge: metrics::gauge!("rdmalb_connections", "listener" => bound.name.to_string()),
+            limited: metrics::counter!("rdmalb_connections_limited_total", "listener" => bound.name.to_string()),
             name: bound.name,
             addr: bound.addr,
             tcp: bound.tcp,
@@ -224,13 +228,18 @@ async fn serve(
         let permit = match Arc::clone(&l.limit).try_acquire_owned() {
             Ok(p) => p,
             Err(tokio::sync::TryAcquireError::Closed) => break,
-            Err(tokio::sync::TryAcquireError::NoPermits) => tokio::select! {
+            Err(tokio::sync::TryAcquireError::NoPermits) => {
+                // The listener is full: accepting waits (a connection
+                // flood shows here, once per wait).
+                l.limited.increment(1);
+                tokio::select! {
                 p = Arc::clone(&l.limit).acquire_owned() => match p {
                     Ok(p) => p,
                     Err(_) => break,
                 },
                 _ = rdmalb_base::shutdown::requested(&mut shutdown) => break,
-            },
+                }
+            }
         };
         let (stream, client) = tokio::select! {
             r = tcp.accept() => match r {
