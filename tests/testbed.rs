@@ -1,5 +1,6 @@
-//! The testbed binary (`rdmalb-testbed`): testsrv, traces, the replay client and the emulated cluster.
+//! The testbed binary (`rdmalb-testbed`): testsrv, traces, the replay client, the emulated cluster and the attack client.
 
+mod abuse;
 mod cluster;
 mod reconfig;
 mod server;

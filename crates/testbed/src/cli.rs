@@ -1,5 +1,5 @@
 //! Command-line front ends of the testbed subcommands (`testsrv`, `trace`,
-//! `load`, `cluster`). `main.rs` flattens these argument structs and
+//! `load`, `cluster`, `chaos`, `abuse`, `abuse-report`). `main.rs` flattens these argument structs and
 //! calls [`run`]; everything here returns [`CliError`].
 
 use std::path::PathBuf;
@@ -29,6 +29,10 @@ pub enum CliError {
     Cluster(#[from] super::cluster::ClusterError),
     #[error(transparent)]
     Plot(#[from] super::plot::PlotError),
+    #[error(transparent)]
+    Abuse(#[from] super::abuse::AbuseError),
+    #[error(transparent)]
+    AbuseReport(#[from] super::abuse::report::ReportError),
     #[error("{what}: {source}")]
     Io {
         what: String,
@@ -58,6 +62,76 @@ pub enum TestbedCommand {
     /// Run the seeded fault-injection campaign against a cluster of real
     /// proxies, sidecars and nodes (docs/reliability.md).
     Chaos(ChaosArgs),
+    /// Attack one loopback listener (slow clients, floods, HTTP/2 abuse,
+    /// TLS handshakes), bounded in time and count; prints what happened
+    /// as JSON (docs/reliability.md, "Service under attack").
+    Abuse(AbuseArgs),
+    /// The side-by-side table of bench/abuse/run.sh's measurements.
+    AbuseReport(AbuseReportArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct AbuseArgs {
+    /// Listener to attack (loopback only), e.g. 127.0.0.1:8080.
+    #[arg(long)]
+    pub target: std::net::SocketAddr,
+    /// slowloris, slow-post, slow-read, conn-flood, tls-flood, rapid-reset,
+    /// continuation, hpack-bomb, ping-flood, settings-flood, tiny-data,
+    /// window-stall; comma-separated to run several one after the other.
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub attack: Vec<String>,
+    /// How long each attack runs.
+    #[arg(short, long, default_value = "10s", value_parser = parse_duration)]
+    pub duration: Duration,
+    /// Concurrent connections.
+    #[arg(short, long, default_value_t = 100)]
+    pub connections: usize,
+    /// Connections opened per second at the start.
+    #[arg(long, default_value_t = 1000)]
+    pub ramp: u64,
+    /// Slow attacks: gap between two bytes (or pipelined requests).
+    #[arg(long, default_value = "3s", value_parser = parse_duration)]
+    pub interval: Duration,
+    /// Floods: operations per second over all connections (0: unpaced).
+    #[arg(long, default_value_t = 20_000)]
+    pub rate: u64,
+    /// Stop each attack after this many operations.
+    #[arg(long, default_value_t = 10_000_000)]
+    pub max_ops: u64,
+    /// TLS with ALPN (h2 for the HTTP/2 attacks); tls-flood always is.
+    #[arg(long)]
+    pub tls: bool,
+    /// Connect from this loopback address (e.g. 127.0.0.2).
+    #[arg(long)]
+    pub source: Option<std::net::IpAddr>,
+    /// Host header / :authority / SNI.
+    #[arg(long, default_value = "bench.localhost")]
+    pub host: String,
+    /// Path of a large response (slow-read, window-stall).
+    #[arg(long, default_value = "/files/1m.bin")]
+    pub large_path: String,
+    /// Path a POST goes to (slow-post, tiny-data).
+    #[arg(long, default_value = "/post")]
+    pub post_path: String,
+    /// Also write the results (a JSON array) to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct AbuseReportArgs {
+    /// The runs file bench/abuse/run.sh writes.
+    #[arg(long)]
+    pub runs: PathBuf,
+    /// Output directory (abuse.json, abuse.txt).
+    #[arg(short, long)]
+    pub output: PathBuf,
+    /// First line of the text table (what ran, where).
+    #[arg(
+        long,
+        default_value = "rdmalb-testbed abuse: service under attack (tcp loopback)"
+    )]
+    pub title: String,
 }
 
 #[derive(Debug, Args)]
@@ -264,6 +338,12 @@ pub fn run(cmd: TestbedCommand) -> Result<ExitCode, CliError> {
             Ok(ExitCode::SUCCESS)
         }
         TestbedCommand::Trace(a) => trace(a.what),
+        TestbedCommand::Abuse(a) => abuse(a),
+        TestbedCommand::AbuseReport(a) => {
+            let text = super::abuse::report::write(&a.runs, &a.output, &a.title)?;
+            print!("{text}");
+            Ok(ExitCode::SUCCESS)
+        }
         TestbedCommand::Load(a) => load(a),
         TestbedCommand::Chaos(a) => {
             let transport = match a.transport.as_str() {
@@ -462,5 +542,41 @@ fn load(a: LoadArgs) -> Result<ExitCode, CliError> {
         "rdmalb load",
     )?;
     print!("{}", report.table());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn abuse(a: AbuseArgs) -> Result<ExitCode, CliError> {
+    use super::abuse::{Attack, Options};
+    let attacks = a
+        .attack
+        .iter()
+        .map(|s| Attack::parse(s))
+        .collect::<Result<Vec<_>, _>>()?;
+    let rt = runtime(2)?;
+    let mut outcomes = Vec::new();
+    for attack in attacks {
+        let opts = Options {
+            target: a.target,
+            source: a.source,
+            attack,
+            duration: a.duration,
+            connections: a.connections,
+            ramp: a.ramp,
+            interval: a.interval,
+            rate: a.rate,
+            max_ops: a.max_ops,
+            tls: a.tls,
+            host: a.host.clone(),
+            large_path: a.large_path.clone(),
+            post_path: a.post_path.clone(),
+        };
+        let outcome = rt.block_on(super::abuse::run(opts))?;
+        print!("{}", outcome.text());
+        outcomes.push(outcome);
+    }
+    if let Some(path) = &a.json {
+        let text = serde_json::to_string_pretty(&outcomes).unwrap_or_default() + "\n";
+        std::fs::write(path, text).map_err(io(format!("cannot write {}", path.display())))?;
+    }
     Ok(ExitCode::SUCCESS)
 }

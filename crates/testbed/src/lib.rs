@@ -15,6 +15,9 @@
 //!   ([`qos`]) and the number of node moves.
 //! - [`chaos`]: `rdmalb-testbed chaos`, the seeded fault-injection
 //!   campaign against a cluster of real proxies, sidecars and nodes.
+//! - [`abuse`]: `rdmalb-testbed abuse`, the attack client (slow clients,
+//!   floods, HTTP/2 abuse, TLS handshakes) against one listener, and
+//!   `abuse-report`, the table of the service-under-attack benchmark.
 //! - [`ports`]: loopback ports for the processes a cluster or a test
 //!   starts, below the kernel's ephemeral range.
 //!
@@ -26,6 +29,7 @@
 //! venue.
 #![deny(unsafe_code)]
 
+pub mod abuse;
 pub mod capacity;
 pub mod chaos;
 pub mod cli;

@@ -132,6 +132,9 @@ pub struct Shared {
     builder: auto::Builder<TokioExecutor>,
     limit: Arc<Semaphore>,
     gauge: metrics::Gauge,
+    /// `rdmalb_connections_limited_total{listener}`: times accepting had
+    /// to wait for a slot at `limits.max_connections`.
+    limited: metrics::Counter,
     /// Connections open on this listener (the access log's `feconn`).
     connections: Arc<AtomicUsize>,
     timeouts: IoTimeouts,
@@ -146,6 +149,7 @@ impl Shared {
     pub fn new(bound: Bound, config: &Config) -> Shared {
         Shared {
             gauge: metrics::gauge!("rdmalb_connections", "listener" => bound.name.to_string()),
+            limited: metrics::counter!("rdmalb_connections_limited_total", "listener" => bound.name.to_string()),
             name: bound.name,
             addr: bound.addr,
             tcp: bound.tcp,
@@ -241,13 +245,18 @@ async fn serve(
         let permit = match Arc::clone(&l.limit).try_acquire_owned() {
             Ok(p) => p,
             Err(tokio::sync::TryAcquireError::Closed) => break,
-            Err(tokio::sync::TryAcquireError::NoPermits) => tokio::select! {
+            Err(tokio::sync::TryAcquireError::NoPermits) => {
+                // The listener is full: accepting waits (a connection
+                // flood shows here, once per wait).
+                l.limited.increment(1);
+                tokio::select! {
                 p = Arc::clone(&l.limit).acquire_owned() => match p {
                     Ok(p) => p,
                     Err(_) => break,
                 },
                 _ = rdmalb_base::shutdown::requested(&mut shutdown) => break,
-            },
+                }
+            }
         };
         let (stream, client) = tokio::select! {
             r = tcp.accept() => match r {
@@ -607,10 +616,46 @@ where
         Some(h) if h.is_parse_too_large() => head_failure(&ctx, 431, "PR", "431"),
         Some(h) if h.is_parse() => head_failure(&ctx, 400, "PR", "400"),
         _ => {
+            if let Some(kind) = h2_goaway_kind(&*e) {
+                stats::client_error(kind);
+                tracing::debug!(client = %ctx.client, listener = %ctx.listener, error = %e, "HTTP/2 connection error: GOAWAY sent");
+                return false;
+            }
             tracing::debug!(client = %ctx.client, listener = %ctx.listener, error = %e, "client connection ended with an error")
         }
     }
     false
+}
+
+/// The `rdmalb_client_errors_total` kind of an HTTP/2 connection this
+/// proxy ended with GOAWAY because of what the client sent (the h2 crate's
+/// guards: too many streams reset before they were accepted — the rapid
+/// reset of CVE-2023-44487 —, an endless CONTINUATION sequence, a header
+/// block that does not decode, a frame too large...), by the GOAWAY's
+/// error code; `None` for any other end (the client's own GOAWAY, I/O).
+/// Without it those connections ended with a debug log line only, so the
+/// attacks were invisible in the metrics.
+pub(crate) fn h2_goaway_kind(e: &(dyn std::error::Error + 'static)) -> Option<&'static str> {
+    let mut cur = Some(e);
+    while let Some(err) = cur {
+        if let Some(h) = err.downcast_ref::<h2::Error>() {
+            if !h.is_go_away() || h.is_remote() {
+                return None;
+            }
+            return Some(match h.reason()? {
+                h2::Reason::NO_ERROR => return None,
+                h2::Reason::PROTOCOL_ERROR => "h2_protocol_error",
+                h2::Reason::FLOW_CONTROL_ERROR => "h2_flow_control_error",
+                h2::Reason::SETTINGS_TIMEOUT => "h2_settings_timeout",
+                h2::Reason::FRAME_SIZE_ERROR => "h2_frame_size_error",
+                h2::Reason::COMPRESSION_ERROR => "h2_compression_error",
+                h2::Reason::ENHANCE_YOUR_CALM => "h2_enhance_your_calm",
+                _ => "h2_other",
+            });
+        }
+        cur = err.source();
+    }
+    None
 }
 
 /// What woke [`drive`]'s wait.
