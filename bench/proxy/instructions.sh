@@ -22,6 +22,8 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 # shellcheck source=scripts/lib/common.sh
 . "$ROOT/scripts/lib/common.sh"
+# shellcheck source=bench/proxy/lib.sh
+. "$HERE/lib.sh"
 export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 
 [ $# -ge 1 ] || die "usage: $0 BIN [BIN ...] (rdmalb binaries to compare)"
@@ -49,12 +51,16 @@ trap cleanup EXIT
 BODY=$(printf '%.0s0123456789abcdef' $(seq 64))
 free_port BACKEND_PORT 29000
 free_port LISTEN_PORT 29001
-sed -e "s|@DIR@|$WORK|g" -e "s|@BACKEND_PORT@|$BACKEND_PORT|g" -e "s|@BODY@|$BODY|g" \
-    -e "/@TEMPDIRS@/{r /dev/stdin" -e "d}" \
-    "$HERE/backend.nginx.conf.in" >"$WORK/backend.conf" < <(nginx_tempdirs "$WORK/tmp")
-nodes=$(printf '[[node]]\\nname = "b1"\\naddress = "127.0.0.1:%s"\\nsite = "bench"\\n' "$BACKEND_PORT")
-sed -e "s|@LISTEN_PORT@|$LISTEN_PORT|g" -e "s|@BALANCE@|roundrobin|" -e "s|@NODES@|$nodes|" \
-    "$HERE/rdmalb.toml.in" >"$WORK/rdmalb.toml"
+# The templates as run.sh and scenarios.sh render them (one worker, 4096
+# connections, no TLS): one renderer, so a new placeholder cannot be
+# missed here again.
+proxy_render "$HERE/backend.nginx.conf.in" "$WORK/backend.conf"
+printf '[[node]]\nname = "b1"\naddress = "127.0.0.1:%s"\nsite = "bench"\n' "$BACKEND_PORT" >"$WORK/rdmalb-node"
+proxy_render "$HERE/rdmalb.toml.in" "$WORK/rdmalb.toml.tmp" "$LISTEN_PORT"
+sed -e "s|@BALANCE@|roundrobin|" -e "/@NODES@/{r $WORK/rdmalb-node" -e "d}" "$WORK/rdmalb.toml.tmp" >"$WORK/rdmalb.toml"
+if grep -q '@[A-Z_]*@' "$WORK/rdmalb.toml" "$WORK/backend.conf"; then
+    die "a placeholder is left unfilled: $(grep -ho '@[A-Z_]*@' "$WORK/rdmalb.toml" "$WORK/backend.conf" | sort -u | tr '\n' ' ')"
+fi
 
 nginx -p "$WORK" -e "$WORK/backend-error.log" -c "$WORK/backend.conf" -g 'daemon off;' &
 BACKEND_PID=$!
