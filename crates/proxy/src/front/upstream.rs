@@ -28,6 +28,15 @@ use tokio::net::TcpStream;
 use super::body::RequestBody;
 use crate::config::{Config, SendProxy};
 
+/// The most a node connection's read buffer grows to (hyper's default is
+/// about 400 KiB). A response body is read into it ahead of the client; a
+/// client that stops reading (a slow reader, a zero window) pins it, full,
+/// until `timeouts.client` ends the exchange. 200 clients that never read
+/// a 4 MB response grew a release proxy by 142 MiB at the default, by
+/// 51 MiB at 64 KiB (`rdmalb-testbed abuse --attack slow-read`). 64 KiB
+/// still reads a large body in a few system calls per 256 KiB.
+pub const UPSTREAM_MAX_BUF: usize = 64 * 1024;
+
 /// Why no connection to a node could be had.
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
@@ -186,6 +195,7 @@ impl NodePool {
                 .map_err(|source| ConnectError::Failed { addr, source })?;
         }
         let (sender, conn) = http1::Builder::new()
+            .max_buf_size(UPSTREAM_MAX_BUF)
             .handshake(TokioIo::new(stream))
             .await
             .map_err(|source| ConnectError::Handshake { addr, source })?;
