@@ -63,6 +63,16 @@ fall = 2
         transport = opts.transport.as_str(),
         seed = opts.seed
     );
+    let text = match &opts.retry_on {
+        None => text,
+        Some(on) => format!(
+            "{text}[proxy.global]\nretry_on = [{}]\n",
+            on.iter()
+                .map(|k| format!("{k:?}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
     parse_spec(&text, &out.join("chaos-spec.toml")).map_err(|e| ClusterError::Generated {
         component: "chaos spec".into(),
         table: "chaos".into(),
@@ -393,3 +403,6 @@ impl Cluster {
         Ok(started)
     }
 }
+
+#[cfg(test)]
+mod tests;
