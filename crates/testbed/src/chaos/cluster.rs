@@ -283,15 +283,17 @@ impl Cluster {
         findings: &watch::Findings,
     ) -> Result<String, ClusterError> {
         let mut line = f.to_string();
+        // Each state is set before the signal: a client that sees the
+        // connection close must already read the new state.
         let states = &self.conditions.proxies;
         match f.kind {
             Kind::KillProxy => {
-                self.proxies[f.target].kill();
                 states.set(f.target, ProxyState::Killed);
+                self.proxies[f.target].kill();
             }
             Kind::StopProxy => {
-                self.proxies[f.target].stop();
                 states.set(f.target, ProxyState::Stopped);
+                self.proxies[f.target].stop();
             }
             Kind::SkewProxy => self.restart_proxy(f.target, f.amount)?,
             Kind::KillSidecar => {
@@ -309,8 +311,8 @@ impl Cluster {
             Kind::StopSidecar => self.sidecars[f.target].stop(),
             Kind::ReloadFails => write(&self.fail_flags[f.target], "")?,
             Kind::KillApp => {
-                self.apps[f.target].kill();
                 self.conditions.apps.set(f.target, true);
+                self.apps[f.target].kill();
             }
             Kind::LinkDelay => self.relays[f.target].set(LinkFault::Delay(Duration::from_millis(
                 f.amount.unsigned_abs(),
