@@ -85,7 +85,8 @@ pub struct Options {
     pub gap: Duration,
     /// Bound for the cluster to settle once the faults stop.
     pub settle: Duration,
-    /// The proxies' `global.retry_on` (`None`: their default).
+    /// The proxies' `global.retry_on` (`None`: conn-failure and
+    /// empty-response).
     pub retry_on: Option<Vec<String>>,
     pub out: PathBuf,
 }
@@ -95,7 +96,7 @@ pub struct Options {
 pub struct Outcome {
     pub seed: u64,
     pub transport: &'static str,
-    /// The proxies' `global.retry_on` when not their default.
+    /// The proxies' `global.retry_on` when not the campaign's (both).
     pub retry_on: Option<Vec<String>>,
     pub fault_seconds: f64,
     pub faults: usize,

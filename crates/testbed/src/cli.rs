@@ -81,7 +81,7 @@ pub struct ChaosArgs {
     pub settle: Duration,
     /// The proxies' `global.retry_on`, comma-separated (e.g.
     /// `conn-failure` to compare without retries of broken connections);
-    /// default: the proxy's default.
+    /// default: `conn-failure,empty-response`.
     #[arg(long)]
     pub retry_on: Option<String>,
     /// Output directory (configs, logs, faults.txt, chaos.json).

@@ -63,16 +63,19 @@ fall = 2
         transport = opts.transport.as_str(),
         seed = opts.seed
     );
-    let text = match &opts.retry_on {
-        None => text,
-        Some(on) => format!(
-            "{text}[proxy.global]\nretry_on = [{}]\n",
-            on.iter()
-                .map(|k| format!("{k:?}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-    };
+    // Both retry conditions unless told otherwise: the campaign measures
+    // what a live proxy answers with retries of broken connections on.
+    let on = opts
+        .retry_on
+        .clone()
+        .unwrap_or_else(|| vec!["conn-failure".to_string(), "empty-response".to_string()]);
+    let text = format!(
+        "{text}[proxy.global]\nretry_on = [{}]\n",
+        on.iter()
+            .map(|k| format!("{k:?}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
     parse_spec(&text, &out.join("chaos-spec.toml")).map_err(|e| ClusterError::Generated {
         component: "chaos spec".into(),
         table: "chaos".into(),

@@ -13,10 +13,11 @@ fn options(retry_on: Option<Vec<String>>) -> Options {
 }
 
 #[test]
-fn retry_on_reaches_every_proxy_config_only_when_given() {
+fn retry_on_reaches_every_proxy_config_both_conditions_by_default() {
     let out = Path::new("/nonexistent");
     let s = spec(&options(None), out).unwrap();
-    assert!(s.proxy.get("global").is_none());
+    let on = s.proxy["global"]["retry_on"].as_array().unwrap();
+    assert_eq!(on.len(), 2);
     let s = spec(&options(Some(vec!["conn-failure".into()])), out).unwrap();
     let on = s.proxy["global"]["retry_on"].as_array().unwrap();
     assert_eq!(on, &vec![toml::Value::String("conn-failure".into())]);
