@@ -14,7 +14,9 @@
 # runtime, health checks every 10 s, metrics upkeep).
 #
 # Environment: N1=2000 N2=12000 CONNS=20 (keep-alive connections; requests
-# are spread evenly over them); KEEP=DIR keeps each callgrind profile as
+# are spread evenly over them); GLOBAL='key = value' adds a line to the
+# proxy's [global] (e.g. GLOBAL='retry_on = ["conn-failure", "empty-response"]');
+# KEEP=DIR keeps each callgrind profile as
 # DIR/<binary>.<N>.callgrind, for callgrind_annotate. Prints one line per binary and writes
 # bench/results/instructions-<date>.md.
 set -euo pipefail
@@ -54,6 +56,8 @@ sed -e "s|@DIR@|$WORK|g" -e "s|@BACKEND_PORT@|$BACKEND_PORT|g" -e "s|@BODY@|$BOD
     "$HERE/backend.nginx.conf.in" >"$WORK/backend.conf" < <(nginx_tempdirs "$WORK/tmp")
 nodes=$(printf '[[node]]\\nname = "b1"\\naddress = "127.0.0.1:%s"\\nsite = "bench"\\n' "$BACKEND_PORT")
 sed -e "s|@LISTEN_PORT@|$LISTEN_PORT|g" -e "s|@BALANCE@|roundrobin|" -e "s|@NODES@|$nodes|" \
+    -e "s|@WORKERS@|1|g" -e "s|@MAXCONN@|4096|g" -e "/@TLS@/d" \
+    -e "s|^shutdown_grace = \"1s\"|shutdown_grace = \"1s\"\n${GLOBAL:-}|" \
     "$HERE/rdmalb.toml.in" >"$WORK/rdmalb.toml"
 
 nginx -p "$WORK" -e "$WORK/backend-error.log" -c "$WORK/backend.conf" -g 'daemon off;' &
