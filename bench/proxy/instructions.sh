@@ -14,7 +14,9 @@
 # runtime, health checks every 10 s, metrics upkeep).
 #
 # Environment: N1=2000 N2=12000 CONNS=20 (keep-alive connections; requests
-# are spread evenly over them); KEEP=DIR keeps each callgrind profile as
+# are spread evenly over them); GLOBAL='key = value' adds a line to the
+# proxy's [global] (e.g. GLOBAL='retry_on = ["conn-failure", "empty-response"]');
+# KEEP=DIR keeps each callgrind profile as
 # DIR/<binary>.<N>.callgrind, for callgrind_annotate. Prints one line per binary and writes
 # bench/results/instructions-<date>.md.
 set -euo pipefail
@@ -57,7 +59,10 @@ free_port LISTEN_PORT 29001
 proxy_render "$HERE/backend.nginx.conf.in" "$WORK/backend.conf"
 printf '[[node]]\nname = "b1"\naddress = "127.0.0.1:%s"\nsite = "bench"\n' "$BACKEND_PORT" >"$WORK/rdmalb-node"
 proxy_render "$HERE/rdmalb.toml.in" "$WORK/rdmalb.toml.tmp" "$LISTEN_PORT"
-sed -e "s|@BALANCE@|roundrobin|" -e "/@NODES@/{r $WORK/rdmalb-node" -e "d}" "$WORK/rdmalb.toml.tmp" >"$WORK/rdmalb.toml"
+# GLOBAL: extra [global] lines (e.g. GLOBAL='retry_on = ["conn-failure", "empty-response"]').
+sed -e "s|@BALANCE@|roundrobin|" -e "/@NODES@/{r $WORK/rdmalb-node" -e "d}" \
+    -e "s|^shutdown_grace = \"1s\"|shutdown_grace = \"1s\"\n${GLOBAL:-}|" \
+    "$WORK/rdmalb.toml.tmp" >"$WORK/rdmalb.toml"
 if grep -q '@[A-Z_]*@' "$WORK/rdmalb.toml" "$WORK/backend.conf"; then
     die "a placeholder is left unfilled: $(grep -ho '@[A-Z_]*@' "$WORK/rdmalb.toml" "$WORK/backend.conf" | sort -u | tr '\n' ' ')"
 fi

@@ -81,6 +81,8 @@ async fn read_head(s: &mut tokio::net::TcpStream) -> String {
 }
 
 const NO_HEALTH: &str = "[health]\npassive_failures = 0\ninterval = \"60s\"\n";
+/// `global.retry_on` with broken connections retried (not the default).
+const RETRY_ON: &str = "retry_on = [\"conn-failure\", \"empty-response\"]\n";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn get_is_retried_on_another_node_after_an_empty_response() {
@@ -88,7 +90,7 @@ async fn get_is_retried_on_another_node_after_an_empty_response() {
     let (dropper, dropped, task) = dropping_node().await;
     let (listen, addr, admin) = listener_toml();
     let config = format!(
-        "{listen}[global]\naccess_log = \"off\"\n{NO_HEALTH}\n[[site]]\nname = \"www\"\nhosts = [\"www.example.com\"]\n\n{}{}",
+        "{listen}[global]\naccess_log = \"off\"\n{RETRY_ON}{NO_HEALTH}\n[[site]]\nname = \"www\"\nhosts = [\"www.example.com\"]\n\n{}{}",
         node_toml("dropper", dropper, "www"),
         node_toml("good", good.addr, "www"),
     );
@@ -117,7 +119,7 @@ async fn the_only_node_gets_a_get_again_on_a_new_connection_but_never_a_post() {
     let (node, task) = once_dropping_node().await;
     let (listen, addr, admin) = listener_toml();
     let config = format!(
-        "{listen}[global]\naccess_log = \"{{dir}}/access.log\"\n{NO_HEALTH}\n[[site]]\nname = \"www\"\nhosts = [\"www.example.com\"]\n\n{}",
+        "{listen}[global]\naccess_log = \"{{dir}}/access.log\"\n{RETRY_ON}{NO_HEALTH}\n[[site]]\nname = \"www\"\nhosts = [\"www.example.com\"]\n\n{}",
         node_toml("n1", node, "www"),
     );
     let proxy = Proxy::start(&config, &[addr]);
@@ -181,7 +183,23 @@ async fn retries_zero_answers_502_for_a_get() {
     let (node, task) = once_dropping_node().await;
     let (listen, addr, _) = listener_toml();
     let config = format!(
-        "{listen}[global]\naccess_log = \"off\"\nretries = 0\n{NO_HEALTH}\n[[site]]\nname = \"www\"\nhosts = [\"www.example.com\"]\n\n{}",
+        "{listen}[global]\naccess_log = \"off\"\nretries = 0\n{RETRY_ON}{NO_HEALTH}\n[[site]]\nname = \"www\"\nhosts = [\"www.example.com\"]\n\n{}",
+        node_toml("n1", node, "www"),
+    );
+    let _proxy = Proxy::start(&config, &[addr]);
+    let resp = get_host(&client(), addr, "www.example.com", "/once").await;
+    assert_eq!(resp.status().as_u16(), 502);
+    task.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn by_default_only_connect_failures_are_retried() {
+    // HAProxy's default `retry-on conn-failure`: a broken connection is
+    // answered 502, whatever the method.
+    let (node, task) = once_dropping_node().await;
+    let (listen, addr, _) = listener_toml();
+    let config = format!(
+        "{listen}[global]\naccess_log = \"off\"\n{NO_HEALTH}\n[[site]]\nname = \"www\"\nhosts = [\"www.example.com\"]\n\n{}",
         node_toml("n1", node, "www"),
     );
     let _proxy = Proxy::start(&config, &[addr]);

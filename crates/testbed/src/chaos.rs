@@ -85,6 +85,9 @@ pub struct Options {
     pub gap: Duration,
     /// Bound for the cluster to settle once the faults stop.
     pub settle: Duration,
+    /// The proxies' `global.retry_on` (`None`: conn-failure and
+    /// empty-response).
+    pub retry_on: Option<Vec<String>>,
     pub out: PathBuf,
 }
 
@@ -93,6 +96,8 @@ pub struct Options {
 pub struct Outcome {
     pub seed: u64,
     pub transport: &'static str,
+    /// The proxies' `global.retry_on` when not the campaign's (both).
+    pub retry_on: Option<Vec<String>>,
     pub fault_seconds: f64,
     pub faults: usize,
     pub faults_by_kind: BTreeMap<&'static str, usize>,
@@ -124,10 +129,13 @@ impl Outcome {
             .map(|(k, n)| format!("{k} {n}"))
             .collect();
         let mut s = format!(
-            "chaos seed={} transport={} faults={} in {:.0}s ({})\n\
+            "chaos seed={} transport={}{} faults={} in {:.0}s ({})\n\
              requests={} ok={} errors={} claims={} moves={} sidecar restarts={} settled={}\n",
             self.seed,
             self.transport,
+            self.retry_on
+                .as_ref()
+                .map_or(String::new(), |r| format!(" retry_on={}", r.join(","))),
             self.faults,
             self.fault_seconds,
             kinds.join(", "),
@@ -365,6 +373,7 @@ pub async fn run(
     let outcome = Outcome {
         seed: opts.seed,
         transport: opts.transport.as_str(),
+        retry_on: opts.retry_on.clone(),
         fault_seconds,
         faults: history.len(),
         faults_by_kind: by_kind,

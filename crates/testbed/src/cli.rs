@@ -153,6 +153,11 @@ pub struct ChaosArgs {
     /// Bound for every node to be ACTIVE and OK after the faults stop.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub settle: Duration,
+    /// The proxies' `global.retry_on`, comma-separated (e.g.
+    /// `conn-failure` to compare without retries of broken connections);
+    /// default: `conn-failure,empty-response`.
+    #[arg(long)]
+    pub retry_on: Option<String>,
     /// Output directory (configs, logs, faults.txt, chaos.json).
     #[arg(short, long)]
     pub output: PathBuf,
@@ -361,6 +366,12 @@ pub fn run(cmd: TestbedCommand) -> Result<ExitCode, CliError> {
                 transport,
                 gap: a.gap,
                 settle: a.settle,
+                retry_on: a.retry_on.map(|l| {
+                    l.split(',')
+                        .map(|k| k.trim().to_string())
+                        .filter(|k| !k.is_empty())
+                        .collect()
+                }),
                 out: a.output,
             };
             let rt = runtime(2)?;

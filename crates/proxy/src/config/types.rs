@@ -110,8 +110,15 @@ pub struct RetryOn {
 
 impl RetryOn {
     pub const ACCEPTED: &'static str = "\"conn-failure\" or \"empty-response\"";
-    /// The default: both.
+    /// The default, HAProxy's: `conn-failure` only. `empty-response`
+    /// costs a copy of every idempotent request head without a body
+    /// (docs/proxy.md, "Retries").
     pub const DEFAULT: RetryOn = RetryOn {
+        conn_failure: true,
+        empty_response: false,
+    };
+    /// Both conditions.
+    pub const BOTH: RetryOn = RetryOn {
         conn_failure: true,
         empty_response: true,
     };

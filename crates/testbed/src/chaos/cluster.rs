@@ -63,6 +63,19 @@ fall = 2
         transport = opts.transport.as_str(),
         seed = opts.seed
     );
+    // Both retry conditions unless told otherwise: the campaign measures
+    // what a live proxy answers with retries of broken connections on.
+    let on = opts
+        .retry_on
+        .clone()
+        .unwrap_or_else(|| vec!["conn-failure".to_string(), "empty-response".to_string()]);
+    let text = format!(
+        "{text}[proxy.global]\nretry_on = [{}]\n",
+        on.iter()
+            .map(|k| format!("{k:?}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
     parse_spec(&text, &out.join("chaos-spec.toml")).map_err(|e| ClusterError::Generated {
         component: "chaos spec".into(),
         table: "chaos".into(),
@@ -273,15 +286,17 @@ impl Cluster {
         findings: &watch::Findings,
     ) -> Result<String, ClusterError> {
         let mut line = f.to_string();
+        // Each state is set before the signal: a client that sees the
+        // connection close must already read the new state.
         let states = &self.conditions.proxies;
         match f.kind {
             Kind::KillProxy => {
-                self.proxies[f.target].kill();
                 states.set(f.target, ProxyState::Killed);
+                self.proxies[f.target].kill();
             }
             Kind::StopProxy => {
-                self.proxies[f.target].stop();
                 states.set(f.target, ProxyState::Stopped);
+                self.proxies[f.target].stop();
             }
             Kind::SkewProxy => self.restart_proxy(f.target, f.amount)?,
             Kind::KillSidecar => {
@@ -299,8 +314,8 @@ impl Cluster {
             Kind::StopSidecar => self.sidecars[f.target].stop(),
             Kind::ReloadFails => write(&self.fail_flags[f.target], "")?,
             Kind::KillApp => {
-                self.apps[f.target].kill();
                 self.conditions.apps.set(f.target, true);
+                self.apps[f.target].kill();
             }
             Kind::LinkDelay => self.relays[f.target].set(LinkFault::Delay(Duration::from_millis(
                 f.amount.unsigned_abs(),
@@ -393,3 +408,6 @@ impl Cluster {
         Ok(started)
     }
 }
+
+#[cfg(test)]
+mod tests;

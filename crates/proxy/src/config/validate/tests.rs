@@ -862,10 +862,16 @@ fn rejects_trusted_proxies_with_append() {
 }
 
 #[test]
-fn retries_default_to_three_on_both_conditions_and_can_be_turned_off() {
+fn retries_default_to_three_on_connect_failures_and_can_be_changed() {
     let c = ok(BASE);
     assert_eq!(c.global.retries, 3);
     assert_eq!(c.global.retry_on, RetryOn::DEFAULT);
+    assert!(c.global.retry_on.conn_failure && !c.global.retry_on.empty_response);
+    let c = ok(&BASE.replace(
+        "balance = \"roundrobin\"",
+        "retry_on = [\"conn-failure\", \"empty-response\"]",
+    ));
+    assert_eq!(c.global.retry_on, RetryOn::BOTH);
     let c = ok(&BASE.replace(
         "balance = \"roundrobin\"",
         "retries = 0\nretry_on = [\"conn-failure\"]",

@@ -1,11 +1,14 @@
 //! What one request may still send again, and why (HAProxy's `retries` and
-//! `retry-on`; docs/proxy.md, "Retries"). All of it lives on the request's
-//! stack: no allocation per request.
+//! `retry-on`; docs/proxy.md, "Retries"). The bookkeeping lives on the
+//! request's stack; the one allocation is the copy of a request head kept
+//! for a replay ([`Attempts::keep_copy`]), made only where a replay may
+//! happen.
 //!
-//! - `conn-failure`: the node could not be connected to; nothing was sent,
-//!   so any method goes to another node, at most `global.retries` times in
-//!   all.
-//! - `empty-response`: the node's connection broke (reset, closed) before a
+//! - `conn-failure` (the default): the node could not be connected to;
+//!   nothing was sent, so any method goes to another node, at most
+//!   `global.retries` times in all.
+//! - `empty-response` (opt-in: it costs that copy for every idempotent
+//!   request): the node's connection broke (reset, closed) before a
 //!   response head. Only an idempotent request without a body (RFC 9110
 //!   section 9.2.2: such a request may be repeated automatically after a
 //!   communication failure before the response is read) is sent again, on

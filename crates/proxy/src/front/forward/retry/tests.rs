@@ -1,6 +1,6 @@
 use super::*;
 
-const BOTH: RetryOn = RetryOn::DEFAULT;
+const BOTH: RetryOn = RetryOn::BOTH;
 const CONN_ONLY: RetryOn = RetryOn {
     conn_failure: true,
     empty_response: false,
