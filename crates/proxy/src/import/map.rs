@@ -409,22 +409,7 @@ fn global(
             ));
         }
     }
-    for (b, retries) in backends
-        .iter()
-        .filter_map(|b| b.retries.as_ref().map(|r| (b, r)))
-    {
-        if retries.value != 1 {
-            notes.push(Note::new(
-                retries.line,
-                "retries",
-                Kind::Approximated,
-                format!(
-                    "`{}`: rdmalb retries a failed connect once, on another node",
-                    b.name
-                ),
-            ));
-        }
-    }
+    retries(out, backends, notes);
 
     // Timeouts: the client side from frontends, the server side from backends.
     out.push_str("\n[timeouts]\n");
@@ -540,6 +525,65 @@ fn global(
             notes.push(Note::new(b.line, "backend", Kind::Approximated, format!("`{}` has no `option httpchk`: HAProxy checks that a TCP connection opens, rdmalb sends an HTTP GET and wants 2xx/3xx", b.name)));
         }
     }
+}
+
+/// `retries` and `retry-on` (HAProxy's defaults: 3, `conn-failure`) as
+/// `global.retries` and `global.retry_on`, the most common values of the
+/// backends with servers; written only when some backend sets them.
+fn retries(out: &mut String, backends: &[&Proxy], notes: &mut Vec<Note>) {
+    let with_servers: Vec<&&Proxy> = backends.iter().filter(|b| !b.servers.is_empty()).collect();
+    if with_servers.iter().any(|b| b.retries.is_some()) {
+        let max = crate::config::MAX_RETRIES;
+        let counts: Vec<(u64, usize)> = with_servers
+            .iter()
+            .map(|b| {
+                b.retries
+                    .as_ref()
+                    .map_or((3, b.line), |r| (r.value, r.line))
+            })
+            .map(|(n, line)| {
+                if n > max {
+                    notes.push(Note::new(
+                        line,
+                        "retries",
+                        Kind::Approximated,
+                        format!("rdmalb retries at most {max} times: {n} lowered"),
+                    ));
+                }
+                (n.min(max), line)
+            })
+            .collect();
+        one_key(out, notes, "global.retries", "retries", &counts, |n| {
+            n.to_string()
+        });
+    }
+    if !with_servers.iter().any(|b| b.retry_on.is_some()) {
+        return;
+    }
+    let sets: Vec<(Vec<String>, usize)> = with_servers
+        .iter()
+        .map(|b| {
+            b.retry_on.as_ref().map_or((vec!["conn-failure".to_string()], b.line), |r| {
+                let mut kept = Vec::new();
+                for w in &r.value {
+                    match w.as_str() {
+                        "conn-failure" | "empty-response" => kept.push(w.clone()),
+                        "none" => {}
+                        other => notes.push(Note::new(r.line, "retry-on", Kind::Approximated, format!("`{other}` is not retried by rdmalb (it retries conn-failure and empty-response)"))),
+                    }
+                }
+                kept.sort();
+                kept.dedup();
+                (kept, r.line)
+            })
+        })
+        .collect();
+    one_key(out, notes, "global.retry_on", "retry-on", &sets, |v| {
+        format!(
+            "[{}]",
+            v.iter().map(|w| q(w)).collect::<Vec<_>>().join(", ")
+        )
+    });
 }
 
 /// Writes one `[[site]]`; `any_taken`: another site has `*` for all paths.

@@ -112,6 +112,8 @@ pub struct Proxy {
     pub httpchk: Option<At<String>>,
     pub expect_status: Option<At<u16>>,
     pub retries: Option<At<u64>>,
+    /// `retry-on` keywords.
+    pub retry_on: Option<At<Vec<String>>>,
     pub maxconn: Option<At<u64>>,
 }
 
@@ -134,6 +136,7 @@ impl Proxy {
             httpchk: None,
             expect_status: None,
             retries: None,
+            retry_on: None,
             maxconn: None,
         }
     }
@@ -412,6 +415,12 @@ fn directive(p: &mut Proxy, line: &Line, notes: &mut Vec<Note>) {
             if let Some(v) = number(line, 1, notes) {
                 p.maxconn = Some(At { value: v, line: n });
             }
+        }
+        "retry-on" => {
+            p.retry_on = Some(At {
+                value: line.words[1..].to_vec(),
+                line: n,
+            })
         }
         "log" => note(
             Kind::Unsupported,

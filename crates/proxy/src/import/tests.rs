@@ -468,3 +468,27 @@ fn a_backend_named_idle_gets_another_site_name() {
     assert!(has_note(&i, 8, "reserved"), "{:?}", notes(&i));
     parsed(&i);
 }
+
+#[test]
+fn retries_and_retry_on_carry_over_as_the_global_settings() {
+    let i = imported(&format!(
+        "{HEAD}frontend web\n    bind :80\n    default_backend app\n\
+         backend app\n    retries 2\n    retry-on conn-failure empty-response response-timeout\n    server a 10.0.0.1:80\n\
+         backend big\n    retries 50\n    server b 10.0.0.2:80\n"
+    ));
+    assert!(i.toml.contains("\nretries = 2\n"), "{}", i.toml);
+    assert!(
+        i.toml.contains("\nretry_on = [\"conn-failure\", \"empty-response\"]\n"),
+        "{}",
+        i.toml
+    );
+    assert!(has_note(&i, 9, "`response-timeout` is not retried"), "{:?}", notes(&i));
+    assert!(has_note(&i, 12, "50 lowered"), "{:?}", notes(&i));
+    assert!(!i.changes_routing(), "{:?}", notes(&i));
+    parsed(&i);
+    // Nothing said: nothing written (HAProxy's defaults are rdmalb's).
+    let plain = imported(&format!(
+        "{HEAD}frontend web\n    bind :80\n    default_backend app\nbackend app\n    server a 10.0.0.1:80\n"
+    ));
+    assert!(!plain.toml.contains("retr"), "{}", plain.toml);
+}
