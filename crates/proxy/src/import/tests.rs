@@ -478,11 +478,16 @@ fn retries_and_retry_on_carry_over_as_the_global_settings() {
     ));
     assert!(i.toml.contains("\nretries = 2\n"), "{}", i.toml);
     assert!(
-        i.toml.contains("\nretry_on = [\"conn-failure\", \"empty-response\"]\n"),
+        i.toml
+            .contains("\nretry_on = [\"conn-failure\", \"empty-response\"]\n"),
         "{}",
         i.toml
     );
-    assert!(has_note(&i, 9, "`response-timeout` is not retried"), "{:?}", notes(&i));
+    assert!(
+        has_note(&i, 9, "`response-timeout` is not retried"),
+        "{:?}",
+        notes(&i)
+    );
     assert!(has_note(&i, 12, "50 lowered"), "{:?}", notes(&i));
     assert!(!i.changes_routing(), "{:?}", notes(&i));
     parsed(&i);
