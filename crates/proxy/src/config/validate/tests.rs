@@ -86,60 +86,6 @@ fn unknown_key_in_site_entry() {
 }
 
 #[test]
-fn check_send_proxy_and_accept_proxy_default_off_and_parse() {
-    let c = ok(BASE);
-    assert!(c.nodes[0].check);
-    assert_eq!(c.nodes[0].send_proxy, None);
-    assert!(!c.listeners[0].accept_proxy);
-    let c = ok(&BASE
-        .replace(
-            "site = \"shop\"\n",
-            "site = \"shop\"\ncheck = false\nsend_proxy = \"v2\"\n",
-        )
-        .replace(
-            "listen = \"127.0.0.1:8080\"",
-            "listen = \"127.0.0.1:8080\"\naccept_proxy = true\naccept_proxy_from = [\"10.0.0.0/8\", \"::1\"]",
-        ));
-    assert!(!c.nodes[0].check);
-    assert_eq!(c.nodes[0].send_proxy, Some(SendProxy::V2));
-    assert!(c.listeners[0].accept_proxy);
-    let from = &c.listeners[0].accept_proxy_from;
-    assert!(from[0].contains("10.1.2.3".parse().unwrap()));
-    assert!(from[1].contains("::1".parse().unwrap()));
-    assert!(!from
-        .iter()
-        .any(|n| n.contains("192.0.2.1".parse().unwrap())));
-}
-
-/// Issue 27, defect 4: any peer could send a PROXY header and so claim any
-/// client address; the peers allowed are now said per listener.
-#[test]
-fn accept_proxy_needs_the_peers_allowed_to_send_the_header() {
-    let listen = "listen = \"127.0.0.1:8080\"";
-    rejects(
-        &BASE.replace(listen, &format!("{listen}\naccept_proxy = true")),
-        "listener[0].accept_proxy_from",
-        "trusts any peer",
-    );
-    rejects(
-        &BASE.replace(
-            listen,
-            &format!("{listen}\naccept_proxy_from = [\"10.0.0.0/8\"]"),
-        ),
-        "listener[0].accept_proxy_from",
-        "without accept_proxy = true",
-    );
-    rejects(
-        &BASE.replace(
-            listen,
-            &format!("{listen}\naccept_proxy = true\naccept_proxy_from = [\"10.0.0.0/33\"]"),
-        ),
-        "listener[0].accept_proxy_from[0]",
-        "IPv4 or IPv6 network",
-    );
-}
-
-#[test]
 fn bad_send_proxy() {
     rejects(
         &BASE.replace(
@@ -365,57 +311,6 @@ fn bad_health_fall() {
         "health.fall",
         "from 1 to 100",
     );
-}
-
-#[test]
-fn bad_admin_listen() {
-    rejects(
-        &with("[admin]\nlisten = \"localhost\""),
-        "admin.listen",
-        "host:port",
-    );
-}
-
-#[test]
-fn empty_admin_token_file() {
-    rejects(
-        &with("[admin]\nlisten = \"127.0.0.1:9100\"\ntoken_file = \"\""),
-        "admin.token_file",
-        "empty path",
-    );
-}
-
-#[test]
-fn admin_token_file_is_relative_to_the_config() {
-    let c = ok(&with(
-        "[admin]\nlisten = \"127.0.0.1:9100\"\ntoken_file = \"admin.token\"",
-    ));
-    let admin = c.admin.unwrap();
-    assert_eq!(admin.token_file.as_deref(), Some(Path::new("admin.token")));
-}
-
-/// Issue 27, defect 9: an admin listener other hosts can reach, with no
-/// token, was accepted silently.
-#[test]
-fn admin_reachable_from_other_hosts_needs_a_token_or_an_explicit_yes() {
-    for listen in ["0.0.0.0:9100", "[::]:9100", "192.0.2.10:9100"] {
-        rejects(
-            &with(&format!("[admin]\nlisten = \"{listen}\"")),
-            "admin.listen",
-            "allow_remote_without_token = true",
-        );
-    }
-    let c = ok(&with(
-        "[admin]\nlisten = \"0.0.0.0:9100\"\ntoken_file = \"admin.token\"",
-    ));
-    assert!(c.admin.is_some());
-    let c = ok(&with(
-        "[admin]\nlisten = \"0.0.0.0:9100\"\nallow_remote_without_token = true",
-    ));
-    assert!(c.admin.is_some());
-    assert!(ok(&with("[admin]\nlisten = \"[::1]:9100\""))
-        .admin
-        .is_some());
 }
 
 /// Issue 27, defect 6: a site named `idle` was accepted, but the name means
@@ -861,56 +756,6 @@ fn rejects_trusted_proxies_with_append() {
     );
 }
 
-#[test]
-fn retries_default_to_three_on_connect_failures_and_can_be_changed() {
-    let c = ok(BASE);
-    assert_eq!(c.global.retries, 3);
-    assert_eq!(c.global.retry_on, RetryOn::DEFAULT);
-    assert!(c.global.retry_on.conn_failure && !c.global.retry_on.empty_response);
-    let c = ok(&BASE.replace(
-        "balance = \"roundrobin\"",
-        "retry_on = [\"conn-failure\", \"empty-response\"]",
-    ));
-    assert_eq!(c.global.retry_on, RetryOn::BOTH);
-    let c = ok(&BASE.replace(
-        "balance = \"roundrobin\"",
-        "retries = 0\nretry_on = [\"conn-failure\"]",
-    ));
-    assert_eq!(c.global.retries, 0);
-    assert!(c.global.retry_on.conn_failure && !c.global.retry_on.empty_response);
-    let c = ok(&BASE.replace("balance = \"roundrobin\"", "retry_on = []"));
-    assert!(!c.global.retry_on.conn_failure && !c.global.retry_on.empty_response);
-}
-
-#[test]
-fn rejects_retries_out_of_range() {
-    for n in ["-1", "11"] {
-        rejects(
-            &BASE.replace("balance = \"roundrobin\"", &format!("retries = {n}")),
-            "global.retries",
-            "from 0 to 10",
-        );
-    }
-    rejects(
-        &BASE.replace("balance = \"roundrobin\"", "retries = \"3\""),
-        "global",
-        "expected i64",
-    );
-}
-
-#[test]
-fn rejects_unknown_retry_on_keyword_naming_the_entry() {
-    crate::fixtures::rejects_at(
-        &BASE.replace(
-            "balance = \"roundrobin\"",
-            "retry_on = [\"conn-failure\", \"response-timeout\"]",
-        ),
-        "global.retry_on[1]",
-        "`response-timeout` is not a retry condition (expected \"conn-failure\" or \"empty-response\"",
-    );
-    rejects(
-        &BASE.replace("balance = \"roundrobin\"", "retry_on = \"conn-failure\""),
-        "global",
-        "expected a sequence",
-    );
-}
+mod admin;
+mod proxy_protocol;
+mod retries;
