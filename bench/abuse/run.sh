@@ -102,19 +102,7 @@ fi
 [ -x "$BIN" ] || die "rdmalb binary not found: $BIN"
 [ -x "$TESTBED" ] || die "rdmalb-testbed binary not found: $TESTBED"
 
-WORK=$(mktemp -d /tmp/rdmalb-bench-abuse.XXXXXX)
-chmod 755 "$WORK"
-finish() {
-    local rc=$?
-    trap - EXIT INT TERM
-    stop_all 5
-    if [ "$rc" = 0 ]; then rm -rf "$WORK"; else echo "work dir kept for inspection: $WORK" >&2; fi
-    exit "$rc"
-}
-trap finish EXIT
-trap 'warn "failed at line $LINENO: $BASH_COMMAND"' ERR
-trap 'exit 130' INT
-trap 'exit 143' TERM
+bench_work abuse
 mkdir -p "$OUT"
 
 # ----------------------------------------------------------------- set-up

@@ -232,3 +232,25 @@ replace_doc_block() {
     cat "$doc.new.$$" >"$doc"
     rm -f "$doc.new.$$"
 }
+
+# bench_work NAME: a fresh work dir in WORK (removed on success, kept for
+# inspection when the script fails) and the traps that stop every process
+# the script spawned (stop_all) however it ends. BENCH_ON_EXIT, when set, is
+# run first.
+bench_work() {
+    WORK=$(mktemp -d "/tmp/rdmalb-bench-$1.XXXXXX")
+    chmod 755 "$WORK"
+    trap bench_finish EXIT
+    trap 'warn "failed at line $LINENO: $BASH_COMMAND"' ERR
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
+}
+
+bench_finish() {
+    local rc=$?
+    trap - EXIT INT TERM
+    if [ -n "${BENCH_ON_EXIT:-}" ]; then eval "$BENCH_ON_EXIT"; fi
+    stop_all 5
+    if [ "$rc" = 0 ]; then rm -rf "$WORK"; else echo "work dir kept for inspection: $WORK" >&2; fi
+    exit "$rc"
+}

@@ -92,19 +92,7 @@ for tool in nginx haproxy wrk curl taskset; do
     command -v "$tool" >/dev/null || die "$tool not found (run scripts/setup.sh)"
 done
 
-WORK=$(mktemp -d /tmp/rdmalb-bench-proxy.XXXXXX)
-chmod 755 "$WORK"
-finish() {
-    local rc=$?
-    trap - EXIT INT TERM
-    stop_all 5
-    if [ "$rc" = 0 ]; then rm -rf "$WORK"; else echo "work dir kept for inspection: $WORK" >&2; fi
-    exit "$rc"
-}
-trap finish EXIT
-trap 'warn "failed at line $LINENO: $BASH_COMMAND"' ERR
-trap 'exit 130' INT
-trap 'exit 143' TERM
+bench_work proxy
 
 # Targets whose nodes have shm windows (and sidecars publishing them).
 WINDOWED=()

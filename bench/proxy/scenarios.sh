@@ -123,20 +123,9 @@ if [[ " $SCENARIOS " == *" idle10k "* ]]; then
         die "idle10k needs $((IDLE_CONNS + 1024)) open files, the hard limit is $(ulimit -Hn) (lower IDLE_CONNS)"
 fi
 
-WORK=$(mktemp -d /tmp/rdmalb-bench-scenarios.XXXXXX)
-chmod 755 "$WORK"
-finish() {
-    local rc=$?
-    trap - EXIT INT TERM
-    touch "$WORK/release-idle" 2>/dev/null || true
-    stop_all 5
-    if [ "$rc" = 0 ]; then rm -rf "$WORK"; else echo "work dir kept for inspection: $WORK" >&2; fi
-    exit "$rc"
-}
-trap finish EXIT
-trap 'warn "failed at line $LINENO: $BASH_COMMAND"' ERR
-trap 'exit 130' INT
-trap 'exit 143' TERM
+# On exit the idle-connection holders are released first (release-idle).
+BENCH_ON_EXIT='touch "$WORK/release-idle" 2>/dev/null || true'
+bench_work scenarios
 
 if [ -z "$BIN" ] && [[ " $TARGETS " == *" rdmalb "* ]]; then
     ensure_cargo
