@@ -7,6 +7,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use crate::support::haproxy::Haproxy;
 use crate::support::*;
 
 /// A text that compresses, about 60 KB.
@@ -24,11 +25,9 @@ struct Farm {
     dir: tempfile::TempDir,
 }
 
-/// nginx with the test's files behind rdmalb, `global` added to the
-/// proxy's `[global]`.
-fn farm(global: &str) -> Option<Farm> {
-    let dir = tempfile::tempdir().unwrap();
-    let www = dir.path().join("www");
+/// Debian's nginx serving the test's files in `dir/www` on a fresh port.
+fn files(dir: &Path) -> Option<(GroupNginx, std::net::SocketAddr)> {
+    let www = dir.join("www");
     std::fs::create_dir_all(&www).unwrap();
     std::fs::write(www.join("page.html"), page()).unwrap();
     std::fs::write(www.join("small.html"), "<p>short</p>\n").unwrap();
@@ -44,7 +43,14 @@ fn farm(global: &str) -> Option<Farm> {
         "x".repeat(2000),
         "y".repeat(2000),
     );
-    let nginx = GroupNginx::start_with(dir.path(), app, &site)?;
+    Some((GroupNginx::start_with(dir, app, &site)?, app))
+}
+
+/// nginx with the test's files behind rdmalb, `global` added to the
+/// proxy's `[global]`.
+fn farm(global: &str) -> Option<Farm> {
+    let dir = tempfile::tempdir().unwrap();
+    let (nginx, app) = files(dir.path())?;
     let (listen, addr, admin) = listener_toml();
     let config =
         www_config(&listen, global, app).replacen("[[node]]", "[site.compression]\n\n[[node]]", 1);
@@ -332,4 +338,97 @@ async fn over_its_cpu_cap_the_proxy_stops_compressing() {
         panic!("the proxy kept compressing above its CPU cap for 60 s ({compressed} compressed)")
     });
     assert_eq!(plain, page);
+}
+
+/// A hosting haproxy.cfg with `compression algo gzip` and a type list, run
+/// by the real HAProxy and, through `rdmalb import`, by rdmalb, in front of
+/// the same nginx: every request of paths × Accept-Encoding values gets the
+/// same status, the same `Content-Encoding` and, decoded, the same body
+/// from both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn imported_compression_answers_as_haproxy() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let Some((_nginx, app)) = files(d) else {
+        return;
+    };
+    let cfg = |port: u16, types: &str| {
+        format!(
+            "global\n    maxcompcpuusage 100\n\ndefaults\n    mode http\n    timeout connect 5s\n    timeout client 30s\n    timeout server 30s\n\n\
+             frontend web\n    bind 127.0.0.1:{port}\n    compression algo gzip\n{types}    default_backend app\n\n\
+             backend app\n    server s1 {app}\n"
+        )
+    };
+    for types in ["    compression type text/html application/json\n", ""] {
+        let (hp, rp) = (free_addr(), free_addr());
+        let Some(_haproxy) = Haproxy::start(
+            "imported_compression_answers_as_haproxy",
+            d,
+            &cfg(hp.port(), types),
+            &[hp],
+        ) else {
+            return;
+        };
+        std::fs::write(d.join("site.cfg"), cfg(rp.port(), types)).unwrap();
+        let out = std::process::Command::new(RDMALB)
+            .current_dir(d)
+            .args(["import", "site.cfg", "-o", "site.toml"])
+            .output()
+            .expect("run rdmalb import");
+        let toml = std::fs::read_to_string(d.join("site.toml")).unwrap_or_default();
+        let notes = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{notes}\n{toml}");
+        assert!(toml.contains("[site.compression]"), "{toml}");
+        let _proxy = Proxy::start(&toml, &[rp]);
+        let mut compared = 0;
+        for path in [
+            "/page.html",
+            "/small.html",
+            "/data.json",
+            "/image.png",
+            "/encoded",
+            "/no-transform",
+        ] {
+            for accept in [
+                "gzip",
+                "br",
+                "gzip;q=0",
+                "",
+                "br, gzip",
+                "deflate, gzip;q=0.5",
+                "*",
+            ] {
+                let ae = format!("Accept-Encoding: {accept}");
+                let ask = |addr: std::net::SocketAddr| {
+                    let u = format!("http://{addr}{path}");
+                    // `/encoded` says `br` over plain text: not decoded.
+                    let decode = if path == "/encoded" {
+                        "-g"
+                    } else {
+                        "--compressed"
+                    };
+                    let mut args = vec![decode, "-H", HOST, "-H", &ae];
+                    if accept.is_empty() {
+                        args.truncate(3);
+                    }
+                    args.push(&u);
+                    curl(d, &args)
+                };
+                let (h, r) = (ask(hp), ask(rp));
+                let what = format!(
+                    "{path} with `{accept}`:\nhaproxy {}\nrdmalb {}",
+                    h.head, r.head
+                );
+                assert_eq!(h.head.lines().next(), r.head.lines().next(), "{what}");
+                assert_eq!(
+                    h.header("content-encoding"),
+                    r.header("content-encoding"),
+                    "{what}"
+                );
+                assert_eq!(h.body, r.body, "{what}");
+                compared += 1;
+            }
+        }
+        assert_eq!(compared, 42);
+    }
 }

@@ -45,7 +45,8 @@ pub struct Compression {
     /// The codings offered, the preferred first (a client's q-values
     /// decide; ties go to the earlier).
     pub codings: Vec<Coding>,
-    /// Media types compressed (`text/*` matches a whole top-level type).
+    /// Media types compressed (`text/*` matches a whole top-level type,
+    /// `*/*` every type and responses without one).
     pub types: Vec<String>,
     /// Responses whose `Content-Length` is below this are sent as they are.
     pub min_size: u64,
@@ -139,6 +140,9 @@ fn media_type(t: &str) -> bool {
             && s.bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
     };
+    if t == "*/*" {
+        return true;
+    }
     match t.split_once('/') {
         Some((ty, sub)) => token(ty) && ty != "*" && (sub == "*" || token(sub)),
         None => false,
@@ -177,7 +181,7 @@ mod tests {
     fn bad_values_name_their_key() {
         let (_, problems) = check(RawCompression {
             codings: Some(vec!["gzip".into(), "deflate".into(), "gzip".into()]),
-            types: Some(vec!["text/html".into(), "html".into(), "*/*".into()]),
+            types: Some(vec!["text/html".into(), "html".into(), "*/html".into()]),
             level: Some(12),
             ..Default::default()
         });

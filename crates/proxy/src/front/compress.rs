@@ -9,8 +9,8 @@
 //! As HAProxy's `compression` filter, a response is not compressed when the
 //! request is `HEAD` or HTTP/1.0, the status is not 200–203, the response
 //! already has a `Content-Encoding`, says `Cache-Control: no-transform`, is
-//! shorter than `min_size` by its `Content-Length`, or its type is not
-//! listed; a compressed response loses `Content-Length` and
+//! shorter than `min_size` by its `Content-Length`, is `multipart/*`, or
+//! its type is not listed (`*/*` lists every type); a compressed response loses `Content-Length` and
 //! `Accept-Ranges`, gets `Content-Encoding` and a weak `ETag`. Every
 //! response that would be compressed for some client gets `Vary:
 //! Accept-Encoding`, so caches keep the encodings apart.
@@ -157,12 +157,23 @@ fn candidate(conf: &Compression, status: StatusCode, headers: &HeaderMap) -> boo
             return false;
         }
     }
-    let Some(ty) = headers.get(header::CONTENT_TYPE) else {
+    // The media type without its parameters, case-insensitively.
+    let ty = headers.get(header::CONTENT_TYPE).map(|t| {
+        let t = t.as_bytes();
+        t.split(|&b| b == b';').next().unwrap_or(t).trim_ascii()
+    });
+    // Multipart bodies carry their own framing: never (as HAProxy).
+    if ty.is_some_and(|t| t.len() >= 10 && t[..10].eq_ignore_ascii_case(b"multipart/")) {
+        return false;
+    }
+    // `*/*`: every type, and responses without one (HAProxy without
+    // `compression type`).
+    if conf.types.iter().any(|t| t == "*/*") {
+        return true;
+    }
+    let Some(ty) = ty else {
         return false;
     };
-    // The media type without its parameters, case-insensitively.
-    let ty = ty.as_bytes();
-    let ty = ty.split(|&b| b == b';').next().unwrap_or(ty).trim_ascii();
     conf.types.iter().any(|t| {
         let t = t.as_bytes();
         if let Some(prefix) = t.strip_suffix(b"/*") {

@@ -157,6 +157,27 @@ fn what_is_never_compressed() {
 }
 
 #[test]
+fn star_lists_every_type_but_multipart() {
+    let c = Compression {
+        types: vec!["*/*".into()],
+        ..conf()
+    };
+    for pairs in [&[("content-type", "image/png")][..], &[]] {
+        let mut h = head(pairs);
+        assert_eq!(
+            choose(&c, gets_zstd(), false, StatusCode::OK, &mut h),
+            Decision::Encode(Coding::Zstd),
+            "{pairs:?}"
+        );
+    }
+    let mut h = head(&[("content-type", "Multipart/byteranges; boundary=x")]);
+    assert_eq!(
+        choose(&c, gets_zstd(), false, StatusCode::OK, &mut h),
+        Decision::No
+    );
+}
+
+#[test]
 fn a_candidate_sent_as_it_is_still_varies() {
     let c = conf();
     let plain = offer(&c, &Method::GET, Version::HTTP_11, &HeaderMap::new());
