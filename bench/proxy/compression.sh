@@ -56,9 +56,9 @@ ON_LOAD=(taskset -c 1)
 
 # The files: HTML paragraphs of the license text, cut to size.
 mkdir -p "$WORK/www"
-html() { { echo "<!doctype html><html><body>"; sed 's/^/<p>/' "$TEXT"; sed 's/^/<p>/' "$TEXT"; } | head -c "$1"; }
-html 1024 >"$WORK/www/1k.html"
-html 65536 >"$WORK/www/64k.html"
+{ echo "<!doctype html><html><body>"; sed 's/^/<p>/' "$TEXT"; sed 's/^/<p>/' "$TEXT"; } >"$WORK/text.html"
+head -c 1024 "$WORK/text.html" >"$WORK/www/1k.html"
+head -c 65536 "$WORK/text.html" >"$WORK/www/64k.html"
 
 free_port BACKEND_PORT 29000
 free_port HAPROXY_PORT 29001
@@ -120,6 +120,7 @@ ${LEVEL:+level = $LEVEL}
 [[node]]
 name = "b1"
 address = "127.0.0.1:$BACKEND_PORT"
+site = "bench"
 check = false
 EOF
 "$BIN" check -c "$WORK/rdmalb.toml" >/dev/null || die "rdmalb check rejected $WORK/rdmalb.toml"
@@ -168,7 +169,9 @@ measure() {
 for t in "${TARGETS[@]}"; do
     proxy=${t%%:*} coding=${t#*:}
     port=$([ "$proxy" = haproxy ] && echo "$HAPROXY_PORT" || echo "$RDMALB_PORT")
-    got=$(curl -s -o /dev/null -D - -H "Accept-Encoding: $coding" "http://127.0.0.1:$port/64k.html" | tr -d '\r' | awk -F': ' 'tolower($1)=="content-encoding"{print $2}')
+    head=$(curl -s -o /dev/null -D - -H "Accept-Encoding: $coding" "http://127.0.0.1:$port/64k.html" | tr -d '\r')
+    [[ $head == "HTTP/1.1 200"* ]] || die "$t answered: $head"
+    got=$(awk -F': ' 'tolower($1)=="content-encoding"{print $2}' <<<"$head")
     want=$([ "$coding" = identity ] && echo "" || echo "$coding")
     [ "$got" = "$want" ] || die "$t answered Content-Encoding '$got', expected '$want'"
 done

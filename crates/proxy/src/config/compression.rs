@@ -76,7 +76,7 @@ pub const DEFAULT_TYPES: [&str; 10] = [
 /// "Compression").
 pub const DEFAULT_CODINGS: [Coding; 3] = [Coding::Zstd, Coding::Brotli, Coding::Gzip];
 
-pub const DEFAULT_LEVEL: u32 = 3;
+pub const DEFAULT_LEVEL: u32 = 1;
 
 pub(super) fn validate(c: &mut ConfigCheck, key: &str, raw: RawCompression) -> Compression {
     let mut codings = Vec::new();

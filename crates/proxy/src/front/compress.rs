@@ -280,20 +280,31 @@ fn qvalue(v: &[u8]) -> Option<u16> {
 }
 
 /// A streaming encoder: bytes in, compressed bytes out as the encoder
-/// releases them.
+/// releases them. gzip and zstd states are reused: a worker keeps a few
+/// finished ones ([`POOL`]), so a small response does not pay for
+/// allocating and clearing the hundreds of KiB of tables each coding keeps
+/// (measured: most of the cost of a 1 KiB response before the pool).
 pub struct Encoder {
-    inner: Inner,
+    state: Option<State>,
+    coding: Coding,
+    level: u32,
     /// Input written since the output was last flushed.
     unflushed: bool,
     pub bytes_in: u64,
     pub bytes_out: u64,
 }
 
-enum Inner {
-    Gzip(flate2::write::GzEncoder<Vec<u8>>),
+enum State {
+    /// Raw deflate inside the gzip framing this module writes (RFC 1952):
+    /// the header before the first bytes, CRC-32 and length after the last.
+    Gzip {
+        deflate: flate2::Compress,
+        crc: flate2::Crc,
+        header_sent: bool,
+    },
+    /// Not pooled: the brotli crate has no way to reset a state.
     Brotli(Box<brotli::CompressorWriter<Vec<u8>>>),
-    Zstd(zstd::stream::write::Encoder<'static, Vec<u8>>),
-    Done,
+    Zstd(zstd::stream::raw::Encoder<'static>),
 }
 
 /// The window of brotli and zstd, as a power of two: 256 KiB, so a
@@ -301,27 +312,49 @@ enum Inner {
 /// libraries' defaults of 4–8 MiB.
 const WINDOW_LOG: u32 = 18;
 
+/// Finished gzip and zstd states kept per worker thread for the next
+/// responses (at most this many; each holds its coding's tables).
+const POOLED: usize = 8;
+
+thread_local! {
+    static POOL: std::cell::RefCell<Vec<(Coding, u32, State)>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The gzip header: no name, no time, unknown OS (RFC 1952 section 2.3).
+const GZIP_HEADER: [u8; 10] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff];
+
 impl Encoder {
     pub fn new(coding: Coding, level: u32) -> std::io::Result<Encoder> {
-        let inner = match coding {
-            Coding::Gzip => Inner::Gzip(flate2::write::GzEncoder::new(
-                Vec::new(),
-                flate2::Compression::new(level.min(9)),
-            )),
-            Coding::Brotli => Inner::Brotli(Box::new(brotli::CompressorWriter::new(
-                Vec::new(),
-                16 * 1024,
-                level.min(11),
-                WINDOW_LOG,
-            ))),
-            Coding::Zstd => {
-                let mut e = zstd::stream::write::Encoder::new(Vec::new(), level.min(19) as i32)?;
-                e.window_log(WINDOW_LOG)?;
-                Inner::Zstd(e)
-            }
+        let pooled = POOL.with(|p| {
+            let mut p = p.borrow_mut();
+            let i = p.iter().position(|(c, l, _)| *c == coding && *l == level)?;
+            Some(p.swap_remove(i).2)
+        });
+        let state = match pooled {
+            Some(s) => s,
+            None => match coding {
+                Coding::Gzip => State::Gzip {
+                    deflate: flate2::Compress::new(flate2::Compression::new(level.min(9)), false),
+                    crc: flate2::Crc::new(),
+                    header_sent: false,
+                },
+                Coding::Brotli => State::Brotli(Box::new(brotli::CompressorWriter::new(
+                    Vec::new(),
+                    16 * 1024,
+                    level.min(11),
+                    WINDOW_LOG,
+                ))),
+                Coding::Zstd => {
+                    let mut e = zstd::stream::raw::Encoder::new(level.min(19) as i32)?;
+                    e.set_parameter(zstd::zstd_safe::CParameter::WindowLog(WINDOW_LOG))?;
+                    State::Zstd(e)
+                }
+            },
         };
         Ok(Encoder {
-            inner,
+            state: Some(state),
+            coding,
+            level,
             unflushed: false,
             bytes_in: 0,
             bytes_out: 0,
@@ -333,13 +366,7 @@ impl Encoder {
     pub fn write(&mut self, data: &[u8]) -> std::io::Result<Bytes> {
         self.bytes_in += data.len() as u64;
         self.unflushed |= !data.is_empty();
-        match &mut self.inner {
-            Inner::Gzip(e) => e.write_all(data)?,
-            Inner::Brotli(e) => e.write_all(data)?,
-            Inner::Zstd(e) => e.write_all(data)?,
-            Inner::Done => return Err(std::io::Error::other("encoder already finished")),
-        }
-        Ok(self.take())
+        self.step(data, Step::Write)
     }
 
     /// Whether input was written since the last flush.
@@ -352,37 +379,171 @@ impl Encoder {
     /// block).
     pub fn flush(&mut self) -> std::io::Result<Bytes> {
         self.unflushed = false;
-        match &mut self.inner {
-            Inner::Gzip(e) => e.flush()?,
-            Inner::Brotli(e) => e.flush()?,
-            Inner::Zstd(e) => e.flush()?,
-            Inner::Done => {}
-        }
-        Ok(self.take())
+        self.step(&[], Step::Flush)
     }
 
-    /// The end of the stream (trailer and checksum).
+    /// The end of the stream (trailer and checksum); the state goes back
+    /// to the worker's pool.
     pub fn finish(&mut self) -> std::io::Result<Bytes> {
         self.unflushed = false;
-        let out = match std::mem::replace(&mut self.inner, Inner::Done) {
-            Inner::Gzip(e) => e.finish()?,
-            Inner::Brotli(e) => e.into_inner(),
-            Inner::Zstd(e) => e.finish()?,
-            Inner::Done => Vec::new(),
-        };
+        let out = self.step(&[], Step::Finish);
+        self.release();
+        out
+    }
+
+    fn step(&mut self, data: &[u8], step: Step) -> std::io::Result<Bytes> {
+        let mut out = Vec::new();
+        match &mut self.state {
+            None => return Err(std::io::Error::other("encoder already finished")),
+            Some(State::Gzip {
+                deflate,
+                crc,
+                header_sent,
+            }) => {
+                if !*header_sent {
+                    out.extend_from_slice(&GZIP_HEADER);
+                    *header_sent = true;
+                }
+                crc.update(data);
+                deflate_step(deflate, data, &mut out, step)?;
+                if step == Step::Finish {
+                    out.extend_from_slice(&crc.sum().to_le_bytes());
+                    out.extend_from_slice(&crc.amount().to_le_bytes());
+                }
+            }
+            Some(State::Brotli(e)) => {
+                match step {
+                    Step::Write => e.write_all(data)?,
+                    Step::Flush => e.flush()?,
+                    Step::Finish => {}
+                }
+                out = std::mem::take(e.get_mut());
+                if step == Step::Finish {
+                    if let Some(State::Brotli(e)) = self.state.take() {
+                        out.extend_from_slice(&e.into_inner());
+                    }
+                }
+            }
+            Some(State::Zstd(e)) => zstd_step(e, data, &mut out, step)?,
+        }
         self.bytes_out += out.len() as u64;
         Ok(Bytes::from(out))
     }
 
-    fn take(&mut self) -> Bytes {
-        let buf = match &mut self.inner {
-            Inner::Gzip(e) => e.get_mut(),
-            Inner::Brotli(e) => e.get_mut(),
-            Inner::Zstd(e) => e.get_mut(),
-            Inner::Done => return Bytes::new(),
+    /// Gives a gzip or zstd state back to this thread's pool, reset.
+    fn release(&mut self) {
+        let Some(mut state) = self.state.take() else {
+            return;
         };
-        self.bytes_out += buf.len() as u64;
-        Bytes::from(std::mem::take(buf))
+        let reset = match &mut state {
+            State::Gzip {
+                deflate,
+                crc,
+                header_sent,
+            } => {
+                deflate.reset();
+                *crc = flate2::Crc::new();
+                *header_sent = false;
+                true
+            }
+            State::Zstd(e) => {
+                use zstd::stream::raw::Operation;
+                e.reinit().is_ok()
+            }
+            State::Brotli(_) => false,
+        };
+        if reset {
+            let (coding, level) = (self.coding, self.level);
+            POOL.with(|p| {
+                let mut p = p.borrow_mut();
+                if p.len() < POOLED {
+                    p.push((coding, level, state));
+                }
+            });
+        }
+    }
+}
+
+impl Drop for Encoder {
+    /// A response cut short leaves its state reusable too.
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    Write,
+    Flush,
+    Finish,
+}
+
+/// Room made in `out` before each call of an encoder.
+fn reserve(out: &mut Vec<u8>, hint: usize) {
+    if out.capacity() - out.len() < 64 {
+        out.reserve(hint.clamp(4 * 1024, 64 * 1024));
+    }
+}
+
+/// Deflates `data` into `out`; a flush or the finish runs until the
+/// encoder has written everything it holds.
+fn deflate_step(
+    d: &mut flate2::Compress,
+    mut data: &[u8],
+    out: &mut Vec<u8>,
+    step: Step,
+) -> std::io::Result<()> {
+    let mode = match step {
+        Step::Write => flate2::FlushCompress::None,
+        Step::Flush => flate2::FlushCompress::Sync,
+        Step::Finish => flate2::FlushCompress::Finish,
+    };
+    loop {
+        reserve(out, data.len() / 2);
+        let before = d.total_in();
+        let status = d
+            .compress_vec(data, out, mode)
+            .map_err(std::io::Error::other)?;
+        data = &data[(d.total_in() - before) as usize..];
+        let room_left = out.len() < out.capacity();
+        match status {
+            flate2::Status::StreamEnd => return Ok(()),
+            flate2::Status::BufError if data.is_empty() && room_left => return Ok(()),
+            _ if step != Step::Finish && data.is_empty() && room_left => return Ok(()),
+            _ => {}
+        }
+    }
+}
+
+/// [`deflate_step`] for zstd.
+fn zstd_step(
+    e: &mut zstd::stream::raw::Encoder<'static>,
+    data: &[u8],
+    out: &mut Vec<u8>,
+    step: Step,
+) -> std::io::Result<()> {
+    use zstd::stream::raw::{InBuffer, Operation, OutBuffer};
+    let mut input = InBuffer::around(data);
+    while input.pos() < data.len() {
+        reserve(out, data.len() / 2);
+        let pos = out.len();
+        let mut o = OutBuffer::around_pos(out, pos);
+        e.run(&mut input, &mut o)?;
+    }
+    if step == Step::Write {
+        return Ok(());
+    }
+    loop {
+        reserve(out, 0);
+        let pos = out.len();
+        let mut o = OutBuffer::around_pos(out, pos);
+        let left = match step {
+            Step::Finish => e.finish(&mut o, true)?,
+            _ => e.flush(&mut o)?,
+        };
+        if left == 0 {
+            return Ok(());
+        }
     }
 }
 

@@ -259,3 +259,27 @@ fn an_empty_body_is_a_valid_stream() {
         assert!(e.write(b"x").is_err());
     }
 }
+
+#[test]
+fn pooled_states_start_clean() {
+    for coding in [Coding::Gzip, Coding::Zstd] {
+        // One cut mid-stream, then two whole ones: each decodes alone.
+        let mut cut = Encoder::new(coding, 2).unwrap();
+        cut.write(&[b'a'; 5000]).unwrap();
+        drop(cut);
+        for text in [&b"first"[..], b"the second response, longer"] {
+            let mut e = Encoder::new(coding, 2).unwrap();
+            let mut out = e.write(text).unwrap().to_vec();
+            out.extend_from_slice(&e.flush().unwrap());
+            out.extend_from_slice(&e.finish().unwrap());
+            assert_eq!(decode(coding, &out), text, "{coding:?}");
+        }
+        let pooled = POOL.with(|p| {
+            p.borrow()
+                .iter()
+                .filter(|(c, l, _)| *c == coding && *l == 2)
+                .count()
+        });
+        assert_eq!(pooled, 1, "{coding:?}");
+    }
+}
