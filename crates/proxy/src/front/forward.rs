@@ -61,10 +61,30 @@ impl From<ErrorKind> for Stop {
     }
 }
 
-/// Serves one request: the phases of the module doc, in order.
+/// The proxy's own answer for a phase's [`Stop`].
+fn stopped(ex: Exchange, stop: Stop) -> Response<ResponseBody> {
+    match stop {
+        Stop::Error(kind) => error(ex, kind),
+        Stop::Reply(reply) => answer::reply(ex, *reply),
+    }
+}
+
+/// The value of a phase, or the answer to its [`Stop`] from `handle`.
+macro_rules! phase {
+    ($ex:ident, $result:expr) => {
+        match $result {
+            Ok(v) => v,
+            Err(stop) => return Ok(stopped($ex, stop)),
+        }
+    };
+}
+
+/// Serves one request: the phases of the module doc, in order. They are
+/// called from here, not from a nested `async fn`: every layer of futures
+/// costs copies of the request's state (measured with callgrind).
 pub async fn handle(
     ctx: Arc<ConnCtx>,
-    req: Request<Incoming>,
+    mut req: Request<Incoming>,
 ) -> Result<Response<ResponseBody>, Infallible> {
     let start = Instant::now();
     ctx.conn.request_started();
@@ -75,29 +95,16 @@ pub async fn handle(
     } else {
         ms(ctx.conn.head_elapsed(start))
     };
-    Ok(match proxy(&mut ex, &ctx, &snap, req).await {
-        Ok(answered) => answer::response_filter(ex, answered),
-        Err(Stop::Error(kind)) => error(ex, kind),
-        Err(Stop::Reply(reply)) => answer::reply(ex, *reply),
-    })
-}
-
-/// Phases 1 to 5: from the head as read to the node's response head.
-async fn proxy(
-    ex: &mut Exchange,
-    ctx: &ConnCtx,
-    snap: &Snapshot,
-    mut req: Request<Incoming>,
-) -> Result<attempt::Answered, Stop> {
-    let present = request_filter(snap, &req)?;
-    let (site, host) = choose_site(ex, snap, &req)?;
-    let admit_wait = admit(ex, snap, site).await?;
+    let present = phase!(ex, request_filter(&snap, &req));
+    let (site, host) = phase!(ex, choose_site(&mut ex, &snap, &req));
+    let admit_wait = phase!(ex, admit(&mut ex, &snap, site).await);
     let upgrade = headers::is_upgrade_request(req.version(), req.headers(), present);
     let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
-    let out = upstream_request(ex, ctx, snap, req, present, host, upgrade);
-    let mut answered = attempt::forward(ex, ctx, snap, site, out, admit_wait).await?;
+    let mut out = upstream_request(&mut ex, &ctx, &snap, req, present, host, upgrade);
+    let forwarded = attempt::forward(&mut ex, &ctx, &snap, site, &mut out, admit_wait).await;
+    let mut answered = phase!(ex, forwarded);
     answered.client_upgrade = client_upgrade;
-    Ok(answered)
+    Ok(answer::response_filter(ex, answered))
 }
 
 /// Phase 1: the head as read. Returns which headers it has (one pass; the

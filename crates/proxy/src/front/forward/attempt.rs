@@ -67,7 +67,7 @@ pub(super) async fn forward(
     ctx: &ConnCtx,
     snap: &Snapshot,
     site: usize,
-    mut out: Outgoing,
+    out: &mut Outgoing,
     admit_wait: Duration,
 ) -> Result<Answered, Stop> {
     // Nodes tried and retry budgets, on the stack (`retry`).
@@ -98,7 +98,7 @@ pub(super) async fn forward(
             match wait_response(sent, t_send, limit, out.progress.as_deref(), ex.start()).await {
                 Ok(resp) => resp,
                 Err(failed) => {
-                    failed_before_head(ex, snap, &mut attempts, &mut out, failed, replay)?;
+                    failed_before_head(ex, snap, &mut attempts, out, failed, replay)?;
                     continue;
                 }
             };
