@@ -118,6 +118,19 @@ pub async fn run(config: Config) -> Result<(), ProxyError> {
         Some((s, l)) => (Some(s), Some(l)),
         None => (None, None),
     };
+    let stats_sockets = config
+        .stats_sockets
+        .iter()
+        .map(|s| {
+            admin::socket::bind(s).map_err(|source| ProxyError::StatsSocketBind {
+                socket: match &s.endpoint {
+                    crate::config::StatsEndpoint::Unix(p) => p.display().to_string(),
+                    crate::config::StatsEndpoint::Tcp(a) => a.to_string(),
+                },
+                source,
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     let signal_err = |signal| move |source| ProxyError::Signal { signal, source };
     let mut term = signal(SignalKind::terminate()).map_err(signal_err("SIGTERM"))?;
     let mut int = signal(SignalKind::interrupt()).map_err(signal_err("SIGINT"))?;
@@ -127,20 +140,6 @@ pub async fn run(config: Config) -> Result<(), ProxyError> {
     let (drain_tx, mut drain_rx) = mpsc::channel::<()>(1);
     let health =
         crate::balance::health::spawn_checks(Arc::clone(&runtime.backends), shutdown_rx.clone());
-    if let Some(l) = admin_listener {
-        let state = admin::AdminState::new(
-            Arc::clone(&runtime.config),
-            Arc::clone(&runtime.backends),
-            prometheus,
-        )
-        .with_windows(Arc::clone(&windows))
-        .with_admission(Arc::clone(&runtime.snapshot.load().admission));
-        let state = match &reconfig {
-            Some(r) => state.with_reconfig(Arc::clone(&r.agent)),
-            None => state,
-        };
-        tokio::spawn(admin::serve(l, state, shutdown_rx.clone()));
-    }
     let listeners: Vec<Arc<listener::Shared>> = bound
         .into_iter()
         .map(|b| {
@@ -148,6 +147,30 @@ pub async fn run(config: Config) -> Result<(), ProxyError> {
             Arc::new(listener::Shared::new(b, &config))
         })
         .collect();
+    if admin_listener.is_some() || !stats_sockets.is_empty() {
+        let state = admin::AdminState::new(
+            Arc::clone(&runtime.config),
+            Arc::clone(&runtime.backends),
+            prometheus,
+        )
+        .with_windows(Arc::clone(&windows))
+        .with_admission(Arc::clone(&runtime.snapshot.load().admission))
+        .with_frontends(listeners.iter().map(|l| l.stats()).collect());
+        let state = match &reconfig {
+            Some(r) => state.with_reconfig(Arc::clone(&r.agent)),
+            None => state,
+        };
+        for socket in stats_sockets {
+            tokio::spawn(admin::socket::serve(
+                socket,
+                state.clone(),
+                shutdown_rx.clone(),
+            ));
+        }
+        if let Some(l) = admin_listener {
+            tokio::spawn(admin::serve(l, state, shutdown_rx.clone()));
+        }
+    }
     // The data path runs on `global.workers` threads, each with its own
     // current-thread runtime; this (caller's) runtime keeps the control
     // plane: signals, reloads, health checks, the admin listener.

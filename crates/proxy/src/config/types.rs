@@ -7,6 +7,8 @@ use std::time::Duration;
 mod reconfig;
 pub use reconfig::*;
 
+pub use super::stats_socket::{Level, StatsEndpoint, StatsSocket};
+
 /// A validated proxy configuration snapshot.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -30,6 +32,8 @@ pub struct Config {
     pub reconfig: Reconfig,
     /// `[qos]`: the proxy-wide admission queue.
     pub qos: Qos,
+    /// `[[stats_socket]]`: HAProxy's stats sockets.
+    pub stats_sockets: Vec<StatsSocket>,
 }
 
 impl Config {

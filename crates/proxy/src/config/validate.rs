@@ -60,6 +60,7 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
     let raw_nodes: Vec<Option<RawNode>> = c.entries(&table, "node");
     let raw_reconfig: RawReconfig = c.section(&table, "reconfig");
     let raw_qos: RawQos = c.section(&table, "qos");
+    let raw_stats_sockets = c.entries(&table, "stats_socket");
 
     let timeouts = Timeouts {
         connect: c.duration(
@@ -580,6 +581,7 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
     };
     let reconfig = super::reconfig::validate(&mut c, raw_reconfig, &global, &cluster, &nodes);
     let qos = super::qos::validate(&mut c, raw_qos);
+    let stats_sockets = super::stats_socket::validate(&mut c, raw_stats_sockets);
 
     c.finish(Config {
         source: file.to_path_buf(),
@@ -595,6 +597,7 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
         nodes,
         reconfig,
         qos,
+        stats_sockets,
     })
 }
 

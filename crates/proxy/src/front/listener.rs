@@ -137,10 +137,37 @@ pub struct Shared {
     limited: metrics::Counter,
     /// Connections open on this listener (the access log's `feconn`).
     connections: Arc<AtomicUsize>,
+    /// Connections accepted, and the most open at once (`show stat`'s
+    /// FRONTEND `stot` and `smax`).
+    counters: Arc<FrontendCounters>,
     timeouts: IoTimeouts,
 }
 
+/// A listener's connection totals, read by `show stat` (its FRONTEND row).
+#[derive(Debug, Default)]
+pub struct FrontendCounters {
+    pub accepted: std::sync::atomic::AtomicU64,
+    pub most_open: AtomicUsize,
+}
+
+/// What `show stat` reads of a listener.
+#[derive(Debug, Clone)]
+pub struct FrontendStats {
+    pub name: Arc<str>,
+    pub open: Arc<AtomicUsize>,
+    pub counters: Arc<FrontendCounters>,
+}
+
 impl Shared {
+    /// The listener's counters for `show stat`.
+    pub fn stats(&self) -> FrontendStats {
+        FrontendStats {
+            name: Arc::clone(&self.name),
+            open: Arc::clone(&self.connections),
+            counters: Arc::clone(&self.counters),
+        }
+    }
+
     /// The listening socket (handed over on a restart).
     pub fn socket(&self) -> &std::net::TcpListener {
         &self.tcp
@@ -158,6 +185,7 @@ impl Shared {
             builder: builder(config),
             limit: Arc::new(Semaphore::new(config.limits.max_connections)),
             connections: Arc::default(),
+            counters: Arc::default(),
             timeouts: IoTimeouts {
                 http_request: config.timeouts.http_request,
                 keep_alive: config.timeouts.keep_alive,
@@ -279,7 +307,9 @@ async fn serve(
         let drain = drain.clone();
         let local = local.clone();
         l.gauge.increment(1.0);
-        l.connections.fetch_add(1, Ordering::Relaxed);
+        let open = l.connections.fetch_add(1, Ordering::Relaxed) + 1;
+        l.counters.accepted.fetch_add(1, Ordering::Relaxed);
+        l.counters.most_open.fetch_max(open, Ordering::Relaxed);
         runtime.connections.fetch_add(1, Ordering::Relaxed);
         tokio::spawn(async move {
             let mut stream = stream;
