@@ -14,5 +14,6 @@ mod retries;
 mod routing;
 mod runtime;
 mod stats_page;
+mod stats_socket;
 mod streaming;
 mod systemd;

@@ -19,7 +19,7 @@ const READER: &str = concat!(
 );
 
 /// An nginx node answering every request with its name in `X-Node`.
-fn nginx_node(dir: &Path, name: &str) -> Option<(GroupNginx, SocketAddr)> {
+pub(super) fn nginx_node(dir: &Path, name: &str) -> Option<(GroupNginx, SocketAddr)> {
     let app = free_addr();
     let site = format!(
         "server {{\n    listen {app};\n    location / {{\n        add_header X-Node {name} always;\n        \

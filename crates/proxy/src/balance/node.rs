@@ -356,6 +356,18 @@ impl NodeState {
         self.shared.traffic.finished(class, bytes_out);
     }
 
+    /// An exchange on this node was cut by the client (`by_client`) or by
+    /// the node.
+    pub fn record_abort(&self, by_client: bool) {
+        self.shared.traffic.aborted(by_client);
+    }
+
+    /// A request's queue, connect, response and total times (ms, -1 when
+    /// not reached) for `show stat`'s averages.
+    pub fn record_times(&self, times: [i64; 4]) {
+        self.shared.traffic.timed(times);
+    }
+
     /// An attempt on this node failed; `kind` indexes
     /// `front::stats::UPSTREAM_ERROR_KINDS` (connect, timeout, protocol,
     /// 5xx).

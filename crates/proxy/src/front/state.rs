@@ -129,6 +129,8 @@ pub struct ConnCtx {
     pub listener: Arc<str>,
     /// Client connections open on the listener (HAProxy's `feconn`).
     pub listener_connections: Arc<AtomicUsize>,
+    /// The listener's totals for `show stat`'s FRONTEND row.
+    pub frontend: Arc<super::listener::FrontendCounters>,
     pub tls: bool,
     /// Forwarding-header text for this client, formatted once.
     pub client_id: ClientId,

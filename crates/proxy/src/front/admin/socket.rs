@@ -12,8 +12,9 @@
 //!
 //! Bounds, as HAProxy's: a command longer than [`MAX_LINE`] bytes closes
 //! the connection unanswered (HAProxy's buffer size), as does a client
-//! that sends nothing for [`IDLE`] (HAProxy's default `stats timeout`) or
-//! does not read its answer for as long; at most [`MAX_CONNECTIONS`] are
+//! that sends nothing for [`IDLE`] (HAProxy's default `stats timeout`;
+//! `set timeout cli` changes it for the session, as hatop does) or does
+//! not read its answer for as long; at most [`MAX_CONNECTIONS`] are
 //! served at once (HAProxy's default `stats maxconn`), the others wait in
 //! the listen queue. Between two commands the control runtime runs its
 //! other tasks, so thousands of commands on one connection hold nothing.
@@ -195,7 +196,7 @@ where
                 );
                 return Ok(());
             }
-            let n = match tokio::time::timeout(IDLE, stream.read(&mut chunk)).await {
+            let n = match tokio::time::timeout(session.timeout, stream.read(&mut chunk)).await {
                 Ok(r) => r?,
                 Err(_) => return Ok(()),
             };
@@ -212,7 +213,7 @@ where
             return Ok(());
         };
         answer.push_str(if session.prompt { "\n> " } else { "\n" });
-        match tokio::time::timeout(IDLE, stream.write_all(answer.as_bytes())).await {
+        match tokio::time::timeout(session.timeout, stream.write_all(answer.as_bytes())).await {
             Ok(r) => r?,
             Err(_) => return Ok(()),
         }

@@ -59,14 +59,15 @@ pub fn show_servers_state(state: &Admin, backend: Option<&str>) -> Outcome {
             num("iid"),
             num("sid"),
             node.address.ip(),
-            server_state(node, num("lastchg"), state.backends.load().health().rise)
+            server_state(node, num("lastchg"), backends.health())
         );
     }
     Ok(out)
 }
 
 /// The columns after `srv_addr`.
-fn server_state(n: &NodeState, since_change: u64, rise: u32) -> String {
+fn server_state(n: &NodeState, since_change: u64, t: &crate::config::HealthCheck) -> String {
+    let rise = t.rise;
     let h = n.health();
     let c = n.control();
     let admin = match n.admin_state() {
@@ -92,8 +93,11 @@ fn server_state(n: &NodeState, since_change: u64, rise: u32) -> String {
         (
             status,
             result,
+            // HAProxy's health counter: rise..rise+fall-1 while up, one
+            // less per failed check; 0..rise-1 while down, one more per
+            // passed check.
             if h.up {
-                rise.max(h.consecutive_ok)
+                (rise + t.fall - 1).saturating_sub(h.consecutive_fail)
             } else {
                 h.consecutive_ok
             },

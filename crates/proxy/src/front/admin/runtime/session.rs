@@ -7,7 +7,8 @@
 //! Besides the commands of [`super::run_at`], a session takes HAProxy's
 //! session commands: `prompt` (toggles interactive mode), `quit` (ends the
 //! session), `user` and `operator` (lower the session's level; raising it
-//! is refused with `Permission denied`).
+//! is refused with `Permission denied`), `set timeout cli <seconds>` (the
+//! session's idle timeout, at most a day).
 
 use http::StatusCode;
 
@@ -20,13 +21,20 @@ pub struct Session {
     /// Interactive mode: every answer is followed by the `> ` prompt and
     /// the connection stays open.
     pub prompt: bool,
+    /// How long the session may stay idle (`set timeout cli <seconds>`;
+    /// the stats socket closes it after that).
+    pub timeout: std::time::Duration,
 }
+
+/// Longest `set timeout cli` taken: a day.
+const MAX_TIMEOUT_SECS: u64 = 86_400;
 
 impl Session {
     pub fn new(level: Level) -> Session {
         Session {
             level,
             prompt: false,
+            timeout: super::super::socket::IDLE,
         }
     }
 
@@ -42,6 +50,20 @@ impl Session {
             ["quit"] => Ok(None),
             ["prompt"] => {
                 self.prompt = !self.prompt;
+                Ok(Some(String::new()))
+            }
+            ["set", "timeout", rest @ ..] => {
+                let seconds = match rest {
+                    ["cli", s] => s
+                        .parse::<u64>()
+                        .ok()
+                        .filter(|s| (1..=MAX_TIMEOUT_SECS).contains(s))
+                        .ok_or("Invalid timeout value."),
+                    ["cli"] => Err("Expects an integer value."),
+                    _ => Err("'set timeout' only supports 'cli'."),
+                }
+                .map_err(|m| (StatusCode::BAD_REQUEST, m.to_string()))?;
+                self.timeout = std::time::Duration::from_secs(seconds);
                 Ok(Some(String::new()))
             }
             [lower @ ("user" | "operator")] => {

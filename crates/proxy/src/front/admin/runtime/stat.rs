@@ -53,6 +53,9 @@ impl Value {
     }
 }
 
+/// HAProxy's average-time columns: queue, connect, response, total.
+const TIME_COLUMNS: [&str; 4] = ["qtime", "ctime", "rtime", "ttime"];
+
 /// What a row describes (HAProxy's `type` column: 0, 1, 2).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -125,6 +128,28 @@ impl Row {
         }
     }
 
+    /// A node's `rate_max`, aborts and time averages; `qmax` 0: rdmalb
+    /// queues requests per site, never on a node.
+    fn timing(&mut self, t: &crate::balance::TrafficSnapshot) -> &mut Self {
+        self.num("qmax", 0)
+            .num("rate_max", t.rate_max)
+            .num("cli_abrt", t.aborts[0])
+            .num("srv_abrt", t.aborts[1]);
+        for (col, ms) in TIME_COLUMNS.into_iter().zip(t.times_ms) {
+            self.num(col, ms);
+        }
+        self
+    }
+
+    /// The compression columns: rdmalb compresses nothing, so every one
+    /// is 0 (HAProxy's value without a compression filter).
+    fn uncompressed(&mut self) -> &mut Self {
+        for col in ["comp_in", "comp_out", "comp_byp", "comp_rsp"] {
+            self.num(col, 0);
+        }
+        self
+    }
+
     pub fn get(&self, column: &str) -> Option<&Value> {
         self.values.get(column)
     }
@@ -178,6 +203,8 @@ fn frontend(f: &crate::front::listener::FrontendStats, iid: u64, limit: u64) -> 
     use std::sync::atomic::Ordering::Relaxed;
     let mut row = Row::of(Kind::Frontend);
     let total = f.counters.accepted.load(Relaxed);
+    let rate = f.counters.rate.per_second(total);
+    let rate_max = f.counters.rate_max.fetch_max(rate, Relaxed).max(rate);
     row.text("pxname", &*f.name)
         .text("svname", "FRONTEND")
         .num("scur", f.open.load(Relaxed) as u64)
@@ -185,12 +212,23 @@ fn frontend(f: &crate::front::listener::FrontendStats, iid: u64, limit: u64) -> 
         .num("slim", limit)
         .num("stot", total)
         .num("conn_tot", total)
+        .num("rate", rate)
+        .num("rate_max", rate_max)
+        .num("bout", f.counters.bytes_out.load(Relaxed))
+        .num("ereq", f.counters.request_errors.load(Relaxed))
         .text("status", "OPEN")
         .num("pid", 1)
         .num("iid", iid)
         .num("sid", 0)
         .num("type", 0)
         .text("mode", "http");
+    let by_class: [u64; 6] = std::array::from_fn(|i| f.counters.responses[i].load(Relaxed));
+    row.responses(&by_class)
+        .num("req_tot", by_class.iter().sum())
+        .uncompressed()
+        // rdmalb has no session-rate limit (HAProxy's 0) and no deny rule.
+        .num("rate_lim", 0)
+        .num("dreq", 0);
     row
 }
 
@@ -210,6 +248,7 @@ fn backend_rows(backends: &Backends, first_iid: u64, queued: &dyn Fn(&str) -> u6
         let mut total = Row::of(Kind::Backend);
         let (mut scur, mut stot, mut bout, mut rate, mut econ, mut eresp) = (0, 0, 0, 0, 0, 0);
         let mut hrsp = [0u64; 6];
+        let (mut aborts, mut times) = ([0u64; 2], [0u64; 4]);
         let (mut weight, mut act, mut bck) = (0u64, 0u64, 0u64);
         let mut last_change: Option<u64> = None;
         for n in &serving {
@@ -254,6 +293,13 @@ fn backend_rows(backends: &Backends, first_iid: u64, queued: &dyn Fn(&str) -> u6
             for (sum, n) in hrsp.iter_mut().zip(t.responses) {
                 *sum += n;
             }
+            row.timing(&t);
+            for (sum, n) in aborts.iter_mut().zip(t.aborts) {
+                *sum += n;
+            }
+            for (sum, ms) in times.iter_mut().zip(t.times_ms) {
+                *sum += ms * t.requests_total;
+            }
             scur += n.inflight() as u64;
             stot += t.requests_total;
             bout += t.bytes_out_total;
@@ -286,6 +332,7 @@ fn backend_rows(backends: &Backends, first_iid: u64, queued: &dyn Fn(&str) -> u6
             .num("eresp", eresp)
             .text("status", if act + bck > 0 { "UP" } else { "DOWN" })
             .num("weight", weight)
+            .num("uweight", weight)
             .num("act", act)
             .num("bck", bck)
             .num("pid", 1)
@@ -296,7 +343,15 @@ fn backend_rows(backends: &Backends, first_iid: u64, queued: &dyn Fn(&str) -> u6
             .num("req_tot", stot)
             .text("mode", "http")
             .text("algo", backends.balance());
-        total.responses(&hrsp);
+        total
+            .responses(&hrsp)
+            .uncompressed()
+            .num("cli_abrt", aborts[0])
+            .num("srv_abrt", aborts[1]);
+        // The backend's averages: its nodes', weighted by their requests.
+        for (col, sum) in TIME_COLUMNS.into_iter().zip(times) {
+            total.num(col, sum.checked_div(stot).unwrap_or(0));
+        }
         if let Some(age) = last_change {
             total.num("lastchg", age);
         }

@@ -145,6 +145,26 @@ async fn a_silent_client_is_closed_after_the_idle_timeout() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn set_timeout_cli_changes_the_sessions_idle_timeout() {
+    let state = admin();
+    let (mut client, server) = tokio::io::duplex(1024);
+    client
+        .write_all(b"prompt\nset timeout cli 60\nset timeout cli 0\n")
+        .await
+        .unwrap();
+    let started = tokio::time::Instant::now();
+    let serving = tokio::spawn(async move { connection(server, &state, Level::User).await });
+    let mut answer = [0u8; 64];
+    let mut got = 0;
+    while !answer[..got].ends_with(b"Invalid timeout value.\n\n> ") {
+        got += client.read(&mut answer[got..]).await.unwrap();
+    }
+    assert_eq!(&answer[..got], b"\n> \n> Invalid timeout value.\n\n> ");
+    serving.await.unwrap().unwrap();
+    assert!(started.elapsed() >= Duration::from_secs(60));
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_client_that_never_reads_is_closed_after_the_idle_timeout() {
     let state = admin();
     // A tiny pipe the client never drains: the answers cannot all go out.
