@@ -5,6 +5,7 @@ mod differential;
 mod errors;
 mod halog;
 mod hostile;
+mod monitor;
 mod nginx;
 mod ops;
 mod protocols;

@@ -29,6 +29,7 @@ pub mod headers;
 pub mod io;
 pub mod listener;
 pub mod metrics;
+pub mod monitor;
 pub mod response;
 pub mod restart;
 pub mod route;
@@ -81,6 +82,7 @@ pub async fn run(config: Config) -> Result<(), ProxyError> {
         windows: Arc::clone(&windows),
         connections: std::sync::atomic::AtomicUsize::new(0),
         handed_over: std::sync::atomic::AtomicBool::new(false),
+        draining: std::sync::atomic::AtomicBool::new(false),
     });
 
     // This proxy's window and the agent: routing follows the nodes' role
@@ -276,6 +278,9 @@ pub async fn run(config: Config) -> Result<(), ProxyError> {
             _ => {}
         }
     }
+    runtime
+        .draining
+        .store(true, std::sync::atomic::Ordering::Relaxed);
     let grace = runtime.snapshot.load().config.global.shutdown_grace;
     tracing::info!(signal = signal_name, grace = ?grace, "shutting down: no new connections, draining in-flight requests");
     let _ = shutdown_tx.send(true);

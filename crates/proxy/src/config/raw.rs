@@ -134,6 +134,8 @@ pub struct RawListener {
     pub accept_proxy: Option<bool>,
     /// The peers allowed to send one (networks).
     pub accept_proxy_from: Option<Vec<String>>,
+    /// A path the proxy answers itself (HAProxy's `monitor-uri`).
+    pub monitor_uri: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

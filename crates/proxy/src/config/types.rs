@@ -378,6 +378,10 @@ pub struct Listener {
     /// header; a connection from any other peer is closed before a byte is
     /// read, so no client can claim another's address.
     pub accept_proxy_from: Vec<IpNetwork>,
+    /// HAProxy's `monitor-uri`: a request for exactly this path and query
+    /// is answered by the proxy itself, 200 while it serves, 503 once it
+    /// drains (`front::monitor`).
+    pub monitor_uri: Option<String>,
 }
 
 /// TLS on a listener: one or more certificates, chosen by SNI.

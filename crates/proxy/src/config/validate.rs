@@ -225,12 +225,23 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
             }
             (_, list) => networks(&mut c, &format!("{key}.accept_proxy_from"), list.as_deref()),
         };
+        let monitor_uri = l.monitor_uri.filter(|u| {
+            let ok = u.starts_with('/') && http::uri::PathAndQuery::try_from(u.as_str()).is_ok();
+            if !ok {
+                c.add(
+                    format!("{key}.monitor_uri"),
+                    format!("`{u}` is not a request path (expected one such as \"/haproxy_test\")"),
+                );
+            }
+            ok
+        });
         listeners.push(Listener {
             name: l.name.unwrap_or_else(|| format!("listener{i}")),
             listen,
             tls,
             accept_proxy,
             accept_proxy_from,
+            monitor_uri,
         });
     }
 

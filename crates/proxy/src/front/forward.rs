@@ -88,7 +88,7 @@ async fn proxy(
     snap: &Snapshot,
     mut req: Request<Incoming>,
 ) -> Result<attempt::Answered, Stop> {
-    let present = request_filter(snap, &req)?;
+    let present = request_filter(ctx, snap, &req)?;
     let (site, host) = choose_site(ex, snap, &req)?;
     let admit_wait = admit(ex, snap, site).await?;
     let upgrade = headers::is_upgrade_request(req.version(), req.headers(), present);
@@ -101,7 +101,10 @@ async fn proxy(
 
 /// Phase 1: the head as read. Returns which headers it has (one pass; the
 /// rewriting looks up only those).
-fn request_filter<B>(snap: &Snapshot, req: &Request<B>) -> Result<Present, Stop> {
+fn request_filter<B>(ctx: &ConnCtx, snap: &Snapshot, req: &Request<B>) -> Result<Present, Stop> {
+    if let Some(reply) = super::monitor::reply(ctx, snap, req) {
+        return Err(Stop::Reply(Box::new(reply)));
+    }
     let limits = &snap.config.limits;
     if req.headers().len() > limits.max_headers || head_size(req) > limits.max_header_bytes {
         return Err(ErrorKind::HeadTooLarge.into());

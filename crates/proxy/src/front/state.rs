@@ -105,6 +105,9 @@ pub struct Runtime {
     /// A new process took over (restart): HTTP/1 responses from now on
     /// carry `Connection: close` and their connections close after them.
     pub handed_over: AtomicBool,
+    /// The process is stopping (SIGTERM, SIGINT, a restart): `monitor-uri`
+    /// answers 503 from now on.
+    pub draining: AtomicBool,
 }
 
 impl Runtime {

@@ -106,3 +106,19 @@ fn stats_socket_bad_mode_owner_level() {
         "already a stats socket",
     );
 }
+
+/// `[[listener]] monitor_uri`, HAProxy's other operational surface.
+#[test]
+fn monitor_uri_is_a_request_path() {
+    let listener = "listen = \"127.0.0.1:8080\"\n";
+    let c = ok(&BASE.replace(
+        listener,
+        &format!("{listener}monitor_uri = \"/haproxy_test\"\n"),
+    ));
+    assert_eq!(c.listeners[0].monitor_uri.as_deref(), Some("/haproxy_test"));
+    rejects(
+        &BASE.replace(listener, &format!("{listener}monitor_uri = \"health\"\n")),
+        "listener[0].monitor_uri",
+        "not a request path",
+    );
+}
