@@ -29,6 +29,9 @@ pub(super) fn listeners(
                 q(&b.address.to_string())
             )
             .ok();
+            if let Some(uri) = &f.monitor_uri {
+                writeln!(out, "monitor_uri = {}", q(uri)).ok();
+            }
             if b.accept_proxy {
                 // What HAProxy's `accept-proxy` does: any peer may send the
                 // header. rdmalb wants the list said.

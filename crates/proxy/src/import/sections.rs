@@ -40,6 +40,7 @@ pub struct Global {
     pub nbthread: Option<At<u64>>,
     /// `crt-base`: the directory relative `crt` paths are in.
     pub crt_base: Option<String>,
+    pub stats_sockets: Vec<super::stats::StatsSocket>,
 }
 
 /// One `bind` address.
@@ -115,6 +116,7 @@ pub struct Proxy {
     /// `retry-on` keywords.
     pub retry_on: Option<At<Vec<String>>>,
     pub maxconn: Option<At<u64>>,
+    pub monitor_uri: Option<String>,
 }
 
 impl Proxy {
@@ -138,6 +140,7 @@ impl Proxy {
             retries: None,
             retry_on: None,
             maxconn: None,
+            monitor_uri: None,
         }
     }
 
@@ -300,6 +303,7 @@ fn global(g: &mut Global, line: &Line, notes: &mut Vec<Note>) {
             Kind::Unsupported,
             "not supported: rdmalb writes its access log to global.access_log (stdout)".into(),
         )),
+        "stats" => super::stats::global(&mut g.stats_sockets, line, notes),
         _ => notes.push(Note::new(
             line.number,
             kw,
@@ -437,7 +441,8 @@ fn directive(p: &mut Proxy, line: &Line, notes: &mut Vec<Note>) {
             "not supported: rdmalb has no session stickiness".into(),
         ),
         "capture" | "unique-id-format" | "unique-id-header" | "log-format" | "errorfile"
-        | "stats" | "monitor-uri" => note(Kind::Unsupported, "not supported".into()),
+        | "stats" => note(Kind::Unsupported, "not supported".into()),
+        "monitor-uri" | "monitor" => super::stats::monitor(line, &mut p.monitor_uri, notes),
         _ => note(Kind::Unsupported, "not supported".into()),
     }
 }
