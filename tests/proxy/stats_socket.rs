@@ -446,3 +446,52 @@ async fn the_commands_the_tools_use_answer_as_haproxys() {
         }
     }
 }
+
+/// The `Pid:` of a `show info`.
+fn pid_of(cli: &Cli) -> u32 {
+    let info = ask(cli, b"show info\n");
+    let pid = info.lines().find_map(|l| l.strip_prefix("Pid: "));
+    pid.unwrap_or_else(|| panic!("no Pid in {info}"))
+        .parse()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_sockets_pass_to_the_process_a_restart_starts() {
+    let backend = Backend::start("app").await;
+    let (web, tcp) = (free_addr(), free_addr());
+    let mut proxy = Proxy::start(
+        &www_config(
+            &format!(
+                "[[listener]]\nlisten = \"{web}\"\n\n[[stats_socket]]\npath = \"{{dir}}/admin.sock\"\n\n\
+                 [[stats_socket]]\nlisten = \"{tcp}\"\n\n"
+            ),
+            "",
+            backend.addr,
+        ),
+        &[web, tcp],
+    );
+    let (unix, tcp) = (
+        Cli::Unix(proxy.dir.path().join("admin.sock")),
+        Cli::Tcp(tcp),
+    );
+    let old = proxy.pid();
+    assert_eq!((pid_of(&unix), pid_of(&tcp)), (old, old));
+    signal(old, super::restart::SIGUSR2);
+    assert!(
+        proxy.wait_for_text(&proxy.stderr, "the new process serves"),
+        "{}",
+        proxy.stderr_text()
+    );
+    let status = proxy.wait_exit();
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "{}",
+        proxy.stderr_text()
+    );
+    let new = pid_of(&tcp);
+    let _successor = super::restart::Successor(new);
+    assert_ne!(new, old);
+    // The old process left the new one's socket file in place.
+    assert_eq!(pid_of(&unix), new);
+}

@@ -124,7 +124,7 @@ pub async fn run(config: Config) -> Result<(), ProxyError> {
         .stats_sockets
         .iter()
         .map(|s| {
-            admin::socket::bind(s).map_err(|source| ProxyError::StatsSocketBind {
+            admin::socket::bind(s, &mut inherited).map_err(|source| ProxyError::StatsSocketBind {
                 socket: match &s.endpoint {
                     crate::config::StatsEndpoint::Unix(p) => p.display().to_string(),
                     crate::config::StatsEndpoint::Tcp(a) => a.to_string(),
@@ -133,6 +133,7 @@ pub async fn run(config: Config) -> Result<(), ProxyError> {
             })
         })
         .collect::<Result<Vec<_>, _>>()?;
+    let mut stats_handover = Vec::new();
     let signal_err = |signal| move |source| ProxyError::Signal { signal, source };
     let mut term = signal(SignalKind::terminate()).map_err(signal_err("SIGTERM"))?;
     let mut int = signal(SignalKind::interrupt()).map_err(signal_err("SIGINT"))?;
@@ -162,7 +163,8 @@ pub async fn run(config: Config) -> Result<(), ProxyError> {
             Some(r) => state.with_reconfig(Arc::clone(&r.agent)),
             None => state,
         };
-        for socket in stats_sockets {
+        for mut socket in stats_sockets {
+            stats_handover.extend(socket.handover.take());
             tokio::spawn(admin::socket::serve(
                 socket,
                 state.clone(),
@@ -216,6 +218,7 @@ pub async fn run(config: Config) -> Result<(), ProxyError> {
     if let (Some(a), Some(s)) = (&config.admin, &admin_socket) {
         handover.push((a.listen, s));
     }
+    handover.extend(stats_handover.iter().map(|(a, s)| (*a, s)));
     let (restarted_tx, mut restarted) = mpsc::channel(1);
     let mut restarting = false;
     // A stop (SIGTERM, SIGINT) during a restart stops the new process too.

@@ -52,6 +52,9 @@ pub struct Bound {
     level: Level,
     /// The socket file and its inode, removed on shutdown while still ours.
     file: Option<(PathBuf, u64)>,
+    /// A TCP socket's address and a handle of it, handed to a restarted
+    /// process with the listeners (a UNIX one is renamed over instead).
+    pub handover: Option<(std::net::SocketAddr, std::net::TcpListener)>,
 }
 
 enum Listener {
@@ -59,11 +62,20 @@ enum Listener {
     Tcp(TcpListener),
 }
 
-/// Binds `socket` (a runtime must be running).
-pub fn bind(socket: &StatsSocket) -> io::Result<Bound> {
+/// Binds `socket` (a runtime must be running); a TCP one is taken from
+/// the previous process when this one is a restart.
+pub fn bind(
+    socket: &StatsSocket,
+    inherited: &mut super::super::restart::Inherited,
+) -> io::Result<Bound> {
+    let mut handover = None;
     let (listener, file) = match &socket.endpoint {
         StatsEndpoint::Tcp(addr) => {
-            let l = super::super::listener::bind_std(*addr)?;
+            let l = match inherited.take(*addr) {
+                Some(l) => l,
+                None => super::super::listener::bind_std(*addr)?,
+            };
+            handover = Some((*addr, l.try_clone()?));
             (Listener::Tcp(TcpListener::from_std(l)?), None)
         }
         StatsEndpoint::Unix(path) => {
@@ -96,6 +108,7 @@ pub fn bind(socket: &StatsSocket) -> io::Result<Bound> {
         listener,
         level: socket.level,
         file,
+        handover,
     })
 }
 

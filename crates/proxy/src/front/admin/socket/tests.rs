@@ -188,7 +188,7 @@ async fn a_unix_socket_gets_its_mode_and_is_removed_on_shutdown() {
         gid: None,
         level: Level::User,
     };
-    let bound = bind(&socket).unwrap();
+    let bound = bind(&socket, &mut crate::front::restart::Inherited::default()).unwrap();
     let meta = std::fs::metadata(&path).unwrap();
     assert!(meta.file_type().is_socket());
     assert_eq!(meta.permissions().mode() & 0o777, 0o600);
