@@ -402,6 +402,70 @@ async fn the_commands_the_tools_use_answer_as_haproxys() {
         }
     }
     assert!(shared > 20, "{o}");
+    // show info: HAProxy's order of the fields both have; in typed and
+    // json forms the same position, tags and type for each.
+    let (o, t) = farm.both(&farm.admin, "show info\n");
+    let names = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter_map(|l| l.split_once(": "))
+            .map(|(k, _)| k.to_string())
+            .collect()
+    };
+    let theirs_names = names(&t);
+    let in_both: Vec<String> = names(&o)
+        .into_iter()
+        .filter(|n| theirs_names.contains(n))
+        .collect();
+    let theirs_order: Vec<String> = theirs_names
+        .iter()
+        .filter(|n| in_both.contains(n))
+        .cloned()
+        .collect();
+    assert_eq!(in_both, theirs_order);
+    assert!(in_both.len() >= 20, "{in_both:?}");
+    for field in ["Nbproc", "Process_num", "Maxpipes", "PipesUsed", "Stopping"] {
+        let line = |text: &str| {
+            text.lines()
+                .find(|l| l.starts_with(&format!("{field}: ")))
+                .map(String::from)
+        };
+        assert_eq!(line(&o), line(&t));
+    }
+    let (o, t) = farm.both(&farm.admin, "show info typed\n");
+    let typed = |text: &str| -> std::collections::HashMap<String, String> {
+        text.lines()
+            .filter_map(|l| {
+                let (head, rest) = l.split_once(':')?;
+                let name = head.split('.').nth(1)?.to_string();
+                let pos = head.split('.').next()?;
+                let (tags, rest) = rest.split_once(':')?;
+                let ty = rest.split(':').next()?;
+                Some((name, format!("{pos} {tags} {ty}")))
+            })
+            .collect()
+    };
+    let (ot, tt) = (typed(&o), typed(&t));
+    for name in &in_both {
+        assert_eq!(ot.get(name), tt.get(name), "show info typed {name}");
+    }
+    let (o, t) = farm.both(&farm.admin, "show info json\n");
+    let json = |text: &str| -> std::collections::HashMap<String, serde_json::Value> {
+        let v: serde_json::Value = serde_json::from_str(text).unwrap();
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|f| {
+                let mut f = f.clone();
+                let name = f["field"]["name"].as_str().unwrap().to_string();
+                f["value"]["value"] = serde_json::Value::Null;
+                (name, f)
+            })
+            .collect()
+    };
+    let (oj, tj) = (json(&o), json(&t));
+    for name in &in_both {
+        assert_eq!(oj.get(name), tj.get(name), "show info json {name}");
+    }
     // show servers state: the header, and the columns rdmalb has.
     let (o, t) = farm.both(&farm.admin, "show servers state www\n");
     let (ol, tl): (Vec<&str>, Vec<&str>) = (o.lines().collect(), t.lines().collect());

@@ -134,15 +134,42 @@ fn hostname() -> String {
         .unwrap_or_default()
 }
 
-/// HAProxy's `show info typed` tags for a field (origin, nature, scope).
-fn tags(name: &str) -> (&'static str, &'static str) {
+/// HAProxy 2.6's position, tags (origin, nature, scope) and type of each
+/// field, for `typed` and `json`; rdmalb's own fields follow HAProxy's last
+/// position (71).
+fn field(name: &str) -> (usize, &'static str, &'static str) {
     match name {
-        "Name" | "Version" | "Release_date" => ("POS", "str"),
-        "Uptime" | "node" | "Config_file" | "Balance" => ("MDP", "str"),
-        "Uptime_sec" | "Start_time_sec" => ("MDP", "u32"),
-        "Pid" | "Nbproc" | "Process_num" => ("CGS", "u32"),
-        "CumConns" | "CumReq" | "TotalBytesOut" => ("MCP", "u64"),
-        _ => ("CGS", "u32"),
+        "Name" => (0, "POS", "str"),
+        "Version" => (1, "POS", "str"),
+        "Release_date" => (2, "POS", "str"),
+        "Nbthread" => (3, "CGS", "u32"),
+        "Nbproc" => (4, "CGS", "u32"),
+        "Process_num" => (5, "KGP", "u32"),
+        "Pid" => (6, "SGP", "u32"),
+        "Uptime" => (7, "MDP", "str"),
+        "Uptime_sec" => (8, "MDP", "u32"),
+        "Maxconn" => (15, "CLP", "u32"),
+        "Hard_maxconn" => (16, "CLP", "u32"),
+        "CurrConns" => (17, "MGP", "u32"),
+        "CumConns" => (18, "MCP", "u32"),
+        "CumReq" => (19, "MCP", "u32"),
+        "Maxpipes" => (23, "CLP", "u32"),
+        "PipesUsed" => (24, "MGP", "u32"),
+        "PipesFree" => (25, "MGP", "u32"),
+        "Tasks" => (47, "MGP", "u32"),
+        "Run_queue" => (48, "MGP", "u32"),
+        "node" => (50, "COS", "str"),
+        "Stopping" => (52, "MGP", "u32"),
+        "Listeners" => (55, "MGP", "u32"),
+        "TotalBytesOut" => (61, "MGP", "u64"),
+        "Start_time_sec" => (70, "MDP", "u32"),
+        "Proxy_id" => (72, "CGS", "u32"),
+        "Config_file" => (73, "COS", "str"),
+        "Balance" => (74, "COS", "str"),
+        "Sites" => (75, "CGS", "u32"),
+        "Nodes" => (76, "CGS", "u32"),
+        "Nodes_up" => (77, "MGP", "u32"),
+        _ => (78, "MGP", "u32"),
     }
 }
 
@@ -151,16 +178,30 @@ pub fn show_info(state: &Admin, rest: &[&str]) -> Outcome {
     let mut out = String::new();
     // HAProxy ignores the words it does not know.
     if rest.contains(&"json") {
-        let map: serde_json::Map<String, serde_json::Value> = fields
+        let fields: Vec<serde_json::Value> = fields
             .into_iter()
-            .map(|(k, v)| (k.to_string(), serde_json::Value::from(v)))
+            .map(|(k, v)| {
+                let (pos, tags, ty) = field(k);
+                let value = match ty {
+                    "str" => serde_json::Value::from(v),
+                    _ => v
+                        .parse::<u64>()
+                        .map_or(serde_json::Value::from(v), Into::into),
+                };
+                serde_json::json!({
+                    "field": { "pos": pos, "name": k },
+                    "processNum": 1,
+                    "tags": super::stat::tag_names(tags),
+                    "value": { "type": ty, "value": value },
+                })
+            })
             .collect();
-        out = serde_json::Value::Object(map).to_string();
+        out = serde_json::Value::from(fields).to_string();
         out.push('\n');
     } else if rest.contains(&"typed") {
-        for (i, (k, v)) in fields.into_iter().enumerate() {
-            let (t, ty) = tags(k);
-            out.push_str(&format!("{i}.{k}.1:{t}:{ty}:{v}\n"));
+        for (k, v) in fields {
+            let (pos, tags, ty) = field(k);
+            out.push_str(&format!("{pos}.{k}.1:{tags}:{ty}:{v}\n"));
         }
     } else {
         for (k, v) in fields {

@@ -26,7 +26,7 @@ mod columns;
 mod filter;
 mod typed;
 pub use filter::{Filter, Format};
-pub use typed::{json, typed};
+pub use typed::{json, tag_names, typed};
 
 /// One value of a row.
 #[derive(Debug, Clone, PartialEq)]

@@ -151,7 +151,16 @@ async fn show_info_names_the_process() {
     assert!(info.contains(&format!("Pid: {}\n", std::process::id())));
     let json: serde_json::Value =
         serde_json::from_str(&run(&a, "show info json").await.unwrap()).unwrap();
-    assert_eq!(json["Nodes"], "3");
+    let nodes = json
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["field"]["name"] == "Nodes")
+        .unwrap();
+    assert_eq!(
+        nodes["value"],
+        serde_json::json!({ "type": "u32", "value": 3 })
+    );
 }
 
 /// The body of an answer.

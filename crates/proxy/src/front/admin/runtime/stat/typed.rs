@@ -76,7 +76,8 @@ pub fn typed(rows: &[Row]) -> String {
     out
 }
 
-fn tag_names(tags: &str) -> serde_json::Value {
+/// HAProxy's JSON names of a field's tag letters.
+pub fn tag_names(tags: &str) -> serde_json::Value {
     let mut t = tags.chars();
     let origin = match t.next() {
         Some('M') => "Metric",
