@@ -109,22 +109,15 @@ fn series(text: &str) -> BTreeSet<String> {
 }
 
 /// haproxy_exporter's metrics rdmalb's `show stat` leaves empty: request
-/// bytes in, retries and redispatches, health-check duration, downtime,
-/// and the backend's own session limit, queue and session maxima.
-const NOT_MEASURED: [&str; 13] = [
+/// bytes in, and the backend's own session limit, queue and session maxima.
+const NOT_MEASURED: [&str; 7] = [
     "haproxy_backend_bytes_in_total",
     "haproxy_backend_limit_sessions",
     "haproxy_backend_max_queue",
     "haproxy_backend_max_session_rate",
     "haproxy_backend_max_sessions",
-    "haproxy_backend_redispatch_warnings_total",
-    "haproxy_backend_retry_warnings_total",
     "haproxy_frontend_bytes_in_total",
     "haproxy_server_bytes_in_total",
-    "haproxy_server_check_duration_seconds",
-    "haproxy_server_downtime_seconds_total",
-    "haproxy_server_redispatch_warnings_total",
-    "haproxy_server_retry_warnings_total",
 ];
 
 fn value(text: &str, series: &str) -> f64 {

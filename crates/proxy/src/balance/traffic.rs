@@ -76,6 +76,8 @@ pub(crate) struct Traffic {
     /// the last [`TIME_SAMPLES`] requests: sliding sums (`swrate`), ms.
     times: [AtomicU64; 4],
     timed: AtomicU64,
+    /// Requests sent again after failing here (each to another node).
+    retries: AtomicU64,
 }
 
 /// Requests the time averages cover (HAProxy's `TIME_STATS_SAMPLES`).
@@ -105,6 +107,9 @@ pub struct TrafficSnapshot {
     /// Average queue, connect, response and total time (ms) over the last
     /// 1024 requests, as HAProxy's `qtime`, `ctime`, `rtime`, `ttime`.
     pub times_ms: [u64; 4],
+    /// Requests that failed here and were sent again to another node
+    /// (HAProxy's `wretr` and `wredis`).
+    pub retries: u64,
 }
 
 impl Traffic {
@@ -136,6 +141,10 @@ impl Traffic {
         }
     }
 
+    pub(crate) fn retried(&self) {
+        self.retries.fetch_add(1, Ordering::Relaxed);
+    }
+
     pub(crate) fn upstream_error(&self, kind: usize) {
         self.upstream_errors[kind.min(ERROR_KINDS - 1)].fetch_add(1, Ordering::Relaxed);
     }
@@ -155,6 +164,7 @@ impl Traffic {
             rate,
             rate_max: self.rate_max.fetch_max(rate, Ordering::Relaxed).max(rate),
             aborts: std::array::from_fn(|i| self.aborts[i].load(Ordering::Relaxed)),
+            retries: self.retries.load(Ordering::Relaxed),
             times_ms: std::array::from_fn(|i| {
                 let n = self.timed.load(Ordering::Relaxed).min(TIME_SAMPLES);
                 self.times[i]

@@ -141,6 +141,10 @@ impl Exchange {
         if let Some(s) = self.site.and_then(|s| self.snap.stats.sites.get(s)) {
             s.retries[reason.index()].increment(1);
         }
+        // `show stat`'s wretr/wredis of the node the attempt failed on.
+        if let Some(n) = self.node.and_then(|n| self.snap.backends.nodes().get(n)) {
+            n.record_retry();
+        }
     }
 
     /// Reports a failed attempt on the current node (passive health and

@@ -132,6 +132,8 @@ impl Row {
     /// queues requests per site, never on a node.
     fn timing(&mut self, t: &crate::balance::TrafficSnapshot) -> &mut Self {
         self.num("qmax", 0)
+            .num("wretr", t.retries)
+            .num("wredis", t.retries)
             .num("rate_max", t.rate_max)
             .num("cli_abrt", t.aborts[0])
             .num("srv_abrt", t.aborts[1]);
@@ -248,7 +250,7 @@ fn backend_rows(backends: &Backends, first_iid: u64, queued: &dyn Fn(&str) -> u6
         let mut total = Row::of(Kind::Backend);
         let (mut scur, mut stot, mut bout, mut rate, mut econ, mut eresp) = (0, 0, 0, 0, 0, 0);
         let mut hrsp = [0u64; 6];
-        let (mut aborts, mut times) = ([0u64; 2], [0u64; 4]);
+        let (mut aborts, mut times, mut retries) = ([0u64; 2], [0u64; 4], 0);
         let (mut weight, mut act, mut bck) = (0u64, 0u64, 0u64);
         let mut last_change: Option<u64> = None;
         for n in &serving {
@@ -282,7 +284,11 @@ fn backend_rows(backends: &Backends, first_iid: u64, queued: &dyn Fn(&str) -> u6
                 row.num("slim", l as u64);
             }
             if h.check {
+                if let Some(ms) = h.last_check_ms {
+                    row.num("check_duration", ms);
+                }
                 row.num("chkfail", h.checks_failed_total)
+                    .num("downtime", h.downtime_secs)
                     .num("check_rise", u64::from(health.rise))
                     .num("check_fall", u64::from(health.fall));
             }
@@ -294,6 +300,7 @@ fn backend_rows(backends: &Backends, first_iid: u64, queued: &dyn Fn(&str) -> u6
                 *sum += n;
             }
             row.timing(&t);
+            retries += t.retries;
             for (sum, n) in aborts.iter_mut().zip(t.aborts) {
                 *sum += n;
             }
@@ -347,7 +354,9 @@ fn backend_rows(backends: &Backends, first_iid: u64, queued: &dyn Fn(&str) -> u6
             .responses(&hrsp)
             .uncompressed()
             .num("cli_abrt", aborts[0])
-            .num("srv_abrt", aborts[1]);
+            .num("srv_abrt", aborts[1])
+            .num("wretr", retries)
+            .num("wredis", retries);
         // The backend's averages: its nodes', weighted by their requests.
         for (col, sum) in TIME_COLUMNS.into_iter().zip(times) {
             total.num(col, sum.checked_div(stot).unwrap_or(0));
