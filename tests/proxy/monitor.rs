@@ -62,3 +62,63 @@ async fn monitor_uri_answers_as_haproxys() {
     );
     assert!(backend.requests() > before);
 }
+
+/// GET `path` on `s` (keep-alive); the response as text, read until its
+/// HTML page ends or the stream does.
+async fn get_on(s: &mut tokio::net::TcpStream, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: www.example.com\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut text = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !text.ends_with(b"</body></html>\n") {
+        match tokio::time::timeout(std::time::Duration::from_secs(20), s.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) | Err(_) => break,
+            Ok(Ok(n)) => text.extend_from_slice(&buf[..n]),
+        }
+    }
+    String::from_utf8_lossy(&text).into_owned()
+}
+
+/// While the old process drains after a restart, the connection still open
+/// to it gets 503 from the monitor URI; the new process answers 200.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn monitor_uri_answers_503_while_the_process_drains() {
+    let backend = Backend::start("app").await;
+    let web = free_addr();
+    let mut proxy = Proxy::start(
+        &www_config(
+            &format!("[[listener]]\nlisten = \"{web}\"\nmonitor_uri = \"/haproxy_test\"\n\n"),
+            "shutdown_grace = \"20s\"",
+            backend.addr,
+        ),
+        &[web],
+    );
+    let mut old = tokio::net::TcpStream::connect(web).await.unwrap();
+    let ready = get_on(&mut old, "/haproxy_test").await;
+    assert!(ready.starts_with("HTTP/1.1 200"), "{ready}");
+    signal(proxy.pid(), super::restart::SIGUSR2);
+    assert!(
+        proxy.wait_for_text(&proxy.stderr, "the new process serves"),
+        "{}",
+        proxy.stderr_text()
+    );
+    let log = proxy.stderr_text();
+    let new_pid = super::restart::number_after(&log, "new_pid=").unwrap_or_else(|| panic!("{log}"));
+    let _successor = super::restart::Successor(new_pid);
+    let draining = get_on(&mut old, "/haproxy_test").await;
+    assert!(draining.starts_with("HTTP/1.1 503"), "{draining}");
+    assert!(
+        draining.contains("No server is available to handle this request."),
+        "{draining}"
+    );
+    let mut new = tokio::net::TcpStream::connect(web).await.unwrap();
+    let ready = get_on(&mut new, "/haproxy_test").await;
+    assert!(ready.starts_with("HTTP/1.1 200"), "{ready}");
+    assert!(
+        proxy.wait_exit().is_some_and(|s| s.success()),
+        "{}",
+        proxy.stderr_text()
+    );
+}

@@ -178,20 +178,25 @@ async fn a_client_that_never_reads_is_closed_after_the_idle_timeout() {
 
 #[tokio::test]
 async fn a_unix_socket_gets_its_mode_and_is_removed_on_shutdown() {
-    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("admin.sock");
+    // The owner this process may give: its own (the temp dir's).
+    let own = std::fs::metadata(dir.path()).unwrap();
     let socket = StatsSocket {
         endpoint: StatsEndpoint::Unix(path.clone()),
         mode: Some(0o600),
-        uid: None,
-        gid: None,
+        uid: Some(own.uid()),
+        gid: Some(own.gid()),
         level: Level::User,
     };
     let bound = bind(&socket, &mut crate::front::restart::Inherited::default()).unwrap();
     let meta = std::fs::metadata(&path).unwrap();
     assert!(meta.file_type().is_socket());
     assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    assert_eq!((meta.uid(), meta.gid()), (own.uid(), own.gid()));
+    // Nothing is left under the temporary name.
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
     let (stop, stopped) = watch::channel(false);
     let serving = tokio::spawn(serve(bound, admin(), stopped));
     let mut s = tokio::net::UnixStream::connect(&path).await.unwrap();
