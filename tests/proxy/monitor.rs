@@ -10,9 +10,13 @@ async fn monitor_uri_answers_as_haproxys() {
     let test = "monitor_uri_answers_as_haproxys";
     let backend = Backend::start("app").await;
     let (web, haproxy_web) = (free_addr(), free_addr());
-    let _proxy = Proxy::start(
+    let proxy = Proxy::start(
         &www_config(
-            &format!("[[listener]]\nname = \"fe\"\nlisten = \"{web}\"\nmonitor_uri = \"/haproxy_test\"\n\n"),
+            &format!(
+                "[[listener]]\nname = \"fe\"\nlisten = \"{web}\"\nmonitor_uri = \"/haproxy_test\"\n\
+                 monitor_fail = {{ site = \"www\", serving_below = 1 }}\n\n\
+                 [[stats_socket]]\npath = \"{{dir}}/admin.sock\"\nlevel = \"admin\"\n\n"
+            ),
             "",
             backend.addr,
         ),
@@ -23,9 +27,12 @@ async fn monitor_uri_answers_as_haproxys() {
         test,
         hdir.path(),
         &format!(
-            "defaults\n    mode http\n    timeout connect 1s\n    timeout client 5s\n    timeout server 5s\n\
-             frontend fe\n    bind {haproxy_web}\n    monitor-uri /haproxy_test\n    default_backend www\n\
+            "global\n    stats socket {}/admin.sock level admin\n\
+             defaults\n    mode http\n    timeout connect 1s\n    timeout client 5s\n    timeout server 5s\n\
+             frontend fe\n    bind {haproxy_web}\n    monitor-uri /haproxy_test\n    \
+             monitor fail if {{ nbsrv(www) lt 1 }}\n    default_backend www\n\
              backend www\n    server n1 {}\n",
+            hdir.path().display(),
             backend.addr
         ),
         &[haproxy_web],
@@ -55,6 +62,27 @@ async fn monitor_uri_answers_as_haproxys() {
     assert!(ours.2.contains("Service ready."), "{}", ours.2);
     // Answered by the proxy: the node saw none of them.
     assert_eq!(backend.requests(), before);
+    // `monitor fail if { nbsrv(www) lt 1 }`: 503 while no node serves.
+    let sockets = [
+        proxy.dir.path().join("admin.sock"),
+        hdir.path().join("admin.sock"),
+    ];
+    let ask = |command: &str| {
+        for socket in &sockets {
+            use std::io::{Read, Write};
+            let mut s = std::os::unix::net::UnixStream::connect(socket).unwrap();
+            s.write_all(command.as_bytes()).unwrap();
+            let mut answer = String::new();
+            s.read_to_string(&mut answer).unwrap();
+            assert_eq!(answer, "\n", "{command} on {}", socket.display());
+        }
+    };
+    ask("set server www/n1 state maint\n");
+    let failing = get(web, "/haproxy_test").await;
+    assert_eq!(failing, get(haproxy_web, "/haproxy_test").await);
+    assert_eq!(failing.0, 503);
+    ask("set server www/n1 state ready\n");
+    assert_eq!(get(web, "/haproxy_test").await, ours);
     // Another path, or the same with a query, goes to the site.
     assert_eq!(
         get(web, "/haproxy_test?x=1").await.0,

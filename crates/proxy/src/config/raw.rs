@@ -136,6 +136,15 @@ pub struct RawListener {
     pub accept_proxy_from: Option<Vec<String>>,
     /// A path the proxy answers itself (HAProxy's `monitor-uri`).
     pub monitor_uri: Option<String>,
+    /// When it answers 503 (HAProxy's `monitor fail if { nbsrv(..) lt N }`).
+    pub monitor_fail: Option<RawMonitorFail>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawMonitorFail {
+    pub site: Option<String>,
+    pub serving_below: Option<i64>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -382,6 +382,17 @@ pub struct Listener {
     /// is answered by the proxy itself, 200 while it serves, 503 once it
     /// drains (`front::monitor`).
     pub monitor_uri: Option<String>,
+    /// HAProxy's `monitor fail if { nbsrv(<site>) lt <n> }`: the monitor
+    /// URI also answers 503 while fewer than `serving_below` nodes serve
+    /// `site` (up, ready, weight above 0, role applied).
+    pub monitor_fail: Option<MonitorFail>,
+}
+
+/// See [`Listener::monitor_fail`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MonitorFail {
+    pub site: String,
+    pub serving_below: usize,
 }
 
 /// TLS on a listener: one or more certificates, chosen by SNI.

@@ -235,6 +235,20 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
             }
             ok
         });
+        let monitor_fail = l.monitor_fail.and_then(|f| {
+            let key = format!("{key}.monitor_fail");
+            if monitor_uri.is_none() {
+                c.add(&key, "has no effect without monitor_uri (expected a monitor_uri, or no monitor_fail)");
+            }
+            let below = c.int(&format!("{key}.serving_below"), f.serving_below, 1, 1, 1 << 20);
+            match f.site {
+                Some(site) => Some(MonitorFail { site, serving_below: below as usize }),
+                None => {
+                    c.add(key, "missing `site` (expected { site = \"app\", serving_below = 1 })");
+                    None
+                }
+            }
+        });
         listeners.push(Listener {
             name: l.name.unwrap_or_else(|| format!("listener{i}")),
             listen,
@@ -242,6 +256,7 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
             accept_proxy,
             accept_proxy_from,
             monitor_uri,
+            monitor_fail,
         });
     }
 
@@ -378,6 +393,22 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
             weights,
             health_path,
         });
+    }
+
+    for (i, l) in listeners.iter().enumerate() {
+        if let Some(f) = l
+            .monitor_fail
+            .as_ref()
+            .filter(|f| !site_index.contains_key(&f.site))
+        {
+            c.add(
+                format!("listener[{i}].monitor_fail.site"),
+                format!(
+                    "no site named `{}` (expected one of the [[site]] names)",
+                    f.site
+                ),
+            );
+        }
     }
 
     // Nodes.

@@ -4,7 +4,9 @@
 //! "Service ready." page while the process serves, 503 with HAProxy's
 //! "No server is available" page once it drains (SIGTERM, SIGINT, a
 //! restart), so an L4 balancer in front stops sending it new connections
-//! while in-flight requests finish.
+//! while in-flight requests finish, or while a site has fewer nodes
+//! serving than `monitor_fail` asks (HAProxy's `monitor fail if {
+//! nbsrv(<backend>) lt <n> }`).
 
 use std::sync::atomic::Ordering;
 
@@ -19,17 +21,28 @@ const DRAINING: &str = "<html><body><h1>503 Service Unavailable</h1>\nNo server 
 
 /// The proxy's own answer when `req` asks for its listener's monitor URI.
 pub fn reply<B>(ctx: &ConnCtx, snap: &Snapshot, req: &Request<B>) -> Option<Reply> {
-    let uri = snap
+    let listener = snap
         .config
         .listeners
         .iter()
-        .find(|l| *l.name == *ctx.listener)?
-        .monitor_uri
-        .as_deref()?;
+        .find(|l| *l.name == *ctx.listener)?;
+    let uri = listener.monitor_uri.as_deref()?;
     if req.uri().path_and_query().map(|p| p.as_str()) != Some(uri) {
         return None;
     }
-    let (status, body) = if ctx.proxy.draining.load(Ordering::Relaxed) {
+    let failing = listener.monitor_fail.as_ref().is_some_and(|f| {
+        let backends = &snap.backends;
+        let site = backends.sites().iter().find(|s| s.name == f.site);
+        let serving = site.map_or(0, |s| {
+            backends
+                .nodes()
+                .iter()
+                .filter(|n| n.admits() && n.serves(s.index))
+                .count()
+        });
+        serving < f.serving_below
+    });
+    let (status, body) = if failing || ctx.proxy.draining.load(Ordering::Relaxed) {
         (StatusCode::SERVICE_UNAVAILABLE, DRAINING)
     } else {
         (StatusCode::OK, READY)

@@ -116,7 +116,7 @@ pub struct Proxy {
     /// `retry-on` keywords.
     pub retry_on: Option<At<Vec<String>>>,
     pub maxconn: Option<At<u64>>,
-    pub monitor_uri: Option<String>,
+    pub monitor: super::stats::Monitor,
 }
 
 impl Proxy {
@@ -140,7 +140,7 @@ impl Proxy {
             retries: None,
             retry_on: None,
             maxconn: None,
-            monitor_uri: None,
+            monitor: Default::default(),
         }
     }
 
@@ -442,7 +442,14 @@ fn directive(p: &mut Proxy, line: &Line, notes: &mut Vec<Note>) {
         ),
         "capture" | "unique-id-format" | "unique-id-header" | "log-format" | "errorfile"
         | "stats" => note(Kind::Unsupported, "not supported".into()),
-        "monitor-uri" | "monitor" => super::stats::monitor(line, &mut p.monitor_uri, notes),
+        "monitor-uri" | "monitor" => {
+            let acls: Vec<(String, Vec<String>)> = p
+                .acls
+                .iter()
+                .map(|a| (a.name.clone(), a.words.clone()))
+                .collect();
+            super::stats::monitor(line, &mut p.monitor, &acls, notes)
+        }
         _ => note(Kind::Unsupported, "not supported".into()),
     }
 }

@@ -7,8 +7,8 @@
 //! (rdmalb hands its sockets to a restarted process itself), other bind
 //! options, `stats timeout` and `stats maxconn` (rdmalb's socket closes an
 //! idle session after 10 s, `set timeout cli` changes it, and serves 10
-//! sessions at once, HAProxy's defaults), and `monitor fail` (rdmalb's
-//! monitor URI fails only while the process drains).
+//! sessions at once, HAProxy's defaults), and `monitor fail` conditions
+//! other than `nbsrv(<backend>) lt <n>` (carried as `monitor_fail`).
 
 use std::fmt::Write as _;
 use std::net::SocketAddr;
@@ -117,19 +117,60 @@ pub fn emit(out: &mut String, sockets: &[StatsSocket]) {
     }
 }
 
-/// A frontend's `monitor-uri <path>`; `monitor fail` is noted.
-pub fn monitor(line: &Line, uri: &mut Option<String>, notes: &mut Vec<Note>) {
-    match line.keyword() {
-        "monitor-uri" if line.word(1).starts_with('/') => *uri = Some(line.word(1).to_string()),
-        "monitor-uri" => notes.push(note(
-            line,
-            Kind::Unsupported,
-            format!("`{}` is not a request path; not carried over", line.word(1)),
-        )),
-        _ => notes.push(note(
-            line,
-            Kind::Unsupported,
-            "not supported: rdmalb's monitor_uri answers 503 only while the process drains".into(),
-        )),
+/// A frontend's `monitor-uri` and `monitor fail`.
+#[derive(Debug, Clone, Default)]
+pub struct Monitor {
+    pub uri: Option<String>,
+    /// `monitor fail if { nbsrv(<backend>) lt <n> }`: the backend and n.
+    pub fail: Option<(String, u64)>,
+}
+
+/// A frontend's `monitor-uri <path>` or `monitor fail if <condition>`,
+/// the condition `{ nbsrv(<backend>) lt|le|eq <n> }` inline or an ACL of
+/// `acls` (name, criterion words) saying that.
+pub fn monitor(
+    line: &Line,
+    m: &mut Monitor,
+    acls: &[(String, Vec<String>)],
+    notes: &mut Vec<Note>,
+) {
+    if line.keyword() == "monitor-uri" {
+        if line.word(1).starts_with('/') {
+            m.uri = Some(line.word(1).to_string());
+        } else {
+            notes.push(note(
+                line,
+                Kind::Unsupported,
+                format!("`{}` is not a request path; not carried over", line.word(1)),
+            ));
+        }
+        return;
+    }
+    let words: Vec<&str> = line.words.iter().map(String::as_str).collect();
+    let condition: Option<Vec<&str>> = match words.as_slice() {
+        ["monitor", "fail", "if", "{", c @ .., "}"] => Some(c.to_vec()),
+        ["monitor", "fail", "if", name] => acls
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, w)| w.iter().map(String::as_str).collect()),
+        _ => None,
+    };
+    let below = condition.as_deref().and_then(|c| match c {
+        [fetch, op, n] => {
+            let backend = fetch.strip_prefix("nbsrv(")?.strip_suffix(')')?;
+            let n: u64 = n.parse().ok()?;
+            let below = match *op {
+                "lt" => n,
+                "le" => n + 1,
+                "eq" if n == 0 => 1,
+                _ => return None,
+            };
+            (below > 0).then(|| (backend.to_string(), below))
+        }
+        _ => None,
+    });
+    match below {
+        Some(fail) => m.fail = Some(fail),
+        None => notes.push(note(line, Kind::Unsupported, "not supported: rdmalb's monitor_fail takes `nbsrv(<backend>) lt <n>` (also `le`, `eq 0`), inline or as an ACL; the monitor URI answers 503 while the process drains".into())),
     }
 }

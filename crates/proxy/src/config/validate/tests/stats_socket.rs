@@ -122,3 +122,30 @@ fn monitor_uri_is_a_request_path() {
         "not a request path",
     );
 }
+
+/// `monitor_fail`: HAProxy's `monitor fail if { nbsrv(<site>) lt <n> }`.
+#[test]
+fn monitor_fail_names_a_site_and_needs_monitor_uri() {
+    let listener = "listen = \"127.0.0.1:8080\"\n";
+    let with_fail = |extra: &str| BASE.replace(listener, &format!("{listener}{extra}\n"));
+    let c = ok(&with_fail(
+        "monitor_uri = \"/m\"\nmonitor_fail = { site = \"shop\", serving_below = 2 }",
+    ));
+    let f = c.listeners[0].monitor_fail.clone().unwrap();
+    assert_eq!((f.site.as_str(), f.serving_below), ("shop", 2));
+    rejects(
+        &with_fail("monitor_fail = { site = \"shop\" }"),
+        "listener[0].monitor_fail",
+        "without monitor_uri",
+    );
+    rejects(
+        &with_fail("monitor_uri = \"/m\"\nmonitor_fail = { site = \"nope\" }"),
+        "listener[0].monitor_fail.site",
+        "no site named `nope`",
+    );
+    rejects(
+        &with_fail("monitor_uri = \"/m\"\nmonitor_fail = { site = \"shop\", serving_below = 0 }"),
+        "listener[0].monitor_fail.serving_below",
+        "",
+    );
+}
