@@ -211,3 +211,31 @@ async fn a_unix_socket_gets_its_mode_and_is_removed_on_shutdown() {
         .unwrap();
     assert!(!path.exists());
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+    /// Any bytes: the connection ends once the client closes its side;
+    /// input with no command ended gets no answer; input whose last
+    /// command is ended (no `prompt`, no `quit`, no escape) gets its
+    /// answer and the empty line after it.
+    #[test]
+    fn any_input_ends_and_ended_commands_are_answered(
+        input in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..4096),
+        level in 0u8..3,
+    ) {
+        let level = [Level::User, Level::Operator, Level::Admin][usize::from(level)];
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let out = rt.block_on(exchange(&input, level));
+        let text = String::from_utf8_lossy(&input);
+        if !input.iter().any(|&b| b == b'\n' || b == b';') {
+            proptest::prop_assert_eq!(out, "");
+        } else if input.ends_with(b"\n")
+            && !input.contains(&b'\\')
+            && !text.contains("prompt")
+            && !text.contains("quit")
+        {
+            proptest::prop_assert!(out.ends_with('\n'), "{:?}", out);
+        }
+    }
+}
