@@ -18,6 +18,7 @@
 mod access;
 mod acl;
 mod bind;
+mod compression;
 mod lexer;
 mod map;
 mod probe;

@@ -12,6 +12,7 @@ use hyper::client::conn::http1::SendRequest;
 
 use super::access_log::{ms, AccessRecord, Counts, Timers};
 use super::body::RequestBody;
+use super::compress::Offer;
 use super::error::ErrorKind;
 use super::forward::RetryReason;
 use super::state::{ConnCtx, Snapshot};
@@ -64,6 +65,8 @@ pub struct Exchange {
     pub error: Option<ErrorKind>,
     /// The node answered; its outcome is reported when the body ends.
     pub outcome_pending: bool,
+    /// What the client accepts for a compressed response (`[site.compression]`).
+    pub compress: Offer,
     done: bool,
 }
 
@@ -105,6 +108,7 @@ impl Exchange {
             queued_ahead: 0,
             error: None,
             outcome_pending: false,
+            compress: Offer::default(),
             done: false,
         }
     }

@@ -108,6 +108,9 @@ pub struct Runtime {
     /// The process is stopping (SIGTERM, SIGINT, a restart): `monitor-uri`
     /// answers 503 from now on.
     pub draining: AtomicBool,
+    /// The proxy's CPU use, for the compression cap
+    /// (`global.compression_max_cpu`).
+    pub cpu: super::compress::CpuUse,
 }
 
 impl Runtime {

@@ -41,6 +41,10 @@ pub struct Global {
     /// `crt-base`: the directory relative `crt` paths are in.
     pub crt_base: Option<String>,
     pub stats_sockets: Vec<super::stats::StatsSocket>,
+    /// `maxcompcpuusage`: the CPU percentage above which compression stops.
+    pub maxcompcpuusage: Option<At<u64>>,
+    /// `tune.comp.maxlevel`.
+    pub comp_maxlevel: Option<At<u64>>,
 }
 
 /// One `bind` address.
@@ -117,6 +121,7 @@ pub struct Proxy {
     pub retry_on: Option<At<Vec<String>>>,
     pub maxconn: Option<At<u64>>,
     pub monitor: super::stats::Monitor,
+    pub compression: super::compression::Comp,
 }
 
 impl Proxy {
@@ -141,6 +146,7 @@ impl Proxy {
             retry_on: None,
             maxconn: None,
             monitor: Default::default(),
+            compression: Default::default(),
         }
     }
 
@@ -273,6 +279,25 @@ fn global(g: &mut Global, line: &Line, notes: &mut Vec<Note>) {
     let kw = line.keyword();
     match kw {
         "crt-base" => g.crt_base = Some(line.word(1).to_string()),
+        "maxcompcpuusage" | "tune.comp.maxlevel" => {
+            if let Some(v) = number(line, 1, notes) {
+                let at = Some(At {
+                    value: v,
+                    line: line.number,
+                });
+                if kw == "maxcompcpuusage" {
+                    g.maxcompcpuusage = at;
+                } else {
+                    g.comp_maxlevel = at;
+                }
+            }
+        }
+        "maxcomprate" => notes.push(Note::new(
+            line.number,
+            kw,
+            Kind::Approximated,
+            "rdmalb caps compression by CPU use only (global.compression_max_cpu), not by input rate".into(),
+        )),
         "maxconn" | "nbthread" => match number(line, 1, notes) {
             Some(v) if kw == "maxconn" => {
                 g.maxconn = Some(At {
@@ -420,6 +445,7 @@ fn directive(p: &mut Proxy, line: &Line, notes: &mut Vec<Note>) {
                 p.maxconn = Some(At { value: v, line: n });
             }
         }
+        "compression" => p.compression.directive(line, notes),
         "retry-on" => {
             p.retry_on = Some(At {
                 value: line.words[1..].to_vec(),

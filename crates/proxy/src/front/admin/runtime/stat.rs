@@ -53,6 +53,8 @@ impl Value {
     }
 }
 
+const COMPRESSION_COLUMNS: [&str; 4] = ["comp_in", "comp_out", "comp_byp", "comp_rsp"];
+
 /// HAProxy's average-time columns: queue, connect, response, total.
 const TIME_COLUMNS: [&str; 4] = ["qtime", "ctime", "rtime", "ttime"];
 
@@ -143,10 +145,11 @@ impl Row {
         self
     }
 
-    /// The compression columns: rdmalb compresses nothing, so every one
-    /// is 0 (HAProxy's value without a compression filter).
+    /// The compression columns at 0, HAProxy's value without a compression
+    /// filter; [`rows`] empties them again where a site compresses
+    /// (rdmalb does not count its compression yet).
     fn uncompressed(&mut self) -> &mut Self {
-        for col in ["comp_in", "comp_out", "comp_byp", "comp_rsp"] {
+        for col in COMPRESSION_COLUMNS {
             self.num(col, 0);
         }
         self
@@ -197,6 +200,27 @@ pub fn rows(state: &crate::front::admin::AdminState) -> Vec<Row> {
         out.len() as u64,
         &waiting,
     ));
+    // A site with `[site.compression]`: its BACKEND row, and the FRONTEND
+    // rows, leave the compression columns empty (not counted yet).
+    let compressing: Vec<&str> = config
+        .sites
+        .iter()
+        .filter(|s| s.compression.is_some())
+        .map(|s| s.name.as_str())
+        .collect();
+    for row in &mut out {
+        let named = |r: &Row| matches!(r.get("pxname"), Some(Value::Text(t)) if compressing.contains(&t.as_str()));
+        let compresses = match row.kind {
+            Kind::Frontend => !compressing.is_empty(),
+            Kind::Backend => named(row),
+            Kind::Server => false,
+        };
+        if compresses {
+            for col in COMPRESSION_COLUMNS {
+                row.values.remove(col);
+            }
+        }
+    }
     out
 }
 

@@ -229,3 +229,34 @@ async fn a_failed_command_stops_the_rest_and_says_so() {
     let r = run_all(&a, &["set node zz state drain"], MAX_ANSWER).await;
     assert_eq!(body_text(r).await, "no node named `zz`\n");
 }
+
+/// A site that compresses leaves its BACKEND row's compression columns
+/// empty (not counted yet); one that does not says 0, HAProxy's value
+/// without compression.
+#[tokio::test]
+async fn compression_columns_are_zero_only_where_nothing_compresses() {
+    let mut text = String::from("[[listener]]\nlisten = \"127.0.0.1:8080\"\n");
+    text.push_str(&crate::fixtures::site("shop", &["shop.example.com"]));
+    text.push_str("[site.compression]\ncodings = [\"gzip\"]\n");
+    text.push_str(&crate::fixtures::site("blog", &["blog.example.com"]));
+    text.push_str(&crate::fixtures::node("a", "127.0.0.1:9001", "shop"));
+    text.push_str(&crate::fixtures::node("c", "127.0.0.1:9003", "blog"));
+    let config = crate::fixtures::config(&text);
+    let backends = Backends::build(&config, None);
+    let a = Admin::new(
+        Arc::new(ArcSwap::from_pointee(config)),
+        Arc::new(ArcSwap::from_pointee(backends)),
+        PrometheusBuilder::new().build_recorder().handle(),
+    );
+    let rows = stat::rows(&a);
+    let backend = |site: &str| {
+        rows.iter()
+            .find(|r| {
+                r.kind == stat::Kind::Backend
+                    && r.get("pxname") == Some(&stat::Value::Text(site.into()))
+            })
+            .unwrap()
+    };
+    assert_eq!(backend("shop").get("comp_in"), None);
+    assert_eq!(backend("blog").get("comp_in"), Some(&stat::Value::Num(0)));
+}
