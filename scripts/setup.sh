@@ -25,6 +25,9 @@ PACKAGES=(
     haproxy wrk httperf curl openssl
     # h2load, the HTTP/2 load generator of bench/proxy/scenarios.sh
     nghttp2-client
+    # HAProxy's operator tools the stats socket tests drive unchanged
+    # (tests/proxy/stats_socket): socat, hatop (in tmux), haproxy_exporter
+    socat hatop prometheus-haproxy-exporter tmux
     # process and socket tools the scripts use (pgrep, ss, taskset is in util-linux);
     # systemd for `systemd-analyze verify` of the shipped units (conf/systemd/)
     procps iproute2 systemd

@@ -19,7 +19,7 @@ const READER: &str = concat!(
 );
 
 /// An nginx node answering every request with its name in `X-Node`.
-fn nginx_node(dir: &Path, name: &str) -> Option<(GroupNginx, SocketAddr)> {
+pub(super) fn nginx_node(dir: &Path, name: &str) -> Option<(GroupNginx, SocketAddr)> {
     let app = free_addr();
     let site = format!(
         "server {{\n    listen {app};\n    location / {{\n        add_header X-Node {name} always;\n        \
@@ -224,32 +224,48 @@ async fn ctl_reads_stats_and_steers_real_traffic() {
 
     // Ready again, and HAProxy's spelling: n2 weight 0 takes nothing.
     ctl_ok(&cfg, "set server www/n1 state ready ; set weight www/n2 0");
-    assert_eq!(ctl_ok(&cfg, "get weight n2"), "0 (initial 1)\n");
+    // Each answer ends with an empty line, as on HAProxy's socket.
+    assert_eq!(ctl_ok(&cfg, "get weight n2"), "0 (initial 1)\n\n");
     let seen = spread(addr, 12).await;
     assert_eq!(seen.get("n2"), None, "{seen:?}");
     ctl_ok(&cfg, "set node n2 weight 100%");
-    assert_eq!(ctl_ok(&cfg, "get weight www/n2"), "1 (initial 1)\n");
+    assert_eq!(ctl_ok(&cfg, "get weight www/n2"), "1 (initial 1)\n\n");
 
     let info = ctl_ok(&cfg, "show info");
     assert!(info.contains("Name: rdmalb\n"), "{info}");
     assert!(info.contains(&format!("Pid: {}\n", proxy.pid())), "{info}");
+    // HAProxy's JSON: one array of typed fields per row.
     let json: serde_json::Value = serde_json::from_str(&ctl_ok(&cfg, "show stat json")).unwrap();
-    assert_eq!(json[0]["svname"], "n1");
-    assert_eq!(json[0]["weight"], 3);
+    let field = |row: &serde_json::Value, name: &str| {
+        row.as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["field"]["name"] == name)
+            .map(|f| f["value"]["value"].clone())
+    };
+    let n1 = json
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| field(r, "svname") == Some("n1".into()))
+        .expect("a row for n1");
+    assert_eq!(field(n1, "weight"), Some(3.into()));
 
     // Refusals, each named.
     let out = ctl(&cfg, "set node nope state drain");
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("404 no node named `nope`"));
     let out = ctl(&cfg, "set node n1 weight 900");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("400 `900` is not a weight"));
+    assert!(String::from_utf8_lossy(&out.stderr)
+        .contains("400 Absolute weight can only be between 0 and 256 inclusive."));
     let out = ctl(&cfg, "set node n1 state sleepy");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("not a node state"));
+    assert!(String::from_utf8_lossy(&out.stderr)
+        .contains("'set server <srv> state' expects 'ready', 'drain' and 'maint'."));
     let out = ctl(&cfg, "move node n1 site www");
     assert!(String::from_utf8_lossy(&out.stderr)
         .contains("503 this proxy runs no reconfiguration agent"));
     let out = ctl(&cfg, "frobnicate");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown command"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Unknown command"));
     // No token: 401, nothing changed.
     let resp = raw_exchange(
         admin,

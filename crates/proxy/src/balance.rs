@@ -49,4 +49,4 @@ pub use node_windows::NodeWindows;
 pub use policy::Policy;
 pub use prequal::Prequal;
 pub use selector::{LeastConn, PeakEwma, RandomTwo, RoundRobin, Selector};
-pub use traffic::TrafficSnapshot;
+pub use traffic::{Rate, TrafficSnapshot};

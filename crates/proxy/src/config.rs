@@ -16,6 +16,7 @@ pub mod files;
 mod qos;
 pub mod raw;
 mod reconfig;
+pub mod stats_socket;
 pub mod types;
 pub mod validate;
 

@@ -30,6 +30,7 @@ pub mod headers;
 pub mod io;
 pub mod listener;
 pub mod metrics;
+pub mod monitor;
 pub mod response;
 pub mod restart;
 pub mod route;
@@ -82,6 +83,7 @@ pub async fn run(config: Config) -> Result<(), ProxyError> {
         windows: Arc::clone(&windows),
         connections: std::sync::atomic::AtomicUsize::new(0),
         handed_over: std::sync::atomic::AtomicBool::new(false),
+        draining: std::sync::atomic::AtomicBool::new(false),
         cpu: compress::CpuUse::default(),
     });
 
@@ -120,6 +122,20 @@ pub async fn run(config: Config) -> Result<(), ProxyError> {
         Some((s, l)) => (Some(s), Some(l)),
         None => (None, None),
     };
+    let stats_sockets = config
+        .stats_sockets
+        .iter()
+        .map(|s| {
+            admin::socket::bind(s, &mut inherited).map_err(|source| ProxyError::StatsSocketBind {
+                socket: match &s.endpoint {
+                    crate::config::StatsEndpoint::Unix(p) => p.display().to_string(),
+                    crate::config::StatsEndpoint::Tcp(a) => a.to_string(),
+                },
+                source,
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut stats_handover = Vec::new();
     let signal_err = |signal| move |source| ProxyError::Signal { signal, source };
     let mut term = signal(SignalKind::terminate()).map_err(signal_err("SIGTERM"))?;
     let mut int = signal(SignalKind::interrupt()).map_err(signal_err("SIGINT"))?;
@@ -132,20 +148,6 @@ pub async fn run(config: Config) -> Result<(), ProxyError> {
     if config.sites.iter().any(|s| s.compression.is_some()) {
         tokio::spawn(sample_cpu(Arc::clone(&runtime), shutdown_rx.clone()));
     }
-    if let Some(l) = admin_listener {
-        let state = admin::AdminState::new(
-            Arc::clone(&runtime.config),
-            Arc::clone(&runtime.backends),
-            prometheus,
-        )
-        .with_windows(Arc::clone(&windows))
-        .with_admission(Arc::clone(&runtime.snapshot.load().admission));
-        let state = match &reconfig {
-            Some(r) => state.with_reconfig(Arc::clone(&r.agent)),
-            None => state,
-        };
-        tokio::spawn(admin::serve(l, state, shutdown_rx.clone()));
-    }
     let listeners: Vec<Arc<listener::Shared>> = bound
         .into_iter()
         .map(|b| {
@@ -153,6 +155,31 @@ pub async fn run(config: Config) -> Result<(), ProxyError> {
             Arc::new(listener::Shared::new(b, &config))
         })
         .collect();
+    if admin_listener.is_some() || !stats_sockets.is_empty() {
+        let state = admin::AdminState::new(
+            Arc::clone(&runtime.config),
+            Arc::clone(&runtime.backends),
+            prometheus,
+        )
+        .with_windows(Arc::clone(&windows))
+        .with_admission(Arc::clone(&runtime.snapshot.load().admission))
+        .with_frontends(listeners.iter().map(|l| l.stats()).collect());
+        let state = match &reconfig {
+            Some(r) => state.with_reconfig(Arc::clone(&r.agent)),
+            None => state,
+        };
+        for mut socket in stats_sockets {
+            stats_handover.extend(socket.handover.take());
+            tokio::spawn(admin::socket::serve(
+                socket,
+                state.clone(),
+                shutdown_rx.clone(),
+            ));
+        }
+        if let Some(l) = admin_listener {
+            tokio::spawn(admin::serve(l, state, shutdown_rx.clone()));
+        }
+    }
     // The data path runs on `global.workers` threads, each with its own
     // current-thread runtime; this (caller's) runtime keeps the control
     // plane: signals, reloads, health checks, the admin listener.
@@ -196,6 +223,7 @@ pub async fn run(config: Config) -> Result<(), ProxyError> {
     if let (Some(a), Some(s)) = (&config.admin, &admin_socket) {
         handover.push((a.listen, s));
     }
+    handover.extend(stats_handover.iter().map(|(a, s)| (*a, s)));
     let (restarted_tx, mut restarted) = mpsc::channel(1);
     let mut restarting = false;
     // A stop (SIGTERM, SIGINT) during a restart stops the new process too.
@@ -258,6 +286,9 @@ pub async fn run(config: Config) -> Result<(), ProxyError> {
             _ => {}
         }
     }
+    runtime
+        .draining
+        .store(true, std::sync::atomic::Ordering::Relaxed);
     let grace = runtime.snapshot.load().config.global.shutdown_grace;
     tracing::info!(signal = signal_name, grace = ?grace, "shutting down: no new connections, draining in-flight requests");
     let _ = shutdown_tx.send(true);

@@ -24,6 +24,7 @@ mod map;
 mod probe;
 mod sections;
 mod site;
+mod stats;
 
 use std::fmt;
 use std::path::Path;

@@ -320,10 +320,12 @@ async fn node_loop(
         let expect = snap.health().expect_status;
         drop(snap);
 
+        let started = std::time::Instant::now();
         let result = tokio::select! {
             _ = rdmalb_base::shutdown::requested(&mut shutdown) => return,
             r = check_once(node.address, &host, &path, timeout, send_proxy, expect) => r,
         };
+        node.record_check_duration(started.elapsed());
         if let Err(e) = &result {
             tracing::debug!(node = %node.name, site = %site_label(&node), error = %e, "health check failed");
         }

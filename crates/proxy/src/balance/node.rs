@@ -138,6 +138,11 @@ pub struct HealthSnapshot {
     pub last_check_ok: Option<bool>,
     /// Seconds since the Unix epoch of the last up/down change (None: never changed).
     pub last_change_unix: Option<u64>,
+    /// Seconds spent down since the first change (the current down period
+    /// included), HAProxy's `downtime`.
+    pub downtime_secs: u64,
+    /// How long the last active check took (ms), HAProxy's `check_duration`.
+    pub last_check_ms: Option<u64>,
 }
 
 /// Mutable part of the state machine, guarded by a mutex (transitions only).
@@ -149,6 +154,22 @@ struct Machine {
     last_check_error: Option<String>,
     last_check_ok: Option<bool>,
     last_change_unix: Option<u64>,
+    /// Seconds spent down before the last change to up.
+    downtime_secs: u64,
+    /// How long the last active check took (ms).
+    last_check_ms: Option<u64>,
+}
+
+impl Machine {
+    /// Records an up/down change now, adding the time since the last one
+    /// to the downtime when the node was down until now.
+    fn changed(&mut self, was_down: bool) {
+        let now = rdmalb_base::time::unix_now_secs();
+        if let (true, Some(t)) = (was_down, self.last_change_unix) {
+            self.downtime_secs += now.saturating_sub(t);
+        }
+        self.last_change_unix = Some(now);
+    }
 }
 
 /// State shared by every `NodeState` that stands for the same node across
@@ -356,6 +377,23 @@ impl NodeState {
         self.shared.traffic.finished(class, bytes_out);
     }
 
+    /// A request that failed on this node is sent again (to another).
+    pub fn record_retry(&self) {
+        self.shared.traffic.retried();
+    }
+
+    /// An exchange on this node was cut by the client (`by_client`) or by
+    /// the node.
+    pub fn record_abort(&self, by_client: bool) {
+        self.shared.traffic.aborted(by_client);
+    }
+
+    /// A request's queue, connect, response and total times (ms, -1 when
+    /// not reached) for `show stat`'s averages.
+    pub fn record_times(&self, times: [i64; 4]) {
+        self.shared.traffic.timed(times);
+    }
+
     /// An attempt on this node failed; `kind` indexes
     /// `front::stats::UPSTREAM_ERROR_KINDS` (connect, timeout, protocol,
     /// 5xx).
@@ -531,10 +569,10 @@ impl NodeState {
             return false;
         }
         if before.0 != after.0 && s.checked.load(Ordering::Relaxed) {
-            s.up.store(false, Ordering::Relaxed);
+            let was_down = !s.up.swap(false, Ordering::Relaxed);
             m.down_reason = Some(DownReason::Role);
             m.consecutive_ok = 0;
-            m.last_change_unix = Some(rdmalb_base::time::unix_now_secs());
+            m.changed(was_down);
         }
         bump_epoch();
         drop(m);
@@ -593,7 +631,7 @@ impl NodeState {
         s.up.store(true, Ordering::Relaxed);
         bump_epoch();
         m.down_reason = None;
-        m.last_change_unix = Some(rdmalb_base::time::unix_now_secs());
+        m.changed(true);
         drop(m);
         self.publish_up();
         tracing::info!(
@@ -641,7 +679,7 @@ impl NodeState {
         m.down_reason = Some(DownReason::Passive);
         // Recovery needs `rise` passes counted from now.
         m.consecutive_ok = 0;
-        m.last_change_unix = Some(rdmalb_base::time::unix_now_secs());
+        m.changed(false);
         drop(m);
         self.publish_up();
         tracing::warn!(
@@ -653,6 +691,11 @@ impl NodeState {
             "node ejected by passive health: consecutive failed requests"
         );
         Some(Transition::Down(DownReason::Passive))
+    }
+
+    /// Records how long the last active check took.
+    pub fn record_check_duration(&self, took: std::time::Duration) {
+        self.shared.machine().last_check_ms = Some(took.as_millis() as u64);
     }
 
     /// Records the result of one active check and applies rise/fall.
@@ -673,7 +716,7 @@ impl NodeState {
                     bump_epoch();
                     s.passive_streak.store(0, Ordering::Relaxed);
                     m.down_reason = None;
-                    m.last_change_unix = Some(rdmalb_base::time::unix_now_secs());
+                    m.changed(true);
                     return Some(Transition::Up);
                 }
             }
@@ -687,7 +730,7 @@ impl NodeState {
                     s.up.store(false, Ordering::Relaxed);
                     bump_epoch();
                     m.down_reason = Some(DownReason::Checks);
-                    m.last_change_unix = Some(rdmalb_base::time::unix_now_secs());
+                    m.changed(false);
                     return Some(Transition::Down(DownReason::Checks));
                 }
             }
@@ -725,6 +768,12 @@ impl NodeState {
             last_check_error: m.last_check_error.clone(),
             last_check_ok: m.last_check_ok,
             last_change_unix: m.last_change_unix,
+            downtime_secs: m.downtime_secs
+                + match (s.up.load(Ordering::Relaxed), m.last_change_unix) {
+                    (false, Some(t)) => rdmalb_base::time::unix_now_secs().saturating_sub(t),
+                    _ => 0,
+                },
+            last_check_ms: m.last_check_ms,
         }
     }
 }

@@ -25,7 +25,7 @@ pub const ERROR_KINDS: usize = 4;
 /// from at least [`RATE_PERIOD`] earlier, so a request pays no clock read.
 /// Between reads less than a period apart the last figure stands.
 #[derive(Debug)]
-struct Rate {
+pub struct Rate {
     /// (when, requests started then, the rate computed then).
     last: std::sync::Mutex<(Instant, u64, u64)>,
 }
@@ -42,8 +42,8 @@ impl Default for Rate {
 }
 
 impl Rate {
-    /// The rate, given the requests started so far.
-    fn per_second(&self, started: u64) -> u64 {
+    /// The rate, given the requests (or connections) started so far.
+    pub fn per_second(&self, started: u64) -> u64 {
         self.at(started, Instant::now())
     }
 
@@ -68,7 +68,20 @@ pub(crate) struct Traffic {
     inflight_max: AtomicUsize,
     started: AtomicU64,
     rate: Rate,
+    /// The highest `rate` measured.
+    rate_max: AtomicU64,
+    /// Exchanges cut by the client, by the node.
+    aborts: [AtomicU64; 2],
+    /// HAProxy's averages of queue, connect, response and total time over
+    /// the last [`TIME_SAMPLES`] requests: sliding sums (`swrate`), ms.
+    times: [AtomicU64; 4],
+    timed: AtomicU64,
+    /// Requests sent again after failing here (each to another node).
+    retries: AtomicU64,
 }
+
+/// Requests the time averages cover (HAProxy's `TIME_STATS_SAMPLES`).
+pub const TIME_SAMPLES: u64 = 1024;
 
 /// A point-in-time view for `/status` and `show stat`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -86,6 +99,17 @@ pub struct TrafficSnapshot {
     /// Requests started per second, measured between reads at least a
     /// second apart (the last such figure).
     pub rate: u64,
+    /// The highest `rate` measured so far.
+    pub rate_max: u64,
+    /// Exchanges cut by the client (HAProxy's `cli_abrt`), by the node
+    /// (`srv_abrt`).
+    pub aborts: [u64; 2],
+    /// Average queue, connect, response and total time (ms) over the last
+    /// 1024 requests, as HAProxy's `qtime`, `ctime`, `rtime`, `ttime`.
+    pub times_ms: [u64; 4],
+    /// Requests that failed here and were sent again to another node
+    /// (HAProxy's `wretr` and `wredis`).
+    pub retries: u64,
 }
 
 impl Traffic {
@@ -100,6 +124,27 @@ impl Traffic {
         self.bytes_out.fetch_add(bytes_out, Ordering::Relaxed);
     }
 
+    /// An exchange cut by the client (`by_client`) or by the node.
+    pub(crate) fn aborted(&self, by_client: bool) {
+        self.aborts[usize::from(!by_client)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// One request's queue, connect, response and total times (ms; a
+    /// negative time, not reached, counts as 0 as in HAProxy).
+    pub(crate) fn timed(&self, times: [i64; 4]) {
+        let n = (self.timed.fetch_add(1, Ordering::Relaxed) + 1).min(TIME_SAMPLES);
+        for (sum, v) in self.times.iter().zip(times) {
+            let v = v.max(0) as u64;
+            let _ = sum.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |s| {
+                Some(s - s / n + v)
+            });
+        }
+    }
+
+    pub(crate) fn retried(&self) {
+        self.retries.fetch_add(1, Ordering::Relaxed);
+    }
+
     pub(crate) fn upstream_error(&self, kind: usize) {
         self.upstream_errors[kind.min(ERROR_KINDS - 1)].fetch_add(1, Ordering::Relaxed);
     }
@@ -107,6 +152,7 @@ impl Traffic {
     pub(crate) fn snapshot(&self) -> TrafficSnapshot {
         let responses: [u64; CLASSES] =
             std::array::from_fn(|i| self.responses[i].load(Ordering::Relaxed));
+        let rate = self.rate.per_second(self.started.load(Ordering::Relaxed));
         TrafficSnapshot {
             requests_total: responses.iter().sum(),
             responses,
@@ -115,7 +161,17 @@ impl Traffic {
             }),
             bytes_out_total: self.bytes_out.load(Ordering::Relaxed),
             inflight_max: self.inflight_max.load(Ordering::Relaxed),
-            rate: self.rate.per_second(self.started.load(Ordering::Relaxed)),
+            rate,
+            rate_max: self.rate_max.fetch_max(rate, Ordering::Relaxed).max(rate),
+            aborts: std::array::from_fn(|i| self.aborts[i].load(Ordering::Relaxed)),
+            retries: self.retries.load(Ordering::Relaxed),
+            times_ms: std::array::from_fn(|i| {
+                let n = self.timed.load(Ordering::Relaxed).min(TIME_SAMPLES);
+                self.times[i]
+                    .load(Ordering::Relaxed)
+                    .checked_div(n)
+                    .unwrap_or(0)
+            }),
         }
     }
 }

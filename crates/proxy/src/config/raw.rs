@@ -8,8 +8,20 @@ use serde::Deserialize;
 /// Top-level sections. Each is deserialized on its own by the validator so
 /// that problems in several sections are all reported.
 pub const TOP_LEVEL_KEYS: &[&str] = &[
-    "global", "timeouts", "limits", "health", "admin", "cluster", "weights", "routing", "listener",
-    "site", "node", "reconfig", "qos",
+    "global",
+    "timeouts",
+    "limits",
+    "health",
+    "admin",
+    "cluster",
+    "weights",
+    "routing",
+    "listener",
+    "site",
+    "node",
+    "reconfig",
+    "qos",
+    "stats_socket",
 ];
 
 #[derive(Debug, Default, Deserialize)]
@@ -125,6 +137,17 @@ pub struct RawListener {
     pub accept_proxy: Option<bool>,
     /// The peers allowed to send one (networks).
     pub accept_proxy_from: Option<Vec<String>>,
+    /// A path the proxy answers itself (HAProxy's `monitor-uri`).
+    pub monitor_uri: Option<String>,
+    /// When it answers 503 (HAProxy's `monitor fail if { nbsrv(..) lt N }`).
+    pub monitor_fail: Option<RawMonitorFail>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawMonitorFail {
+    pub site: Option<String>,
+    pub serving_below: Option<i64>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -7,6 +7,8 @@ use std::time::Duration;
 mod reconfig;
 pub use reconfig::*;
 
+pub use super::stats_socket::{Level, StatsEndpoint, StatsSocket};
+
 /// A validated proxy configuration snapshot.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -30,6 +32,8 @@ pub struct Config {
     pub reconfig: Reconfig,
     /// `[qos]`: the proxy-wide admission queue.
     pub qos: Qos,
+    /// `[[stats_socket]]`: HAProxy's stats sockets.
+    pub stats_sockets: Vec<StatsSocket>,
 }
 
 impl Config {
@@ -377,6 +381,21 @@ pub struct Listener {
     /// header; a connection from any other peer is closed before a byte is
     /// read, so no client can claim another's address.
     pub accept_proxy_from: Vec<IpNetwork>,
+    /// HAProxy's `monitor-uri`: a request for exactly this path and query
+    /// is answered by the proxy itself, 200 while it serves, 503 once it
+    /// drains (`front::monitor`).
+    pub monitor_uri: Option<String>,
+    /// HAProxy's `monitor fail if { nbsrv(<site>) lt <n> }`: the monitor
+    /// URI also answers 503 while fewer than `serving_below` nodes serve
+    /// `site` (up, ready, weight above 0, role applied).
+    pub monitor_fail: Option<MonitorFail>,
+}
+
+/// See [`Listener::monitor_fail`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MonitorFail {
+    pub site: String,
+    pub serving_below: usize,
 }
 
 /// TLS on a listener: one or more certificates, chosen by SNI.

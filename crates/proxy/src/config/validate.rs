@@ -60,6 +60,7 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
     let raw_nodes: Vec<Option<RawNode>> = c.entries(&table, "node");
     let raw_reconfig: RawReconfig = c.section(&table, "reconfig");
     let raw_qos: RawQos = c.section(&table, "qos");
+    let raw_stats_sockets = c.entries(&table, "stats_socket");
 
     let timeouts = Timeouts {
         connect: c.duration(
@@ -224,12 +225,38 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
             }
             (_, list) => networks(&mut c, &format!("{key}.accept_proxy_from"), list.as_deref()),
         };
+        let monitor_uri = l.monitor_uri.filter(|u| {
+            let ok = u.starts_with('/') && http::uri::PathAndQuery::try_from(u.as_str()).is_ok();
+            if !ok {
+                c.add(
+                    format!("{key}.monitor_uri"),
+                    format!("`{u}` is not a request path (expected one such as \"/haproxy_test\")"),
+                );
+            }
+            ok
+        });
+        let monitor_fail = l.monitor_fail.and_then(|f| {
+            let key = format!("{key}.monitor_fail");
+            if monitor_uri.is_none() {
+                c.add(&key, "has no effect without monitor_uri (expected a monitor_uri, or no monitor_fail)");
+            }
+            let below = c.int(&format!("{key}.serving_below"), f.serving_below, 1, 1, 1 << 20);
+            match f.site {
+                Some(site) => Some(MonitorFail { site, serving_below: below as usize }),
+                None => {
+                    c.add(key, "missing `site` (expected { site = \"app\", serving_below = 1 })");
+                    None
+                }
+            }
+        });
         listeners.push(Listener {
             name: l.name.unwrap_or_else(|| format!("listener{i}")),
             listen,
             tls,
             accept_proxy,
             accept_proxy_from,
+            monitor_uri,
+            monitor_fail,
         });
     }
 
@@ -370,6 +397,22 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
             health_path,
             compression,
         });
+    }
+
+    for (i, l) in listeners.iter().enumerate() {
+        if let Some(f) = l
+            .monitor_fail
+            .as_ref()
+            .filter(|f| !site_index.contains_key(&f.site))
+        {
+            c.add(
+                format!("listener[{i}].monitor_fail.site"),
+                format!(
+                    "no site named `{}` (expected one of the [[site]] names)",
+                    f.site
+                ),
+            );
+        }
     }
 
     // Nodes.
@@ -591,6 +634,7 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
     };
     let reconfig = super::reconfig::validate(&mut c, raw_reconfig, &global, &cluster, &nodes);
     let qos = super::qos::validate(&mut c, raw_qos);
+    let stats_sockets = super::stats_socket::validate(&mut c, raw_stats_sockets);
 
     c.finish(Config {
         source: file.to_path_buf(),
@@ -606,6 +650,7 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
         nodes,
         reconfig,
         qos,
+        stats_sockets,
     })
 }
 

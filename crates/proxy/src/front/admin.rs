@@ -44,6 +44,7 @@ pub mod ctl;
 pub mod guard;
 pub mod reconfig;
 pub mod runtime;
+pub mod socket;
 pub mod stats_page;
 
 /// HAProxy's CSV export of its stats page (`<stats uri>;csv`): `show
@@ -65,6 +66,8 @@ pub struct AdminState {
     /// The `[qos]` admission queue (one per process, carried across
     /// reloads).
     pub admission: Option<Arc<Admission>>,
+    /// The listeners' connection counters: `show stat`'s FRONTEND rows.
+    pub frontends: Vec<super::listener::FrontendStats>,
 }
 
 impl AdminState {
@@ -81,7 +84,14 @@ impl AdminState {
             reconfig: None,
             windows: None,
             admission: None,
+            frontends: Vec::new(),
         }
+    }
+
+    /// Shows the listeners as FRONTEND rows in `show stat`.
+    pub fn with_frontends(mut self, frontends: Vec<super::listener::FrontendStats>) -> Self {
+        self.frontends = frontends;
+        self
     }
 
     /// Shows the admission queue (slots in use, requests waiting per site)
@@ -313,13 +323,7 @@ pub fn handle<B>(state: &AdminState, req: &Request<B>) -> Response<Full<Bytes>> 
         return stats_page::page();
     }
     let (body, content_type) = if path == STATS_CSV {
-        let rows = runtime::stat::rows(&state.backends.load(), &|site| {
-            state
-                .admission
-                .as_ref()
-                .and_then(|a| a.status().queued.get(site).copied())
-                .map_or(0, |n| n as u64)
-        });
+        let rows = runtime::stat::rows(state);
         (
             Bytes::from(runtime::stat::csv(&rows)),
             "text/csv; charset=utf-8",

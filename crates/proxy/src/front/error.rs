@@ -29,6 +29,13 @@ pub enum ProxyError {
         #[source]
         source: std::io::Error,
     },
+    /// A stats socket could not be bound.
+    #[error("cannot listen on {socket} (stats socket): {source}")]
+    StatsSocketBind {
+        socket: String,
+        #[source]
+        source: std::io::Error,
+    },
     /// A TLS certificate or key could not be loaded.
     #[error("listener `{listener}`: TLS: {message}")]
     Tls { listener: String, message: String },

@@ -145,6 +145,10 @@ impl Exchange {
         if let Some(s) = self.site.and_then(|s| self.snap.stats.sites.get(s)) {
             s.retries[reason.index()].increment(1);
         }
+        // `show stat`'s wretr/wredis of the node the attempt failed on.
+        if let Some(n) = self.node.and_then(|n| self.snap.backends.nodes().get(n)) {
+            n.record_retry();
+        }
     }
 
     /// Reports a failed attempt on the current node (passive health and
@@ -218,6 +222,7 @@ impl Exchange {
             (_, conn) => drop(conn),
         }
         let class = class_index(self.status, cut);
+        self.ctx.frontend.answered(class, self.bytes);
         let stats = &self.snap.stats;
         match (self.site, self.node) {
             (_, Some(node)) => {
@@ -226,6 +231,14 @@ impl Exchange {
                 }
                 if let Some(state) = self.snap.backends.nodes().get(node) {
                     state.record_response(class, self.bytes);
+                    let t = &self.timers;
+                    // Total time as the access log's `Ta`.
+                    state.record_times([t.tw, t.tc, t.tr, t.tq.max(0) + ms(elapsed)]);
+                    match end {
+                        End::ClientAborted => state.record_abort(true),
+                        End::UpstreamAborted | End::UpstreamTimeout => state.record_abort(false),
+                        End::Complete => {}
+                    }
                 }
             }
             (Some(site), _) => {

@@ -95,7 +95,7 @@ pub async fn handle(
     } else {
         ms(ctx.conn.head_elapsed(start))
     };
-    let present = phase!(ex, request_filter(&snap, &req));
+    let present = phase!(ex, request_filter(&ctx, &snap, &req));
     let (site, host) = phase!(ex, choose_site(&mut ex, &snap, &req));
     let admit_wait = phase!(ex, admit(&mut ex, &snap, site).await);
     let upgrade = headers::is_upgrade_request(req.version(), req.headers(), present);
@@ -109,7 +109,10 @@ pub async fn handle(
 
 /// Phase 1: the head as read. Returns which headers it has (one pass; the
 /// rewriting looks up only those).
-fn request_filter<B>(snap: &Snapshot, req: &Request<B>) -> Result<Present, Stop> {
+fn request_filter<B>(ctx: &ConnCtx, snap: &Snapshot, req: &Request<B>) -> Result<Present, Stop> {
+    if let Some(reply) = super::monitor::reply(ctx, snap, req) {
+        return Err(Stop::Reply(Box::new(reply)));
+    }
     let limits = &snap.config.limits;
     if req.headers().len() > limits.max_headers || head_size(req) > limits.max_header_bytes {
         return Err(ErrorKind::HeadTooLarge.into());

@@ -137,10 +137,57 @@ pub struct Shared {
     limited: metrics::Counter,
     /// Connections open on this listener (the access log's `feconn`).
     connections: Arc<AtomicUsize>,
+    /// Connections accepted, and the most open at once (`show stat`'s
+    /// FRONTEND `stot` and `smax`).
+    counters: Arc<FrontendCounters>,
     timeouts: IoTimeouts,
 }
 
+/// A listener's totals, read by `show stat` (its FRONTEND row):
+/// connections, and the requests answered on it by class (1xx..5xx, cut)
+/// with their response bytes.
+#[derive(Debug, Default)]
+pub struct FrontendCounters {
+    pub accepted: std::sync::atomic::AtomicU64,
+    pub most_open: AtomicUsize,
+    pub responses: [std::sync::atomic::AtomicU64; 6],
+    pub bytes_out: std::sync::atomic::AtomicU64,
+    /// Requests refused before reaching a site (bad heads).
+    pub request_errors: std::sync::atomic::AtomicU64,
+    /// Connections accepted per second (measured by the reader), and the
+    /// highest such figure.
+    pub rate: crate::balance::Rate,
+    pub rate_max: std::sync::atomic::AtomicU64,
+}
+
+impl FrontendCounters {
+    /// One answered request of `class` (see `stats::class_index`).
+    pub fn answered(&self, class: usize, bytes: u64) {
+        if let Some(c) = self.responses.get(class) {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+        self.bytes_out.fetch_add(bytes, Ordering::Relaxed);
+    }
+}
+
+/// What `show stat` reads of a listener.
+#[derive(Debug, Clone)]
+pub struct FrontendStats {
+    pub name: Arc<str>,
+    pub open: Arc<AtomicUsize>,
+    pub counters: Arc<FrontendCounters>,
+}
+
 impl Shared {
+    /// The listener's counters for `show stat`.
+    pub fn stats(&self) -> FrontendStats {
+        FrontendStats {
+            name: Arc::clone(&self.name),
+            open: Arc::clone(&self.connections),
+            counters: Arc::clone(&self.counters),
+        }
+    }
+
     /// The listening socket (handed over on a restart).
     pub fn socket(&self) -> &std::net::TcpListener {
         &self.tcp
@@ -158,6 +205,7 @@ impl Shared {
             builder: builder(config),
             limit: Arc::new(Semaphore::new(config.limits.max_connections)),
             connections: Arc::default(),
+            counters: Arc::default(),
             timeouts: IoTimeouts {
                 http_request: config.timeouts.http_request,
                 keep_alive: config.timeouts.keep_alive,
@@ -279,7 +327,9 @@ async fn serve(
         let drain = drain.clone();
         let local = local.clone();
         l.gauge.increment(1.0);
-        l.connections.fetch_add(1, Ordering::Relaxed);
+        let open = l.connections.fetch_add(1, Ordering::Relaxed) + 1;
+        l.counters.accepted.fetch_add(1, Ordering::Relaxed);
+        l.counters.most_open.fetch_max(open, Ordering::Relaxed);
         runtime.connections.fetch_add(1, Ordering::Relaxed);
         tokio::spawn(async move {
             let mut stream = stream;
@@ -349,6 +399,7 @@ async fn accepted(
         local,
         listener: Arc::clone(&l.name),
         listener_connections: Arc::clone(&l.connections),
+        frontend: Arc::clone(&l.counters),
         tls,
         client_id: super::headers::ClientId::cached(
             client.ip(),
@@ -671,6 +722,8 @@ enum Woke<T> {
 /// Accounts for a request whose head never reached the service.
 fn head_failure(ctx: &ConnCtx, status: u16, termination: &'static str, kind: &'static str) {
     stats::client_error(kind);
+    ctx.frontend.request_errors.fetch_add(1, Ordering::Relaxed);
+    ctx.frontend.answered(stats::class_index(status, false), 0);
     tracing::debug!(client = %ctx.client, listener = %ctx.listener, status, "bad request head");
     if ctx.proxy.access.enabled() {
         let tq = super::access_log::ms(ctx.conn.head_elapsed(Instant::now()));

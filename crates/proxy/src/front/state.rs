@@ -105,6 +105,9 @@ pub struct Runtime {
     /// A new process took over (restart): HTTP/1 responses from now on
     /// carry `Connection: close` and their connections close after them.
     pub handed_over: AtomicBool,
+    /// The process is stopping (SIGTERM, SIGINT, a restart): `monitor-uri`
+    /// answers 503 from now on.
+    pub draining: AtomicBool,
     /// The proxy's CPU use, for the compression cap
     /// (`global.compression_max_cpu`).
     pub cpu: super::compress::CpuUse,
@@ -132,6 +135,8 @@ pub struct ConnCtx {
     pub listener: Arc<str>,
     /// Client connections open on the listener (HAProxy's `feconn`).
     pub listener_connections: Arc<AtomicUsize>,
+    /// The listener's totals for `show stat`'s FRONTEND row.
+    pub frontend: Arc<super::listener::FrontendCounters>,
     pub tls: bool,
     /// Forwarding-header text for this client, formatted once.
     pub client_id: ClientId,

@@ -29,6 +29,18 @@ pub(super) fn listeners(
                 q(&b.address.to_string())
             )
             .ok();
+            if let Some(uri) = &f.monitor.uri {
+                writeln!(out, "monitor_uri = {}", q(uri)).ok();
+                if let Some((backend, below)) = &f.monitor.fail {
+                    let site = super::site::backend_site_name(backend);
+                    writeln!(
+                        out,
+                        "monitor_fail = {{ site = {}, serving_below = {below} }}",
+                        q(&site)
+                    )
+                    .ok();
+                }
+            }
             if b.accept_proxy {
                 // What HAProxy's `accept-proxy` does: any peer may send the
                 // header. rdmalb wants the list said.

@@ -262,6 +262,7 @@ pub fn map(h: &Haproxy, dir: &Path, notes: &mut Vec<Note>) -> String {
         h.global.crt_base.as_deref(),
         notes,
     );
+    super::stats::emit(&mut out, &h.global.stats_sockets);
     let health_path = most_common(
         &backends
             .iter()

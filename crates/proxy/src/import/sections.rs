@@ -40,6 +40,7 @@ pub struct Global {
     pub nbthread: Option<At<u64>>,
     /// `crt-base`: the directory relative `crt` paths are in.
     pub crt_base: Option<String>,
+    pub stats_sockets: Vec<super::stats::StatsSocket>,
     /// `maxcompcpuusage`: the CPU percentage above which compression stops.
     pub maxcompcpuusage: Option<At<u64>>,
     /// `tune.comp.maxlevel`.
@@ -119,6 +120,7 @@ pub struct Proxy {
     /// `retry-on` keywords.
     pub retry_on: Option<At<Vec<String>>>,
     pub maxconn: Option<At<u64>>,
+    pub monitor: super::stats::Monitor,
     pub compression: super::compression::Comp,
 }
 
@@ -143,6 +145,7 @@ impl Proxy {
             retries: None,
             retry_on: None,
             maxconn: None,
+            monitor: Default::default(),
             compression: Default::default(),
         }
     }
@@ -325,6 +328,7 @@ fn global(g: &mut Global, line: &Line, notes: &mut Vec<Note>) {
             Kind::Unsupported,
             "not supported: rdmalb writes its access log to global.access_log (stdout)".into(),
         )),
+        "stats" => super::stats::global(&mut g.stats_sockets, line, notes),
         _ => notes.push(Note::new(
             line.number,
             kw,
@@ -463,7 +467,15 @@ fn directive(p: &mut Proxy, line: &Line, notes: &mut Vec<Note>) {
             "not supported: rdmalb has no session stickiness".into(),
         ),
         "capture" | "unique-id-format" | "unique-id-header" | "log-format" | "errorfile"
-        | "stats" | "monitor-uri" => note(Kind::Unsupported, "not supported".into()),
+        | "stats" => note(Kind::Unsupported, "not supported".into()),
+        "monitor-uri" | "monitor" => {
+            let acls: Vec<(String, Vec<String>)> = p
+                .acls
+                .iter()
+                .map(|a| (a.name.clone(), a.words.clone()))
+                .collect();
+            super::stats::monitor(line, &mut p.monitor, &acls, notes)
+        }
         _ => note(Kind::Unsupported, "not supported".into()),
     }
 }

@@ -759,3 +759,4 @@ fn rejects_trusted_proxies_with_append() {
 mod admin;
 mod proxy_protocol;
 mod retries;
+mod stats_socket;

@@ -1,24 +1,32 @@
-//! The runtime API: `POST /runtime` on the admin listener, the body one or
-//! more commands in the words of HAProxy's stats socket (separated by `;`
-//! or new lines), the answer plain text as HAProxy's. `rdmalb ctl` sends
-//! them. Every command needs the admin token ([`super::guard`]: bearer
-//! token, no cross-origin request, no form content type), reads included.
+//! The runtime commands, one implementation behind two doors: `POST
+//! /runtime` on the admin listener (the body one or more commands
+//! separated by `;` or new lines; `rdmalb ctl` sends them; every command
+//! needs the admin token, [`super::guard`], and runs at the admin level)
+//! and HAProxy's stats socket ([`super::socket`], at its configured
+//! level). Both run each command through a [`Session`]; the answers are
+//! HAProxy 2.6's text, each followed by an empty line.
 //!
-//! Commands (HAProxy's spelling accepted where one exists):
-//! - `show stat [json]` — [`stat`]: HAProxy's CSV columns, or JSON;
-//! - `show info [json]` — `Name: value` lines as HAProxy's;
+//! Commands ([`keywords`] holds the table, the level each needs, and
+//! prints `help`; an unknown command gets HAProxy's usage answer):
+//! - `show stat [<proxy> <type> <sid>] [typed|json|up|no-maint]` —
+//!   [`stat`]: FRONTEND, server and BACKEND rows in HAProxy's CSV columns;
+//! - `show info [typed|json]`, `show backend`, `show servers state
+//!   [<backend>]`, `show cli level`;
 //! - `set node NODE state ready|drain|maint` — also `set server
 //!   SITE/NODE state …`, `enable server SITE/NODE`, `disable server
 //!   SITE/NODE` (maint);
 //! - `set node NODE weight N|N%` — also `set weight SITE/NODE N|N%`, `set
 //!   server SITE/NODE weight N|N%` (N % of the configured weight);
+//! - `set server SITE/NODE addr IP [port PORT]` (only the address in
+//!   force: a node's address is config);
 //! - `get weight NODE` — also `get weight SITE/NODE`: `current (initial
 //!   initial)` as HAProxy answers;
 //! - `move node NODE site SITE` — through the reconfiguration agent's
 //!   site lock and role-word CAS (`site idle`: the idle pool);
-//! - `help`.
+//! - `help`, and the session commands `prompt`, `quit`, `user`,
+//!   `operator` ([`session`]).
 //!
-//! Answers: 200 with the commands' output when all succeeded; otherwise
+//! `POST /runtime` answers 200 with the commands' output when all succeeded; otherwise
 //! the status of the first failure (400 unknown command or bad argument,
 //! 404 unknown node or site, 409 a move that could not happen now, 502 a
 //! window not reached, 503 no agent), its message, and no later command
@@ -42,7 +50,15 @@ use super::AdminState as Admin;
 use crate::balance::{AdminState, ControlSource, NodeState};
 use crate::reconfig::ClaimOutcome;
 
+mod info;
+mod keywords;
+mod servers;
+pub mod session;
 pub mod stat;
+
+use crate::config::Level;
+pub use keywords::usage;
+pub use session::Session;
 
 /// The endpoint's path.
 pub const PATH: &str = "/runtime";
@@ -142,16 +158,21 @@ fn split(body: &str) -> Result<Vec<&str>, (StatusCode, String)> {
 /// line saying which ran.
 async fn run_all(state: &Admin, commands: &[&str], max_answer: usize) -> Response<Full<Bytes>> {
     let mut out = String::new();
+    let mut session = Session::new(Level::Admin);
     for (i, command) in commands.iter().enumerate() {
-        let (status, message, ran) = match run(state, command).await {
-            Ok(o) if out.len() + o.len() <= max_answer => {
+        let (status, message, ran) = match session.run(state, command).await {
+            // `quit`: the commands after it are not run, as on the socket.
+            Ok(None) => break,
+            Ok(Some(mut o)) if out.len() + o.len() < max_answer => {
+                // Each answer ends with an empty line, as on the socket.
+                o.push('\n');
                 out.push_str(&o);
                 // A long list of commands does not hold the control
                 // runtime (signals, reloads, health checks) between two.
                 tokio::task::yield_now().await;
                 continue;
             }
-            Ok(o) => {
+            Ok(Some(o)) => {
                 out.push_str(&o[..floor_char_boundary(&o, max_answer.saturating_sub(out.len()))]);
                 out.push('\n');
                 let message = format!("answer cut: it passed {max_answer} bytes");
@@ -185,24 +206,32 @@ fn floor_char_boundary(s: &str, at: usize) -> usize {
         .unwrap_or(0)
 }
 
-const HELP: &str = "\
-show stat [json]                     : HAProxy's stats CSV (or JSON): one row per node, one BACKEND row per site
-show info [json]                     : process information
-set node NODE state ready|drain|maint : change a node's administrative state
-set node NODE weight N|N%            : change a node's weight (N% of its configured weight)
-get weight NODE                      : current and configured weight
-move node NODE site SITE|idle        : move a node through the reconfiguration agent
-(HAProxy's `set server SITE/NODE state|weight …`, `set weight SITE/NODE …`,
- `get weight SITE/NODE`, `enable server SITE/NODE`, `disable server SITE/NODE` are accepted)
-";
-
-/// Runs one command.
+/// Runs one command at the admin level (the HTTP door's).
 pub async fn run(state: &Admin, command: &str) -> Outcome {
+    run_at(state, command, Level::Admin).await
+}
+
+/// Runs one command for a session at `level`: HAProxy's `Permission
+/// denied` when the command needs more, HAProxy's usage text for an
+/// unknown one.
+pub async fn run_at(state: &Admin, command: &str, level: Level) -> Outcome {
     let words: Vec<&str> = command.split_whitespace().collect();
+    let Some(keyword) = keywords::lookup(&words) else {
+        return match words.as_slice() {
+            ["help", rest @ ..] => Ok(usage(rest, true)),
+            _ => Err(bad(usage(&words, false))),
+        };
+    };
+    if keyword.level > level {
+        return Err((StatusCode::FORBIDDEN, "Permission denied".into()));
+    }
     match words.as_slice() {
-        ["help"] => Ok(HELP.to_string()),
         ["show", "stat", rest @ ..] => show_stat(state, rest),
-        ["show", "info", rest @ ..] => show_info(state, rest),
+        ["show", "info", rest @ ..] => info::show_info(state, rest),
+        ["show", "backend"] => servers::show_backend(state),
+        ["show", "servers", "state"] => servers::show_servers_state(state, None),
+        ["show", "servers", "state", b] => servers::show_servers_state(state, Some(b)),
+        ["show", "cli", "level"] => Ok(format!("{}\n", level.as_str())),
         ["set", "node", node, "state", s] | ["set", "server", node, "state", s] => {
             set_state(state, node, s)
         }
@@ -211,15 +240,20 @@ pub async fn run(state: &Admin, command: &str) -> Outcome {
         ["set", "node", node, "weight", w]
         | ["set", "server", node, "weight", w]
         | ["set", "weight", node, w] => set_weight(state, node, w),
+        ["set", "server", node, "addr", rest @ ..] => servers::set_addr(&*find(state, node)?, rest),
+        ["set", "server", node, ..] => {
+            find(state, node)?;
+            Err(bad(
+                "usage: set server <backend>/<server> addr | state | weight",
+            ))
+        }
         ["get", "weight", node] => {
             let n = find(state, node)?;
             let c = n.control();
             Ok(format!("{} (initial {})\n", c.weight, c.initial_weight))
         }
         ["move", "node", node, "site", site] => move_node(state, node, site).await,
-        _ => Err(bad(format!(
-            "unknown command or wrong arguments: `{command}` (try `help`)"
-        ))),
+        _ => Err(bad(usage(&words, false))),
     }
 }
 
@@ -231,30 +265,28 @@ fn find(state: &Admin, spec: &str) -> Result<Arc<NodeState>, (StatusCode, String
         Some((s, n)) => (Some(s), n),
         None => (None, spec),
     };
+    // HAProxy's answers to `<bk>/<srv>` naming no backend, or no server in it.
+    let not_found = |m: &str| Err((StatusCode::NOT_FOUND, m.to_string()));
+    if site.is_some_and(|s| !backends.sites().iter().any(|b| b.name == s)) {
+        return not_found("No such backend.");
+    }
     let Some(node) = backends.nodes().iter().find(|n| n.name == name) else {
-        return Err((StatusCode::NOT_FOUND, format!("no node named `{name}`")));
+        return match site {
+            Some(_) => not_found("No such server."),
+            None => not_found(&format!("no node named `{name}`")),
+        };
     };
-    if let Some(site) = site {
-        let serves = backends.site_of(node).map(|s| s.name.as_str());
-        if serves != Some(site) {
-            return Err((
-                StatusCode::NOT_FOUND,
-                format!(
-                    "node `{name}` is not in site `{site}` (it serves {})",
-                    serves.unwrap_or("no site: idle pool")
-                ),
-            ));
-        }
+    if site.is_some_and(|s| backends.site_of(node).map(|b| b.name.as_str()) != Some(s)) {
+        return not_found("No such server.");
     }
     Ok(Arc::clone(node))
 }
 
 fn set_state(state: &Admin, node: &str, word: &str) -> Outcome {
     let Some(admin) = AdminState::parse(word) else {
-        return Err(bad(format!(
-            "`{word}` is not a node state (expected {})",
-            AdminState::ACCEPTED
-        )));
+        return Err(bad(
+            "'set server <srv> state' expects 'ready', 'drain' and 'maint'.",
+        ));
     };
     let n = find(state, node)?;
     n.set_admin_state(admin, ControlSource::Runtime);
@@ -267,16 +299,16 @@ fn set_weight(state: &Admin, node: &str, word: &str) -> Outcome {
         None => (word, false),
     };
     let max = crate::config::Node::MAX_WEIGHT;
+    // HAProxy finds the server first, then reads the weight.
+    let n = find(state, node)?;
     let value: u32 = digits
         .parse()
-        .ok()
-        .filter(|v| percent || *v <= max)
-        .ok_or_else(|| {
-            bad(format!(
-                "`{word}` is not a weight (expected 0..{max}, or a percentage such as 50%)"
-            ))
-        })?;
-    let n = find(state, node)?;
+        .map_err(|_| bad("Empty weight string empty or preceded by garbage"))?;
+    if !percent && value > max {
+        return Err(bad(format!(
+            "Absolute weight can only be between 0 and {max} inclusive."
+        )));
+    }
     if percent {
         n.set_weight_percent(value, ControlSource::Runtime);
     } else {
@@ -285,89 +317,27 @@ fn set_weight(state: &Admin, node: &str, word: &str) -> Outcome {
     Ok(String::new())
 }
 
-fn json_flag(rest: &[&str]) -> Result<bool, (StatusCode, String)> {
-    match rest {
-        [] | ["typed"] => Ok(false),
-        ["json"] => Ok(true),
-        other => Err(bad(format!(
-            "unexpected `{}` (expected nothing or `json`)",
-            other.join(" ")
-        ))),
-    }
-}
-
 fn show_stat(state: &Admin, rest: &[&str]) -> Outcome {
-    let json = json_flag(rest)?;
-    let queued = state.admission.as_ref().map(|a| a.status().queued);
-    let waiting = |site: &str| {
-        queued
-            .as_ref()
-            .and_then(|q| q.get(site))
-            .map_or(0, |&n| n as u64)
-    };
-    let rows = stat::rows(&state.backends.load(), &waiting);
-    Ok(if json {
-        let mut s = serde_json::to_string_pretty(&stat::json(&rows)).unwrap_or_default();
-        s.push('\n');
-        s
-    } else {
-        stat::csv(&rows)
+    let rows = stat::rows(state);
+    let names: Vec<&str> = rows
+        .iter()
+        .filter_map(|r| match r.get("pxname") {
+            Some(stat::Value::Text(t)) => Some(t.as_str()),
+            _ => None,
+        })
+        .collect();
+    let filter =
+        stat::Filter::parse(rest, &names).map_err(|m| (StatusCode::NOT_FOUND, m.into()))?;
+    let rows: Vec<stat::Row> = rows.iter().filter(|r| filter.keeps(r)).cloned().collect();
+    Ok(match filter.format {
+        stat::Format::Csv => stat::csv(&rows),
+        stat::Format::Typed => stat::typed(&rows),
+        stat::Format::Json => {
+            let mut s = stat::json(&rows).to_string();
+            s.push('\n');
+            s
+        }
     })
-}
-
-fn show_info(state: &Admin, rest: &[&str]) -> Outcome {
-    let json = json_flag(rest)?;
-    let config = state.config.load();
-    let backends = state.backends.load();
-    let uptime = std::time::SystemTime::now()
-        .duration_since(state.started_at)
-        .map_or(0, |d| d.as_secs());
-    let (d, h, m, s) = (
-        uptime / 86400,
-        uptime % 86400 / 3600,
-        uptime % 3600 / 60,
-        uptime % 60,
-    );
-    let nodes = backends.nodes();
-    let inflight: usize = nodes.iter().map(|n| n.inflight()).sum();
-    let requests: u64 = nodes.iter().map(|n| n.traffic().requests_total).sum();
-    let fields: Vec<(&str, String)> = vec![
-        ("Name", "rdmalb".into()),
-        ("Version", env!("CARGO_PKG_VERSION").into()),
-        ("Nbthread", config.global.workers.to_string()),
-        ("Process_num", "1".into()),
-        ("Pid", std::process::id().to_string()),
-        ("Uptime", format!("{d}d {h}h{m:02}m{s:02}s")),
-        ("Uptime_sec", uptime.to_string()),
-        ("Maxconn", config.limits.max_connections.to_string()),
-        ("CumReq", requests.to_string()),
-        ("Listeners", config.listeners.len().to_string()),
-        ("Proxy_id", config.global.proxy_id.to_string()),
-        ("Config_file", config.source.display().to_string()),
-        ("Balance", backends.balance().to_string()),
-        ("Sites", backends.sites().len().to_string()),
-        ("Nodes", nodes.len().to_string()),
-        (
-            "Nodes_up",
-            nodes.iter().filter(|n| n.admits()).count().to_string(),
-        ),
-        ("Inflight", inflight.to_string()),
-    ];
-    if json {
-        let map: serde_json::Map<String, serde_json::Value> = fields
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), serde_json::Value::from(v)))
-            .collect();
-        let mut s = serde_json::to_string_pretty(&map).unwrap_or_default();
-        s.push('\n');
-        return Ok(s);
-    }
-    let mut out = String::new();
-    for (k, v) in fields {
-        let _ = writeln!(out, "{k}: {v}");
-    }
-    out.push('\n');
-    Ok(out)
 }
 
 async fn move_node(state: &Admin, node: &str, site: &str) -> Outcome {
@@ -393,4 +363,4 @@ async fn move_node(state: &Admin, node: &str, site: &str) -> Outcome {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -20,137 +20,13 @@ use std::collections::HashMap;
 
 use crate::balance::{AdminState, Backends, NodeState};
 
-/// HAProxy 2.6's `show stat` columns, in order.
-pub const COLUMNS: [&str; 128] = [
-    "pxname",
-    "svname",
-    "qcur",
-    "qmax",
-    "scur",
-    "smax",
-    "slim",
-    "stot",
-    "bin",
-    "bout",
-    "dreq",
-    "dresp",
-    "ereq",
-    "econ",
-    "eresp",
-    "wretr",
-    "wredis",
-    "status",
-    "weight",
-    "act",
-    "bck",
-    "chkfail",
-    "chkdown",
-    "lastchg",
-    "downtime",
-    "qlimit",
-    "pid",
-    "iid",
-    "sid",
-    "throttle",
-    "lbtot",
-    "tracked",
-    "type",
-    "rate",
-    "rate_lim",
-    "rate_max",
-    "check_status",
-    "check_code",
-    "check_duration",
-    "hrsp_1xx",
-    "hrsp_2xx",
-    "hrsp_3xx",
-    "hrsp_4xx",
-    "hrsp_5xx",
-    "hrsp_other",
-    "hanafail",
-    "req_rate",
-    "req_rate_max",
-    "req_tot",
-    "cli_abrt",
-    "srv_abrt",
-    "comp_in",
-    "comp_out",
-    "comp_byp",
-    "comp_rsp",
-    "lastsess",
-    "last_chk",
-    "last_agt",
-    "qtime",
-    "ctime",
-    "rtime",
-    "ttime",
-    "agent_status",
-    "agent_code",
-    "agent_duration",
-    "check_desc",
-    "agent_desc",
-    "check_rise",
-    "check_fall",
-    "check_health",
-    "agent_rise",
-    "agent_fall",
-    "agent_health",
-    "addr",
-    "cookie",
-    "mode",
-    "algo",
-    "conn_rate",
-    "conn_rate_max",
-    "conn_tot",
-    "intercepted",
-    "dcon",
-    "dses",
-    "wrew",
-    "connect",
-    "reuse",
-    "cache_lookups",
-    "cache_hits",
-    "srv_icur",
-    "src_ilim",
-    "qtime_max",
-    "ctime_max",
-    "rtime_max",
-    "ttime_max",
-    "eint",
-    "idle_conn_cur",
-    "safe_conn_cur",
-    "used_conn_cur",
-    "need_conn_est",
-    "uweight",
-    "agg_server_status",
-    "agg_server_check_status",
-    "agg_check_status",
-    "-",
-    "ssl_sess",
-    "ssl_reused_sess",
-    "ssl_failed_handshake",
-    "h2_headers_rcvd",
-    "h2_data_rcvd",
-    "h2_settings_rcvd",
-    "h2_rst_stream_rcvd",
-    "h2_goaway_rcvd",
-    "h2_detected_conn_protocol_errors",
-    "h2_detected_strm_protocol_errors",
-    "h2_rst_stream_resp",
-    "h2_goaway_resp",
-    "h2_open_connections",
-    "h2_backend_open_streams",
-    "h2_total_connections",
-    "h2_backend_total_streams",
-    "h1_open_connections",
-    "h1_open_streams",
-    "h1_total_connections",
-    "h1_total_streams",
-    "h1_bytes_in",
-    "h1_bytes_out",
-    "h1_spliced_bytes_in",
-    "h1_spliced_bytes_out",
-];
+pub use columns::COLUMNS;
+
+mod columns;
+mod filter;
+mod typed;
+pub use filter::{Filter, Format};
+pub use typed::{json, tag_names, typed};
 
 /// One value of a row.
 #[derive(Debug, Clone, PartialEq)]
@@ -177,20 +53,55 @@ impl Value {
     }
 }
 
-/// One row: the filled columns.
+const COMPRESSION_COLUMNS: [&str; 4] = ["comp_in", "comp_out", "comp_byp", "comp_rsp"];
+
+/// HAProxy's average-time columns: queue, connect, response, total.
+const TIME_COLUMNS: [&str; 4] = ["qtime", "ctime", "rtime", "ttime"];
+
+/// What a row describes (HAProxy's `type` column: 0, 1, 2).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Frontend,
+    #[default]
+    Backend,
+    Server,
+}
+
+impl Kind {
+    /// The bit of `show stat`'s `<type>` filter (1, 2, 4).
+    pub fn bit(self) -> i64 {
+        match self {
+            Kind::Frontend => 1,
+            Kind::Backend => 2,
+            Kind::Server => 4,
+        }
+    }
+}
+
+/// One row: what it describes and the filled columns.
 #[derive(Debug, Default, Clone)]
-pub struct Row(HashMap<&'static str, Value>);
+pub struct Row {
+    pub kind: Kind,
+    values: HashMap<&'static str, Value>,
+}
 
 impl Row {
+    fn of(kind: Kind) -> Row {
+        Row {
+            kind,
+            values: HashMap::new(),
+        }
+    }
+
     fn num(&mut self, column: &'static str, v: u64) -> &mut Self {
         debug_assert!(COLUMNS.contains(&column), "{column}");
-        self.0.insert(column, Value::Num(v));
+        self.values.insert(column, Value::Num(v));
         self
     }
 
     fn text(&mut self, column: &'static str, v: impl Into<String>) -> &mut Self {
         debug_assert!(COLUMNS.contains(&column), "{column}");
-        self.0.insert(column, Value::Text(v.into()));
+        self.values.insert(column, Value::Text(v.into()));
         self
     }
 
@@ -211,8 +122,41 @@ impl Row {
         self
     }
 
+    /// A numeric column (`iid`, `sid`, …), when filled.
+    pub fn number(&self, column: &str) -> Option<u64> {
+        match self.get(column) {
+            Some(Value::Num(n)) => Some(*n),
+            _ => None,
+        }
+    }
+
+    /// A node's `rate_max`, aborts and time averages; `qmax` 0: rdmalb
+    /// queues requests per site, never on a node.
+    fn timing(&mut self, t: &crate::balance::TrafficSnapshot) -> &mut Self {
+        self.num("qmax", 0)
+            .num("wretr", t.retries)
+            .num("wredis", t.retries)
+            .num("rate_max", t.rate_max)
+            .num("cli_abrt", t.aborts[0])
+            .num("srv_abrt", t.aborts[1]);
+        for (col, ms) in TIME_COLUMNS.into_iter().zip(t.times_ms) {
+            self.num(col, ms);
+        }
+        self
+    }
+
+    /// The compression columns at 0, HAProxy's value without a compression
+    /// filter; [`rows`] empties them again where a site compresses
+    /// (rdmalb does not count its compression yet).
+    fn uncompressed(&mut self) -> &mut Self {
+        for col in COMPRESSION_COLUMNS {
+            self.num(col, 0);
+        }
+        self
+    }
+
     pub fn get(&self, column: &str) -> Option<&Value> {
-        self.0.get(column)
+        self.values.get(column)
     }
 }
 
@@ -233,29 +177,111 @@ fn since(unix: Option<u64>) -> Option<u64> {
     unix.map(|t| rdmalb_base::time::unix_now_secs().saturating_sub(t))
 }
 
-/// The rows of `show stat`: each site's nodes, then its BACKEND row.
-/// `queued` gives the requests waiting per site name.
-pub fn rows(backends: &Backends, queued: &dyn Fn(&str) -> u64) -> Vec<Row> {
+/// The rows of `show stat` in HAProxy's order: one FRONTEND row per
+/// listener, then each site's nodes and its BACKEND row. Proxy ids
+/// (`iid`) number the listeners from 1, then the sites.
+pub fn rows(state: &crate::front::admin::AdminState) -> Vec<Row> {
+    let config = state.config.load();
+    let mut out: Vec<Row> = state
+        .frontends
+        .iter()
+        .enumerate()
+        .map(|(i, f)| frontend(f, i as u64 + 1, config.limits.max_connections as u64))
+        .collect();
+    let queued = state.admission.as_ref().map(|a| a.status().queued);
+    let waiting = |site: &str| {
+        queued
+            .as_ref()
+            .and_then(|q| q.get(site))
+            .map_or(0, |&n| n as u64)
+    };
+    out.extend(backend_rows(
+        &state.backends.load(),
+        out.len() as u64,
+        &waiting,
+    ));
+    // A site with `[site.compression]`: its BACKEND row, and the FRONTEND
+    // rows, leave the compression columns empty (not counted yet).
+    let compressing: Vec<&str> = config
+        .sites
+        .iter()
+        .filter(|s| s.compression.is_some())
+        .map(|s| s.name.as_str())
+        .collect();
+    for row in &mut out {
+        let named = |r: &Row| matches!(r.get("pxname"), Some(Value::Text(t)) if compressing.contains(&t.as_str()));
+        let compresses = match row.kind {
+            Kind::Frontend => !compressing.is_empty(),
+            Kind::Backend => named(row),
+            Kind::Server => false,
+        };
+        if compresses {
+            for col in COMPRESSION_COLUMNS {
+                row.values.remove(col);
+            }
+        }
+    }
+    out
+}
+
+/// A listener's FRONTEND row.
+fn frontend(f: &crate::front::listener::FrontendStats, iid: u64, limit: u64) -> Row {
+    use std::sync::atomic::Ordering::Relaxed;
+    let mut row = Row::of(Kind::Frontend);
+    let total = f.counters.accepted.load(Relaxed);
+    let rate = f.counters.rate.per_second(total);
+    let rate_max = f.counters.rate_max.fetch_max(rate, Relaxed).max(rate);
+    row.text("pxname", &*f.name)
+        .text("svname", "FRONTEND")
+        .num("scur", f.open.load(Relaxed) as u64)
+        .num("smax", f.counters.most_open.load(Relaxed) as u64)
+        .num("slim", limit)
+        .num("stot", total)
+        .num("conn_tot", total)
+        .num("rate", rate)
+        .num("rate_max", rate_max)
+        .num("bout", f.counters.bytes_out.load(Relaxed))
+        .num("ereq", f.counters.request_errors.load(Relaxed))
+        .text("status", "OPEN")
+        .num("pid", 1)
+        .num("iid", iid)
+        .num("sid", 0)
+        .num("type", 0)
+        .text("mode", "http");
+    let by_class: [u64; 6] = std::array::from_fn(|i| f.counters.responses[i].load(Relaxed));
+    row.responses(&by_class)
+        .num("req_tot", by_class.iter().sum())
+        .uncompressed()
+        // rdmalb has no session-rate limit (HAProxy's 0) and no deny rule.
+        .num("rate_lim", 0)
+        .num("dreq", 0);
+    row
+}
+
+/// Each site's node rows and BACKEND row; sites take the proxy ids after
+/// `first_iid`.
+fn backend_rows(backends: &Backends, first_iid: u64, queued: &dyn Fn(&str) -> u64) -> Vec<Row> {
     let limit = backends.max_inflight();
     let health = backends.health();
     let mut out = Vec::new();
     for (s, site) in backends.sites().iter().enumerate() {
-        let iid = s as u64 + 1;
+        let iid = first_iid + s as u64 + 1;
         let serving: Vec<_> = site
             .nodes()
             .iter()
             .filter(|n| n.assigned_site() == Some(site.index))
             .collect();
-        let mut total = Row::default();
+        let mut total = Row::of(Kind::Backend);
         let (mut scur, mut stot, mut bout, mut rate, mut econ, mut eresp) = (0, 0, 0, 0, 0, 0);
         let mut hrsp = [0u64; 6];
+        let (mut aborts, mut times, mut retries) = ([0u64; 2], [0u64; 4], 0);
         let (mut weight, mut act, mut bck) = (0u64, 0u64, 0u64);
         let mut last_change: Option<u64> = None;
         for n in &serving {
             let t = n.traffic();
             let c = n.control();
             let h = n.health();
-            let mut row = Row::default();
+            let mut row = Row::of(Kind::Server);
             row.text("pxname", &site.name)
                 .text("svname", &n.name)
                 .num("qcur", 0)
@@ -282,7 +308,11 @@ pub fn rows(backends: &Backends, queued: &dyn Fn(&str) -> u64) -> Vec<Row> {
                 row.num("slim", l as u64);
             }
             if h.check {
+                if let Some(ms) = h.last_check_ms {
+                    row.num("check_duration", ms);
+                }
                 row.num("chkfail", h.checks_failed_total)
+                    .num("downtime", h.downtime_secs)
                     .num("check_rise", u64::from(health.rise))
                     .num("check_fall", u64::from(health.fall));
             }
@@ -292,6 +322,14 @@ pub fn rows(backends: &Backends, queued: &dyn Fn(&str) -> u64) -> Vec<Row> {
             row.responses(&t.responses);
             for (sum, n) in hrsp.iter_mut().zip(t.responses) {
                 *sum += n;
+            }
+            row.timing(&t);
+            retries += t.retries;
+            for (sum, n) in aborts.iter_mut().zip(t.aborts) {
+                *sum += n;
+            }
+            for (sum, ms) in times.iter_mut().zip(t.times_ms) {
+                *sum += ms * t.requests_total;
             }
             scur += n.inflight() as u64;
             stot += t.requests_total;
@@ -325,6 +363,7 @@ pub fn rows(backends: &Backends, queued: &dyn Fn(&str) -> u64) -> Vec<Row> {
             .num("eresp", eresp)
             .text("status", if act + bck > 0 { "UP" } else { "DOWN" })
             .num("weight", weight)
+            .num("uweight", weight)
             .num("act", act)
             .num("bck", bck)
             .num("pid", 1)
@@ -335,7 +374,17 @@ pub fn rows(backends: &Backends, queued: &dyn Fn(&str) -> u64) -> Vec<Row> {
             .num("req_tot", stot)
             .text("mode", "http")
             .text("algo", backends.balance());
-        total.responses(&hrsp);
+        total
+            .responses(&hrsp)
+            .uncompressed()
+            .num("cli_abrt", aborts[0])
+            .num("srv_abrt", aborts[1])
+            .num("wretr", retries)
+            .num("wredis", retries);
+        // The backend's averages: its nodes', weighted by their requests.
+        for (col, sum) in TIME_COLUMNS.into_iter().zip(times) {
+            total.num(col, sum.checked_div(stot).unwrap_or(0));
+        }
         if let Some(age) = last_change {
             total.num("lastchg", age);
         }
@@ -345,7 +394,7 @@ pub fn rows(backends: &Backends, queued: &dyn Fn(&str) -> u64) -> Vec<Row> {
 }
 
 /// HAProxy's CSV: the `# `-prefixed header, one line per row, each line
-/// ending with a comma as HAProxy's do, and a blank line at the end.
+/// ending with a comma as HAProxy's do.
 pub fn csv(rows: &[Row]) -> String {
     let mut out = String::from("# ");
     for c in COLUMNS {
@@ -362,24 +411,5 @@ pub fn csv(rows: &[Row]) -> String {
         }
         out.push('\n');
     }
-    out.push('\n');
     out
-}
-
-/// The same rows as JSON: an array of objects holding the filled columns
-/// (numbers as numbers), keyed by HAProxy's column names.
-pub fn json(rows: &[Row]) -> serde_json::Value {
-    serde_json::Value::Array(
-        rows.iter()
-            .map(|row| {
-                let mut m = serde_json::Map::new();
-                for c in COLUMNS {
-                    if let Some(v) = row.get(c) {
-                        m.insert(c.to_string(), v.json());
-                    }
-                }
-                serde_json::Value::Object(m)
-            })
-            .collect(),
-    )
 }
