@@ -8,8 +8,26 @@ use serde::Deserialize;
 /// Top-level sections. Each is deserialized on its own by the validator so
 /// that problems in several sections are all reported.
 pub const TOP_LEVEL_KEYS: &[&str] = &[
-    "global", "timeouts", "limits", "health", "admin", "cluster", "weights", "routing", "listener",
-    "site", "node", "reconfig", "qos",
+    "global",
+    "timeouts",
+    "limits",
+    "health",
+    "admin",
+    "cluster",
+    "weights",
+    "routing",
+    "listener",
+    "site",
+    "node",
+    "reconfig",
+    "qos",
+    "acl",
+    "map",
+    "userlist",
+    "request_rule",
+    "site_rule",
+    "response_rule",
+    "error_page",
 ];
 
 #[derive(Debug, Default, Deserialize)]

@@ -30,6 +30,9 @@ pub struct Config {
     pub reconfig: Reconfig,
     /// `[qos]`: the proxy-wide admission queue.
     pub qos: Qos,
+    /// `[[acl]]`, `[[map]]`, `[[request_rule]]`, `[[site_rule]]`,
+    /// `[[response_rule]]`, `[[userlist]]`, `[[error_page]]`, compiled.
+    pub rules: std::sync::Arc<crate::rules::Rules>,
 }
 
 impl Config {
