@@ -119,6 +119,16 @@ impl Exchange {
         }
     }
 
+    /// The connection the request came on.
+    pub fn ctx(&self) -> &ConnCtx {
+        &self.ctx
+    }
+
+    /// When the request's head was complete.
+    pub fn start(&self) -> Instant {
+        self.start
+    }
+
     /// The request's method.
     pub fn method(&self) -> &http::Method {
         &self.method

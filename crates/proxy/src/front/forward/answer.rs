@@ -1,0 +1,154 @@
+//! What the client gets: phase 6, the node's response head filtered
+//! ([`response_filter`]), or the proxy's own answer ([`error`], [`reply`]).
+
+use std::sync::atomic::Ordering;
+
+use bytes::Bytes;
+use http::header::{self, HeaderValue};
+use http::{HeaderMap, Response, StatusCode, Version};
+use hyper_util::rt::TokioIo;
+
+use super::super::body::RequestBody;
+use super::super::error::{ErrorKind, ErrorSource};
+use super::super::exchange::{head_bytes, Exchange};
+use super::super::headers::{self, Present};
+use super::super::response::ResponseBody;
+use super::super::stats;
+use super::attempt::Answered;
+
+/// A response the proxy makes itself (an error, or what a rule answers):
+/// `Content-Length` and `Via` are added when it is sent.
+pub struct Reply {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+/// Phase 6: the node's response head as the client gets it; its body
+/// streams back (the exchange settles when it ends), or, after a `101`
+/// to an upgrade the client asked for, both connections become a tunnel.
+pub fn response_filter(mut ex: Exchange, answered: Answered) -> Response<ResponseBody> {
+    let Answered {
+        mut resp,
+        pool,
+        sender,
+        client_upgrade,
+    } = answered;
+    ex.status = resp.status().as_u16();
+    ex.outcome_pending = true;
+    let upgraded = resp.status() == StatusCode::SWITCHING_PROTOCOLS && client_upgrade.is_some();
+    match client_upgrade {
+        Some(client_upgrade) if upgraded => {
+            let upstream_upgrade = hyper::upgrade::on(&mut resp);
+            ex.ctx().conn.upgraded.store(true, Ordering::Relaxed);
+            tokio::spawn(tunnel(client_upgrade, upstream_upgrade, sender));
+        }
+        _ => ex.conn = Some((pool, sender)),
+    }
+    let (mut parts, body) = resp.into_parts();
+    let present = Present::scan(&parts.headers);
+    headers::strip_hop_by_hop(&mut parts.headers, present, upgraded);
+    headers::add_via(&mut parts.headers, present, &ex.snap.via_response);
+    ex.bytes = head_bytes(parts.status, &parts.headers);
+    let idle = ex.snap.config.timeouts.server;
+    Response::from_parts(parts, ResponseBody::upstream(body, idle, ex))
+}
+
+/// Copies bytes both ways between an upgraded client and node connection.
+async fn tunnel(
+    client: hyper::upgrade::OnUpgrade,
+    node: hyper::upgrade::OnUpgrade,
+    _sender: hyper::client::conn::http1::SendRequest<RequestBody>,
+) {
+    match tokio::try_join!(client, node) {
+        Ok((c, n)) => {
+            let mut c = TokioIo::new(c);
+            let mut n = TokioIo::new(n);
+            match tokio::io::copy_bidirectional(&mut c, &mut n).await {
+                Ok((up, down)) => tracing::debug!(up, down, "upgraded connection closed"),
+                Err(e) => tracing::debug!(error = %e, "upgraded connection ended with an error"),
+            }
+        }
+        Err(e) => tracing::warn!(error = %e, "protocol upgrade failed"),
+    }
+}
+
+/// The proxy's own response: `reply` with its length and `Via`.
+pub fn reply(mut ex: Exchange, reply: Reply) -> Response<ResponseBody> {
+    let Reply {
+        status,
+        mut headers,
+        body,
+    } = reply;
+    ex.status = status.as_u16();
+    ex.outcome_pending = false;
+    headers.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
+    headers.insert(header::VIA, ex.snap.via_response.clone());
+    ex.bytes = head_bytes(status, &headers);
+    let mut resp = Response::new(ResponseBody::full(body, ex));
+    *resp.status_mut() = status;
+    *resp.headers_mut() = headers;
+    resp
+}
+
+/// The proxy's own response for a failure, with a short text body.
+pub fn error(mut ex: Exchange, kind: ErrorKind) -> Response<ResponseBody> {
+    ex.error = Some(kind);
+    if kind.source() == ErrorSource::Client {
+        stats::client_error(kind.metric_kind());
+    }
+    let text = match (kind, ex.site) {
+        (
+            ErrorKind::AllDown
+            | ErrorKind::NoNodes
+            | ErrorKind::QueueTimeout
+            | ErrorKind::QosQueueFull
+            | ErrorKind::QosTimeout,
+            Some(site),
+        ) => Bytes::from(unavailable(&ex, kind, site)),
+        _ => Bytes::from_static(kind.message().as_bytes()),
+    };
+    let close = kind.source() == ErrorSource::Client && ex.version != Version::HTTP_2;
+    let mut h = HeaderMap::new();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    if kind.overload() {
+        h.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    }
+    if close {
+        h.insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    let status = kind.status();
+    reply(
+        ex,
+        Reply {
+            status,
+            headers: h,
+            body: text,
+        },
+    )
+}
+
+/// The text of a 503 that names the site and why none of its nodes serves.
+fn unavailable(ex: &Exchange, kind: ErrorKind, site: usize) -> String {
+    let name = ex.snap.site_names.get(site).map_or("?", |n| n);
+    let qos = &ex.snap.config.qos;
+    match kind {
+        ErrorKind::NoNodes => format!("service unavailable: site `{name}` has no nodes\n"),
+        ErrorKind::QueueTimeout => {
+            format!("service unavailable: every node of site `{name}` is busy\n")
+        }
+        ErrorKind::QosQueueFull => format!(
+            "service unavailable: the proxy is at its request limit (qos.max_inflight = {}) and site `{name}` already has {} requests waiting (qos.max_queue)\n",
+            qos.max_inflight, qos.max_queue
+        ),
+        ErrorKind::QosTimeout => format!(
+            "service unavailable: the proxy is at its request limit (qos.max_inflight = {}) and no slot came free for site `{name}` within timeouts.queue\n",
+            qos.max_inflight
+        ),
+        _ => format!("service unavailable: no node of site `{name}` is up\n"),
+    }
+}

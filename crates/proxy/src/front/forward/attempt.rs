@@ -1,0 +1,350 @@
+//! Phase 5: pick a node, connect, send the request, wait for the response
+//! head; and the decisions after each failure (send again or answer), as
+//! [`retry`](super::retry) rules them.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use http::{Request, Response, StatusCode};
+use hyper::body::Incoming;
+use hyper::client::conn::http1::SendRequest;
+
+use super::super::access_log::ms;
+use super::super::body::{ClientBodyError, RequestBody};
+use super::super::error::{ErrorKind, ErrorSource, RetryType};
+use super::super::exchange::Exchange;
+use super::super::state::{ConnCtx, Snapshot};
+use super::super::upstream::{ConnectError, NodePool};
+use super::retry::{broke_before_response, Attempts};
+use super::{name_of, RetryReason, Stop};
+use crate::balance::{NoNode, Outcome, PickError};
+
+/// The request on its way to a node: its head and body until sent, given
+/// back when a send must be repeated.
+pub(super) struct Outgoing {
+    parts: Option<http::request::Parts>,
+    body: Option<RequestBody>,
+    has_body: bool,
+    /// When the request body last made progress (ms after the start), for
+    /// `timeouts.server`.
+    progress: Option<Arc<AtomicU64>>,
+}
+
+impl Outgoing {
+    pub fn new(
+        parts: http::request::Parts,
+        body: RequestBody,
+        progress: Option<Arc<AtomicU64>>,
+    ) -> Outgoing {
+        Outgoing {
+            parts: Some(parts),
+            has_body: progress.is_some(),
+            body: Some(body),
+            progress,
+        }
+    }
+
+    /// The request is sent again from `head` (a replay has no body).
+    fn again(&mut self, head: http::request::Parts) {
+        self.parts = Some(head);
+        self.body = Some(RequestBody::empty());
+    }
+}
+
+/// The node's response head, and the connection it came on.
+pub(in super::super) struct Answered {
+    pub resp: Response<Incoming>,
+    pub pool: Arc<NodePool>,
+    pub sender: SendRequest<RequestBody>,
+    /// The client's side of a protocol upgrade it asked for.
+    pub client_upgrade: Option<hyper::upgrade::OnUpgrade>,
+}
+
+/// Phase 5: tries nodes until one answers, or a failure is final.
+pub(super) async fn forward(
+    ex: &mut Exchange,
+    ctx: &ConnCtx,
+    snap: &Snapshot,
+    site: usize,
+    mut out: Outgoing,
+    admit_wait: Duration,
+) -> Result<Answered, Stop> {
+    // Nodes tried and retry budgets, on the stack (`retry`).
+    let mut attempts = Attempts::new(snap.config.global.retries, snap.config.global.retry_on);
+    let idempotent = ex.method().is_idempotent();
+    loop {
+        let Some((node, t_conn)) = pick(ex, snap, site, &mut attempts, admit_wait).await? else {
+            continue;
+        };
+        let Some((pool, mut sender)) = connect(ex, ctx, snap, &mut attempts, node, t_conn).await?
+        else {
+            continue;
+        };
+        let (Some(head), Some(body)) = (out.parts.take(), out.body.take()) else {
+            return Err(ErrorKind::UpstreamProtocol.into());
+        };
+        // A copy of the head to send again when the node answers 421 (it
+        // moved to another site after this proxy last read its role word)
+        // or its connection breaks before answering an idempotent request:
+        // only without a body, only while a budget is left.
+        let replay = attempts
+            .keep_copy(out.has_body, idempotent, snap.roles_move)
+            .then(|| head_copy(&head));
+        let t_send = Instant::now();
+        let sent = sender.try_send_request(Request::from_parts(head, body));
+        let limit = snap.config.timeouts.server;
+        let resp =
+            match wait_response(sent, t_send, limit, out.progress.as_deref(), ex.start()).await {
+                Ok(resp) => resp,
+                Err(failed) => {
+                    failed_before_head(ex, snap, &mut attempts, &mut out, failed, replay)?;
+                    continue;
+                }
+            };
+        let head_at = Instant::now();
+        let head_time = head_at.saturating_duration_since(t_send);
+        ex.timers.tr = ms(head_time);
+        if let Some(pick) = &ex.pick {
+            pick.node.observe_latency_at(head_time, head_at);
+        }
+        if resp.status() == StatusCode::MISDIRECTED_REQUEST && snap.roles_move {
+            if let Some(head) = replay.filter(|_| attempts.misdirected()) {
+                misdirected(ex, snap);
+                out.again(head);
+                continue;
+            }
+        }
+        return Ok(Answered {
+            resp,
+            pool,
+            sender,
+            client_upgrade: None,
+        });
+    }
+}
+
+/// Picks a node of `site` not tried yet (waiting in the site's queue when
+/// every node is at its limit). `None`: try again (every node was tried
+/// and an empty response allows another round).
+async fn pick(
+    ex: &mut Exchange,
+    snap: &Snapshot,
+    site: usize,
+    attempts: &mut Attempts,
+    admit_wait: Duration,
+) -> Result<Option<(usize, Instant)>, Stop> {
+    let t_pick = Instant::now();
+    let pick = match snap.backends.pick_queued(site, attempts.tried()).await {
+        Ok(p) => p,
+        Err(PickError::QueueTimeout(_)) => {
+            tracing::warn!(site = %name_of(&snap.site_names, site), "every node of the site stayed busy for timeouts.queue");
+            return Err(ErrorKind::QueueTimeout.into());
+        }
+        Err(PickError::NoNode(NoNode::Exhausted)) if attempts.retry_tried_nodes() => {
+            return Ok(None)
+        }
+        Err(PickError::NoNode(no)) => {
+            let kind = attempts.last_error.unwrap_or(match no {
+                NoNode::Empty => ErrorKind::NoNodes,
+                NoNode::AllDown | NoNode::Exhausted => ErrorKind::AllDown,
+            });
+            return Err(kind.into());
+        }
+    };
+    // One clock read ends the wait and starts the connect.
+    let t_conn = Instant::now();
+    ex.timers.tw = ms(t_conn.saturating_duration_since(t_pick) + admit_wait);
+    let node = pick.node.index;
+    attempts.picking(node);
+    ex.node = Some(node);
+    ex.pick = Some(pick);
+    ex.update_inflight(node);
+    Ok(Some((node, t_conn)))
+}
+
+/// A connection to `node`, pooled or new. `None`: the connect failed and
+/// another node is to be tried.
+async fn connect(
+    ex: &mut Exchange,
+    ctx: &ConnCtx,
+    snap: &Snapshot,
+    attempts: &mut Attempts,
+    node: usize,
+    t_conn: Instant,
+) -> Result<Option<(Arc<NodePool>, SendRequest<RequestBody>)>, Stop> {
+    let Some(pool) = snap.pools.get(node).cloned() else {
+        tracing::error!(node, "no connection pool for node (snapshot mismatch)");
+        return Err(ErrorKind::ConnectFailed.into());
+    };
+    let fresh = std::mem::take(&mut attempts.fresh);
+    match pool.checkout(ctx.client, ctx.local, t_conn, fresh).await {
+        Ok(c) => {
+            ex.timers.tc = if c.reused { 0 } else { ms(t_conn.elapsed()) };
+            Ok(Some((pool, c.sender)))
+        }
+        Err(e) => {
+            let kind = match e {
+                ConnectError::Timeout { .. } => ErrorKind::ConnectTimeout,
+                _ => ErrorKind::ConnectFailed,
+            };
+            let again = attempts.connect_failed(kind);
+            tracing::warn!(
+                site = %ex.site.map_or("?", |s| name_of(&snap.site_names, s)),
+                node = %name_of(&snap.node_names, node),
+                error = %e,
+                retry = again,
+                "cannot connect to node"
+            );
+            ex.attempt_failed(Outcome::ConnectFailed);
+            if !again {
+                return Err(kind.into());
+            }
+            // Nothing was sent: safe to replay on another node.
+            ex.retried(RetryReason::ConnFailure);
+            Ok(None)
+        }
+    }
+}
+
+/// No response head came: `Ok` when the request is to be sent again (it is
+/// back in `out`), else the error to answer.
+fn failed_before_head(
+    ex: &mut Exchange,
+    snap: &Snapshot,
+    attempts: &mut Attempts,
+    out: &mut Outgoing,
+    failed: Waited,
+    replay: Option<http::request::Parts>,
+) -> Result<(), Stop> {
+    let node = ex.node.unwrap_or(usize::MAX);
+    let mut e = match failed {
+        Waited::Failed(e) => e,
+        Waited::Timeout => {
+            tracing::warn!(site = %ex.site.map_or("?", |s| name_of(&snap.site_names, s)), node = %name_of(&snap.node_names, node), "node response timeout");
+            ex.attempt_failed(Outcome::Timeout);
+            return Err(ErrorKind::UpstreamTimeout.into());
+        }
+    };
+    if let Some(req) = e.take_message() {
+        // The pooled connection closed before anything was written: the
+        // request is intact, try another connection.
+        if attempts.stale(node) {
+            let (p, b) = req.into_parts();
+            out.parts = Some(p);
+            out.body = Some(b);
+            // Not a failure of the node: it may be picked again.
+            ex.pick = None;
+            return Ok(());
+        }
+    }
+    let err = e.into_error();
+    let kind = classify(&err);
+    if kind.source() != ErrorSource::Upstream {
+        tracing::debug!(error = %err, "client failed while its request was forwarded");
+        return Err(kind.into());
+    }
+    ex.attempt_failed(Outcome::ProtocolError);
+    let broke = kind.retry() == RetryType::Idempotent && broke_before_response(&err);
+    let again = broke && attempts.empty_response(kind, replay.is_some());
+    tracing::warn!(site = %ex.site.map_or("?", |s| name_of(&snap.site_names, s)), node = %name_of(&snap.node_names, node), error = %err, retry = again, "node failed before its response headers");
+    match replay {
+        Some(head) if again => {
+            ex.retried(RetryReason::EmptyResponse);
+            out.again(head);
+            Ok(())
+        }
+        _ => Err(kind.into()),
+    }
+}
+
+/// The node answered 421 and the request goes to another node. RFC 9110
+/// 15.5.20: a 421 may be retried on another connection, whatever the
+/// method. The node serves another site now: routing skips it until its
+/// role word is read again.
+fn misdirected(ex: &mut Exchange, snap: &Snapshot) {
+    if let Some(pick) = ex.pick.take() {
+        pick.node.follow_role(pick.node.assigned_site(), false);
+    }
+    let (site, node) = (ex.site.unwrap_or(usize::MAX), ex.node.unwrap_or(usize::MAX));
+    tracing::warn!(site = %name_of(&snap.site_names, site), node = %name_of(&snap.node_names, node),
+        "node answered 421 (it no longer serves the site): request replayed on another node");
+    ex.retried(RetryReason::Misdirected);
+}
+
+/// A copy of a request head without a body (method, target, version,
+/// headers), for a replay.
+fn head_copy(p: &http::request::Parts) -> http::request::Parts {
+    let mut r = Request::new(());
+    *r.method_mut() = p.method.clone();
+    *r.uri_mut() = p.uri.clone();
+    *r.version_mut() = p.version;
+    *r.headers_mut() = p.headers.clone();
+    r.into_parts().0
+}
+
+// Large, but it lives for one poll on the cold path; boxing would cost an
+// allocation for nothing.
+#[allow(clippy::large_enum_variant)]
+enum Waited {
+    Timeout,
+    Failed(hyper::client::conn::TrySendError<Request<RequestBody>>),
+}
+
+/// Waits for the node's response head. `timeouts.server` counts from the
+/// last progress: while a request body is still being uploaded the clock
+/// restarts with each chunk sent (an upload longer than the timeout is not
+/// a slow node).
+async fn wait_response<F>(
+    sent: F,
+    sent_at: Instant,
+    limit: Duration,
+    progress: Option<&AtomicU64>,
+    start: Instant,
+) -> Result<Response<Incoming>, Waited>
+where
+    F: std::future::Future<
+        Output = Result<
+            Response<Incoming>,
+            hyper::client::conn::TrySendError<Request<RequestBody>>,
+        >,
+    >,
+{
+    tokio::pin!(sent);
+    let mut seen = progress.map(|p| p.load(Ordering::Relaxed));
+    let mut deadline = tokio::time::Instant::from_std(sent_at) + limit;
+    loop {
+        tokio::select! {
+            biased;
+            r = &mut sent => return r.map_err(Waited::Failed),
+            _ = tokio::time::sleep_until(deadline) => {
+                let now = progress.map(|p| p.load(Ordering::Relaxed));
+                if now == seen {
+                    return Err(Waited::Timeout);
+                }
+                seen = now;
+                // Restart from the last chunk's time.
+                let last = Duration::from_millis(now.unwrap_or(0));
+                deadline = tokio::time::Instant::from_std(start + last) + limit;
+                if deadline <= tokio::time::Instant::now() {
+                    deadline = tokio::time::Instant::now() + limit;
+                }
+            }
+        }
+    }
+}
+
+/// Failure kind of a request that got no response head.
+fn classify(err: &hyper::Error) -> ErrorKind {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = source {
+        if let Some(c) = e.downcast_ref::<ClientBodyError>() {
+            return match c {
+                ClientBodyError::Timeout => ErrorKind::ClientTimeout,
+                ClientBodyError::Aborted(_) => ErrorKind::ClientAborted,
+            };
+        }
+        source = e.source();
+    }
+    ErrorKind::UpstreamProtocol
+}
