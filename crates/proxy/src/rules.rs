@@ -137,6 +137,12 @@ impl Rules {
         self.site_response.get(site).map_or(&[], Vec::as_slice)
     }
 
+    /// Whether response rules may run for requests of `site` (their
+    /// conditions may test the request's path).
+    pub fn wants_response_uri(&self, site: usize) -> bool {
+        !self.response.is_empty() || !self.response_of_site(site).is_empty()
+    }
+
     /// The map named `name`.
     pub fn map(&self, name: &str) -> Option<&Map> {
         self.maps.iter().find(|m| m.name == name)

@@ -64,6 +64,9 @@ pub struct Exchange {
     pub error: Option<ErrorKind>,
     /// The node answered; its outcome is reported when the body ends.
     pub outcome_pending: bool,
+    /// The request's target as the rules left it, kept for response rules
+    /// (only when some are configured).
+    pub rule_uri: Option<http::Uri>,
     done: bool,
 }
 
@@ -105,6 +108,7 @@ impl Exchange {
             queued_ahead: 0,
             error: None,
             outcome_pending: false,
+            rule_uri: None,
             done: false,
         }
     }

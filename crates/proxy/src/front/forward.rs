@@ -24,6 +24,7 @@
 mod answer;
 mod attempt;
 mod retry;
+mod rules;
 pub use answer::{error, Reply};
 pub use retry::RetryReason;
 
@@ -86,10 +87,15 @@ async fn proxy(
     ex: &mut Exchange,
     ctx: &ConnCtx,
     snap: &Snapshot,
-    mut req: Request<Incoming>,
+    req: Request<Incoming>,
 ) -> Result<attempt::Answered, Stop> {
     let present = request_filter(snap, &req)?;
-    let (site, host) = choose_site(ex, snap, &req)?;
+    let req = rules::request(ctx, snap, &snap.config.rules.request, req)?;
+    let (site, mut host) = choose_site(ex, ctx, snap, &req)?;
+    let mut req = site_request(ctx, snap, site, req, &mut host)?;
+    if snap.config.rules.wants_response_uri(site) {
+        ex.rule_uri = Some(req.uri().clone());
+    }
     let admit_wait = admit(ex, snap, site).await?;
     let upgrade = headers::is_upgrade_request(req.version(), req.headers(), present);
     let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
@@ -135,6 +141,7 @@ fn request_filter<B>(snap: &Snapshot, req: &Request<B>) -> Result<Present, Stop>
 /// bump for HTTP/1, one small copy for a target's authority.
 fn choose_site<B>(
     ex: &mut Exchange,
+    ctx: &ConnCtx,
     snap: &Snapshot,
     req: &Request<B>,
 ) -> Result<(usize, Option<HeaderValue>), Stop> {
@@ -149,11 +156,37 @@ fn choose_site<B>(
         None => req.headers().get(header::HOST).cloned(),
     };
     let host_str = host.as_ref().and_then(|h| h.to_str().ok());
-    let Some(site) = snap.routes.route(host_str, req.uri().path()) else {
+    // `[[site_rule]]`s first (HAProxy's use_backend), then the sites'
+    // hosts and path prefixes.
+    let chosen = match rules::site(ctx, snap, req) {
+        Some(by_rule) => by_rule,
+        None => snap.routes.route(host_str, req.uri().path()),
+    };
+    let Some(site) = chosen else {
         return Err(ErrorKind::NoSite.into());
     };
     ex.routed(site);
     Ok((site, host))
+}
+
+/// Phase 2, continued: the chosen site's own request rules (HAProxy's
+/// backend `http-request`). A Host they set is the one the node gets.
+fn site_request<B>(
+    ctx: &ConnCtx,
+    snap: &Snapshot,
+    site: usize,
+    req: Request<B>,
+    host: &mut Option<HeaderValue>,
+) -> Result<Request<B>, Stop> {
+    let list = snap.config.rules.of_site(site);
+    if list.is_empty() {
+        return Ok(req);
+    }
+    let req = rules::request(ctx, snap, list, req)?;
+    if req.uri().authority().is_none() {
+        *host = req.headers().get(header::HOST).cloned();
+    }
+    Ok(req)
 }
 
 /// Phase 3: the proxy-wide admission queue (`[qos]`); waits only when the
