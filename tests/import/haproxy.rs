@@ -156,6 +156,29 @@ fn matrix(toml_text: &str) -> (Vec<String>, Vec<String>) {
             paths.insert(format!("{p}more"));
         }
     }
+    // Names and prefixes the `[[acl]]`s of site rules test.
+    for acl in value
+        .get("acl")
+        .and_then(|a| a.as_array())
+        .into_iter()
+        .flatten()
+    {
+        let values = acl.get("values").and_then(|v| v.as_array());
+        for v in values.into_iter().flatten().filter_map(|v| v.as_str()) {
+            match acl.get("fetch").and_then(|f| f.as_str()) {
+                Some("host" | "sni") => {
+                    let name = v.trim_start_matches('.');
+                    hosts.insert(name.to_string());
+                    hosts.insert(format!("probe.{name}"));
+                }
+                Some("path") if v.starts_with('/') => {
+                    paths.insert(v.to_string());
+                    paths.insert(format!("{v}more"));
+                }
+                _ => {}
+            }
+        }
+    }
     (hosts.into_iter().collect(), paths.into_iter().collect())
 }
 

@@ -41,6 +41,21 @@ pub use userlist::Userlist;
 pub struct Rule {
     pub condition: Option<Condition>,
     pub action: Action,
+    /// Only for requests that came in on these listeners (empty: all);
+    /// HAProxy's rules of one frontend among several.
+    pub listeners: Vec<String>,
+}
+
+impl Rule {
+    /// Whether the rule applies to a request on `conn`.
+    fn applies(&self, acls: &[Acl], conn: &Conn<'_>, f: &Facts<'_>) -> bool {
+        on_listener(&self.listeners, conn)
+            && self.condition.as_ref().is_none_or(|c| c.holds(acls, f))
+    }
+}
+
+fn on_listener(listeners: &[String], conn: &Conn<'_>) -> bool {
+    listeners.is_empty() || listeners.iter().any(|l| l == conn.listener)
 }
 
 /// Which site a site rule chooses.
@@ -56,6 +71,7 @@ pub enum SiteChoice {
 pub struct SiteRule {
     pub condition: Option<Condition>,
     pub choice: SiteChoice,
+    pub listeners: Vec<String>,
 }
 
 /// What the site rules decided.
@@ -94,6 +110,7 @@ pub struct Rules {
 #[derive(Debug, Clone, Copy)]
 pub struct Conn<'a> {
     pub client: IpAddr,
+    pub listener: &'a str,
     pub tls: bool,
     pub sni: Option<&'a str>,
     pub cert: ClientCert,
@@ -106,6 +123,7 @@ impl Conn<'_> {
             uri,
             headers,
             client: self.client,
+            listener: self.listener,
             tls: self.tls,
             sni: self.sni,
             cert: self.cert,
@@ -169,11 +187,7 @@ impl Rules {
     ) -> Option<Answer> {
         for rule in list {
             let f = conn.facts(method, uri, headers);
-            if !rule
-                .condition
-                .as_ref()
-                .is_none_or(|c| c.holds(&self.acls, &f))
-            {
+            if !rule.applies(&self.acls, conn, &f) {
                 continue;
             }
             match &rule.action {
@@ -241,10 +255,11 @@ impl Rules {
     ) -> Chosen {
         let f = conn.facts(method, uri, headers);
         for rule in &self.site_rules {
-            if !rule
-                .condition
-                .as_ref()
-                .is_none_or(|c| c.holds(&self.acls, &f))
+            if !on_listener(&rule.listeners, conn)
+                || !rule
+                    .condition
+                    .as_ref()
+                    .is_none_or(|c| c.holds(&self.acls, &f))
             {
                 continue;
             }
@@ -276,11 +291,7 @@ impl Rules {
             let mut f = conn.facts(method, uri, req_headers);
             f.status = Some(status.as_u16());
             f.response = Some(headers);
-            if !rule
-                .condition
-                .as_ref()
-                .is_none_or(|c| c.holds(&self.acls, &f))
-            {
+            if !rule.applies(&self.acls, conn, &f) {
                 continue;
             }
             match &rule.action {

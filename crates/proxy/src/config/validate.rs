@@ -581,7 +581,9 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
     };
     let reconfig = super::reconfig::validate(&mut c, raw_reconfig, &global, &cluster, &nodes);
     let qos = super::qos::validate(&mut c, raw_qos);
-    let rules = crate::rules::config::validate(&mut c, &table, &site_index, sites.len());
+    let listener_names: Vec<String> = listeners.iter().map(|l| l.name.clone()).collect();
+    let rules =
+        crate::rules::config::validate(&mut c, &table, &site_index, sites.len(), &listener_names);
 
     c.finish(Config {
         source: file.to_path_buf(),

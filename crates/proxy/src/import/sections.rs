@@ -115,6 +115,9 @@ pub struct Proxy {
     /// `retry-on` keywords.
     pub retry_on: Option<At<Vec<String>>>,
     pub maxconn: Option<At<u64>>,
+    /// `http-request`, `http-response`, `redirect`, `errorfile` and
+    /// `http-error` lines, in order (`import::rules` translates them).
+    pub http_lines: Vec<Line>,
 }
 
 impl Proxy {
@@ -138,6 +141,7 @@ impl Proxy {
             retries: None,
             retry_on: None,
             maxconn: None,
+            http_lines: Vec::new(),
         }
     }
 
@@ -152,6 +156,8 @@ impl Proxy {
 pub struct Haproxy {
     pub global: Global,
     pub proxies: Vec<Proxy>,
+    /// `userlist` sections: the section line and its lines.
+    pub userlists: Vec<(Line, Vec<Line>)>,
 }
 
 /// Reads the directives into sections; notes what is not mapped.
@@ -161,6 +167,7 @@ pub fn read(lines: &[Line], notes: &mut Vec<Note>) -> Haproxy {
     let mut current: Option<Proxy> = None;
     let mut in_global = false;
     let mut skipping = false;
+    let mut in_userlist = false;
     for line in lines {
         let kw = line.keyword();
         let role = match kw {
@@ -172,8 +179,7 @@ pub fn read(lines: &[Line], notes: &mut Vec<Note>) -> Haproxy {
         };
         let other_section = matches!(
             kw,
-            "userlist"
-                | "peers"
+            "peers"
                 | "resolvers"
                 | "cache"
                 | "program"
@@ -182,9 +188,15 @@ pub fn read(lines: &[Line], notes: &mut Vec<Note>) -> Haproxy {
                 | "ring"
                 | "fcgi-app"
         );
-        if role.is_some() || other_section || kw == "global" {
+        if role.is_some() || other_section || kw == "global" || kw == "userlist" {
             finish(&mut current, &mut defaults, &mut out);
             in_global = kw == "global";
+            in_userlist = kw == "userlist";
+            if in_userlist {
+                out.userlists.push((line.clone(), Vec::new()));
+                skipping = false;
+                continue;
+            }
             skipping = other_section;
             if other_section {
                 notes.push(Note::new(
@@ -220,6 +232,12 @@ pub fn read(lines: &[Line], notes: &mut Vec<Note>) -> Haproxy {
                     bind(&mut p, line, 2, notes);
                 }
                 current = Some(p);
+            }
+            continue;
+        }
+        if in_userlist {
+            if let Some((_, lines)) = out.userlists.last_mut() {
+                lines.push(line.clone());
             }
             continue;
         }
@@ -263,6 +281,10 @@ fn inherit(d: &Proxy, role: Role, name: &str, line: usize) -> Proxy {
     p.binds.clear();
     p.acls.clear();
     p.rules.clear();
+    // Error pages carry over from defaults; rules only from named ones,
+    // which the importer does not read.
+    p.http_lines
+        .retain(|l| matches!(l.keyword(), "errorfile" | "http-error"));
     p
 }
 
@@ -372,13 +394,6 @@ fn directive(p: &mut Proxy, line: &Line, notes: &mut Vec<Note>) {
                     return;
                 }
             };
-            if line.word(1).contains('%') {
-                note(
-                    Kind::Routing,
-                    "dynamic backend names (log-format) are not supported; rule dropped".into(),
-                );
-                return;
-            }
             p.rules.push(Rule {
                 line: n,
                 backend: line.word(1).to_string(),
@@ -429,15 +444,16 @@ fn directive(p: &mut Proxy, line: &Line, notes: &mut Vec<Note>) {
         "http-request"
         | "http-response"
         | "http-after-response"
-        | "tcp-request"
-        | "tcp-response"
-        | "redirect" => notes.push(super::access::rule(line)),
+        | "redirect"
+        | "errorfile"
+        | "http-error" => p.http_lines.push(line.clone()),
+        "tcp-request" | "tcp-response" => notes.push(super::access::rule(line)),
         "stick-table" | "stick" | "cookie" | "use-server" | "hash-type" => note(
             Kind::Unsupported,
             "not supported: rdmalb has no session stickiness".into(),
         ),
-        "capture" | "unique-id-format" | "unique-id-header" | "log-format" | "errorfile"
-        | "stats" | "monitor-uri" => note(Kind::Unsupported, "not supported".into()),
+        "capture" | "unique-id-format" | "unique-id-header" | "log-format" | "stats"
+        | "monitor-uri" => note(Kind::Unsupported, "not supported".into()),
         _ => note(Kind::Unsupported, "not supported".into()),
     }
 }

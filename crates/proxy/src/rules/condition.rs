@@ -28,6 +28,8 @@ pub struct Facts<'a> {
     pub uri: &'a Uri,
     pub headers: &'a HeaderMap,
     pub client: IpAddr,
+    /// The name of the listener the request came in on.
+    pub listener: &'a str,
     pub tls: bool,
     pub sni: Option<&'a str>,
     pub cert: ClientCert,
@@ -115,6 +117,9 @@ pub enum Fetch {
     ClientCertVerify,
     /// `status`: the response status (response rules).
     Status,
+    /// The listener's name (HAProxy's `fe_name`, for rules of one
+    /// frontend among several).
+    Listener,
 }
 
 impl Fetch {
@@ -169,6 +174,7 @@ impl Test {
             Fetch::ClientCert => self.boolean(f.cert.present),
             Fetch::ClientCertVerify => self.int(Some(f.cert.verify).filter(|_| f.tls)),
             Fetch::Status => self.int(f.status.map(i64::from)),
+            Fetch::Listener => one(Some(f.listener)),
         }
     }
 

@@ -89,6 +89,8 @@ pub struct RawRule {
     pub unless: Option<toml::Value>,
     /// Only for requests routed to this site (after the site is chosen).
     pub site: Option<String>,
+    /// Only for requests on these listeners.
+    pub listeners: Option<Vec<String>>,
     pub status: Option<i64>,
     pub content_type: Option<String>,
     pub body: Option<String>,
@@ -112,6 +114,7 @@ pub struct RawRule {
 #[serde(deny_unknown_fields)]
 pub struct RawSiteRule {
     pub site: Option<String>,
+    pub listeners: Option<Vec<String>>,
     #[serde(rename = "if")]
     pub if_: Option<toml::Value>,
     pub unless: Option<toml::Value>,
@@ -130,6 +133,7 @@ pub struct RawErrorPage {
 
 /// Builder state: names seen so far.
 struct Names {
+    listeners: Vec<String>,
     acls: Vec<Acl>,
     acl_index: HashMap<String, usize>,
     map_index: HashMap<String, usize>,
@@ -137,12 +141,14 @@ struct Names {
 }
 
 /// Validates the rule sections of `table`; `sites` maps site names to
-/// their index, `site_count` sizes the per-site lists.
+/// their index, `site_count` sizes the per-site lists, `listeners` are the
+/// listeners' names.
 pub fn validate(
     c: &mut ConfigCheck,
     table: &toml::Table,
     sites: &HashMap<String, usize>,
     site_count: usize,
+    listeners: &[String],
 ) -> Rules {
     let raw_maps: Vec<Option<RawMap>> = c.entries(table, "map");
     let raw_acls: Vec<Option<RawTest>> = c.entries(table, "acl");
@@ -159,6 +165,7 @@ pub fn validate(
         ..Rules::default()
     };
     let mut n = Names {
+        listeners: listeners.to_vec(),
         acls: Vec::new(),
         acl_index: HashMap::new(),
         map_index: HashMap::new(),
@@ -238,6 +245,7 @@ pub fn validate(
         let Some(r) = r else { continue };
         let key = format!("site_rule[{i}]");
         let condition = condition(c, &key, r.if_.as_ref(), r.unless.as_ref(), &mut n);
+        let listeners = listener_names(c, &key, r.listeners.as_deref(), &n.listeners);
         let choice = match r.site.as_deref() {
             None => {
                 c.add(
@@ -262,7 +270,11 @@ pub fn validate(
                 }
             },
         };
-        rules.site_rules.push(SiteRule { condition, choice });
+        rules.site_rules.push(SiteRule {
+            condition,
+            choice,
+            listeners,
+        });
     }
     for (i, p) in raw_pages.into_iter().enumerate() {
         let Some(p) = p else { continue };
@@ -308,6 +320,28 @@ pub fn validate(
     }
     rules.acls = n.acls;
     rules
+}
+
+/// A rule's `listeners`, each a listener's name.
+fn listener_names(
+    c: &mut ConfigCheck,
+    key: &str,
+    v: Option<&[String]>,
+    known: &[String],
+) -> Vec<String> {
+    let list = v.unwrap_or_default();
+    for (i, l) in list.iter().enumerate() {
+        if !known.contains(l) {
+            c.add(
+                format!("{key}.listeners[{i}]"),
+                format!(
+                    "no [[listener]] named `{l}` (expected one of: {})",
+                    known.join(", ")
+                ),
+            );
+        }
+    }
+    list.to_vec()
 }
 
 fn valid_name(n: &str) -> bool {
@@ -411,6 +445,7 @@ fn fetch(c: &mut ConfigCheck, key: &str, a: &RawTest) -> Option<Fetch> {
         "client_cert" => Fetch::ClientCert,
         "client_cert_verify" => Fetch::ClientCertVerify,
         "status" => Fetch::Status,
+        "listener" => Fetch::Listener,
         other => {
             c.add(
                 format!("{key}.fetch"),
@@ -421,7 +456,7 @@ fn fetch(c: &mut ConfigCheck, key: &str, a: &RawTest) -> Option<Fetch> {
     })
 }
 
-const FETCHES: &str = "\"host\", \"header\", \"path\", \"query\", \"url\", \"param\", \"method\", \"src\", \"tls\", \"sni\", \"cookie\", \"client_cert\", \"client_cert_verify\", \"status\" or \"response_header\"";
+const FETCHES: &str = "\"host\", \"header\", \"path\", \"query\", \"url\", \"param\", \"method\", \"src\", \"tls\", \"sni\", \"cookie\", \"client_cert\", \"client_cert_verify\", \"status\", \"response_header\" or \"listener\"";
 
 fn test(c: &mut ConfigCheck, key: &str, a: &RawTest) -> Option<Test> {
     let fetch = fetch(c, key, a)?;
@@ -1024,5 +1059,10 @@ fn rule(c: &mut ConfigCheck, key: &str, r: RawRule, response: bool, n: &mut Name
         }
         _ => return None,
     };
-    (c.count() == before).then_some(Rule { condition, action })
+    let listeners = listener_names(c, key, r.listeners.as_deref(), &n.listeners);
+    (c.count() == before).then_some(Rule {
+        condition,
+        action,
+        listeners,
+    })
 }

@@ -170,6 +170,7 @@ fn req(method: &str, target: &str, host: &str) -> Req {
 fn run(rules: &Rules, r: &mut Req) -> Option<Answer> {
     let conn = Conn {
         client: r.client,
+        listener: "web",
         tls: r.tls,
         sni: None,
         cert: ClientCert::default(),
@@ -361,6 +362,7 @@ value = "{host|lower|map:hosts:none}"
     let rules = &cfg.rules;
     let conn = Conn {
         client: "127.0.0.1".parse().unwrap(),
+        listener: "web",
         tls: false,
         sni: None,
         cert: ClientCert::default(),
@@ -542,6 +544,7 @@ site = "admin"
     let rules = &cfg.rules;
     let conn = Conn {
         client: "127.0.0.1".parse().unwrap(),
+        listener: "web",
         tls: true,
         sni: None,
         cert: ClientCert::default(),

@@ -18,6 +18,7 @@ fn conn(ctx: &ConnCtx) -> Conn<'_> {
     let info = ctx.tls_info.get();
     Conn {
         client: ctx.client.ip(),
+        listener: &ctx.listener,
         tls: ctx.tls,
         sni: info.and_then(|i| i.sni.as_deref()),
         cert: info.map(|i| i.cert).unwrap_or_default(),
