@@ -21,15 +21,15 @@ const DROPPED: &[&str] = &["daemon", "log", "user", "group", "chroot", "pidfile"
 
 /// One listener: its address and whether it is TLS.
 #[derive(Clone, Copy)]
-struct Listen {
-    addr: SocketAddr,
-    tls: bool,
+pub(super) struct Listen {
+    pub addr: SocketAddr,
+    pub tls: bool,
 }
 
 /// `text` with every `bind` (and `listen` address) on a fresh loopback
 /// port, every server at its address in `servers` (allocated on first
 /// use, keyed by backend and server name) and `crt` paths under `dir`.
-fn rewrite(
+pub(super) fn rewrite(
     text: &str,
     dir: &Path,
     servers: &mut Vec<(String, String, SocketAddr)>,

@@ -64,6 +64,9 @@ pub enum SiteChoice {
     Site(usize),
     /// A site name computed per request (from a map, usually).
     Dynamic(Template),
+    /// No site: the request is answered with this status (HAProxy's 503
+    /// when a frontend has no backend for a request).
+    Answer(StatusCode),
 }
 
 /// `[[site_rule]]`: choose a site when the condition holds.
@@ -81,8 +84,11 @@ pub enum Chosen {
     NoRule,
     Site(usize),
     /// A dynamic name named no site: `global.default_site` (HAProxy's
-    /// `default_backend`) serves it.
+    /// `default_backend`) serves it; without one, 503 (HAProxy's answer
+    /// when no backend takes a request).
     Default,
+    /// A rule answers with this status.
+    Answer(StatusCode),
 }
 
 /// The compiled rule set of one configuration.
@@ -265,6 +271,7 @@ impl Rules {
             }
             return match &rule.choice {
                 SiteChoice::Site(i) => Chosen::Site(*i),
+                SiteChoice::Answer(s) => Chosen::Answer(*s),
                 SiteChoice::Dynamic(t) => template::render_all(t, &f, &self.maps)
                     .and_then(|name| self.site_names.get(&name).copied())
                     .map_or(Chosen::Default, Chosen::Site),

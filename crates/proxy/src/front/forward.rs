@@ -158,8 +158,8 @@ fn choose_site<B>(
     let host_str = host.as_ref().and_then(|h| h.to_str().ok());
     // `[[site_rule]]`s first (HAProxy's use_backend), then the sites'
     // hosts and path prefixes.
-    let chosen = match rules::site(ctx, snap, req) {
-        Some(by_rule) => by_rule,
+    let chosen = match rules::site(ctx, snap, req)? {
+        Some(by_rule) => Some(by_rule),
         None => snap.routes.route(host_str, req.uri().path()),
     };
     let Some(site) = chosen else {

@@ -55,6 +55,7 @@ fn reached(c: &crate::config::Config, listener: &str, host: &str, path: &str) ->
         Chosen::Site(s) => Some(s),
         Chosen::Default => c.global.default_site,
         Chosen::NoRule => crate::front::route::RouteTable::build(c).route(Some(host), path),
+        Chosen::Answer(_) => None,
     };
     site.map(|s| c.sites[s].name.clone())
 }

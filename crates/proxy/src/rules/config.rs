@@ -114,6 +114,8 @@ pub struct RawRule {
 #[serde(deny_unknown_fields)]
 pub struct RawSiteRule {
     pub site: Option<String>,
+    /// Instead of a site: answer with this status.
+    pub status: Option<i64>,
     pub listeners: Option<Vec<String>>,
     #[serde(rename = "if")]
     pub if_: Option<toml::Value>,
@@ -246,23 +248,32 @@ pub fn validate(
         let key = format!("site_rule[{i}]");
         let condition = condition(c, &key, r.if_.as_ref(), r.unless.as_ref(), &mut n);
         let listeners = listener_names(c, &key, r.listeners.as_deref(), &n.listeners);
-        let choice = match r.site.as_deref() {
-            None => {
+        let choice = match (r.site.as_deref(), r.status) {
+            (Some(_), Some(_)) => {
                 c.add(
-                    format!("{key}.site"),
-                    "missing (expected a site name, or a value such as \"{host|lower|map:hosts}\")",
+                    format!("{key}.status"),
+                    "a site rule has site or status, not both",
                 );
                 continue;
             }
-            Some(s) if s.contains('{') => match Template::parse(s, |m| n.map_index.get(m).copied())
-            {
-                Ok(t) => SiteChoice::Dynamic(t),
-                Err(e) => {
-                    c.add(format!("{key}.site"), e);
-                    continue;
-                }
+            (None, Some(_)) => match status(c, &format!("{key}.status"), r.status, None) {
+                Some(s) => SiteChoice::Answer(s),
+                None => continue,
             },
-            Some(s) => match sites.get(s) {
+            (None, None) => {
+                c.add(format!("{key}.site"), "missing (expected a site name, a value such as \"{host|lower|map:hosts}\", or status = 503)");
+                continue;
+            }
+            (Some(s), None) if s.contains('{') => {
+                match Template::parse(s, |m| n.map_index.get(m).copied()) {
+                    Ok(t) => SiteChoice::Dynamic(t),
+                    Err(e) => {
+                        c.add(format!("{key}.site"), e);
+                        continue;
+                    }
+                }
+            }
+            (Some(s), None) => match sites.get(s) {
                 Some(&j) => SiteChoice::Site(j),
                 None => {
                     c.add(format!("{key}.site"), format!("no site named `{s}`"));

@@ -59,17 +59,22 @@ pub fn request<B>(
     }
 }
 
-/// The site the site rules choose, `None` when none decides.
-pub fn site<B>(ctx: &ConnCtx, snap: &Snapshot, req: &Request<B>) -> Option<Option<usize>> {
+/// The site the site rules choose, `Ok(None)` when none decides.
+pub fn site<B>(ctx: &ConnCtx, snap: &Snapshot, req: &Request<B>) -> Result<Option<usize>, Stop> {
     let rules = &snap.config.rules;
     if rules.site_rules.is_empty() {
-        return None;
+        return Ok(None);
     }
-    match rules.choose_site(&conn(ctx), req.method(), req.uri(), req.headers()) {
-        Chosen::NoRule => None,
-        Chosen::Site(i) => Some(Some(i)),
-        Chosen::Default => Some(snap.config.global.default_site),
-    }
+    let status = match rules.choose_site(&conn(ctx), req.method(), req.uri(), req.headers()) {
+        Chosen::NoRule => return Ok(None),
+        Chosen::Site(i) => return Ok(Some(i)),
+        Chosen::Default => match snap.config.global.default_site {
+            Some(i) => return Ok(Some(i)),
+            None => StatusCode::SERVICE_UNAVAILABLE,
+        },
+        Chosen::Answer(s) => s,
+    };
+    Err(answer(rules.page(status)))
 }
 
 /// Runs the site's and the global response rules on a node's response
