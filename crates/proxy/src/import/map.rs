@@ -77,7 +77,20 @@ pub fn map(h: &Haproxy, dir: &Path, notes: &mut Vec<Note>, by_rules: bool) -> St
     for f in &frontends {
         let mut mine = Vec::new();
         if !by_rules {
-            acl::approximations(&f.acls, notes);
+            // Only the ACLs routing uses: the others are request rules'.
+            let routing: Vec<_> = f
+                .acls
+                .iter()
+                .filter(|a| {
+                    f.rules.iter().any(|r| {
+                        r.condition.as_ref().is_some_and(|(_, w)| {
+                            w.iter().any(|w| w.trim_start_matches('!') == a.name)
+                        })
+                    })
+                })
+                .cloned()
+                .collect();
+            acl::approximations(&routing, notes);
         }
         for r in f.rules.iter().filter(|_| !by_rules) {
             if !backends.iter().any(|b| b.name == r.backend) {
