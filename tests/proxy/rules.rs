@@ -1,6 +1,9 @@
 //! Request and response rules through the real `rdmalb proxy`: a deny, a
 //! redirect, a `return`, a header the node sees, a site chosen from a map
-//! file, response headers and an error page (docs/rules.md).
+//! file, response headers and an error page (docs/rules.md); runtime map
+//! commands through `rdmalb ctl` under load.
+
+use std::time::Duration;
 
 use crate::support::*;
 
@@ -158,4 +161,134 @@ file = "{{dir}}/503.http"
     let (s, _, body) = get("app.example.com", "/empty").await;
     assert_eq!((s, body.as_str()), (503, "<h1>down for maintenance</h1>\n"));
     assert!(app.requests() > 0 && admin.requests() > 0);
+}
+
+/// `add map`, `set map`, `del map` through `rdmalb ctl` while requests
+/// run: every request is answered, each change routes at once, and a
+/// reload (SIGHUP) reads the map file again, dropping them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runtime_map_changes_route_at_once_under_load() {
+    use super::runtime::{ctl, ctl_ok};
+    let app = Backend::start("app").await;
+    let shop = Backend::start("shop").await;
+    let pdir = tempfile::tempdir().unwrap();
+    std::fs::write(pdir.path().join("hosts.map"), "shop.example.com shop\n").unwrap();
+    let token = pdir.path().join("admin.token");
+    std::fs::write(&token, "t".repeat(40)).unwrap();
+    std::fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let (listen, addr, admin) = listener_toml();
+    let config = format!(
+        "{listen}token_file = \"{{dir}}/admin.token\"\n[global]\naccess_log = \"off\"\ndefault_site = \"app\"\n\n\
+         [[site]]\nname = \"app\"\nhosts = []\n[[site]]\nname = \"shop\"\nhosts = []\n\n{}{}\
+         [[map]]\nname = \"hosts\"\nfile = \"{{dir}}/hosts.map\"\n\n\
+         [[site_rule]]\nsite = \"{{host|lower|map:hosts}}\"\n",
+        node_toml("a1", app.addr, "app"),
+        node_toml("s1", shop.addr, "shop"),
+    )
+    .replacen("\n\n[global]", "\n[global]", 1);
+    let proxy = Proxy::start_in(pdir, &config, &[addr, admin]);
+    let cfg = proxy.config.clone();
+    let c = client();
+    let backend_of = |host: &'static str| {
+        let c = c.clone();
+        async move {
+            let r = c
+                .get(format!("http://{addr}/"))
+                .header("host", host)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 200, "{host}");
+            r.headers()["x-backend"].to_str().unwrap().to_string()
+        }
+    };
+    eventually("the nodes answer", Duration::from_secs(10), || async {
+        let r = c
+            .get(format!("http://{addr}/"))
+            .header("host", "shop.example.com")
+            .send()
+            .await;
+        match r {
+            Ok(r) if r.status() == 200 => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    assert_eq!(backend_of("shop.example.com").await, "shop");
+    assert_eq!(backend_of("new.example.com").await, "app");
+
+    // Load: a bounded number of requests, each must be answered 200.
+    let load = {
+        let c = c.clone();
+        tokio::spawn(async move {
+            let mut failed = 0;
+            for i in 0..400 {
+                let host = if i % 2 == 0 {
+                    "new.example.com"
+                } else {
+                    "shop.example.com"
+                };
+                match c
+                    .get(format!("http://{addr}/"))
+                    .header("host", host)
+                    .send()
+                    .await
+                {
+                    Ok(r) if r.status() == 200 => {}
+                    _ => failed += 1,
+                }
+            }
+            failed
+        })
+    };
+    ctl_ok(&cfg, "add map hosts new.example.com shop");
+    assert_eq!(backend_of("new.example.com").await, "shop");
+    ctl_ok(&cfg, "set map hosts new.example.com app");
+    assert_eq!(backend_of("new.example.com").await, "app");
+    ctl_ok(&cfg, "add map hosts new.example.com shop");
+    let shown = ctl_ok(&cfg, "show map hosts");
+    assert!(
+        shown.contains(" new.example.com app\n") && shown.contains(" shop.example.com shop\n"),
+        "{shown}"
+    );
+    assert!(
+        ctl_ok(&cfg, "show map").contains("hosts ("),
+        "show map lists the maps"
+    );
+    ctl_ok(&cfg, "del map hosts new.example.com");
+    assert_eq!(backend_of("new.example.com").await, "app");
+    let refused = ctl(&cfg, "del map hosts new.example.com");
+    assert!(
+        !refused.status.success(),
+        "deleting a missing key is refused"
+    );
+    let refused = ctl(&cfg, "add map nosuch a b");
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("no map named `nosuch`"));
+    assert_eq!(
+        load.await.unwrap(),
+        0,
+        "every request under load was answered"
+    );
+
+    // Not written to the file: a reload drops the runtime change.
+    ctl_ok(&cfg, "add map hosts new.example.com shop");
+    assert_eq!(backend_of("new.example.com").await, "shop");
+    signal(proxy.pid(), SIGHUP);
+    eventually(
+        "the reload reads the file again",
+        Duration::from_secs(10),
+        || {
+            let b = backend_of("new.example.com");
+            async move {
+                let b = b.await;
+                if b == "app" {
+                    Ok(())
+                } else {
+                    Err(b)
+                }
+            }
+        },
+    )
+    .await;
+    assert_eq!(backend_of("shop.example.com").await, "shop");
 }
