@@ -3,6 +3,7 @@
 //! file, response headers and an error page (docs/rules.md); runtime map
 //! commands through `rdmalb ctl` under load.
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use crate::support::*;
@@ -291,4 +292,99 @@ async fn runtime_map_changes_route_at_once_under_load() {
     )
     .await;
     assert_eq!(backend_of("shop.example.com").await, "shop");
+}
+
+/// A CA, a client certificate it signed (PEM cert + key), and the CA's PEM.
+fn client_ca(dir: &std::path::Path) -> (std::path::PathBuf, String) {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = Issuer::new(ca_params, ca_key);
+    let client_key = KeyPair::generate().unwrap();
+    let client = CertificateParams::new(vec!["client.example.com".to_string()])
+        .unwrap()
+        .signed_by(&client_key, &issuer)
+        .unwrap();
+    let ca_path = dir.join("clients-ca.pem");
+    std::fs::write(&ca_path, ca.pem()).unwrap();
+    (
+        ca_path,
+        format!("{}{}", client.pem(), client_key.serialize_pem()),
+    )
+}
+
+/// Client certificates on a listener (`verify = "optional"`): the rules
+/// see whether one was sent, and forward it in a header; `"required"`
+/// refuses a client without one in the handshake.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_certificates_are_a_condition_and_a_header() {
+    let app = Backend::start("app").await;
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key, _) = certificate(dir.path(), "site", &["app.example.com"]);
+    let (ca, identity) = client_ca(dir.path());
+    let (optional, required) = (free_addr(), free_addr());
+    let tls = |verify: &str| {
+        format!(
+            "tls = {{ verify = \"{verify}\", client_ca = \"{}\", certificates = [{{ cert = \"{}\", key = \"{}\" }}] }}",
+            ca.display(),
+            cert.display(),
+            key.display()
+        )
+    };
+    let config = format!(
+        "[[listener]]\nname = \"optional\"\nlisten = \"{optional}\"\n{}\n\n\
+         [[listener]]\nname = \"required\"\nlisten = \"{required}\"\n{}\n\n\
+         [global]\naccess_log = \"off\"\n\n[[site]]\nname = \"app\"\nhosts = [\"*\"]\n\n{}\
+         [[request_rule]]\naction = \"deny\"\nunless = {{ fetch = \"client_cert\" }}\n\
+         listeners = [\"optional\"]\n\
+         [[request_rule]]\naction = \"set-header\"\nname = \"X-Client-Cert\"\nvalue = \"{{cert_used}}/{{cert_verify}}\"\n",
+        tls("optional"),
+        tls("required"),
+        node_toml("a1", app.addr, "app"),
+    );
+    let _proxy = Proxy::start(&config, &[optional, required]);
+    let builder = || {
+        reqwest::Client::builder()
+            .no_proxy()
+            .danger_accept_invalid_certs(true)
+            .resolve("app.example.com", optional)
+    };
+    let anonymous = builder().build().unwrap();
+    let with_cert = builder()
+        .identity(reqwest::Identity::from_pem(identity.as_bytes()).unwrap())
+        .build()
+        .unwrap();
+    let get = |c: &reqwest::Client, addr: SocketAddr| {
+        let c = c.clone();
+        async move {
+            let r = c
+                .get(format!("https://app.example.com:{}/x", addr.port()))
+                .send()
+                .await?;
+            let s = r.status().as_u16();
+            Ok::<_, reqwest::Error>((s, r.text().await.unwrap_or_default()))
+        }
+    };
+    let (s, body) = eventually("the node answers", Duration::from_secs(10), || async {
+        match get(&with_cert, optional).await {
+            Ok((200, b)) => Ok((200, b)),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    assert_eq!(s, 200);
+    assert_eq!(echoed(&echoed_headers(&body), "x-client-cert"), ["1/0"]);
+    // Without a certificate on the optional listener: refused by the rule.
+    let (s, _) = get(&anonymous, optional).await.unwrap();
+    assert_eq!(s, 403);
+    // The required listener refuses it in the handshake, takes the other.
+    assert!(
+        get(&anonymous, required).await.is_err(),
+        "no certificate, no connection"
+    );
+    let (s, body) = get(&with_cert, required).await.unwrap();
+    assert_eq!(s, 200);
+    assert_eq!(echoed(&echoed_headers(&body), "x-client-cert"), ["1/0"]);
 }

@@ -102,22 +102,14 @@ pub fn dropped(line: &Line, why: &str) -> Note {
     )
 }
 
-/// Notes for `bind` options that decide who may connect: `verify
-/// required|optional` (client certificates) and the CA they name.
-pub fn bind_option(line: &Line, option: &str, value: &str, notes: &mut Vec<Note>) {
-    let (kind, why) = match (option, value) {
-        ("verify", "required") => (
-            Kind::Routing,
-            "`verify required` dropped: rdmalb accepts TLS clients without a certificate on this listener".to_string(),
-        ),
-        ("verify", "optional") => (
-            Kind::Routing,
-            "`verify optional` dropped: client certificates are not asked for, so rules testing them see none".to_string(),
-        ),
-        ("verify", "none") => return,
-        _ => (Kind::Unsupported, format!("bind option `{option}` not supported")),
-    };
-    notes.push(Note::new(line.number, "bind", kind, why));
+/// The note for a `bind` option the importer does not carry over.
+pub fn bind_option(line: &Line, option: &str, _value: &str, notes: &mut Vec<Note>) {
+    notes.push(Note::new(
+        line.number,
+        "bind",
+        Kind::Unsupported,
+        format!("bind option `{option}` not supported"),
+    ));
 }
 
 /// `option forwardfor [except <network>] [header <name>] [if-none]`: the
@@ -211,16 +203,8 @@ mod tests {
     }
 
     #[test]
-    fn verify_required_and_forwardfor_arguments_are_routing_changes() {
-        let l = line("bind :443 ssl crt a.pem verify required ca-file ca.pem");
-        let mut notes = Vec::new();
-        bind_option(&l, "verify", "required", &mut notes);
-        bind_option(&l, "verify", "none", &mut notes);
-        bind_option(&l, "ca-file", "ca.pem", &mut notes);
-        assert_eq!(notes.len(), 2);
-        assert_eq!(notes[0].kind, Kind::Routing);
-        assert_eq!(notes[1].kind, Kind::Unsupported);
-
+    fn forwardfor_arguments_are_routing_changes() {
+        let l = line("bind :443 ssl crt a.pem");
         let mut notes = Vec::new();
         let args = |t: &str| t.split_whitespace().map(str::to_string).collect::<Vec<_>>();
         forwardfor(&l, &args("header X-Forwarded-For"), &mut notes);

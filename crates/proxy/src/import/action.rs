@@ -126,6 +126,8 @@ fn sample(expr: &str, maps: &mut Maps) -> Result<String, String> {
         ("url", None) => "url".into(),
         ("method", None) => "method".into(),
         ("ssl_fc_sni", None) => "sni".into(),
+        ("ssl_c_used", None) => "cert_used".into(),
+        ("ssl_c_verify", None) => "cert_verify".into(),
         ("cook", Some(c)) => format!("cookie.{c}"),
         ("url_param" | "urlp", Some(p)) => format!("param.{p}"),
         _ => return Err(format!("the sample `%[{expr}]` is not supported")),

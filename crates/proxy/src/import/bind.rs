@@ -54,7 +54,17 @@ pub(super) fn listeners(
                     };
                     pairs.extend(certificates(&crt, dir, b.line, notes));
                 }
-                writeln!(out, "tls = {{ h2 = {}, certificates = [", b.h2).ok();
+                write!(out, "tls = {{ h2 = {}, ", b.h2).ok();
+                // `verify none` (HAProxy's default) asks for no certificate.
+                if b.client_auth
+                    .iter()
+                    .any(|(k, v)| *k == "verify" && v != "none")
+                {
+                    for (k, v) in &b.client_auth {
+                        write!(out, "{k} = {}, ", q(v)).ok();
+                    }
+                }
+                out.push_str("certificates = [\n");
                 for (cert, key) in pairs {
                     writeln!(out, "  {{ cert = {}, key = {} }},", q(&cert), q(&key)).ok();
                 }

@@ -51,6 +51,8 @@ pub struct Bind {
     pub crt: Option<Vec<String>>,
     pub h2: bool,
     pub accept_proxy: bool,
+    /// `verify`, `ca-file`, `crl-file`: the TOML keys they become.
+    pub client_auth: Vec<(&'static str, String)>,
 }
 
 /// `acl <name> <criterion> [flags] <patterns>`.
@@ -463,6 +465,7 @@ fn bind(p: &mut Proxy, line: &Line, at: usize, notes: &mut Vec<Note>) {
     let n = line.number;
     let mut crt = Vec::new();
     let (mut ssl, mut h2, mut accept_proxy) = (false, false, false);
+    let mut client_auth = Vec::new();
     let mut i = at + 1;
     while i < line.words.len() {
         let w = line.word(i);
@@ -477,10 +480,19 @@ fn bind(p: &mut Proxy, line: &Line, at: usize, notes: &mut Vec<Note>) {
                 i += 1;
             }
             "accept-proxy" => accept_proxy = true,
+            "verify" | "ca-file" | "crl-file" => {
+                let key = match w {
+                    "verify" => "verify",
+                    "ca-file" => "client_ca",
+                    _ => "crl",
+                };
+                client_auth.push((key, line.word(i + 1).to_string()));
+                i += 1;
+            }
             "v4v6" | "v6only" => {}
             "name" | "ciphers" | "ciphersuites" | "ssl-min-ver" | "ssl-max-ver" | "curves"
-            | "ecdhe" | "process" | "crt-list" | "ca-file" | "verify" | "interface" | "mss"
-            | "maxconn" | "npn" | "thread" | "level" | "mode" | "user" | "group" => {
+            | "ecdhe" | "process" | "crt-list" | "interface" | "mss" | "maxconn" | "npn"
+            | "thread" | "level" | "mode" | "user" | "group" => {
                 super::access::bind_option(line, w, line.word(i + 1), notes);
                 i += 1;
             }
@@ -510,6 +522,7 @@ fn bind(p: &mut Proxy, line: &Line, at: usize, notes: &mut Vec<Note>) {
                 crt: ssl.then(|| crt.clone()),
                 h2,
                 accept_proxy,
+                client_auth: client_auth.clone(),
             }),
             None => notes.push(Note::new(
                 n,

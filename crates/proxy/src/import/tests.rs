@@ -456,7 +456,14 @@ fn dropped_access_rules_are_routing_changes_naming_their_line() {
             notes(&i)
         )
     };
-    routing(6, "verify required");
+    // Client certificates are carried over too.
+    assert!(
+        i.toml.contains(
+            "tls = { h2 = false, verify = \"required\", client_ca = \"ca.pem\", certificates = ["
+        ),
+        "{}",
+        i.toml
+    );
     routing(7, "X-Client");
     routing(7, "10.0.0.0/8");
     routing(8, "tcp-request connection reject");

@@ -3,7 +3,7 @@
 //! parts (HAProxy's log-format `%[fetch,converter,...]`).
 //!
 //! Sources: `host`, `path`, `query`, `url`, `method`, `src`, `sni`,
-//! `scheme`, `header.NAME`, `cookie.NAME`, `param.NAME`. Filters: `lower`,
+//! `scheme`, `cert_used`, `cert_verify`, `header.NAME`, `cookie.NAME`, `param.NAME`. Filters: `lower`,
 //! `upper`, `map:NAME` and `map:NAME:DEFAULT` (the map's value, or DEFAULT
 //! when the key is not in it; without a default an unmapped key gives no
 //! value). `{{` and `}}` are literal braces. A missing value is empty.
@@ -38,6 +38,10 @@ pub enum Source {
     Src,
     Sni,
     Scheme,
+    /// `1` when the client sent a certificate, else `0` (`ssl_c_used`).
+    CertUsed,
+    /// Its verify result, `0` when it verified (`ssl_c_verify`).
+    CertVerify,
     Header(HeaderName),
     Cookie(String),
     Param(String),
@@ -136,13 +140,15 @@ fn value(inner: &str, map: &impl Fn(&str) -> Option<usize>) -> Result<Part, Stri
         "src" => Source::Src,
         "sni" => Source::Sni,
         "scheme" => Source::Scheme,
+        "cert_used" => Source::CertUsed,
+        "cert_verify" => Source::CertVerify,
         s => match s.split_once('.') {
             Some(("header", n)) => Source::Header(
                 HeaderName::try_from(n).map_err(|_| format!("`{n}` is not a header name"))?,
             ),
             Some(("cookie", n)) if !n.is_empty() => Source::Cookie(n.to_string()),
             Some(("param", n)) if !n.is_empty() => Source::Param(n.to_string()),
-            _ => return Err(format!("`{s}` is not a value (expected host, path, query, url, method, src, sni, scheme, header.NAME, cookie.NAME or param.NAME)")),
+            _ => return Err(format!("`{s}` is not a value (expected host, path, query, url, method, src, sni, scheme, cert_used, cert_verify, header.NAME, cookie.NAME or param.NAME)")),
         },
     };
     let mut filters = Vec::new();
@@ -180,6 +186,8 @@ fn sample<'a>(src: &Source, f: &Facts<'a>) -> Option<Cow<'a, str>> {
         Source::Src => Cow::Owned(f.client.to_canonical().to_string()),
         Source::Sni => Cow::Borrowed(f.sni?),
         Source::Scheme => Cow::Borrowed(if f.tls { "https" } else { "http" }),
+        Source::CertUsed => Cow::Borrowed(if f.cert.present { "1" } else { "0" }),
+        Source::CertVerify => Cow::Owned(f.cert.verify.to_string()),
         Source::Header(n) => Cow::Borrowed(f.headers.get(n)?.to_str().ok()?),
         Source::Cookie(n) => Cow::Borrowed(f.cookie(n)?),
         Source::Param(n) => Cow::Borrowed(f.param(n)?),
