@@ -633,3 +633,145 @@ scheme = "https"
         assert!(err.contains(want), "missing `{want}` in:\n{err}");
     }
 }
+
+/// Rules whose conditions do not hold allocate nothing: every kind of
+/// test, evaluated on a request none of them matches (after one warm-up
+/// evaluation: the regex engine keeps a per-thread cache).
+#[test]
+fn rules_that_do_not_fire_allocate_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let hosts: String = (0..10_000)
+        .map(|i| format!("host{i}.example.com app\n"))
+        .collect();
+    std::fs::write(dir.path().join("hosts.map"), hosts).unwrap();
+    let cfg = compile(
+        r#"
+[[map]]
+name = "hosts"
+file = "hosts.map"
+[[acl]]
+name = "hosts"
+fetch = "host"
+values = ["a.example.com", "b.example.com", "c.example.com", "d.example.com", "e.example.com", "f.example.com", "g.example.com", "h.example.com", "i.example.com"]
+ignore_case = true
+[[acl]]
+name = "dom"
+fetch = "host"
+match = "domain"
+values = ["example.org"]
+[[acl]]
+name = "admin"
+fetch = "path"
+match = "prefix"
+values = ["/admin", "/wp-admin"]
+[[acl]]
+name = "images"
+fetch = "path"
+match = "dir"
+values = ["images"]
+[[acl]]
+name = "api"
+fetch = "path"
+match = "regex"
+values = ["^/api/v[0-9]+/"]
+ignore_case = true
+[[acl]]
+name = "office"
+fetch = "src"
+values = ["10.0.0.0/8", "2001:db8::/32"]
+[[acl]]
+name = "bot"
+fetch = "header"
+header = "User-Agent"
+match = "substring"
+values = ["bot"]
+ignore_case = true
+[[acl]]
+name = "beta"
+fetch = "cookie"
+cookie = "beta"
+values = ["1"]
+[[acl]]
+name = "lang"
+fetch = "param"
+param = "lang"
+values = ["de"]
+[[request_rule]]
+action = "deny"
+if = "admin !office || bot"
+[[request_rule]]
+action = "redirect"
+prefix = "https://www.example.org"
+if = "dom"
+[[request_rule]]
+action = "set-header"
+name = "X-Site"
+value = "{host|lower|map:hosts:none}"
+if = "beta || lang"
+[[request_rule]]
+action = "return"
+status = 200
+if = "images || api"
+[[site_rule]]
+site = "{host|lower|map:hosts}"
+if = "hosts"
+[[response_rule]]
+action = "set-header"
+name = "X-Frame-Options"
+value = "DENY"
+if = { fetch = "status", values = ["500:599"] }
+"#,
+        dir.path(),
+    )
+    .unwrap();
+    let rules = &cfg.rules;
+    let mut r = req("GET", "/shop/cart?id=3", "Shop.Example.COM");
+    r.headers
+        .insert("user-agent", HeaderValue::from_static("Mozilla/5.0"));
+    r.headers
+        .insert("cookie", HeaderValue::from_static("session=1; beta=0"));
+    let conn = Conn {
+        client: "192.0.2.10".parse().unwrap(),
+        listener: "web",
+        tls: false,
+        sni: None,
+        cert: ClientCert::default(),
+    };
+    let mut response = HeaderMap::new();
+    let mut evaluate = |r: &mut Req| {
+        assert!(rules
+            .run_request(&rules.request, &conn, &r.method, &mut r.uri, &mut r.headers)
+            .is_none());
+        assert_eq!(
+            rules.choose_site(&conn, &r.method, &r.uri, &r.headers),
+            Chosen::NoRule
+        );
+        assert!(rules
+            .run_response(
+                &rules.response,
+                &conn,
+                &r.method,
+                &r.uri,
+                StatusCode::OK,
+                &mut response
+            )
+            .is_none());
+    };
+    evaluate(&mut r);
+    let info = allocation_counter::measure(|| evaluate(&mut r));
+    assert_eq!(info.count_total, 0, "{info:?}");
+    assert!(response.is_empty() && !r.headers.contains_key("x-site"));
+    // The counter sees a rule that fires: its value is computed.
+    let mut fires = req("GET", "/?lang=de", "shop.example.com");
+    let info = allocation_counter::measure(|| {
+        rules.run_request(
+            &rules.request,
+            &conn,
+            &fires.method,
+            &mut fires.uri,
+            &mut fires.headers,
+        );
+    });
+    assert!(info.count_total > 0);
+    assert_eq!(fires.headers["x-site"], "none");
+}
