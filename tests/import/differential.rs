@@ -143,9 +143,20 @@ fn matrix(toml_text: &str, dir: &Path, extra: &str) -> Vec<Probe> {
             hosts.insert(format!("probe.{name}"));
         }
     };
-    for acl in arr("acl") {
-        let fetch = acl.get("fetch").and_then(|f| f.as_str()).unwrap_or("");
-        for v in acl
+    // The tests: the `[[acl]]`s and the rules' anonymous ones.
+    let mut tests = arr("acl");
+    for section in ["request_rule", "site_rule", "response_rule"] {
+        for r in arr(section) {
+            for key in ["if", "unless"] {
+                if let Some(t) = r.get(key).filter(|t| t.is_table()) {
+                    tests.push(t.clone());
+                }
+            }
+        }
+    }
+    for t in &tests {
+        let fetch = t.get("fetch").and_then(|f| f.as_str()).unwrap_or("");
+        for v in t
             .get("values")
             .and_then(|v| v.as_array())
             .into_iter()
@@ -164,33 +175,6 @@ fn matrix(toml_text: &str, dir: &Path, extra: &str) -> Vec<Probe> {
                 }
                 "src" if from.len() == 1 => from.push(IpAddr::from([127, 0, 0, 2])),
                 _ => {}
-            }
-        }
-    }
-    // The anonymous tests of the rules.
-    for section in ["request_rule", "site_rule", "response_rule"] {
-        for r in arr(section) {
-            for key in ["if", "unless"] {
-                if let Some(t) = r.get(key).and_then(|t| t.as_table()) {
-                    let fetch = t.get("fetch").and_then(|f| f.as_str()).unwrap_or("");
-                    for v in t
-                        .get("values")
-                        .and_then(|v| v.as_array())
-                        .into_iter()
-                        .flatten()
-                        .filter_map(|v| v.as_str())
-                    {
-                        match fetch {
-                            "host" => host_value(&mut hosts, v),
-                            "path" if v.starts_with('/') => {
-                                paths.insert(v.to_string());
-                                paths.insert(format!("{v}x"));
-                            }
-                            "src" if from.len() == 1 => from.push(IpAddr::from([127, 0, 0, 2])),
-                            _ => {}
-                        }
-                    }
-                }
             }
         }
     }

@@ -181,55 +181,7 @@ fn run(rules: &Rules, r: &mut Req) -> Option<Answer> {
 #[test]
 fn admin_protection_redirects_and_headers_in_order() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = compile(
-        r#"
-[[acl]]
-name = "admin_path"
-fetch = "path"
-match = "prefix"
-values = ["/admin"]
-
-[[acl]]
-name = "office"
-fetch = "src"
-values = ["192.0.2.0/24"]
-
-[[acl]]
-name = "legacy"
-fetch = "host"
-values = ["old.example.com"]
-ignore_case = true
-
-[[request_rule]]
-action = "deny"
-if = "admin_path !office"
-
-[[request_rule]]
-action = "redirect"
-prefix = "https://www.example.com"
-code = 301
-if = "legacy"
-
-[[request_rule]]
-action = "set-header"
-name = "X-Forwarded-Proto"
-value = "{scheme}"
-
-[[request_rule]]
-action = "redirect"
-scheme = "https"
-drop_query = true
-unless = { fetch = "tls" }
-if_not_used = 1
-"#,
-        dir.path(),
-    );
-    let err = cfg.unwrap_err();
-    assert!(err.contains("request_rule[3]"), "{err}");
-    assert!(err.contains("if_not_used"), "{err}");
-
-    let cfg = compile(
-        r#"
+    let rules = r#"
 [[acl]]
 name = "admin_path"
 fetch = "path"
@@ -256,10 +208,16 @@ if = "legacy"
 action = "set-header"
 name = "X-Forwarded-Proto"
 value = "{scheme}"
-"#,
+"#;
+    // A key no action has is named with its rule.
+    let err = compile(
+        &format!("{rules}[[request_rule]]\naction = \"redirect\"\nscheme = \"https\"\nunless = {{ fetch = \"tls\" }}\nif_not_used = 1\n"),
         dir.path(),
     )
-    .unwrap();
+    .unwrap_err();
+    assert!(err.contains("request_rule[3]"), "{err}");
+    assert!(err.contains("if_not_used"), "{err}");
+    let cfg = compile(rules, dir.path()).unwrap();
     let rules = &cfg.rules;
 
     let mut r = req("GET", "/admin/x", "app.example.com");
