@@ -431,12 +431,14 @@ fn basic_auth_checks_bcrypt_and_sha_crypt_users() {
     // SHA-256-crypt as crypt(3) writes them.
     let sha = "$6$saltsalt$KN.twvCyfwE67paW76hS2/bacYkY9PxIhxqYG9vL5bZmIwWBGDJ6mu4HlCosKUBfQwVXKXxXVXPcqdwd1Ip0X/";
     let sha256 = "$5$saltsalt$9k0iflfLhuazVMAUTm0egnVlpP5ays5xBLqSJuoPfB9";
+    // A published bcrypt test vector (`U*U`, cost 5, `$2a$`).
+    let vector = "$2a$05$CCCCCCCCCCCCCCCCCCCCC.E5YPO9kmyuRGyh0XouQYb4YMJKvyOeW";
     let cfg = compile(
         &format!(
             r#"
 [[userlist]]
 name = "admins"
-users = [{{ name = "alice", password = "{bcrypt_hash}" }}, {{ name = "bob", password = "{sha}" }}, {{ name = "carol", insecure_password = "plain" }}, {{ name = "dan", password = "{sha256}" }}]
+users = [{{ name = "alice", password = "{bcrypt_hash}" }}, {{ name = "bob", password = "{sha}" }}, {{ name = "carol", insecure_password = "plain" }}, {{ name = "dan", password = "{sha256}" }}, {{ name = "erin", password = "{vector}" }}]
 [[request_rule]]
 action = "auth"
 realm = "Admin"
@@ -475,6 +477,8 @@ userlist = "admins"
     assert_eq!(try_auth(Some("carol:plain")), None);
     assert!(try_auth(Some("dave:plain")).is_some());
     assert_eq!(try_auth(Some("dan:pass")), None);
+    assert_eq!(try_auth(Some("erin:U*U")), None);
+    assert!(try_auth(Some("erin:U*V")).is_some());
     assert!(try_auth(Some("dan:pas")).is_some());
 }
 
