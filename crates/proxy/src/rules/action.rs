@@ -139,7 +139,8 @@ pub fn location(r: &Redirect, f: &Facts<'_>, maps: &[Map]) -> String {
             out.push_str(s);
             if let Some(h) = f.host().filter(|h| !h.is_empty()) {
                 out.push_str("://");
-                out.push_str(default_port_stripped(h, f.tls));
+                // The Host as sent, port included, as HAProxy writes it.
+                out.push_str(h);
             }
             target(&mut out);
         }
@@ -148,13 +149,6 @@ pub fn location(r: &Redirect, f: &Facts<'_>, maps: &[Map]) -> String {
         out.push('/');
     }
     out
-}
-
-/// `host` without the port when it is the default one of the scheme the
-/// request came in on.
-fn default_port_stripped(host: &str, tls: bool) -> &str {
-    let default = if tls { ":443" } else { ":80" };
-    host.strip_suffix(default).unwrap_or(host)
 }
 
 /// A redirect response.

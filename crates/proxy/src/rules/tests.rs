@@ -271,9 +271,10 @@ if = { fetch = "path", values = ["/old"] }
         loc("/s?q=1", "a.example.com"),
         (308, "https://a.example.com/s?q=1".into())
     );
+    // The Host as sent, port included (what HAProxy 2.6 writes).
     assert_eq!(
         loc("/s", "a.example.com:80"),
-        (308, "https://a.example.com/s".into())
+        (308, "https://a.example.com:80/s".into())
     );
     assert_eq!(loc("/dir?x", "a"), (302, "/dir/".into()));
     assert_eq!(
