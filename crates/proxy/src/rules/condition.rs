@@ -63,15 +63,13 @@ impl<'a> Facts<'a> {
         self.uri.path_and_query().map_or("/", |p| p.as_str())
     }
 
-    /// The first value of query parameter `name` (`url_param`).
+    /// The first value of query parameter `name` (`url_param`):
+    /// parameters start after `?` or `&`, a value ends at `&` or `;`.
     pub fn param(&self, name: &str) -> Option<&'a str> {
-        self.query()?
-            .split('&')
-            .find_map(|kv| match kv.split_once('=') {
-                Some((k, v)) if k == name => Some(v),
-                None if kv == name => Some(""),
-                _ => None,
-            })
+        self.query()?.split('&').find_map(|kv| {
+            let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+            (k == name).then(|| v.split(';').next().unwrap_or(""))
+        })
     }
 
     /// The value of cookie `name` in the request (`req.cook`), the first.
