@@ -72,13 +72,14 @@ impl<'a> Facts<'a> {
         })
     }
 
-    /// The value of cookie `name` in the request (`req.cook`), the first.
+    /// The value of cookie `name` in the request (`req.cook`), the first;
+    /// a value ends at `;` or `,`, as HAProxy reads it.
     pub fn cookie(&self, name: &str) -> Option<&'a str> {
         self.headers
             .get_all(http::header::COOKIE)
             .iter()
             .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(';'))
+            .flat_map(|v| v.split([';', ',']))
             .find_map(|kv| {
                 let (k, v) = kv.trim().split_once('=')?;
                 (k.trim() == name).then(|| v.trim())
