@@ -175,14 +175,21 @@ cp "$CSV" "$out.csv"
     echo
     echo "wrk -t1 -c$CONNS -d${DURATION}s keep-alive, 1 KiB responses, one worker per proxy pinned to CPU 0; medians of $ROUNDS rounds ($(date -u +%F))."
     echo
-    echo "| target | req/s | CPU µs/request | rules/plain CPU |"
-    echo "|---|---|---|---|"
+    echo "| target | req/s | CPU µs/request | rules/plain CPU (medians) | rules/plain CPU (median of each round's ratio) |"
+    echo "|---|---|---|---|---|"
     for t in $TARGETS; do
         cpu=$(median "$CSV" 8 "$t")
         base=$(median "$CSV" 8 "${t%-rules}")
-        r='–'
-        [[ $t == *-rules ]] && r=$(ratio "$cpu" "$base")
-        echo "| $t | $(median "$CSV" 6 "$t") | $cpu | $r |"
+        r='–' paired='–'
+        if [[ $t == *-rules ]]; then
+            r=$(ratio "$cpu" "$base")
+            # The same round's runs share the machine's state: their ratio
+            # is steadier than the ratio of medians on a shared machine.
+            paired=$(awk -F, -v a="$t" -v b="${t%-rules}" 'NR > 1 && $3 == a { x[$1] = $8 } NR > 1 && $3 == b { y[$1] = $8 }
+                END { for (k in x) if (y[k] > 0) print x[k] / y[k] }' "$CSV" | sort -g |
+                awk '{ v[NR] = $1 } END { if (NR == 0) print "n/a"; else if (NR % 2) printf "%.2f", v[(NR + 1) / 2]; else printf "%.2f", (v[NR / 2] + v[NR / 2 + 1]) / 2 }')
+        fi
+        echo "| $t | $(median "$CSV" 6 "$t") | $cpu | $r | $paired |"
     done
 } >"$out.md"
 cat "$out.md"
