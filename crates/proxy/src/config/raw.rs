@@ -8,8 +8,26 @@ use serde::Deserialize;
 /// Top-level sections. Each is deserialized on its own by the validator so
 /// that problems in several sections are all reported.
 pub const TOP_LEVEL_KEYS: &[&str] = &[
-    "global", "timeouts", "limits", "health", "admin", "cluster", "weights", "routing", "listener",
-    "site", "node", "reconfig", "qos",
+    "global",
+    "timeouts",
+    "limits",
+    "health",
+    "admin",
+    "cluster",
+    "weights",
+    "routing",
+    "listener",
+    "site",
+    "node",
+    "reconfig",
+    "qos",
+    "acl",
+    "map",
+    "userlist",
+    "request_rule",
+    "site_rule",
+    "response_rule",
+    "error_page",
 ];
 
 #[derive(Debug, Default, Deserialize)]
@@ -133,6 +151,12 @@ pub struct RawTls {
     #[serde(default)]
     pub certificates: Vec<RawCertPair>,
     pub h2: Option<bool>,
+    /// Client certificates: the CA file they must chain to.
+    pub client_ca: Option<String>,
+    /// "required", "optional" or "none" (HAProxy's `verify`).
+    pub verify: Option<String>,
+    /// A PEM file of certificate revocation lists.
+    pub crl: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

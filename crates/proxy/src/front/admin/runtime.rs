@@ -16,6 +16,10 @@
 //!   initial)` as HAProxy answers;
 //! - `move node NODE site SITE` — through the reconfiguration agent's
 //!   site lock and role-word CAS (`site idle`: the idle pool);
+//! - `show map [MAP]`, `add map MAP KEY VALUE`, `set map MAP KEY VALUE`,
+//!   `del map MAP KEY`, `clear map MAP` — [`maps`]: the rules' maps
+//!   (docs/rules.md), changed at once for every worker, not in the file (a
+//!   reload drops the change, as HAProxy's);
 //! - `help`.
 //!
 //! Answers: 200 with the commands' output when all succeeded; otherwise
@@ -42,6 +46,7 @@ use super::AdminState as Admin;
 use crate::balance::{AdminState, ControlSource, NodeState};
 use crate::reconfig::ClaimOutcome;
 
+mod maps;
 pub mod stat;
 
 /// The endpoint's path.
@@ -192,6 +197,11 @@ set node NODE state ready|drain|maint : change a node's administrative state
 set node NODE weight N|N%            : change a node's weight (N% of its configured weight)
 get weight NODE                      : current and configured weight
 move node NODE site SITE|idle        : move a node through the reconfiguration agent
+show map [MAP]                       : the maps (or one map's entries); MAP is a [[map]] name or file
+add map MAP KEY VALUE                : add an entry (at once, every worker; not written to the file:
+set map MAP KEY VALUE                :   a reload reads the file again and drops the change)
+del map MAP KEY                      : delete a key's entries
+clear map MAP                        : delete every entry
 (HAProxy's `set server SITE/NODE state|weight …`, `set weight SITE/NODE …`,
  `get weight SITE/NODE`, `enable server SITE/NODE`, `disable server SITE/NODE` are accepted)
 ";
@@ -217,10 +227,14 @@ pub async fn run(state: &Admin, command: &str) -> Outcome {
             Ok(format!("{} (initial {})\n", c.weight, c.initial_weight))
         }
         ["move", "node", node, "site", site] => move_node(state, node, site).await,
-        _ => Err(bad(format!(
-            "unknown command or wrong arguments: `{command}` (try `help`)"
-        ))),
+        w => maps::run(state, w).unwrap_or_else(|| unknown(command)),
     }
+}
+
+fn unknown(command: &str) -> Outcome {
+    Err(bad(format!(
+        "unknown command or wrong arguments: `{command}` (try `help`)"
+    )))
 }
 
 /// Finds a node by `NODE` or HAProxy's `SITE/NODE` (the site must then be
