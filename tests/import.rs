@@ -4,4 +4,5 @@
 //! front of the same nginx servers ([`haproxy`]).
 
 mod corpus;
+mod differential;
 mod haproxy;

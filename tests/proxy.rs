@@ -14,6 +14,7 @@ mod proxy_protocol;
 mod restart;
 mod retries;
 mod routing;
+mod rules;
 mod runtime;
 mod stats_page;
 mod stats_socket;

@@ -21,15 +21,15 @@ const DROPPED: &[&str] = &["daemon", "log", "user", "group", "chroot", "pidfile"
 
 /// One listener: its address and whether it is TLS.
 #[derive(Clone, Copy)]
-struct Listen {
-    addr: SocketAddr,
-    tls: bool,
+pub(super) struct Listen {
+    pub addr: SocketAddr,
+    pub tls: bool,
 }
 
 /// `text` with every `bind` (and `listen` address) on a fresh loopback
 /// port, every server at its address in `servers` (allocated on first
 /// use, keyed by backend and server name) and `crt` paths under `dir`.
-fn rewrite(
+pub(super) fn rewrite(
     text: &str,
     dir: &Path,
     servers: &mut Vec<(String, String, SocketAddr)>,
@@ -154,6 +154,29 @@ fn matrix(toml_text: &str) -> (Vec<String>, Vec<String>) {
             let p = p.as_str().unwrap();
             paths.insert(p.to_string());
             paths.insert(format!("{p}more"));
+        }
+    }
+    // Names and prefixes the `[[acl]]`s of site rules test.
+    for acl in value
+        .get("acl")
+        .and_then(|a| a.as_array())
+        .into_iter()
+        .flatten()
+    {
+        let values = acl.get("values").and_then(|v| v.as_array());
+        for v in values.into_iter().flatten().filter_map(|v| v.as_str()) {
+            match acl.get("fetch").and_then(|f| f.as_str()) {
+                Some("host" | "sni") => {
+                    let name = v.trim_start_matches('.');
+                    hosts.insert(name.to_string());
+                    hosts.insert(format!("probe.{name}"));
+                }
+                Some("path") if v.starts_with('/') => {
+                    paths.insert(v.to_string());
+                    paths.insert(format!("{v}more"));
+                }
+                _ => {}
+            }
         }
     }
     (hosts.into_iter().collect(), paths.into_iter().collect())

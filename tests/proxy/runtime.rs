@@ -29,7 +29,7 @@ pub(super) fn nginx_node(dir: &Path, name: &str) -> Option<(GroupNginx, SocketAd
     Some((nginx, app))
 }
 
-fn ctl(config: &Path, command: &str) -> Output {
+pub(super) fn ctl(config: &Path, command: &str) -> Output {
     Command::new(RDMALB)
         .arg("ctl")
         .arg("-c")
@@ -40,7 +40,7 @@ fn ctl(config: &Path, command: &str) -> Output {
         .expect("run rdmalb ctl")
 }
 
-fn ctl_ok(config: &Path, command: &str) -> String {
+pub(super) fn ctl_ok(config: &Path, command: &str) -> String {
     let out = ctl(config, command);
     assert!(
         out.status.success(),

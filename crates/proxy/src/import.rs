@@ -17,11 +17,14 @@
 
 mod access;
 mod acl;
+mod action;
 mod bind;
 mod compression;
+mod cond;
 mod lexer;
 mod map;
 mod probe;
+mod rules;
 mod sections;
 mod site;
 mod stats;
@@ -103,7 +106,15 @@ impl Imported {
 pub fn import(text: &str, dir: &Path) -> Imported {
     let (lines, mut notes) = lexer::lex(text);
     let haproxy = sections::read(&lines, &mut notes);
-    let toml = map::map(&haproxy, dir, &mut notes);
+    // Sites' hosts and path prefixes when they say what the `use_backend`
+    // rules say; else every rule as a `[[site_rule]]`.
+    let mut by_hosts = Vec::new();
+    let mut toml = map::map(&haproxy, dir, &mut by_hosts, false);
+    if map::needs_site_rules(&haproxy, &by_hosts) {
+        toml = map::map(&haproxy, dir, &mut notes, true);
+    } else {
+        notes.append(&mut by_hosts);
+    }
     notes.sort();
     notes.dedup();
     Imported { toml, notes }

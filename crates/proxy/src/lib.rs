@@ -21,6 +21,7 @@ pub mod import;
 pub mod proxy_protocol;
 pub mod qos;
 pub mod reconfig;
+pub mod rules;
 
 #[cfg(test)]
 mod fixtures;

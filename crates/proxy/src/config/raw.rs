@@ -22,6 +22,13 @@ pub const TOP_LEVEL_KEYS: &[&str] = &[
     "reconfig",
     "qos",
     "stats_socket",
+    "acl",
+    "map",
+    "userlist",
+    "request_rule",
+    "site_rule",
+    "response_rule",
+    "error_page",
 ];
 
 #[derive(Debug, Default, Deserialize)]
@@ -156,6 +163,12 @@ pub struct RawTls {
     #[serde(default)]
     pub certificates: Vec<RawCertPair>,
     pub h2: Option<bool>,
+    /// Client certificates: the CA file they must chain to.
+    pub client_ca: Option<String>,
+    /// "required", "optional" or "none" (HAProxy's `verify`).
+    pub verify: Option<String>,
+    /// A PEM file of certificate revocation lists.
+    pub crl: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -34,6 +34,9 @@ pub struct Config {
     pub qos: Qos,
     /// `[[stats_socket]]`: HAProxy's stats sockets.
     pub stats_sockets: Vec<StatsSocket>,
+    /// `[[acl]]`, `[[map]]`, `[[request_rule]]`, `[[site_rule]]`,
+    /// `[[response_rule]]`, `[[userlist]]`, `[[error_page]]`, compiled.
+    pub rules: std::sync::Arc<crate::rules::Rules>,
 }
 
 impl Config {
@@ -406,6 +409,20 @@ pub struct Tls {
     pub certificates: Vec<CertPair>,
     /// Offer HTTP/2 by ALPN (default true).
     pub h2: bool,
+    /// Client certificates (mTLS), HAProxy's `ca-file`, `verify`,
+    /// `crl-file`.
+    pub client_auth: Option<ClientAuth>,
+}
+
+/// `tls.client_ca`, `tls.verify`, `tls.crl` of a listener.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientAuth {
+    pub ca: PathBuf,
+    /// `verify = "required"`: a client without a certificate is refused
+    /// in the handshake; `"optional"`: it may connect without one (a
+    /// certificate it sends must still verify, as HAProxy's).
+    pub required: bool,
+    pub crl: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone)]

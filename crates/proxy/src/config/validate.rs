@@ -303,7 +303,8 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
         }
         let key = format!("site[{i}] ({name})");
         let mut hosts = Vec::new();
-        if s.hosts.is_empty() {
+        // A site only `[[site_rule]]`s route to needs no hosts.
+        if s.hosts.is_empty() && !table.contains_key("site_rule") {
             c.add(
                 format!("{key}.hosts"),
                 "empty (expected host names such as [\"www.example.com\", \"*.example.com\"])",
@@ -635,6 +636,9 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
     let reconfig = super::reconfig::validate(&mut c, raw_reconfig, &global, &cluster, &nodes);
     let qos = super::qos::validate(&mut c, raw_qos);
     let stats_sockets = super::stats_socket::validate(&mut c, raw_stats_sockets);
+    let listener_names: Vec<String> = listeners.iter().map(|l| l.name.clone()).collect();
+    let rules =
+        crate::rules::config::validate(&mut c, &table, &site_index, sites.len(), &listener_names);
 
     c.finish(Config {
         source: file.to_path_buf(),
@@ -651,6 +655,7 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
         reconfig,
         qos,
         stats_sockets,
+        rules: std::sync::Arc::new(rules),
     })
 }
 

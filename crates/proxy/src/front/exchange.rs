@@ -67,6 +67,9 @@ pub struct Exchange {
     pub outcome_pending: bool,
     /// What the client accepts for a compressed response (`[site.compression]`).
     pub compress: Offer,
+    /// The request's target as the rules left it, kept for response rules
+    /// (only when some are configured).
+    pub rule_uri: Option<http::Uri>,
     done: bool,
 }
 
@@ -109,6 +112,7 @@ impl Exchange {
             error: None,
             outcome_pending: false,
             compress: Offer::default(),
+            rule_uri: None,
             done: false,
         }
     }

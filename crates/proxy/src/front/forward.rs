@@ -24,6 +24,7 @@
 mod answer;
 mod attempt;
 mod retry;
+mod rules;
 pub use answer::{error, Reply};
 pub use retry::RetryReason;
 
@@ -84,7 +85,7 @@ macro_rules! phase {
 /// costs copies of the request's state (measured with callgrind).
 pub async fn handle(
     ctx: Arc<ConnCtx>,
-    mut req: Request<Incoming>,
+    req: Request<Incoming>,
 ) -> Result<Response<ResponseBody>, Infallible> {
     let start = Instant::now();
     ctx.conn.request_started();
@@ -96,7 +97,15 @@ pub async fn handle(
         ms(ctx.conn.head_elapsed(start))
     };
     let present = phase!(ex, request_filter(&ctx, &snap, &req));
-    let (site, host) = phase!(ex, choose_site(&mut ex, &snap, &req));
+    let req = phase!(
+        ex,
+        rules::request(&ctx, &snap, &snap.config.rules.request, req)
+    );
+    let (site, mut host) = phase!(ex, choose_site(&mut ex, &ctx, &snap, &req));
+    let mut req = phase!(ex, site_request(&ctx, &snap, site, req, &mut host));
+    if snap.config.rules.wants_response_uri(site) {
+        ex.rule_uri = Some(req.uri().clone());
+    }
     let admit_wait = phase!(ex, admit(&mut ex, &snap, site).await);
     let upgrade = headers::is_upgrade_request(req.version(), req.headers(), present);
     let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
@@ -146,6 +155,7 @@ fn request_filter<B>(ctx: &ConnCtx, snap: &Snapshot, req: &Request<B>) -> Result
 /// bump for HTTP/1, one small copy for a target's authority.
 fn choose_site<B>(
     ex: &mut Exchange,
+    ctx: &ConnCtx,
     snap: &Snapshot,
     req: &Request<B>,
 ) -> Result<(usize, Option<HeaderValue>), Stop> {
@@ -160,11 +170,37 @@ fn choose_site<B>(
         None => req.headers().get(header::HOST).cloned(),
     };
     let host_str = host.as_ref().and_then(|h| h.to_str().ok());
-    let Some(site) = snap.routes.route(host_str, req.uri().path()) else {
+    // `[[site_rule]]`s first (HAProxy's use_backend), then the sites'
+    // hosts and path prefixes.
+    let chosen = match rules::site(ctx, snap, req)? {
+        Some(by_rule) => Some(by_rule),
+        None => snap.routes.route(host_str, req.uri().path()),
+    };
+    let Some(site) = chosen else {
         return Err(ErrorKind::NoSite.into());
     };
     ex.routed(site);
     Ok((site, host))
+}
+
+/// Phase 2, continued: the chosen site's own request rules (HAProxy's
+/// backend `http-request`). A Host they set is the one the node gets.
+fn site_request<B>(
+    ctx: &ConnCtx,
+    snap: &Snapshot,
+    site: usize,
+    req: Request<B>,
+    host: &mut Option<HeaderValue>,
+) -> Result<Request<B>, Stop> {
+    let list = snap.config.rules.of_site(site);
+    if list.is_empty() {
+        return Ok(req);
+    }
+    let req = rules::request(ctx, snap, list, req)?;
+    if req.uri().authority().is_none() {
+        *host = req.headers().get(header::HOST).cloned();
+    }
+    Ok(req)
 }
 
 /// Phase 3: the proxy-wide admission queue (`[qos]`); waits only when the

@@ -406,6 +406,7 @@ async fn accepted(
             if tls { "https" } else { "http" },
         ),
         conn: Arc::new(ConnShared::new(Instant::now())),
+        tls_info: std::sync::OnceLock::new(),
     }))
 }
 
@@ -446,6 +447,16 @@ async fn serve_tls(
             return;
         }
     };
+    let session = stream.get_ref().1;
+    let _ = ctx.tls_info.set(super::state::TlsInfo {
+        sni: session.server_name().map(Into::into),
+        // A certificate the client sent has verified: the handshake
+        // would have failed otherwise (HAProxy's `ssl_c_verify` 0).
+        cert: crate::rules::ClientCert {
+            present: session.peer_certificates().is_some_and(|c| !c.is_empty()),
+            verify: 0,
+        },
+    });
     // ALPN decides (RFC 9113 section 3.2); no ALPN is HTTP/1.1.
     let protocol = match stream.get_ref().1.alpn_protocol() {
         Some(b"h2") => Protocol::Http2,

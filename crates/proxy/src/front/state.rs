@@ -141,4 +141,15 @@ pub struct ConnCtx {
     /// Forwarding-header text for this client, formatted once.
     pub client_id: ClientId,
     pub conn: Arc<ConnShared>,
+    /// What the TLS handshake told (SNI, client certificate), set once it
+    /// completed; unset on plain connections.
+    pub tls_info: std::sync::OnceLock<TlsInfo>,
+}
+
+/// What a TLS handshake told about the client, for rule conditions.
+#[derive(Debug, Clone, Default)]
+pub struct TlsInfo {
+    /// The server name the client asked for (SNI).
+    pub sni: Option<Box<str>>,
+    pub cert: crate::rules::ClientCert,
 }

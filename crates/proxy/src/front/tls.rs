@@ -7,11 +7,11 @@ use std::fmt;
 use std::sync::Arc;
 
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
-use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
 use rustls::sign::CertifiedKey;
 
 use super::error::ProxyError;
-use crate::config::Tls;
+use crate::config::{ClientAuth, Tls};
 
 /// Picks the first certificate valid for the client's server name (exact or
 /// wildcard SAN, as webpki checks it), else the first one.
@@ -56,6 +56,36 @@ impl ResolvesServerCert for SniResolver {
     }
 }
 
+/// The verifier of client certificates (HAProxy's `ca-file`, `verify`,
+/// `crl-file`): they must chain to the CA and not be revoked; with
+/// `verify optional` a client may send none.
+fn client_verifier(
+    auth: &ClientAuth,
+    provider: Arc<rustls::crypto::CryptoProvider>,
+) -> Result<Arc<dyn rustls::server::danger::ClientCertVerifier>, String> {
+    let pem = |p: &std::path::Path| {
+        std::fs::read(p).map_err(|e| format!("cannot read {}: {e}", p.display()))
+    };
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_pemfile::certs(&mut pem(&auth.ca)?.as_slice()) {
+        let cert = cert.map_err(|e| format!("{}: bad PEM: {e}", auth.ca.display()))?;
+        roots
+            .add(cert)
+            .map_err(|e| format!("{}: {e}", auth.ca.display()))?;
+    }
+    let mut b = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
+    if let Some(crl) = &auth.crl {
+        let crls = rustls_pemfile::crls(&mut pem(crl)?.as_slice())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| format!("{}: bad PEM: {e}", crl.display()))?;
+        b = b.with_crls(crls);
+    }
+    if !auth.required {
+        b = b.allow_unauthenticated();
+    }
+    b.build().map_err(|e| e.to_string())
+}
+
 /// Loads the listener's certificates and builds its TLS acceptor config.
 pub fn server_config(listener: &str, tls: &Tls) -> Result<Arc<rustls::ServerConfig>, ProxyError> {
     let err = |message: String| ProxyError::Tls {
@@ -95,11 +125,16 @@ pub fn server_config(listener: &str, tls: &Tls) -> Result<Arc<rustls::ServerConf
     if keys.is_empty() {
         return Err(err("no certificate configured".into()));
     }
-    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+    let builder = rustls::ServerConfig::builder_with_provider(Arc::clone(&provider))
         .with_safe_default_protocol_versions()
-        .map_err(|e| err(e.to_string()))?
-        .with_no_client_auth()
-        .with_cert_resolver(Arc::new(SniResolver { keys }));
+        .map_err(|e| err(e.to_string()))?;
+    let builder = match &tls.client_auth {
+        None => builder.with_no_client_auth(),
+        Some(auth) => {
+            builder.with_client_cert_verifier(client_verifier(auth, provider).map_err(err)?)
+        }
+    };
+    let mut config = builder.with_cert_resolver(Arc::new(SniResolver { keys }));
     config.alpn_protocols = if tls.h2 {
         vec![b"h2".to_vec(), b"http/1.1".to_vec()]
     } else {

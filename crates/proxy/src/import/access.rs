@@ -40,39 +40,38 @@ const NEUTRAL_ACTIONS: &[&str] = &[
     "accept",
 ];
 
-/// The note for an `http-request`, `tcp-request`, `http-response`,
-/// `http-after-response`, `tcp-response` or `redirect` line of a proxy.
+/// The note for a `tcp-request` or `tcp-response` line of a proxy.
 pub fn rule(line: &Line) -> Note {
+    dropped(line, "rdmalb has no TCP rules")
+}
+
+/// The note for a rule line that is not carried over, `why`: a routing
+/// change (exit 3) unless its action changes nothing a backend or a
+/// client sees.
+pub fn dropped(line: &Line, why: &str) -> Note {
     let kw = line.keyword();
     let n = line.number;
+    let text = line.words.join(" ");
     if kw == "redirect" {
-        return Note::new(
-            n,
-            kw,
-            Kind::Routing,
-            format!(
-                "`{}` dropped: rdmalb has no request rules, so these requests reach a backend instead of being redirected",
-                line.words.join(" ")
-            ),
-        );
+        return Note::new(n, kw, Kind::Routing, format!("`{text}` not carried over ({why}), so these requests reach a backend instead of being redirected"));
     }
-    let response_side = matches!(kw, "http-response" | "http-after-response" | "tcp-response");
     // `tcp-request connection|session|content <action>`; `http-request <action>`.
     let action_at = if kw.starts_with("tcp-") { 2 } else { 1 };
     // `set-var(txn.x)`, `sc-inc-gpc(0,1)`: the action is the name before `(`.
     let word = line.word(action_at);
     let action = word.split_once('(').map_or(word, |(a, _)| a);
+    let response_side = matches!(kw, "http-response" | "http-after-response" | "tcp-response");
     let neutral = action.starts_with("track-sc")
         || action.starts_with("sc-")
         || NEUTRAL_ACTIONS.contains(&action)
-        || (kw == "tcp-request" && line.word(1) == "inspect-delay");
-    if response_side || neutral {
-        return Note::new(
-            n,
-            kw,
-            Kind::Unsupported,
-            "not supported: rdmalb has no request or response rules".into(),
-        );
+        || (kw == "tcp-request" && line.word(1) == "inspect-delay")
+        || (response_side
+            && !matches!(
+                action,
+                "deny" | "return" | "redirect" | "reject" | "silent-drop"
+            ));
+    if neutral {
+        return Note::new(n, kw, Kind::Unsupported, format!("not supported: `{text}` ({why}); which backend a request reaches, and whether it may, do not change"));
     }
     let effect = match action {
         "deny" | "reject" | "silent-drop" | "tarpit" => "the requests it refuses reach a backend",
@@ -99,29 +98,18 @@ pub fn rule(line: &Line) -> Note {
         n,
         kw,
         Kind::Routing,
-        format!(
-            "`{}` dropped: rdmalb has no request rules, so {effect}",
-            line.words.join(" ")
-        ),
+        format!("`{text}` not carried over ({why}), so {effect}"),
     )
 }
 
-/// Notes for `bind` options that decide who may connect: `verify
-/// required|optional` (client certificates) and the CA they name.
-pub fn bind_option(line: &Line, option: &str, value: &str, notes: &mut Vec<Note>) {
-    let (kind, why) = match (option, value) {
-        ("verify", "required") => (
-            Kind::Routing,
-            "`verify required` dropped: rdmalb accepts TLS clients without a certificate on this listener".to_string(),
-        ),
-        ("verify", "optional") => (
-            Kind::Routing,
-            "`verify optional` dropped: client certificates are not asked for, so rules testing them see none".to_string(),
-        ),
-        ("verify", "none") => return,
-        _ => (Kind::Unsupported, format!("bind option `{option}` not supported")),
-    };
-    notes.push(Note::new(line.number, "bind", kind, why));
+/// The note for a `bind` option the importer does not carry over.
+pub fn bind_option(line: &Line, option: &str, _value: &str, notes: &mut Vec<Note>) {
+    notes.push(Note::new(
+        line.number,
+        "bind",
+        Kind::Unsupported,
+        format!("bind option `{option}` not supported"),
+    ));
 }
 
 /// `option forwardfor [except <network>] [header <name>] [if-none]`: the
@@ -181,12 +169,13 @@ mod tests {
             "http-request set-header X-Site a",
             "http-request set-path /x",
             "http-request lua.check",
+            "http-response deny if { status 500 }",
             "tcp-request connection reject if bad",
             "tcp-request content silent-drop",
             "tcp-request connection expect-proxy layer4 if lb",
             "redirect prefix https://www.example.com code 301",
         ] {
-            let note = rule(&line(text));
+            let note = dropped(&line(text), "a test");
             assert_eq!(note.kind, Kind::Routing, "{text}");
             assert_eq!(note.line, 7);
             assert!(note.why.contains(text), "{text}: {}", note.why);
@@ -194,7 +183,7 @@ mod tests {
     }
 
     #[test]
-    fn bookkeeping_rules_and_response_rules_are_not() {
+    fn bookkeeping_rules_are_not() {
         for text in [
             "http-request track-sc0 src",
             "http-request set-var(txn.x) str(a)",
@@ -205,21 +194,17 @@ mod tests {
             "http-response set-header X-Frame-Options DENY",
             "http-after-response del-header server",
         ] {
-            assert_eq!(rule(&line(text)).kind, Kind::Unsupported, "{text}");
+            assert_eq!(
+                dropped(&line(text), "a test").kind,
+                Kind::Unsupported,
+                "{text}"
+            );
         }
     }
 
     #[test]
-    fn verify_required_and_forwardfor_arguments_are_routing_changes() {
-        let l = line("bind :443 ssl crt a.pem verify required ca-file ca.pem");
-        let mut notes = Vec::new();
-        bind_option(&l, "verify", "required", &mut notes);
-        bind_option(&l, "verify", "none", &mut notes);
-        bind_option(&l, "ca-file", "ca.pem", &mut notes);
-        assert_eq!(notes.len(), 2);
-        assert_eq!(notes[0].kind, Kind::Routing);
-        assert_eq!(notes[1].kind, Kind::Unsupported);
-
+    fn forwardfor_arguments_are_routing_changes() {
+        let l = line("bind :443 ssl crt a.pem");
         let mut notes = Vec::new();
         let args = |t: &str| t.split_whitespace().map(str::to_string).collect::<Vec<_>>();
         forwardfor(&l, &args("header X-Forwarded-For"), &mut notes);

@@ -8,6 +8,19 @@ use super::sections::Proxy;
 use super::site::{q, site_name};
 use super::{Kind, Note};
 
+/// The names of a frontend's listeners, one per bound address.
+pub(super) fn names(f: &Proxy) -> Vec<String> {
+    (0..f.binds.len())
+        .map(|i| {
+            if i == 0 {
+                site_name(&f.name)
+            } else {
+                format!("{}-{}", site_name(&f.name), i + 1)
+            }
+        })
+        .collect()
+}
+
 pub(super) fn listeners(
     out: &mut String,
     frontends: &[&Proxy],
@@ -16,12 +29,7 @@ pub(super) fn listeners(
     notes: &mut Vec<Note>,
 ) {
     for f in frontends {
-        for (i, b) in f.binds.iter().enumerate() {
-            let name = if i == 0 {
-                site_name(&f.name)
-            } else {
-                format!("{}-{}", site_name(&f.name), i + 1)
-            };
+        for (b, name) in f.binds.iter().zip(names(f)) {
             write!(
                 out,
                 "\n[[listener]]\nname = {}\nlisten = {}\n",
@@ -58,7 +66,17 @@ pub(super) fn listeners(
                     };
                     pairs.extend(certificates(&crt, dir, b.line, notes));
                 }
-                writeln!(out, "tls = {{ h2 = {}, certificates = [", b.h2).ok();
+                write!(out, "tls = {{ h2 = {}, ", b.h2).ok();
+                // `verify none` (HAProxy's default) asks for no certificate.
+                if b.client_auth
+                    .iter()
+                    .any(|(k, v)| *k == "verify" && v != "none")
+                {
+                    for (k, v) in &b.client_auth {
+                        write!(out, "{k} = {}, ", q(v)).ok();
+                    }
+                }
+                out.push_str("certificates = [\n");
                 for (cert, key) in pairs {
                     writeln!(out, "  {{ cert = {}, key = {} }},", q(&cert), q(&key)).ok();
                 }

@@ -14,7 +14,24 @@ use super::sections::{Haproxy, Proxy, Role, Server};
 use super::site::{backend_site_name, q, site_name, Routed, Site};
 use super::{Kind, Note};
 
-pub fn map(h: &Haproxy, dir: &Path, notes: &mut Vec<Note>) -> String {
+/// Whether the `use_backend` rules need `[[site_rule]]`s: a dynamic
+/// backend name, or the hosts-and-prefixes mapping (its notes in `notes`)
+/// changed or approximated a rule.
+pub fn needs_site_rules(h: &Haproxy, notes: &[Note]) -> bool {
+    h.proxies
+        .iter()
+        .any(|p| p.rules.iter().any(|r| r.backend.contains('%')))
+        || notes.iter().any(|n| {
+            (matches!(n.directive.as_str(), "use_backend" | "acl")
+                && !n.why.starts_with("no http backend named"))
+                || (matches!(n.directive.as_str(), "frontend" | "listen")
+                    && n.why.contains("routes differently"))
+        })
+}
+
+/// The rdmalb configuration; `by_rules`: the `use_backend` rules become
+/// `[[site_rule]]`s (`import::rules`) and the sites take no hosts.
+pub fn map(h: &Haproxy, dir: &Path, notes: &mut Vec<Note>, by_rules: bool) -> String {
     let mut out = String::from(
         "# Made by `rdmalb import` from an HAProxy configuration; review the notes it printed.\n",
     );
@@ -58,9 +75,24 @@ pub fn map(h: &Haproxy, dir: &Path, notes: &mut Vec<Note>) -> String {
     let mut default: Option<String> = None;
     let mut first_signature: Option<(String, String)> = None;
     for f in &frontends {
-        acl::approximations(&f.acls, notes);
         let mut mine = Vec::new();
-        for r in &f.rules {
+        if !by_rules {
+            // Only the ACLs routing uses: the others are request rules'.
+            let routing: Vec<_> = f
+                .acls
+                .iter()
+                .filter(|a| {
+                    f.rules.iter().any(|r| {
+                        r.condition.as_ref().is_some_and(|(_, w)| {
+                            w.iter().any(|w| w.trim_start_matches('!') == a.name)
+                        })
+                    })
+                })
+                .cloned()
+                .collect();
+            acl::approximations(&routing, notes);
+        }
+        for r in f.rules.iter().filter(|_| !by_rules) {
             if !backends.iter().any(|b| b.name == r.backend) {
                 notes.push(Note::new(
                     r.line,
@@ -102,7 +134,7 @@ pub fn map(h: &Haproxy, dir: &Path, notes: &mut Vec<Note>) -> String {
                 first_signature = Some(signature);
                 default = fdefault;
             }
-            Some(first) if *first != signature && !f.binds.is_empty() => notes.push(Note::new(
+            Some(first) if *first != signature && !f.binds.is_empty() && !by_rules => notes.push(Note::new(
                 f.line,
                 f.role_word(),
                 Kind::Routing,
@@ -285,12 +317,14 @@ pub fn map(h: &Haproxy, dir: &Path, notes: &mut Vec<Note>) -> String {
     }
     let level = h.global.comp_maxlevel.as_ref().map(|l| l.value);
     for s in &sites {
+        let default = if by_rules { None } else { default.as_deref() };
         site(
             &mut out,
             s,
-            default.as_deref(),
+            default,
             &health_path,
             any_taken,
+            by_rules,
             notes,
         );
         let own = Some(&s.backend.compression).filter(|c| c.enabled());
@@ -299,6 +333,9 @@ pub fn map(h: &Haproxy, dir: &Path, notes: &mut Vec<Note>) -> String {
         }
     }
     nodes(&mut out, &sites, notes);
+    out.push_str(&super::rules::rules(
+        h, &frontends, &backends, by_rules, notes,
+    ));
     for empty in ["\n[timeouts]\n\n", "\n[limits]\n\n", "\n[health]\n\n"] {
         out = out.replace(empty, "\n");
     }
@@ -613,10 +650,15 @@ fn site(
     default: Option<&str>,
     health_path: &str,
     any_taken: bool,
+    by_rules: bool,
     notes: &mut Vec<Note>,
 ) {
     write!(out, "\n[[site]]\nname = {}\n", q(&s.name)).ok();
-    if s.hosts.is_empty() && default == Some(s.backend.name.as_str()) && !any_taken {
+    if by_rules {
+        out.push_str(
+            "# Reached by the [[site_rule]]s below (or as global.default_site).\nhosts = []\n",
+        );
+    } else if s.hosts.is_empty() && default == Some(s.backend.name.as_str()) && !any_taken {
         // `*` for every path is what the default backend takes in HAProxy:
         // whatever no rule matches (the lowest precedence in rdmalb too).
         out.push_str("hosts = [\"*\"]\n");

@@ -56,6 +56,8 @@ pub struct Bind {
     pub crt: Option<Vec<String>>,
     pub h2: bool,
     pub accept_proxy: bool,
+    /// `verify`, `ca-file`, `crl-file`: the TOML keys they become.
+    pub client_auth: Vec<(&'static str, String)>,
 }
 
 /// `acl <name> <criterion> [flags] <patterns>`.
@@ -122,6 +124,9 @@ pub struct Proxy {
     pub maxconn: Option<At<u64>>,
     pub monitor: super::stats::Monitor,
     pub compression: super::compression::Comp,
+    /// `http-request`, `http-response`, `redirect`, `errorfile` and
+    /// `http-error` lines, in order (`import::rules` translates them).
+    pub http_lines: Vec<Line>,
 }
 
 impl Proxy {
@@ -147,6 +152,7 @@ impl Proxy {
             maxconn: None,
             monitor: Default::default(),
             compression: Default::default(),
+            http_lines: Vec::new(),
         }
     }
 
@@ -161,6 +167,8 @@ impl Proxy {
 pub struct Haproxy {
     pub global: Global,
     pub proxies: Vec<Proxy>,
+    /// `userlist` sections: the section line and its lines.
+    pub userlists: Vec<(Line, Vec<Line>)>,
 }
 
 /// Reads the directives into sections; notes what is not mapped.
@@ -170,6 +178,7 @@ pub fn read(lines: &[Line], notes: &mut Vec<Note>) -> Haproxy {
     let mut current: Option<Proxy> = None;
     let mut in_global = false;
     let mut skipping = false;
+    let mut in_userlist = false;
     for line in lines {
         let kw = line.keyword();
         let role = match kw {
@@ -181,8 +190,7 @@ pub fn read(lines: &[Line], notes: &mut Vec<Note>) -> Haproxy {
         };
         let other_section = matches!(
             kw,
-            "userlist"
-                | "peers"
+            "peers"
                 | "resolvers"
                 | "cache"
                 | "program"
@@ -191,9 +199,15 @@ pub fn read(lines: &[Line], notes: &mut Vec<Note>) -> Haproxy {
                 | "ring"
                 | "fcgi-app"
         );
-        if role.is_some() || other_section || kw == "global" {
+        if role.is_some() || other_section || kw == "global" || kw == "userlist" {
             finish(&mut current, &mut defaults, &mut out);
             in_global = kw == "global";
+            in_userlist = kw == "userlist";
+            if in_userlist {
+                out.userlists.push((line.clone(), Vec::new()));
+                skipping = false;
+                continue;
+            }
             skipping = other_section;
             if other_section {
                 notes.push(Note::new(
@@ -229,6 +243,12 @@ pub fn read(lines: &[Line], notes: &mut Vec<Note>) -> Haproxy {
                     bind(&mut p, line, 2, notes);
                 }
                 current = Some(p);
+            }
+            continue;
+        }
+        if in_userlist {
+            if let Some((_, lines)) = out.userlists.last_mut() {
+                lines.push(line.clone());
             }
             continue;
         }
@@ -272,6 +292,10 @@ fn inherit(d: &Proxy, role: Role, name: &str, line: usize) -> Proxy {
     p.binds.clear();
     p.acls.clear();
     p.rules.clear();
+    // Error pages carry over from defaults; rules only from named ones,
+    // which the importer does not read.
+    p.http_lines
+        .retain(|l| matches!(l.keyword(), "errorfile" | "http-error"));
     p
 }
 
@@ -401,13 +425,6 @@ fn directive(p: &mut Proxy, line: &Line, notes: &mut Vec<Note>) {
                     return;
                 }
             };
-            if line.word(1).contains('%') {
-                note(
-                    Kind::Routing,
-                    "dynamic backend names (log-format) are not supported; rule dropped".into(),
-                );
-                return;
-            }
             p.rules.push(Rule {
                 line: n,
                 backend: line.word(1).to_string(),
@@ -459,15 +476,17 @@ fn directive(p: &mut Proxy, line: &Line, notes: &mut Vec<Note>) {
         "http-request"
         | "http-response"
         | "http-after-response"
-        | "tcp-request"
-        | "tcp-response"
-        | "redirect" => notes.push(super::access::rule(line)),
+        | "redirect"
+        | "errorfile"
+        | "http-error" => p.http_lines.push(line.clone()),
+        "tcp-request" | "tcp-response" => notes.push(super::access::rule(line)),
         "stick-table" | "stick" | "cookie" | "use-server" | "hash-type" => note(
             Kind::Unsupported,
             "not supported: rdmalb has no session stickiness".into(),
         ),
-        "capture" | "unique-id-format" | "unique-id-header" | "log-format" | "errorfile"
-        | "stats" => note(Kind::Unsupported, "not supported".into()),
+        "capture" | "unique-id-format" | "unique-id-header" | "log-format" | "stats" => {
+            note(Kind::Unsupported, "not supported".into())
+        }
         "monitor-uri" | "monitor" => {
             let acls: Vec<(String, Vec<String>)> = p
                 .acls
@@ -485,6 +504,7 @@ fn bind(p: &mut Proxy, line: &Line, at: usize, notes: &mut Vec<Note>) {
     let n = line.number;
     let mut crt = Vec::new();
     let (mut ssl, mut h2, mut accept_proxy) = (false, false, false);
+    let mut client_auth = Vec::new();
     let mut i = at + 1;
     while i < line.words.len() {
         let w = line.word(i);
@@ -499,10 +519,19 @@ fn bind(p: &mut Proxy, line: &Line, at: usize, notes: &mut Vec<Note>) {
                 i += 1;
             }
             "accept-proxy" => accept_proxy = true,
+            "verify" | "ca-file" | "crl-file" => {
+                let key = match w {
+                    "verify" => "verify",
+                    "ca-file" => "client_ca",
+                    _ => "crl",
+                };
+                client_auth.push((key, line.word(i + 1).to_string()));
+                i += 1;
+            }
             "v4v6" | "v6only" => {}
             "name" | "ciphers" | "ciphersuites" | "ssl-min-ver" | "ssl-max-ver" | "curves"
-            | "ecdhe" | "process" | "crt-list" | "ca-file" | "verify" | "interface" | "mss"
-            | "maxconn" | "npn" | "thread" | "level" | "mode" | "user" | "group" => {
+            | "ecdhe" | "process" | "crt-list" | "interface" | "mss" | "maxconn" | "npn"
+            | "thread" | "level" | "mode" | "user" | "group" => {
                 super::access::bind_option(line, w, line.word(i + 1), notes);
                 i += 1;
             }
@@ -532,6 +561,7 @@ fn bind(p: &mut Proxy, line: &Line, at: usize, notes: &mut Vec<Note>) {
                 crt: ssl.then(|| crt.clone()),
                 h2,
                 accept_proxy,
+                client_auth: client_auth.clone(),
             }),
             None => notes.push(Note::new(
                 n,

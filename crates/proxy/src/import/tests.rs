@@ -34,6 +34,32 @@ fn parsed(i: &Imported) -> crate::config::Config {
 
 const HEAD: &str = "defaults\n    mode http\n    timeout connect 5s\n";
 
+/// The site a GET for `host` and `path` from 192.0.2.1 on `listener`
+/// reaches: the site rules, then the sites' hosts (what the proxy does).
+fn reached(c: &crate::config::Config, listener: &str, host: &str, path: &str) -> Option<String> {
+    use crate::rules::{Chosen, ClientCert, Conn};
+    let conn = Conn {
+        client: "192.0.2.1".parse().unwrap(),
+        listener,
+        tls: false,
+        sni: None,
+        cert: ClientCert::default(),
+    };
+    let mut headers = http::HeaderMap::new();
+    headers.insert(http::header::HOST, host.parse().unwrap());
+    let uri: http::Uri = path.parse().unwrap();
+    let site = match c
+        .rules
+        .choose_site(&conn, &http::Method::GET, &uri, &headers)
+    {
+        Chosen::Site(s) => Some(s),
+        Chosen::Default => c.global.default_site,
+        Chosen::NoRule => crate::front::route::RouteTable::build(c).route(Some(host), path),
+        Chosen::Answer(_) => None,
+    };
+    site.map(|s| c.sites[s].name.clone())
+}
+
 #[test]
 fn lexer_comments_quotes_and_escapes() {
     assert_eq!(
@@ -206,43 +232,46 @@ fn earlier_general_rules_keep_their_order_over_later_specific_ones() {
 }
 
 #[test]
-fn areas_one_site_cannot_hold_are_routing_notes() {
+fn areas_one_site_cannot_hold_become_site_rules() {
     // `x` is reached by a.com (all paths) and b.com/x/ only: one site has one
-    // host list × one prefix list, so b.com/ would reach `x` as well.
+    // host list × one prefix list, so the rules become site rules.
     let i = imported(&format!(
         "{HEAD}frontend web\n    bind :80\n\
          \x20   use_backend x if {{ hdr(host) -i a.com }} || {{ hdr(host) -i b.com }} {{ path_beg /x/ }}\n\
          \x20   default_backend www\n\
          backend x\n    server a 10.0.0.1:80\nbackend www\n    server s 10.0.0.2:80\n"
     ));
-    assert!(i.changes_routing());
-    assert!(has_note(&i, 6, "not expressible as rdmalb sites: Host `b.com` path `/` reaches backend `www` in HAProxy, `x` in rdmalb"), "{:?}", notes(&i));
+    assert!(!i.changes_routing(), "{:?}", notes(&i));
+    assert!(
+        i.toml
+            .contains("[[site_rule]]\nsite = \"x\"\nif = \"line6_1 || line6_2 line6_3\""),
+        "{}",
+        i.toml
+    );
+    let c = parsed(&i);
+    assert_eq!(reached(&c, "web", "b.com", "/").as_deref(), Some("www"));
+    assert_eq!(reached(&c, "web", "b.com", "/x/y").as_deref(), Some("x"));
+    assert_eq!(reached(&c, "web", "A.com", "/").as_deref(), Some("x"));
 }
 
 #[test]
-fn negation_and_unknown_criteria_are_routing_notes() {
+fn negations_unless_and_source_tests_are_carried_exactly() {
     let i = imported(&format!(
-        "{HEAD}frontend web\n    bind :80\n    acl admin src 10.0.0.0/8\n    acl st path_beg /s/\n\
+        "{HEAD}frontend web\n    bind :80\n    acl admin src 192.0.2.0/24\n    acl st path_beg /s/\n\
          \x20   use_backend a if st !admin\n    use_backend b if admin\n    use_backend c unless st\n\
          backend a\n    server a 10.0.0.1:80\nbackend b\n    server b 10.0.0.2:80\nbackend c\n    server c 10.0.0.3:80\n"
     ));
-    assert!(i.changes_routing());
-    assert!(has_note(&i, 8, "negation `!admin`"), "{:?}", notes(&i));
-    assert!(
-        has_note(&i, 9, "`admin`: `src` is not a host or path-prefix test"),
-        "{:?}",
-        notes(&i)
-    );
-    assert!(
-        has_note(&i, 10, "`unless` is not expressible"),
-        "{:?}",
-        notes(&i)
-    );
-    parsed(&i);
+    assert!(!i.changes_routing(), "{:?}", notes(&i));
+    let c = parsed(&i);
+    // The client is 192.0.2.1: `admin`.
+    assert_eq!(reached(&c, "web", "x", "/s/1").as_deref(), Some("b"));
+    assert_eq!(reached(&c, "web", "x", "/t").as_deref(), Some("b"));
+    assert!(i.toml.contains("unless = \"st\""), "{}", i.toml);
+    assert!(i.toml.contains("if = \"st !admin\""), "{}", i.toml);
 }
 
 #[test]
-fn a_negation_the_rule_order_makes_moot_is_only_approximated() {
+fn a_negation_is_carried_whatever_the_rule_order() {
     let rules = |admin_rule: &str| {
         imported(&format!(
             "{HEAD}frontend web\n    bind :80\n    acl st path_beg /static/\n    acl adm path_beg /static/admin/\n\
@@ -251,28 +280,25 @@ fn a_negation_the_rule_order_makes_moot_is_only_approximated() {
              backend www\n    server w 10.0.0.3:80\n"
         ))
     };
-    // /static/admin/ goes to `admin` by its own rule in HAProxy, by the
-    // longer prefix in rdmalb.
     let i = rules("    use_backend admin if adm\n");
     assert!(!i.changes_routing(), "{:?}", notes(&i));
-    assert!(
-        has_note(
-            &i,
-            8,
-            "negation `!adm` is left out, and the order of the rules still gives"
-        ),
-        "{:?}",
-        notes(&i)
+    let c = parsed(&i);
+    assert_eq!(
+        reached(&c, "web", "x", "/static/admin/a").as_deref(),
+        Some("admin")
     );
-    // Without that rule HAProxy sends /static/admin/ to `www`.
+    assert_eq!(
+        reached(&c, "web", "x", "/static/a").as_deref(),
+        Some("static")
+    );
+    // Without that rule HAProxy sends /static/admin/ to `www`; so does rdmalb.
     let i = rules("");
-    assert!(i.changes_routing());
-    assert!(
-        has_note(&i, 8, "negation `!adm` is not expressible"),
-        "{:?}",
-        notes(&i)
+    assert!(!i.changes_routing(), "{:?}", notes(&i));
+    let c = parsed(&i);
+    assert_eq!(
+        reached(&c, "web", "x", "/static/admin/a").as_deref(),
+        Some("www")
     );
-    assert!(has_note(&i, 8, "Host `unlisted.invalid` path `/static/admin/` reaches backend `www` in HAProxy, `static` in rdmalb"), "{:?}", notes(&i));
 }
 
 #[test]
@@ -320,7 +346,7 @@ fn unsupported_directives_are_noted_without_routing_changes() {
     for (line, needle) in [
         (2, "systemd"),
         (3, "access log"),
-        (9, "no request or response rules"),
+        (9, "the action `capture` is not supported"),
         (10, "stickiness"),
         (13, "`source` is not an rdmalb policy"),
         (14, "stickiness"),
@@ -342,19 +368,17 @@ fn listen_sections_and_several_frontends() {
          frontend other\n    bind 127.0.0.1:8081\n    use_backend b if {{ path_beg /b }}\n\
          backend b\n    server b 10.0.0.2:80\n"
     ));
-    // The listen section's own servers are its default; the frontend's rule
-    // applies to every listener in rdmalb.
-    assert!(
-        has_note(&i, 6, "routes differently from the first frontend"),
-        "{:?}",
-        notes(&i)
-    );
+    // The listen section's own servers are its default; the frontend's
+    // rule applies to its own listener only.
+    assert!(!i.changes_routing(), "{:?}", notes(&i));
     let c = parsed(&i);
     assert_eq!(c.listeners.len(), 2);
     assert_eq!(
         c.global.default_site.map(|s| c.sites[s].name.as_str()),
         Some("app")
     );
+    assert_eq!(reached(&c, "other", "x", "/b/1").as_deref(), Some("b"));
+    assert_eq!(reached(&c, "app", "x", "/b/1").as_deref(), Some("app"));
 }
 
 #[test]
@@ -432,13 +456,30 @@ fn dropped_access_rules_are_routing_changes_naming_their_line() {
             notes(&i)
         )
     };
-    routing(6, "verify required");
+    // Client certificates are carried over too.
+    assert!(
+        i.toml.contains(
+            "tls = { h2 = false, verify = \"required\", client_ca = \"ca.pem\", certificates = ["
+        ),
+        "{}",
+        i.toml
+    );
     routing(7, "X-Client");
     routing(7, "10.0.0.0/8");
     routing(8, "tcp-request connection reject");
-    routing(9, "refuses");
-    routing(10, "credentials");
-    routing(11, "redirect");
+    // The deny, the auth and the redirect are carried over (docs/rules.md).
+    assert!(
+        i.notes.iter().all(|n| !(9..=11).contains(&n.line)),
+        "{:?}",
+        notes(&i)
+    );
+    for rule in [
+        "[[request_rule]]\naction = \"deny\"\nstatus = 403\nif = { fetch = \"path\", match = \"prefix\", values = [\"/admin\"] }\n",
+        "[[request_rule]]\naction = \"return\"\nstatus = 401\nheaders = { \"WWW-Authenticate\" = 'Basic realm=\"ops\"' }\nif = { fetch = \"path\", match = \"prefix\", values = [\"/ops\"] }\n",
+        "[[request_rule]]\naction = \"redirect\"\nscheme = \"https\"\nunless = { fetch = \"tls\" }\n",
+    ] {
+        assert!(i.toml.contains(rule), "{rule}\nin\n{}", i.toml);
+    }
     // Counting alone changes nothing a backend or client sees.
     assert!(
         i.notes

@@ -15,6 +15,7 @@ pub(super) fn tls(c: &mut ConfigCheck, key: &str, t: RawTls) -> Tls {
             "empty (expected at least one { cert = \"site.pem\", key = \"site.key\" })",
         );
     }
+    let client_auth = client_auth(c, key, &t);
     let mut certificates = Vec::new();
     for (i, pair) in t.certificates.into_iter().enumerate() {
         let k = format!("{key}.tls.certificates[{i}]");
@@ -72,7 +73,82 @@ pub(super) fn tls(c: &mut ConfigCheck, key: &str, t: RawTls) -> Tls {
     Tls {
         certificates,
         h2: t.h2.unwrap_or(true),
+        client_auth,
     }
+}
+
+/// `client_ca`, `verify` and `crl` of a listener's `tls`.
+fn client_auth(c: &mut ConfigCheck, key: &str, t: &RawTls) -> Option<ClientAuth> {
+    let required = match t.verify.as_deref() {
+        None | Some("none") => {
+            if t.verify.is_none() && t.client_ca.is_some() {
+                c.add(
+                    format!("{key}.tls.verify"),
+                    "missing: client_ca is set (expected \"required\" or \"optional\")",
+                );
+            }
+            for (k, set) in [
+                ("client_ca", t.client_ca.is_some()),
+                ("crl", t.crl.is_some()),
+            ] {
+                if set && t.verify.is_some() {
+                    c.add(format!("{key}.tls.{k}"), "not used with verify = \"none\"");
+                }
+            }
+            return None;
+        }
+        Some("required") => true,
+        Some("optional") => false,
+        Some(v) => {
+            c.add(
+                format!("{key}.tls.verify"),
+                format!(
+                    "`{v}` is not a verify mode (expected \"required\", \"optional\" or \"none\")"
+                ),
+            );
+            return None;
+        }
+    };
+    let Some(ca) = t.client_ca.as_deref().map(|p| c.path(p)) else {
+        c.add(
+            format!("{key}.tls.client_ca"),
+            "missing: verify needs the CA file client certificates must chain to",
+        );
+        return None;
+    };
+    let pem_count = |path: &std::path::Path, crl: bool| -> Result<usize, String> {
+        let bytes =
+            std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        Ok(if crl {
+            rustls_pemfile::crls(&mut bytes.as_slice())
+                .filter(|r| r.is_ok())
+                .count()
+        } else {
+            rustls_pemfile::certs(&mut bytes.as_slice())
+                .filter(|r| r.is_ok())
+                .count()
+        })
+    };
+    match pem_count(&ca, false) {
+        Ok(0) => c.add(
+            format!("{key}.tls.client_ca"),
+            format!("{} holds no PEM certificate", ca.display()),
+        ),
+        Err(e) => c.add(format!("{key}.tls.client_ca"), e),
+        Ok(_) => {}
+    }
+    let crl = t.crl.as_deref().map(|p| c.path(p));
+    if let Some(crl) = &crl {
+        match pem_count(crl, true) {
+            Ok(0) => c.add(
+                format!("{key}.tls.crl"),
+                format!("{} holds no PEM X509 CRL", crl.display()),
+            ),
+            Err(e) => c.add(format!("{key}.tls.crl"), e),
+            Ok(_) => {}
+        }
+    }
+    Some(ClientAuth { ca, required, crl })
 }
 
 pub(super) fn node_window(c: &mut ConfigCheck, key: &str, n: &RawNode) -> Option<WindowEndpoint> {

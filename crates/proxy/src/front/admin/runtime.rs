@@ -23,6 +23,10 @@
 //!   initial)` as HAProxy answers;
 //! - `move node NODE site SITE` — through the reconfiguration agent's
 //!   site lock and role-word CAS (`site idle`: the idle pool);
+//! - `show map [MAP]`, `add map MAP KEY VALUE`, `set map MAP KEY VALUE`,
+//!   `del map MAP KEY`, `clear map MAP` — [`maps`]: the rules' maps
+//!   (docs/rules.md), changed at once for every worker, not in the file (a
+//!   reload drops the change, as HAProxy's);
 //! - `help`, and the session commands `prompt`, `quit`, `user`,
 //!   `operator` ([`session`]).
 //!
@@ -52,6 +56,7 @@ use crate::reconfig::ClaimOutcome;
 
 mod info;
 mod keywords;
+mod maps;
 mod servers;
 pub mod session;
 pub mod stat;
@@ -253,7 +258,7 @@ pub async fn run_at(state: &Admin, command: &str, level: Level) -> Outcome {
             Ok(format!("{} (initial {})\n", c.weight, c.initial_weight))
         }
         ["move", "node", node, "site", site] => move_node(state, node, site).await,
-        _ => Err(bad(usage(&words, false))),
+        w => maps::run(state, w).unwrap_or_else(|| Err(bad(usage(&words, false)))),
     }
 }
 

@@ -48,6 +48,20 @@ pub fn response_filter(mut ex: Exchange, answered: Answered) -> Response<Respons
     let (mut parts, body) = resp.into_parts();
     let present = Present::scan(&parts.headers);
     headers::strip_hop_by_hop(&mut parts.headers, present, upgraded);
+    if let Some(a) = super::rules::response(&ex, parts.status, &mut parts.headers) {
+        // The node's answer is replaced: its connection is not reused with
+        // an unread body.
+        ex.conn = None;
+        ex.outcome_pending = false;
+        return reply(
+            ex,
+            Reply {
+                status: a.status,
+                headers: a.headers,
+                body: a.body,
+            },
+        );
+    }
     headers::add_via(&mut parts.headers, present, &ex.snap.via_response);
     let encoder = compression(&ex, parts.status, &mut parts.headers);
     ex.bytes = head_bytes(parts.status, &parts.headers);
@@ -159,6 +173,21 @@ pub fn error(mut ex: Exchange, kind: ErrorKind) -> Response<ResponseBody> {
         h.insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
     let status = kind.status();
+    // A configured error page (HAProxy's errorfile) replaces the text.
+    if let Some(mut page) = super::rules::page(&ex.snap, status) {
+        if close {
+            page.headers
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
+        return reply(
+            ex,
+            Reply {
+                status: page.status,
+                headers: page.headers,
+                body: page.body,
+            },
+        );
+    }
     reply(
         ex,
         Reply {

@@ -35,6 +35,24 @@ use Level::{Admin, Operator, User};
 /// HAProxy does), in HAProxy's alphabetical order.
 pub const KEYWORDS: &[Keyword] = &[
     kw(
+        &["add", "map"],
+        "add map [@<ver>] <map> <key> <val>",
+        "add a map entry",
+        Operator,
+    ),
+    kw(
+        &["clear", "map"],
+        "clear map [@<ver>] <map>",
+        "clear the contents of this map",
+        Operator,
+    ),
+    kw(
+        &["del", "map"],
+        "del map <map> [<key>|#<ref>]",
+        "delete map entries matching <key>",
+        Operator,
+    ),
+    kw(
         &["disable", "server"],
         "disable server (DEPRECATED)",
         "disable a server for maintenance (use 'set server' instead)",
@@ -62,6 +80,12 @@ pub const KEYWORDS: &[Keyword] = &[
         &["operator"],
         "operator",
         "lower the level of the current CLI session to operator",
+        Operator,
+    ),
+    kw(
+        &["set", "map"],
+        "set map <map> [<key>|#<ref>] <value>",
+        "modify a map entry",
         Operator,
     ),
     kw(
@@ -99,6 +123,12 @@ pub const KEYWORDS: &[Keyword] = &[
         "show info [desc|json|typed|float]*",
         "report information about the running process",
         User,
+    ),
+    kw(
+        &["show", "map"],
+        "show map [@<ver>] [<map>]",
+        "report available maps or dump a map's contents",
+        Operator,
     ),
     kw(
         &["show", "servers", "state"],

@@ -1,0 +1,101 @@
+//! Where the rule set (`crate::rules`) meets the request's phases: the
+//! global request rules at the end of [`request_filter`](super::request_filter),
+//! the site rules in [`choose_site`](super::choose_site), the chosen
+//! site's request rules before [`admit`](super::admit), the response
+//! rules in [`response_filter`](super::answer::response_filter), and the
+//! error pages of the proxy's own answers. With no rules configured, each
+//! is one check of an empty list.
+
+use http::{HeaderMap, Request, StatusCode};
+
+use super::super::exchange::Exchange;
+use super::super::state::{ConnCtx, Snapshot};
+use super::{Reply, Stop};
+use crate::rules::{Answer, Chosen, Conn, Rule};
+
+/// What the connection tells the rules.
+fn conn(ctx: &ConnCtx) -> Conn<'_> {
+    let info = ctx.tls_info.get();
+    Conn {
+        client: ctx.client.ip(),
+        listener: &ctx.listener,
+        tls: ctx.tls,
+        sni: info.and_then(|i| i.sni.as_deref()),
+        cert: info.map(|i| i.cert).unwrap_or_default(),
+    }
+}
+
+/// A rule's answer as the proxy's reply.
+pub fn answer(a: Answer) -> Stop {
+    Stop::Reply(Box::new(Reply {
+        status: a.status,
+        headers: a.headers,
+        body: a.body,
+    }))
+}
+
+/// Runs request rules `list` on the head; a rule that answers ends the
+/// request with its answer.
+pub fn request<B>(
+    ctx: &ConnCtx,
+    snap: &Snapshot,
+    list: &[Rule],
+    req: Request<B>,
+) -> Result<Request<B>, Stop> {
+    if list.is_empty() {
+        return Ok(req);
+    }
+    let (mut parts, body) = req.into_parts();
+    let rules = &snap.config.rules;
+    match rules.run_request(
+        list,
+        &conn(ctx),
+        &parts.method,
+        &mut parts.uri,
+        &mut parts.headers,
+    ) {
+        Some(a) => Err(answer(a)),
+        None => Ok(Request::from_parts(parts, body)),
+    }
+}
+
+/// The site the site rules choose, `Ok(None)` when none decides.
+pub fn site<B>(ctx: &ConnCtx, snap: &Snapshot, req: &Request<B>) -> Result<Option<usize>, Stop> {
+    let rules = &snap.config.rules;
+    if rules.site_rules.is_empty() {
+        return Ok(None);
+    }
+    let status = match rules.choose_site(&conn(ctx), req.method(), req.uri(), req.headers()) {
+        Chosen::NoRule => return Ok(None),
+        Chosen::Site(i) => return Ok(Some(i)),
+        Chosen::Default => match snap.config.global.default_site {
+            Some(i) => return Ok(Some(i)),
+            None => StatusCode::SERVICE_UNAVAILABLE,
+        },
+        Chosen::Answer(s) => s,
+    };
+    Err(answer(rules.page(status)))
+}
+
+/// Runs the site's and the global response rules on a node's response
+/// head; a rule that answers replaces the response.
+pub fn response(ex: &Exchange, status: StatusCode, headers: &mut HeaderMap) -> Option<Answer> {
+    let rules = &ex.snap.config.rules;
+    let site = ex.site.map_or(&[][..], |s| rules.response_of_site(s));
+    if site.is_empty() && rules.response.is_empty() {
+        return None;
+    }
+    let uri = ex.rule_uri.clone().unwrap_or_default();
+    let conn = conn(ex.ctx());
+    for list in [site, rules.response.as_slice()] {
+        if let Some(a) = rules.run_response(list, &conn, ex.method(), &uri, status, headers) {
+            return Some(a);
+        }
+    }
+    None
+}
+
+/// The configured page for a status the proxy answers itself, if any.
+pub fn page(snap: &Snapshot, status: StatusCode) -> Option<Answer> {
+    snap.config.rules.error_pages.get(&status.as_u16()).cloned()
+}

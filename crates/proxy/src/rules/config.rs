@@ -1,0 +1,1079 @@
+//! `[[acl]]`, `[[map]]`, `[[userlist]]`, `[[request_rule]]`,
+//! `[[site_rule]]`, `[[response_rule]]` and `[[error_page]]` as written
+//! (raw serde structs) and their validation into [`Rules`]. Every problem
+//! names its key (`request_rule[2].location`) and what would be accepted.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+use bytes::Bytes;
+use http::header::{self, HeaderName, HeaderValue};
+use http::{HeaderMap, StatusCode};
+use regex::Regex;
+use serde::Deserialize;
+
+use super::action::{Action, Answer, Redirect, RedirectTo};
+use super::condition::{parse_expression, Acl, Condition, Fetch, Test};
+use super::map::Map;
+use super::pattern::{MatchKind, Patterns};
+use super::template::Template;
+use super::userlist::{Password, Userlist};
+use super::{Rule, Rules, SiteChoice, SiteRule};
+use rdmalb_base::problems::ConfigCheck;
+
+/// The top-level keys this module reads.
+pub const KEYS: &[&str] = &[
+    "acl",
+    "map",
+    "userlist",
+    "request_rule",
+    "site_rule",
+    "response_rule",
+    "error_page",
+];
+
+/// `[[acl]]`, or an anonymous test in a rule's `if`/`unless`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTest {
+    pub name: Option<String>,
+    pub fetch: Option<String>,
+    /// The header of `fetch = "header"` / `"response_header"`.
+    pub header: Option<String>,
+    /// The parameter of `fetch = "param"`.
+    pub param: Option<String>,
+    /// The cookie of `fetch = "cookie"`.
+    pub cookie: Option<String>,
+    #[serde(rename = "match")]
+    pub match_kind: Option<String>,
+    #[serde(default)]
+    pub values: Vec<String>,
+    /// A file of values, one a line (HAProxy's `-f`).
+    pub file: Option<String>,
+    pub ignore_case: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawMap {
+    pub name: Option<String>,
+    pub file: Option<String>,
+    #[serde(rename = "match")]
+    pub match_kind: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawUserlist {
+    pub name: Option<String>,
+    #[serde(default)]
+    pub users: Vec<RawUser>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawUser {
+    pub name: Option<String>,
+    /// A crypt(3) hash: bcrypt, SHA-256-crypt or SHA-512-crypt.
+    pub password: Option<String>,
+    pub insecure_password: Option<String>,
+}
+
+/// `[[request_rule]]` and `[[response_rule]]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRule {
+    pub action: Option<String>,
+    #[serde(rename = "if")]
+    pub if_: Option<toml::Value>,
+    pub unless: Option<toml::Value>,
+    /// Only for requests routed to this site (after the site is chosen).
+    pub site: Option<String>,
+    /// Only for requests on these listeners.
+    pub listeners: Option<Vec<String>>,
+    pub status: Option<i64>,
+    pub content_type: Option<String>,
+    pub body: Option<String>,
+    pub body_file: Option<String>,
+    pub headers: Option<BTreeMap<String, String>>,
+    pub location: Option<String>,
+    pub prefix: Option<String>,
+    pub scheme: Option<String>,
+    pub code: Option<i64>,
+    pub drop_query: Option<bool>,
+    pub append_slash: Option<bool>,
+    pub name: Option<String>,
+    pub value: Option<String>,
+    pub regex: Option<String>,
+    pub replacement: Option<String>,
+    pub realm: Option<String>,
+    pub userlist: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSiteRule {
+    pub site: Option<String>,
+    /// Instead of a site: answer with this status.
+    pub status: Option<i64>,
+    pub listeners: Option<Vec<String>>,
+    #[serde(rename = "if")]
+    pub if_: Option<toml::Value>,
+    pub unless: Option<toml::Value>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawErrorPage {
+    pub status: Option<i64>,
+    pub content_type: Option<String>,
+    pub body: Option<String>,
+    pub body_file: Option<String>,
+    /// A whole HTTP response (HAProxy's `errorfile` format).
+    pub file: Option<String>,
+}
+
+/// Builder state: names seen so far.
+struct Names {
+    listeners: Vec<String>,
+    acls: Vec<Acl>,
+    acl_index: HashMap<String, usize>,
+    map_index: HashMap<String, usize>,
+    userlist_index: HashMap<String, usize>,
+}
+
+/// Validates the rule sections of `table`; `sites` maps site names to
+/// their index, `site_count` sizes the per-site lists, `listeners` are the
+/// listeners' names.
+pub fn validate(
+    c: &mut ConfigCheck,
+    table: &toml::Table,
+    sites: &HashMap<String, usize>,
+    site_count: usize,
+    listeners: &[String],
+) -> Rules {
+    let raw_maps: Vec<Option<RawMap>> = c.entries(table, "map");
+    let raw_acls: Vec<Option<RawTest>> = c.entries(table, "acl");
+    let raw_users: Vec<Option<RawUserlist>> = c.entries(table, "userlist");
+    let raw_req: Vec<Option<RawRule>> = c.entries(table, "request_rule");
+    let raw_site: Vec<Option<RawSiteRule>> = c.entries(table, "site_rule");
+    let raw_resp: Vec<Option<RawRule>> = c.entries(table, "response_rule");
+    let raw_pages: Vec<Option<RawErrorPage>> = c.entries(table, "error_page");
+
+    let mut rules = Rules {
+        site_request: vec![Vec::new(); site_count],
+        site_response: vec![Vec::new(); site_count],
+        site_names: sites.clone(),
+        ..Rules::default()
+    };
+    let mut n = Names {
+        listeners: listeners.to_vec(),
+        acls: Vec::new(),
+        acl_index: HashMap::new(),
+        map_index: HashMap::new(),
+        userlist_index: HashMap::new(),
+    };
+    for (i, m) in raw_maps.into_iter().enumerate() {
+        let Some(m) = m else { continue };
+        if let Some(map) = map(c, &format!("map[{i}]"), m) {
+            if n.map_index
+                .insert(map.name.clone(), rules.maps.len())
+                .is_some()
+            {
+                c.add(
+                    format!("map[{i}].name"),
+                    format!("map `{}` is defined twice", map.name),
+                );
+            }
+            rules.maps.push(map);
+        }
+    }
+    for (i, a) in raw_acls.into_iter().enumerate() {
+        let Some(a) = a else { continue };
+        let key = format!("acl[{i}]");
+        let Some(name) = a.name.clone().filter(|s| valid_name(s)) else {
+            c.add(format!("{key}.name"), "missing or not a name (expected letters, digits, '-', '_', '.', e.g. \"admin_path\")");
+            continue;
+        };
+        let Some(t) = test(c, &key, &a) else { continue };
+        match n.acl_index.get(&name) {
+            Some(&j) => n.acls[j].tests.push(t),
+            None => {
+                n.acl_index.insert(name.clone(), n.acls.len());
+                n.acls.push(Acl {
+                    name,
+                    tests: vec![t],
+                });
+            }
+        }
+    }
+    for (i, u) in raw_users.into_iter().enumerate() {
+        let Some(u) = u else { continue };
+        if let Some(l) = userlist(c, &format!("userlist[{i}]"), u) {
+            n.userlist_index
+                .insert(l.name.clone(), rules.userlists.len());
+            rules.userlists.push(l);
+        }
+    }
+    for (i, r) in raw_req.into_iter().enumerate() {
+        let Some(r) = r else { continue };
+        let key = format!("request_rule[{i}]");
+        let site = r.site.clone();
+        if let Some(rule) = rule(c, &key, r, false, &mut n) {
+            match site {
+                None => rules.request.push(rule),
+                Some(s) => match sites.get(&s) {
+                    Some(&j) => rules.site_request[j].push(rule),
+                    None => c.add(format!("{key}.site"), format!("no site named `{s}`")),
+                },
+            }
+        }
+    }
+    for (i, r) in raw_resp.into_iter().enumerate() {
+        let Some(r) = r else { continue };
+        let key = format!("response_rule[{i}]");
+        let site = r.site.clone();
+        if let Some(rule) = rule(c, &key, r, true, &mut n) {
+            match site {
+                None => rules.response.push(rule),
+                Some(s) => match sites.get(&s) {
+                    Some(&j) => rules.site_response[j].push(rule),
+                    None => c.add(format!("{key}.site"), format!("no site named `{s}`")),
+                },
+            }
+        }
+    }
+    for (i, r) in raw_site.into_iter().enumerate() {
+        let Some(r) = r else { continue };
+        let key = format!("site_rule[{i}]");
+        let condition = condition(c, &key, r.if_.as_ref(), r.unless.as_ref(), &mut n);
+        let listeners = listener_names(c, &key, r.listeners.as_deref(), &n.listeners);
+        let choice = match (r.site.as_deref(), r.status) {
+            (Some(_), Some(_)) => {
+                c.add(
+                    format!("{key}.status"),
+                    "a site rule has site or status, not both",
+                );
+                continue;
+            }
+            (None, Some(_)) => match status(c, &format!("{key}.status"), r.status, None) {
+                Some(s) => SiteChoice::Answer(s),
+                None => continue,
+            },
+            (None, None) => {
+                c.add(format!("{key}.site"), "missing (expected a site name, a value such as \"{host|lower|map:hosts}\", or status = 503)");
+                continue;
+            }
+            (Some(s), None) if s.contains('{') => {
+                match Template::parse(s, |m| n.map_index.get(m).copied()) {
+                    Ok(t) => SiteChoice::Dynamic(t),
+                    Err(e) => {
+                        c.add(format!("{key}.site"), e);
+                        continue;
+                    }
+                }
+            }
+            (Some(s), None) => match sites.get(s) {
+                Some(&j) => SiteChoice::Site(j),
+                None => {
+                    c.add(format!("{key}.site"), format!("no site named `{s}`"));
+                    continue;
+                }
+            },
+        };
+        rules.site_rules.push(SiteRule {
+            condition,
+            choice,
+            listeners,
+        });
+    }
+    for (i, p) in raw_pages.into_iter().enumerate() {
+        let Some(p) = p else { continue };
+        let key = format!("error_page[{i}]");
+        let Some(status) = status(c, &format!("{key}.status"), p.status, None) else {
+            continue;
+        };
+        let answer = if let Some(f) = &p.file {
+            for (k, v) in [
+                ("body", p.body.is_some()),
+                ("body_file", p.body_file.is_some()),
+                ("content_type", p.content_type.is_some()),
+            ] {
+                if v {
+                    c.add(
+                        format!("{key}.{k}"),
+                        "not used with `file` (the file is a whole HTTP response)",
+                    );
+                }
+            }
+            match raw_response(&c.path(f)) {
+                Ok(a) => a,
+                Err(e) => {
+                    c.add(format!("{key}.file"), e);
+                    continue;
+                }
+            }
+        } else {
+            let Some(a) = answer(
+                c,
+                &key,
+                status,
+                p.content_type.as_deref(),
+                p.body.as_deref(),
+                p.body_file.as_deref(),
+                None,
+            ) else {
+                continue;
+            };
+            a
+        };
+        rules.error_pages.insert(status.as_u16(), answer);
+    }
+    rules.acls = n.acls;
+    rules
+}
+
+/// A rule's `listeners`, each a listener's name.
+fn listener_names(
+    c: &mut ConfigCheck,
+    key: &str,
+    v: Option<&[String]>,
+    known: &[String],
+) -> Vec<String> {
+    let list = v.unwrap_or_default();
+    for (i, l) in list.iter().enumerate() {
+        if !known.contains(l) {
+            c.add(
+                format!("{key}.listeners[{i}]"),
+                format!(
+                    "no [[listener]] named `{l}` (expected one of: {})",
+                    known.join(", ")
+                ),
+            );
+        }
+    }
+    list.to_vec()
+}
+
+fn valid_name(n: &str) -> bool {
+    !n.is_empty()
+        && n.len() <= 64
+        && n.chars()
+            .all(|ch| ch.is_ascii_alphanumeric() || matches!(ch, '-' | '_' | '.'))
+}
+
+fn map(c: &mut ConfigCheck, key: &str, m: RawMap) -> Option<Map> {
+    let name = match m.name {
+        Some(n) if valid_name(&n) => n,
+        _ => {
+            c.add(
+                format!("{key}.name"),
+                "missing or not a name (expected letters, digits, '-', '_', '.', e.g. \"hosts\")",
+            );
+            return None;
+        }
+    };
+    let kind = match m.match_kind.as_deref().map(|k| (k, MatchKind::parse(k))) {
+        None => MatchKind::Exact,
+        Some((
+            _,
+            Some(
+                k @ (MatchKind::Exact
+                | MatchKind::Prefix
+                | MatchKind::Suffix
+                | MatchKind::Substring
+                | MatchKind::Domain
+                | MatchKind::Dir
+                | MatchKind::Regex),
+            ),
+        )) => k,
+        Some((k, _)) => {
+            c.add(format!("{key}.match"), format!("`{k}` is not a map match (expected \"exact\", \"prefix\", \"suffix\", \"substring\", \"domain\", \"dir\" or \"regex\")"));
+            return None;
+        }
+    };
+    let Some(file) = m.file else {
+        c.add(
+            format!("{key}.file"),
+            "missing (expected the path of a map file: one `key value` a line)",
+        );
+        return None;
+    };
+    match Map::load(&name, &c.path(&file), kind) {
+        Ok(m) => Some(m),
+        Err(e) => {
+            c.add(format!("{key}.file"), e);
+            None
+        }
+    }
+}
+
+/// The fetch of a test.
+fn fetch(c: &mut ConfigCheck, key: &str, a: &RawTest) -> Option<Fetch> {
+    let Some(f) = a.fetch.as_deref() else {
+        c.add(
+            format!("{key}.fetch"),
+            format!("missing (expected {FETCHES})"),
+        );
+        return None;
+    };
+    let named = |c: &mut ConfigCheck, field: &str, v: Option<&String>| match v {
+        Some(v) if !v.is_empty() => Some(v.clone()),
+        _ => {
+            c.add(
+                format!("{key}.{field}"),
+                format!("missing: fetch \"{f}\" needs the {field}'s name"),
+            );
+            None
+        }
+    };
+    let header = |c: &mut ConfigCheck| {
+        let h = named(c, "header", a.header.as_ref())?;
+        match HeaderName::try_from(h.as_str()) {
+            Ok(n) => Some(n),
+            Err(_) => {
+                c.add(
+                    format!("{key}.header"),
+                    format!("`{h}` is not a header name"),
+                );
+                None
+            }
+        }
+    };
+    Some(match f {
+        "host" => Fetch::Host,
+        "header" => Fetch::Header(header(c)?),
+        "response_header" => Fetch::ResponseHeader(header(c)?),
+        "path" => Fetch::Path,
+        "query" => Fetch::Query,
+        "url" => Fetch::Url,
+        "param" => Fetch::Param(named(c, "param", a.param.as_ref())?),
+        "method" => Fetch::Method,
+        "src" => Fetch::Src,
+        "tls" => Fetch::Tls,
+        "sni" => Fetch::Sni,
+        "cookie" => Fetch::Cookie(named(c, "cookie", a.cookie.as_ref())?),
+        "client_cert" => Fetch::ClientCert,
+        "client_cert_verify" => Fetch::ClientCertVerify,
+        "status" => Fetch::Status,
+        "listener" => Fetch::Listener,
+        other => {
+            c.add(
+                format!("{key}.fetch"),
+                format!("`{other}` is not a fetch (expected {FETCHES})"),
+            );
+            return None;
+        }
+    })
+}
+
+const FETCHES: &str = "\"host\", \"header\", \"path\", \"query\", \"url\", \"param\", \"method\", \"src\", \"tls\", \"sni\", \"cookie\", \"client_cert\", \"client_cert_verify\", \"status\", \"response_header\" or \"listener\"";
+
+fn test(c: &mut ConfigCheck, key: &str, a: &RawTest) -> Option<Test> {
+    let fetch = fetch(c, key, a)?;
+    for (field, set, wanted) in [
+        (
+            "header",
+            a.header.is_some(),
+            matches!(fetch, Fetch::Header(_) | Fetch::ResponseHeader(_)),
+        ),
+        ("param", a.param.is_some(), matches!(fetch, Fetch::Param(_))),
+        (
+            "cookie",
+            a.cookie.is_some(),
+            matches!(fetch, Fetch::Cookie(_)),
+        ),
+    ] {
+        if set && !wanted {
+            c.add(
+                format!("{key}.{field}"),
+                format!("not used by fetch \"{}\"", a.fetch.as_deref().unwrap_or("")),
+            );
+        }
+    }
+    let kind = match a.match_kind.as_deref() {
+        None => fetch.default_match(),
+        Some(k) => match MatchKind::parse(k) {
+            Some(k) => k,
+            None => {
+                c.add(
+                    format!("{key}.match"),
+                    format!("`{k}` is not a match (expected {})", MatchKind::ACCEPTED),
+                );
+                return None;
+            }
+        },
+    };
+    let fits = match &fetch {
+        Fetch::Src => matches!(kind, MatchKind::Ip | MatchKind::Found) || kind.is_text(),
+        Fetch::Tls | Fetch::ClientCert => {
+            matches!(kind, MatchKind::Bool | MatchKind::Found | MatchKind::Int)
+        }
+        Fetch::ClientCertVerify | Fetch::Status => {
+            matches!(kind, MatchKind::Int | MatchKind::Found) || kind.is_text()
+        }
+        _ => kind.is_text() || kind == MatchKind::Found || kind == MatchKind::Int,
+    };
+    if !fits {
+        c.add(
+            format!("{key}.match"),
+            format!(
+                "\"{}\" does not apply to fetch \"{}\"",
+                kind.as_str(),
+                a.fetch.as_deref().unwrap_or("")
+            ),
+        );
+        return None;
+    }
+    let mut values = a.values.clone();
+    if let Some(f) = &a.file {
+        let path = c.path(f);
+        match std::fs::read_to_string(&path) {
+            Ok(text) => values.extend(
+                text.lines()
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                    .map(str::to_string),
+            ),
+            Err(e) => {
+                c.add(
+                    format!("{key}.file"),
+                    format!("cannot read {}: {e}", path.display()),
+                );
+                return None;
+            }
+        }
+    }
+    let needs_values = !matches!(kind, MatchKind::Found | MatchKind::Bool);
+    if needs_values && values.is_empty() && a.file.is_none() {
+        c.add(
+            format!("{key}.values"),
+            format!(
+                "empty: match \"{}\" needs values (or a file of them)",
+                kind.as_str()
+            ),
+        );
+        return None;
+    }
+    if !needs_values && !values.is_empty() {
+        c.add(
+            format!("{key}.values"),
+            format!("not used by match \"{}\"", kind.as_str()),
+        );
+    }
+    match Patterns::compile(kind, &values, a.ignore_case.unwrap_or(false)) {
+        Ok(patterns) => Some(Test {
+            fetch,
+            kind,
+            patterns,
+        }),
+        Err(e) => {
+            c.add(format!("{key}.values"), e);
+            None
+        }
+    }
+}
+
+fn userlist(c: &mut ConfigCheck, key: &str, u: RawUserlist) -> Option<Userlist> {
+    let Some(name) = u.name.filter(|n| valid_name(n)) else {
+        c.add(
+            format!("{key}.name"),
+            "missing or not a name (expected e.g. \"admins\")",
+        );
+        return None;
+    };
+    let mut list = Userlist {
+        name,
+        users: HashMap::new(),
+    };
+    for (i, user) in u.users.into_iter().enumerate() {
+        let ukey = format!("{key}.users[{i}]");
+        let Some(uname) = user.name.filter(|n| !n.is_empty() && !n.contains(':')) else {
+            c.add(
+                format!("{ukey}.name"),
+                "missing or not a user name (no ':')",
+            );
+            continue;
+        };
+        let pw = match (user.password, user.insecure_password) {
+            (Some(h), None) => match Password::hash(&h) {
+                Ok(p) => p,
+                Err(e) => {
+                    c.add(format!("{ukey}.password"), e);
+                    continue;
+                }
+            },
+            (None, Some(p)) => Password::Clear(p),
+            _ => {
+                c.add(
+                    format!("{ukey}.password"),
+                    "expected exactly one of password (a crypt(3) hash) and insecure_password",
+                );
+                continue;
+            }
+        };
+        list.users.insert(uname, pw);
+    }
+    Some(list)
+}
+
+/// The `if` / `unless` of a rule: an expression of acl names, or an
+/// anonymous test (a table).
+fn condition(
+    c: &mut ConfigCheck,
+    key: &str,
+    if_: Option<&toml::Value>,
+    unless: Option<&toml::Value>,
+    n: &mut Names,
+) -> Option<Condition> {
+    let (field, v, neg) = match (if_, unless) {
+        (None, None) => return None,
+        (Some(_), Some(_)) => {
+            c.add(
+                format!("{key}.unless"),
+                "a rule has `if` or `unless`, not both (combine the tests in one expression)",
+            );
+            return None;
+        }
+        (Some(v), None) => ("if", v, false),
+        (None, Some(v)) => ("unless", v, true),
+    };
+    let key = format!("{key}.{field}");
+    match v {
+        toml::Value::String(s) => {
+            match parse_expression(s, neg, |name| n.acl_index.get(name).copied()) {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    c.add(key, e);
+                    None
+                }
+            }
+        }
+        toml::Value::Table(_) => {
+            let raw: RawTest = c.field(&key, Some(v), "a test table")?;
+            if raw.name.is_some() {
+                c.add(
+                    format!("{key}.name"),
+                    "an anonymous test has no name (define a named one with [[acl]])",
+                );
+            }
+            let t = test(c, &key, &raw)?;
+            let i = n.acls.len();
+            n.acls.push(Acl {
+                name: format!("{{{key}}}"),
+                tests: vec![t],
+            });
+            Some(Condition {
+                branches: vec![vec![(false, i)]],
+                unless: neg,
+            })
+        }
+        other => {
+            c.add(
+                key,
+                format!(
+                    "expected an expression such as \"admin !office\" or a test table, found {}",
+                    other.type_str()
+                ),
+            );
+            None
+        }
+    }
+}
+
+fn status(
+    c: &mut ConfigCheck,
+    key: &str,
+    v: Option<i64>,
+    default: Option<u16>,
+) -> Option<StatusCode> {
+    let code = match (v, default) {
+        (Some(v), _) => v,
+        (None, Some(d)) => i64::from(d),
+        (None, None) => {
+            c.add(key, "missing (expected an HTTP status from 200 to 599)");
+            return None;
+        }
+    };
+    match u16::try_from(code)
+        .ok()
+        .filter(|s| (200..=599).contains(s))
+        .and_then(|s| StatusCode::from_u16(s).ok())
+    {
+        Some(s) => Some(s),
+        None => {
+            c.add(key, format!("{code} is not an HTTP status from 200 to 599"));
+            None
+        }
+    }
+}
+
+/// A `return` answer or an error page from its parts.
+fn answer(
+    c: &mut ConfigCheck,
+    key: &str,
+    status: StatusCode,
+    content_type: Option<&str>,
+    body: Option<&str>,
+    body_file: Option<&str>,
+    headers: Option<&BTreeMap<String, String>>,
+) -> Option<Answer> {
+    let body = match (body, body_file) {
+        (Some(_), Some(_)) => {
+            c.add(
+                format!("{key}.body_file"),
+                "give body or body_file, not both",
+            );
+            return None;
+        }
+        (Some(b), None) => Bytes::from(b.to_string()),
+        (None, Some(f)) => match std::fs::read(c.path(f)) {
+            Ok(b) => Bytes::from(b),
+            Err(e) => {
+                c.add(format!("{key}.body_file"), format!("cannot read {f}: {e}"));
+                return None;
+            }
+        },
+        (None, None) => Bytes::new(),
+    };
+    let mut h = HeaderMap::new();
+    if let Some(ct) = content_type {
+        match HeaderValue::from_str(ct) {
+            Ok(v) => {
+                h.insert(header::CONTENT_TYPE, v);
+            }
+            Err(_) => c.add(
+                format!("{key}.content_type"),
+                format!("`{ct}` is not a header value"),
+            ),
+        }
+    } else if !body.is_empty() {
+        c.add(
+            format!("{key}.content_type"),
+            "missing: a body needs its content type (e.g. \"text/html\")",
+        );
+    }
+    for (name, value) in headers.into_iter().flatten() {
+        match (
+            HeaderName::try_from(name.as_str()),
+            HeaderValue::from_str(value),
+        ) {
+            (Ok(n), Ok(v)) => {
+                h.append(n, v);
+            }
+            _ => c.add(
+                format!("{key}.headers.{name}"),
+                "not a header name and value",
+            ),
+        }
+    }
+    Some(Answer {
+        status,
+        headers: h,
+        body,
+    })
+}
+
+/// An HAProxy errorfile: a whole HTTP/1 response.
+fn raw_response(path: &Path) -> Result<Answer, String> {
+    let raw = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map(|i| (i, i + 4))
+        .or_else(|| {
+            raw.windows(2)
+                .position(|w| w == b"\n\n")
+                .map(|i| (i, i + 2))
+        })
+        .ok_or_else(|| {
+            format!(
+                "{} is not an HTTP response (no blank line after the head)",
+                path.display()
+            )
+        })?;
+    let head = String::from_utf8_lossy(&raw[..split.0]).into_owned();
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|s| s.parse::<u16>().ok())
+        .and_then(|s| StatusCode::from_u16(s).ok())
+        .ok_or_else(|| {
+            format!(
+                "{} does not start with a status line such as `HTTP/1.1 503 Service Unavailable`",
+                path.display()
+            )
+        })?;
+    let mut headers = HeaderMap::new();
+    for l in lines {
+        let Some((k, v)) = l.split_once(':') else {
+            continue;
+        };
+        let (Ok(k), Ok(v)) = (
+            HeaderName::try_from(k.trim()),
+            HeaderValue::from_str(v.trim()),
+        ) else {
+            continue;
+        };
+        // The proxy frames the body itself.
+        if k != header::CONTENT_LENGTH && k != header::CONNECTION && k != header::TRANSFER_ENCODING
+        {
+            headers.append(k, v);
+        }
+    }
+    Ok(Answer {
+        status,
+        headers,
+        body: Bytes::copy_from_slice(&raw[split.1..]),
+    })
+}
+
+const REQUEST_ACTIONS: &str = "\"deny\", \"return\", \"redirect\", \"auth\", \"set-header\", \"add-header\", \"del-header\", \"replace-header\", \"replace-value\", \"set-path\", \"replace-path\" or \"set-query\"";
+const RESPONSE_ACTIONS: &str = "\"deny\", \"return\", \"set-header\", \"add-header\", \"del-header\", \"replace-header\" or \"replace-value\"";
+
+fn rule(c: &mut ConfigCheck, key: &str, r: RawRule, response: bool, n: &mut Names) -> Option<Rule> {
+    let accepted = if response {
+        RESPONSE_ACTIONS
+    } else {
+        REQUEST_ACTIONS
+    };
+    let Some(action) = r.action.clone() else {
+        c.add(
+            format!("{key}.action"),
+            format!("missing (expected {accepted})"),
+        );
+        return None;
+    };
+    let fields: [(&str, bool); 17] = [
+        ("status", r.status.is_some()),
+        ("content_type", r.content_type.is_some()),
+        ("body", r.body.is_some()),
+        ("body_file", r.body_file.is_some()),
+        ("headers", r.headers.is_some()),
+        ("location", r.location.is_some()),
+        ("prefix", r.prefix.is_some()),
+        ("scheme", r.scheme.is_some()),
+        ("code", r.code.is_some()),
+        ("drop_query", r.drop_query.is_some()),
+        ("append_slash", r.append_slash.is_some()),
+        ("name", r.name.is_some()),
+        ("value", r.value.is_some()),
+        ("regex", r.regex.is_some()),
+        ("replacement", r.replacement.is_some()),
+        ("realm", r.realm.is_some()),
+        ("userlist", r.userlist.is_some()),
+    ];
+    let uses: &[&str] = match action.as_str() {
+        "deny" => &["status"],
+        "return" => &["status", "content_type", "body", "body_file", "headers"],
+        "redirect" if !response => &[
+            "location",
+            "prefix",
+            "scheme",
+            "code",
+            "drop_query",
+            "append_slash",
+        ],
+        "auth" if !response => &["realm", "userlist"],
+        "set-header" | "add-header" => &["name", "value"],
+        "del-header" => &["name"],
+        "replace-header" | "replace-value" => &["name", "regex", "replacement"],
+        "set-path" | "set-query" if !response => &["value"],
+        "replace-path" if !response => &["regex", "replacement"],
+        other => {
+            c.add(
+                format!("{key}.action"),
+                format!(
+                    "`{other}` is not a {} action (expected {accepted})",
+                    if response { "response" } else { "request" }
+                ),
+            );
+            return None;
+        }
+    };
+    let before = c.count();
+    for (f, set) in fields {
+        if set && !uses.contains(&f) {
+            c.add(
+                format!("{key}.{f}"),
+                format!(
+                    "not used by action \"{action}\" (it uses: {})",
+                    uses.join(", ")
+                ),
+            );
+        }
+    }
+    let condition = condition(c, key, r.if_.as_ref(), r.unless.as_ref(), n);
+    if !response
+        && condition
+            .as_ref()
+            .is_some_and(|cond| cond.needs_response(&n.acls))
+    {
+        c.add(
+            format!("{key}.if"),
+            "tests a response fetch (status, response_header) in a request rule",
+        );
+    }
+    let maps = &n.map_index;
+    let template = |c: &mut ConfigCheck, field: &str, v: Option<&String>| -> Option<Template> {
+        let Some(v) = v else {
+            c.add(
+                format!("{key}.{field}"),
+                format!("missing: action \"{action}\" needs it"),
+            );
+            return None;
+        };
+        Template::parse(v, |m| maps.get(m).copied())
+            .map_err(|e| c.add(format!("{key}.{field}"), e))
+            .ok()
+    };
+    let header_name = |c: &mut ConfigCheck| -> Option<HeaderName> {
+        match r.name.as_deref().map(HeaderName::try_from) {
+            Some(Ok(h)) => Some(h),
+            Some(Err(_)) => {
+                c.add(
+                    format!("{key}.name"),
+                    format!("`{}` is not a header name", r.name.as_deref().unwrap_or("")),
+                );
+                None
+            }
+            None => {
+                c.add(
+                    format!("{key}.name"),
+                    format!("missing: action \"{action}\" needs the header's name"),
+                );
+                None
+            }
+        }
+    };
+    let regex = |c: &mut ConfigCheck| -> Option<(Regex, String)> {
+        let Some(re) = r.regex.as_deref() else {
+            c.add(
+                format!("{key}.regex"),
+                format!("missing: action \"{action}\" needs a regular expression"),
+            );
+            return None;
+        };
+        let re = regex::RegexBuilder::new(re)
+            .size_limit(1 << 20)
+            .build()
+            .map_err(|e| {
+                c.add(
+                    format!("{key}.regex"),
+                    format!(
+                        "`{re}` is not a regular expression: {}",
+                        e.to_string().lines().last().unwrap_or("")
+                    ),
+                )
+            })
+            .ok()?;
+        Some((re, r.replacement.clone().unwrap_or_default()))
+    };
+    let action = match action.as_str() {
+        "deny" => Action::Deny(status(c, &format!("{key}.status"), r.status, Some(403))?),
+        "return" => {
+            let s = status(c, &format!("{key}.status"), r.status, Some(200))?;
+            Action::Return(answer(
+                c,
+                key,
+                s,
+                r.content_type.as_deref(),
+                r.body.as_deref(),
+                r.body_file.as_deref(),
+                r.headers.as_ref(),
+            )?)
+        }
+        "redirect" => {
+            let to = match (&r.location, &r.prefix, &r.scheme) {
+                (Some(l), None, None) => RedirectTo::Location(template(c, "location", Some(l))?),
+                (None, Some(p), None) => RedirectTo::Prefix(template(c, "prefix", Some(p))?),
+                (None, None, Some(s))
+                    if !s.is_empty()
+                        && s.chars().all(|ch| {
+                            ch.is_ascii_alphanumeric() || matches!(ch, '+' | '-' | '.')
+                        }) =>
+                {
+                    RedirectTo::Scheme(s.clone())
+                }
+                (None, None, Some(s)) => {
+                    c.add(
+                        format!("{key}.scheme"),
+                        format!("`{s}` is not a scheme (expected e.g. \"https\")"),
+                    );
+                    return None;
+                }
+                _ => {
+                    c.add(
+                        format!("{key}.location"),
+                        "expected exactly one of location, prefix and scheme",
+                    );
+                    return None;
+                }
+            };
+            let code = match r.code {
+                None => StatusCode::FOUND,
+                Some(v @ (301 | 302 | 303 | 307 | 308)) => StatusCode::from_u16(v as u16).ok()?,
+                Some(v) => {
+                    c.add(
+                        format!("{key}.code"),
+                        format!("{v} is not a redirect code (expected 301, 302, 303, 307 or 308)"),
+                    );
+                    return None;
+                }
+            };
+            Action::Redirect(Redirect {
+                to,
+                code,
+                drop_query: r.drop_query.unwrap_or(false),
+                append_slash: r.append_slash.unwrap_or(false),
+            })
+        }
+        "auth" => {
+            let Some(l) = r.userlist.as_deref() else {
+                c.add(
+                    format!("{key}.userlist"),
+                    "missing: action \"auth\" needs the [[userlist]] to check",
+                );
+                return None;
+            };
+            let Some(&i) = n.userlist_index.get(l) else {
+                c.add(
+                    format!("{key}.userlist"),
+                    format!("no [[userlist]] named `{l}`"),
+                );
+                return None;
+            };
+            Action::Auth {
+                realm: r.realm.clone().unwrap_or_else(|| "rdmalb".into()),
+                userlist: i,
+            }
+        }
+        "set-header" => Action::SetHeader(header_name(c)?, template(c, "value", r.value.as_ref())?),
+        "add-header" => Action::AddHeader(header_name(c)?, template(c, "value", r.value.as_ref())?),
+        "del-header" => Action::DelHeader(header_name(c)?),
+        "replace-header" => {
+            let h = header_name(c)?;
+            let (re, with) = regex(c)?;
+            Action::ReplaceHeader(h, re, with)
+        }
+        "replace-value" => {
+            let h = header_name(c)?;
+            let (re, with) = regex(c)?;
+            Action::ReplaceValue(h, re, with)
+        }
+        "set-path" => Action::SetPath(template(c, "value", r.value.as_ref())?),
+        "set-query" => Action::SetQuery(template(c, "value", r.value.as_ref())?),
+        "replace-path" => {
+            let (re, with) = regex(c)?;
+            Action::ReplacePath(re, with)
+        }
+        _ => return None,
+    };
+    let listeners = listener_names(c, key, r.listeners.as_deref(), &n.listeners);
+    (c.count() == before).then_some(Rule {
+        condition,
+        action,
+        listeners,
+    })
+}
