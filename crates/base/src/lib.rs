@@ -6,6 +6,7 @@
 //! one-line error chains ([`error`]).
 #![deny(unsafe_code)]
 
+pub mod cpu;
 pub mod duration;
 pub mod error;
 pub mod logging;

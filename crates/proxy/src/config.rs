@@ -11,6 +11,7 @@
 //! over the global section (`[weights]`, `[health]`) over the built-in
 //! default documented on each field in `conf/rdmalb.toml`.
 
+mod compression;
 pub mod files;
 mod qos;
 pub mod raw;
@@ -20,6 +21,7 @@ pub mod validate;
 
 use std::path::Path;
 
+pub use compression::{Coding, Compression, RawCompression};
 pub use rdmalb_base::problems::{ConfigErrors, Problem};
 pub use types::*;
 

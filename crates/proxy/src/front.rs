@@ -22,6 +22,7 @@
 pub mod access_log;
 pub mod admin;
 pub mod body;
+pub mod compress;
 pub mod error;
 pub mod exchange;
 pub mod forward;
@@ -81,6 +82,7 @@ pub async fn run(config: Config) -> Result<(), ProxyError> {
         windows: Arc::clone(&windows),
         connections: std::sync::atomic::AtomicUsize::new(0),
         handed_over: std::sync::atomic::AtomicBool::new(false),
+        cpu: compress::CpuUse::default(),
     });
 
     // This proxy's window and the agent: routing follows the nodes' role
@@ -127,6 +129,9 @@ pub async fn run(config: Config) -> Result<(), ProxyError> {
     let (drain_tx, mut drain_rx) = mpsc::channel::<()>(1);
     let health =
         crate::balance::health::spawn_checks(Arc::clone(&runtime.backends), shutdown_rx.clone());
+    if config.sites.iter().any(|s| s.compression.is_some()) {
+        tokio::spawn(sample_cpu(Arc::clone(&runtime), shutdown_rx.clone()));
+    }
     if let Some(l) = admin_listener {
         let state = admin::AdminState::new(
             Arc::clone(&runtime.config),
@@ -431,5 +436,32 @@ fn warn_restart_only(old: &Config, new: &Config) {
             changed = %changed.join(", "),
             "these settings changed but apply only after a restart (SIGUSR2 restarts without dropping connections); the rest of the new configuration is live"
         );
+    }
+}
+
+/// Measures the process's CPU use every second, in percent of its worker
+/// threads, for the compression cap (HAProxy's `maxcompcpuusage`). Runs
+/// while some site compresses (a reload that adds compression to a proxy
+/// that had none starts compressing without the cap until a restart).
+async fn sample_cpu(runtime: Arc<Runtime>, mut shutdown: watch::Receiver<bool>) {
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last: Option<(std::time::Instant, f64)> = None;
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = rdmalb_base::shutdown::requested(&mut shutdown) => return,
+        }
+        let Some(cpu) = rdmalb_base::cpu::own_cpu_seconds() else {
+            return;
+        };
+        let now = std::time::Instant::now();
+        if let Some((then, before)) = last {
+            let workers = runtime.snapshot.load().config.global.workers.max(1) as f64;
+            let wall = now.saturating_duration_since(then).as_secs_f64().max(1e-3);
+            let percent = ((cpu - before) / wall / workers * 100.0).clamp(0.0, 1000.0);
+            runtime.cpu.set(percent.round() as u32);
+        }
+        last = Some((now, cpu));
     }
 }

@@ -19,6 +19,7 @@ mod access;
 mod acl;
 mod action;
 mod bind;
+mod compression;
 mod cond;
 mod lexer;
 mod map;

@@ -50,6 +50,9 @@ pub struct RawGlobal {
     /// Which failures are retried: "conn-failure", "empty-response"
     /// (HAProxy's `retry-on` keywords).
     pub retry_on: Option<Vec<String>>,
+    /// Percent of the worker threads' CPU above which new responses are
+    /// not compressed.
+    pub compression_max_cpu: Option<i64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -178,6 +181,7 @@ pub struct RawSite {
     pub max_nodes: Option<i64>,
     pub weights: Option<RawWeights>,
     pub health_path: Option<String>,
+    pub compression: Option<super::compression::RawCompression>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -79,6 +79,9 @@ pub struct Global {
     pub retries: u8,
     /// Which failed attempts are retried.
     pub retry_on: RetryOn,
+    /// Percent of the worker threads' CPU (1–100) above which new
+    /// responses are sent uncompressed (HAProxy's `maxcompcpuusage`).
+    pub compression_max_cpu: u32,
 }
 
 impl Global {
@@ -475,6 +478,8 @@ pub struct Site {
     pub max_nodes: usize,
     pub weights: LoadWeights,
     pub health_path: String,
+    /// `[site.compression]`; `None`: nothing is compressed.
+    pub compression: Option<super::compression::Compression>,
 }
 
 /// Where a node's (or a peer proxy's) window is read from: the window

@@ -347,6 +347,9 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
             Some(p) => http_path(&mut c, &format!("{key}.health_path"), Some(p), "/"),
             None => health.path.clone(),
         };
+        let compression = s
+            .compression
+            .map(|raw| super::compression::validate(&mut c, &format!("{key}.compression"), raw));
         if sites.len() >= 64 {
             c.add(
                 key.clone(),
@@ -366,6 +369,7 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
             max_nodes,
             weights,
             health_path,
+            compression,
         });
     }
 
@@ -578,6 +582,13 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
         trusted_proxies,
         retries: c.int("global.retries", raw_global.retries, 3, 0, MAX_RETRIES) as u8,
         retry_on,
+        compression_max_cpu: c.int(
+            "global.compression_max_cpu",
+            raw_global.compression_max_cpu,
+            90,
+            1,
+            100,
+        ) as u32,
     };
     let reconfig = super::reconfig::validate(&mut c, raw_reconfig, &global, &cluster, &nodes);
     let qos = super::qos::validate(&mut c, raw_qos);

@@ -12,6 +12,7 @@ use hyper::client::conn::http1::SendRequest;
 
 use super::access_log::{ms, AccessRecord, Counts, Timers};
 use super::body::RequestBody;
+use super::compress::Offer;
 use super::error::ErrorKind;
 use super::forward::RetryReason;
 use super::state::{ConnCtx, Snapshot};
@@ -67,6 +68,8 @@ pub struct Exchange {
     /// The request's target as the rules left it, kept for response rules
     /// (only when some are configured).
     pub rule_uri: Option<http::Uri>,
+    /// What the client accepts for a compressed response (`[site.compression]`).
+    pub compress: Offer,
     done: bool,
 }
 
@@ -109,6 +112,7 @@ impl Exchange {
             error: None,
             outcome_pending: false,
             rule_uri: None,
+            compress: Offer::default(),
             done: false,
         }
     }

@@ -39,6 +39,7 @@ use hyper::body::{Body, Incoming};
 
 use super::access_log::ms;
 use super::body::RequestBody;
+use super::compress;
 use super::error::ErrorKind;
 use super::exchange::Exchange;
 use super::headers::{self, Present};
@@ -224,7 +225,7 @@ async fn admit(ex: &mut Exchange, snap: &Snapshot, site: usize) -> Result<Durati
 
 /// Phase 4: the request as the node gets it.
 fn upstream_request(
-    ex: &Exchange,
+    ex: &mut Exchange,
     ctx: &ConnCtx,
     snap: &Snapshot,
     req: Request<Incoming>,
@@ -234,6 +235,14 @@ fn upstream_request(
 ) -> attempt::Outgoing {
     let version = req.version();
     let (mut parts, body) = req.into_parts();
+    let site = ex.site.and_then(|s| snap.config.sites.get(s));
+    if let Some(conf) = site.and_then(|s| s.compression.as_ref()) {
+        // What the client accepts, read before the head moves on.
+        ex.compress = compress::offer(conf, &parts.method, version, &parts.headers);
+        if conf.offload {
+            parts.headers.remove(header::ACCEPT_ENCODING);
+        }
+    }
     headers::strip_hop_by_hop(&mut parts.headers, present, upgrade);
     headers::chunk_unknown_length(&mut parts.headers, !body.is_end_stream());
     // hyper already answered `100 Continue` to the client when the body

@@ -14,6 +14,7 @@ use hyper::body::{Body, Frame, Incoming, SizeHint};
 use tokio::time::Sleep;
 
 use super::body::{idle_expired, BoxError};
+use super::compress::Encoder;
 use super::exchange::{End, Exchange};
 
 /// Why the node's response body failed.
@@ -27,7 +28,16 @@ pub enum UpstreamBodyError {
 
 enum Source {
     Upstream(Incoming),
+    /// The node's body through an encoder (`[site.compression]`).
+    Compressed(Box<Compressing>),
     Full(Option<Bytes>),
+}
+
+struct Compressing {
+    inner: Incoming,
+    encoder: Box<Encoder>,
+    /// The node's body ended and the encoder's last bytes went out.
+    done: bool,
 }
 
 /// The response body sent to the client.
@@ -44,6 +54,27 @@ impl ResponseBody {
     pub fn upstream(inner: Incoming, idle: Duration, exchange: Exchange) -> Self {
         ResponseBody {
             source: Source::Upstream(inner),
+            idle,
+            timer: None,
+            armed: false,
+            exchange,
+        }
+    }
+
+    /// The node's body compressed by `encoder` on its way (the head says so
+    /// already); as [`upstream`](Self::upstream) otherwise.
+    pub fn compressed(
+        inner: Incoming,
+        idle: Duration,
+        exchange: Exchange,
+        encoder: Box<Encoder>,
+    ) -> Self {
+        ResponseBody {
+            source: Source::Compressed(Box::new(Compressing {
+                inner,
+                encoder,
+                done: false,
+            })),
             idle,
             timer: None,
             armed: false,
@@ -83,6 +114,10 @@ impl Body for ResponseBody {
                     Poll::Ready(None)
                 }
             },
+            Source::Compressed(c) => {
+                let idle = (this.idle, &mut this.timer, &mut this.armed);
+                poll_compressed(c, &mut this.exchange, idle, cx)
+            }
             Source::Upstream(inner) => match Pin::new(inner).poll_frame(cx) {
                 Poll::Ready(Some(Ok(frame))) => {
                     this.armed = false;
@@ -115,6 +150,7 @@ impl Body for ResponseBody {
         match &self.source {
             Source::Full(b) => b.is_none(),
             Source::Upstream(i) => i.is_end_stream(),
+            Source::Compressed(c) => c.done,
         }
     }
 
@@ -123,6 +159,67 @@ impl Body for ResponseBody {
             Source::Full(Some(b)) => SizeHint::with_exact(b.len() as u64),
             Source::Full(None) => SizeHint::with_exact(0),
             Source::Upstream(i) => i.size_hint(),
+            Source::Compressed(_) => SizeHint::default(),
+        }
+    }
+}
+
+/// The node's body through the encoder: every data frame is written to
+/// it and what it releases is sent; when the node pauses, what was written
+/// is flushed (a streamed response is not held back a whole block); at
+/// the end, the encoder's last bytes. Trailers are dropped (they described
+/// the uncompressed body).
+fn poll_compressed(
+    c: &mut Compressing,
+    ex: &mut Exchange,
+    (idle, timer, armed): (Duration, &mut Option<Pin<Box<Sleep>>>, &mut bool),
+    cx: &mut Context<'_>,
+) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+    loop {
+        if c.done {
+            ex.finish(End::Complete);
+            return Poll::Ready(None);
+        }
+        let out = match Pin::new(&mut c.inner).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                *armed = false;
+                match frame.into_data() {
+                    Ok(data) => c.encoder.write(&data),
+                    Err(_) => continue,
+                }
+            }
+            Poll::Ready(Some(Err(e))) => {
+                ex.finish(End::UpstreamAborted);
+                return Poll::Ready(Some(Err(Box::new(UpstreamBodyError::Aborted(e)))));
+            }
+            Poll::Ready(None) => {
+                c.done = true;
+                let out = c.encoder.finish();
+                if let Some(s) = ex.site.and_then(|s| ex.snap.stats.sites.get(s)) {
+                    s.compression_bytes[0].increment(c.encoder.bytes_in);
+                    s.compression_bytes[1].increment(c.encoder.bytes_out);
+                }
+                out
+            }
+            Poll::Pending if c.encoder.unflushed() => c.encoder.flush(),
+            Poll::Pending => {
+                if idle_expired(timer, armed, idle, cx) {
+                    ex.finish(End::UpstreamTimeout);
+                    return Poll::Ready(Some(Err(Box::new(UpstreamBodyError::Timeout))));
+                }
+                return Poll::Pending;
+            }
+        };
+        match out {
+            Ok(bytes) if bytes.is_empty() => continue,
+            Ok(bytes) => {
+                ex.bytes += bytes.len() as u64;
+                return Poll::Ready(Some(Ok(Frame::data(bytes))));
+            }
+            Err(e) => {
+                ex.finish(End::UpstreamAborted);
+                return Poll::Ready(Some(Err(Box::new(e))));
+            }
         }
     }
 }

@@ -105,6 +105,9 @@ pub struct Runtime {
     /// A new process took over (restart): HTTP/1 responses from now on
     /// carry `Connection: close` and their connections close after them.
     pub handed_over: AtomicBool,
+    /// The proxy's CPU use, for the compression cap
+    /// (`global.compression_max_cpu`).
+    pub cpu: super::compress::CpuUse,
 }
 
 impl Runtime {

@@ -69,6 +69,23 @@ pub struct SiteStats {
     pub admitted: [Counter; 2],
     /// `rdmalb_qos_rejected_total{site,reason}`: queue_full, queue_timeout.
     pub rejected: [Counter; 2],
+    /// `rdmalb_compressed_responses_total{site,coding}`, by [`CODINGS`].
+    pub compressed: [Counter; 3],
+    /// `rdmalb_compression_bytes_total{site,direction}`: in (the node's
+    /// bytes), out (sent to clients), of compressed responses.
+    pub compression_bytes: [Counter; 2],
+}
+
+/// `coding` label values, indexed by [`coding_index`].
+pub const CODINGS: [&str; 3] = ["gzip", "br", "zstd"];
+
+/// Index into [`CODINGS`].
+pub fn coding_index(c: crate::config::Coding) -> usize {
+    match c {
+        crate::config::Coding::Gzip => 0,
+        crate::config::Coding::Brotli => 1,
+        crate::config::Coding::Zstd => 2,
+    }
 }
 
 impl SiteStats {
@@ -148,6 +165,12 @@ impl Stats {
                     }),
                     rejected: ["queue_full", "queue_timeout"].map(|r| {
                         metrics::counter!(admission::REJECTED, "site" => site.clone(), "reason" => r)
+                    }),
+                    compressed: CODINGS.map(|c| {
+                        metrics::counter!("rdmalb_compressed_responses_total", "site" => site.clone(), "coding" => c)
+                    }),
+                    compression_bytes: ["in", "out"].map(|d| {
+                        metrics::counter!("rdmalb_compression_bytes_total", "site" => site.clone(), "direction" => d)
                     }),
                 }
             })

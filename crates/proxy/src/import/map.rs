@@ -303,6 +303,18 @@ pub fn map(h: &Haproxy, dir: &Path, notes: &mut Vec<Note>, by_rules: bool) -> St
     )
     .map_or("/".to_string(), |(p, _)| p);
     let any_taken = claimed.contains_key(&("*".to_string(), String::new()));
+    // A backend without `compression` of its own takes the frontend's.
+    let front_comp = frontends
+        .iter()
+        .map(|f| &f.compression)
+        .find(|c| c.enabled());
+    if let (Some(c), Some(f)) = (
+        front_comp,
+        frontends.iter().find(|f| !f.compression.enabled()),
+    ) {
+        notes.push(Note::new(f.line, "compression", Kind::Approximated, format!("`{}` does not compress but another frontend does: rdmalb compresses per site, so responses through `{}` are compressed too (line {})", f.name, f.name, c.algos.as_ref().map_or(0, |a| a.line))));
+    }
+    let level = h.global.comp_maxlevel.as_ref().map(|l| l.value);
     for s in &sites {
         let default = if by_rules { None } else { default.as_deref() };
         site(
@@ -314,6 +326,10 @@ pub fn map(h: &Haproxy, dir: &Path, notes: &mut Vec<Note>, by_rules: bool) -> St
             by_rules,
             notes,
         );
+        let own = Some(&s.backend.compression).filter(|c| c.enabled());
+        if let Some(c) = own.or(front_comp) {
+            c.write(&mut out, level);
+        }
     }
     nodes(&mut out, &sites, notes);
     out.push_str(&super::rules::rules(
@@ -426,6 +442,9 @@ fn global(
     }
     if let Some(n) = &h.global.nbthread {
         writeln!(out, "workers = {}", n.value).ok();
+    }
+    if let Some(c) = &h.global.maxcompcpuusage {
+        writeln!(out, "compression_max_cpu = {}", c.value.clamp(1, 100)).ok();
     }
     let ff: Vec<bool> = frontends
         .iter()

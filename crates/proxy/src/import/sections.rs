@@ -40,6 +40,10 @@ pub struct Global {
     pub nbthread: Option<At<u64>>,
     /// `crt-base`: the directory relative `crt` paths are in.
     pub crt_base: Option<String>,
+    /// `maxcompcpuusage`: the CPU percentage above which compression stops.
+    pub maxcompcpuusage: Option<At<u64>>,
+    /// `tune.comp.maxlevel`.
+    pub comp_maxlevel: Option<At<u64>>,
 }
 
 /// One `bind` address.
@@ -120,6 +124,7 @@ pub struct Proxy {
     /// `http-request`, `http-response`, `redirect`, `errorfile` and
     /// `http-error` lines, in order (`import::rules` translates them).
     pub http_lines: Vec<Line>,
+    pub compression: super::compression::Comp,
 }
 
 impl Proxy {
@@ -144,6 +149,7 @@ impl Proxy {
             retry_on: None,
             maxconn: None,
             http_lines: Vec::new(),
+            compression: Default::default(),
         }
     }
 
@@ -294,6 +300,25 @@ fn global(g: &mut Global, line: &Line, notes: &mut Vec<Note>) {
     let kw = line.keyword();
     match kw {
         "crt-base" => g.crt_base = Some(line.word(1).to_string()),
+        "maxcompcpuusage" | "tune.comp.maxlevel" => {
+            if let Some(v) = number(line, 1, notes) {
+                let at = Some(At {
+                    value: v,
+                    line: line.number,
+                });
+                if kw == "maxcompcpuusage" {
+                    g.maxcompcpuusage = at;
+                } else {
+                    g.comp_maxlevel = at;
+                }
+            }
+        }
+        "maxcomprate" => notes.push(Note::new(
+            line.number,
+            kw,
+            Kind::Approximated,
+            "rdmalb caps compression by CPU use only (global.compression_max_cpu), not by input rate".into(),
+        )),
         "maxconn" | "nbthread" => match number(line, 1, notes) {
             Some(v) if kw == "maxconn" => {
                 g.maxconn = Some(At {
@@ -433,6 +458,7 @@ fn directive(p: &mut Proxy, line: &Line, notes: &mut Vec<Note>) {
                 p.maxconn = Some(At { value: v, line: n });
             }
         }
+        "compression" => p.compression.directive(line, notes),
         "retry-on" => {
             p.retry_on = Some(At {
                 value: line.words[1..].to_vec(),

@@ -278,18 +278,40 @@ pub struct QosOut {
     pub percent: Option<f64>,
 }
 
-/// Reads every node's role word (the sidecars are still up) and computes
-/// the QoS accounting of `report`.
+/// How long [`outcome`] waits for a sidecar to apply a role the agent
+/// claimed just before the load ended (a bound on a stuck sidecar, not a
+/// timing claim: applying is a file rewrite and a reload).
+const SETTLE: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// Reads a node's role word and the epoch its sidecar last applied; while
+/// they differ (a move in progress), reads again until [`SETTLE`] has
+/// passed since `since`.
+async fn settled_role(
+    shm: &std::path::Path,
+    since: std::time::Instant,
+) -> (Option<u64>, Option<u64>) {
+    let Ok(w) = ShmWindow::open(shm, &Expect::ANY) else {
+        return (None, None);
+    };
+    loop {
+        let word = w.read_word(word::ROLE).await.ok();
+        let applied = w.read_word(word::ROLE_APPLIED).await.ok();
+        let epoch = word.and_then(|w| RoleWord::decode(w).ok()).map(|r| r.epoch);
+        if epoch.is_none() || epoch == applied || since.elapsed() >= SETTLE {
+            return (word, applied);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+/// Reads every node's role word (the sidecars are still up; a move claimed
+/// as the load ended is given time to be applied) and computes the QoS
+/// accounting of `report`.
 pub async fn outcome(spec: &Spec, nodes: &[NodePlan], report: &Report) -> Outcome {
     let mut ends = Vec::new();
+    let since = std::time::Instant::now();
     for n in nodes {
-        let (word, applied) = match ShmWindow::open(&n.shm, &Expect::ANY) {
-            Ok(w) => (
-                w.read_word(word::ROLE).await.ok(),
-                w.read_word(word::ROLE_APPLIED).await.ok(),
-            ),
-            Err(_) => (None, None),
-        };
+        let (word, applied) = settled_role(&n.shm, since).await;
         let role = word.and_then(|w| RoleWord::decode(w).ok());
         ends.push(NodeEnd {
             node: n.name.clone(),

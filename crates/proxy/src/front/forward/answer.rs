@@ -13,7 +13,7 @@ use super::super::error::{ErrorKind, ErrorSource};
 use super::super::exchange::{head_bytes, Exchange};
 use super::super::headers::{self, Present};
 use super::super::response::ResponseBody;
-use super::super::stats;
+use super::super::{compress, stats};
 use super::attempt::Answered;
 
 /// A response the proxy makes itself (an error, or what a rule answers):
@@ -63,9 +63,46 @@ pub fn response_filter(mut ex: Exchange, answered: Answered) -> Response<Respons
         );
     }
     headers::add_via(&mut parts.headers, present, &ex.snap.via_response);
+    let encoder = compression(&ex, parts.status, &mut parts.headers);
     ex.bytes = head_bytes(parts.status, &parts.headers);
     let idle = ex.snap.config.timeouts.server;
-    Response::from_parts(parts, ResponseBody::upstream(body, idle, ex))
+    let body = match encoder {
+        Some(e) => ResponseBody::compressed(body, idle, ex, e),
+        None => ResponseBody::upstream(body, idle, ex),
+    };
+    Response::from_parts(parts, body)
+}
+
+/// The site's `[site.compression]` applied to a response head; the
+/// encoder when the body is to be compressed.
+fn compression(
+    ex: &Exchange,
+    status: StatusCode,
+    headers: &mut HeaderMap,
+) -> Option<Box<compress::Encoder>> {
+    let site = ex.site?;
+    let conf = ex.snap.config.sites.get(site)?.compression.as_ref()?;
+    let over_cpu = ex.ctx().proxy.cpu.get() > ex.snap.config.global.compression_max_cpu;
+    let compress::Decision::Encode(coding) =
+        compress::choose(conf, ex.compress, over_cpu, status, headers)
+    else {
+        return None;
+    };
+    match compress::Encoder::new(coding, conf.level) {
+        Ok(e) => {
+            if let Some(s) = ex.snap.stats.sites.get(site) {
+                s.compressed[stats::coding_index(coding)].increment(1);
+            }
+            Some(Box::new(e))
+        }
+        Err(e) => {
+            // The head says compressed: an encoder that cannot start is a
+            // broken response, as a node that broke its body.
+            tracing::error!(error = %e, coding = coding.token(), "cannot start the compressor");
+            headers.remove(header::CONTENT_ENCODING);
+            None
+        }
+    }
 }
 
 /// Copies bytes both ways between an upgraded client and node connection.
