@@ -1,0 +1,419 @@
+//! `[[request_rule]]` and `[[response_rule]]` actions and `[[error_page]]`
+//! answers as written, validated into [`Action`]s and [`Answer`]s.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use bytes::Bytes;
+use http::header::{self, HeaderName, HeaderValue};
+use http::{HeaderMap, StatusCode};
+use regex::Regex;
+
+use super::super::action::{Action, Answer, Redirect, RedirectTo};
+use super::super::template::Template;
+use super::super::Rule;
+use super::{condition, listener_names, Names, RawRule};
+use rdmalb_base::problems::ConfigCheck;
+
+pub(super) fn status(
+    c: &mut ConfigCheck,
+    key: &str,
+    v: Option<i64>,
+    default: Option<u16>,
+) -> Option<StatusCode> {
+    let code = match (v, default) {
+        (Some(v), _) => v,
+        (None, Some(d)) => i64::from(d),
+        (None, None) => {
+            c.add(key, "missing (expected an HTTP status from 200 to 599)");
+            return None;
+        }
+    };
+    match u16::try_from(code)
+        .ok()
+        .filter(|s| (200..=599).contains(s))
+        .and_then(|s| StatusCode::from_u16(s).ok())
+    {
+        Some(s) => Some(s),
+        None => {
+            c.add(key, format!("{code} is not an HTTP status from 200 to 599"));
+            None
+        }
+    }
+}
+
+/// A `return` answer or an error page from its parts.
+pub(super) fn answer(
+    c: &mut ConfigCheck,
+    key: &str,
+    status: StatusCode,
+    content_type: Option<&str>,
+    body: Option<&str>,
+    body_file: Option<&str>,
+    headers: Option<&BTreeMap<String, String>>,
+) -> Option<Answer> {
+    let body = match (body, body_file) {
+        (Some(_), Some(_)) => {
+            c.add(
+                format!("{key}.body_file"),
+                "give body or body_file, not both",
+            );
+            return None;
+        }
+        (Some(b), None) => Bytes::from(b.to_string()),
+        (None, Some(f)) => match std::fs::read(c.path(f)) {
+            Ok(b) => Bytes::from(b),
+            Err(e) => {
+                c.add(format!("{key}.body_file"), format!("cannot read {f}: {e}"));
+                return None;
+            }
+        },
+        (None, None) => Bytes::new(),
+    };
+    let mut h = HeaderMap::new();
+    if let Some(ct) = content_type {
+        match HeaderValue::from_str(ct) {
+            Ok(v) => {
+                h.insert(header::CONTENT_TYPE, v);
+            }
+            Err(_) => c.add(
+                format!("{key}.content_type"),
+                format!("`{ct}` is not a header value"),
+            ),
+        }
+    } else if !body.is_empty() {
+        c.add(
+            format!("{key}.content_type"),
+            "missing: a body needs its content type (e.g. \"text/html\")",
+        );
+    }
+    for (name, value) in headers.into_iter().flatten() {
+        match (
+            HeaderName::try_from(name.as_str()),
+            HeaderValue::from_str(value),
+        ) {
+            (Ok(n), Ok(v)) => {
+                h.append(n, v);
+            }
+            _ => c.add(
+                format!("{key}.headers.{name}"),
+                "not a header name and value",
+            ),
+        }
+    }
+    Some(Answer {
+        status,
+        headers: h,
+        body,
+    })
+}
+
+/// An HAProxy errorfile: a whole HTTP/1 response.
+pub(super) fn raw_response(path: &Path) -> Result<Answer, String> {
+    let raw = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map(|i| (i, i + 4))
+        .or_else(|| {
+            raw.windows(2)
+                .position(|w| w == b"\n\n")
+                .map(|i| (i, i + 2))
+        })
+        .ok_or_else(|| {
+            format!(
+                "{} is not an HTTP response (no blank line after the head)",
+                path.display()
+            )
+        })?;
+    let head = String::from_utf8_lossy(&raw[..split.0]).into_owned();
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|s| s.parse::<u16>().ok())
+        .and_then(|s| StatusCode::from_u16(s).ok())
+        .ok_or_else(|| {
+            format!(
+                "{} does not start with a status line such as `HTTP/1.1 503 Service Unavailable`",
+                path.display()
+            )
+        })?;
+    let mut headers = HeaderMap::new();
+    for l in lines {
+        let Some((k, v)) = l.split_once(':') else {
+            continue;
+        };
+        let (Ok(k), Ok(v)) = (
+            HeaderName::try_from(k.trim()),
+            HeaderValue::from_str(v.trim()),
+        ) else {
+            continue;
+        };
+        // The proxy frames the body itself.
+        if k != header::CONTENT_LENGTH && k != header::CONNECTION && k != header::TRANSFER_ENCODING
+        {
+            headers.append(k, v);
+        }
+    }
+    Ok(Answer {
+        status,
+        headers,
+        body: Bytes::copy_from_slice(&raw[split.1..]),
+    })
+}
+
+const REQUEST_ACTIONS: &str = "\"deny\", \"return\", \"redirect\", \"auth\", \"set-header\", \"add-header\", \"del-header\", \"replace-header\", \"replace-value\", \"set-path\", \"replace-path\" or \"set-query\"";
+const RESPONSE_ACTIONS: &str = "\"deny\", \"return\", \"set-header\", \"add-header\", \"del-header\", \"replace-header\" or \"replace-value\"";
+
+pub(super) fn rule(
+    c: &mut ConfigCheck,
+    key: &str,
+    r: RawRule,
+    response: bool,
+    n: &mut Names,
+) -> Option<Rule> {
+    let accepted = if response {
+        RESPONSE_ACTIONS
+    } else {
+        REQUEST_ACTIONS
+    };
+    let Some(action) = r.action.clone() else {
+        c.add(
+            format!("{key}.action"),
+            format!("missing (expected {accepted})"),
+        );
+        return None;
+    };
+    let fields: [(&str, bool); 17] = [
+        ("status", r.status.is_some()),
+        ("content_type", r.content_type.is_some()),
+        ("body", r.body.is_some()),
+        ("body_file", r.body_file.is_some()),
+        ("headers", r.headers.is_some()),
+        ("location", r.location.is_some()),
+        ("prefix", r.prefix.is_some()),
+        ("scheme", r.scheme.is_some()),
+        ("code", r.code.is_some()),
+        ("drop_query", r.drop_query.is_some()),
+        ("append_slash", r.append_slash.is_some()),
+        ("name", r.name.is_some()),
+        ("value", r.value.is_some()),
+        ("regex", r.regex.is_some()),
+        ("replacement", r.replacement.is_some()),
+        ("realm", r.realm.is_some()),
+        ("userlist", r.userlist.is_some()),
+    ];
+    let uses: &[&str] = match action.as_str() {
+        "deny" => &["status"],
+        "return" => &["status", "content_type", "body", "body_file", "headers"],
+        "redirect" if !response => &[
+            "location",
+            "prefix",
+            "scheme",
+            "code",
+            "drop_query",
+            "append_slash",
+        ],
+        "auth" if !response => &["realm", "userlist"],
+        "set-header" | "add-header" => &["name", "value"],
+        "del-header" => &["name"],
+        "replace-header" | "replace-value" => &["name", "regex", "replacement"],
+        "set-path" | "set-query" if !response => &["value"],
+        "replace-path" if !response => &["regex", "replacement"],
+        other => {
+            c.add(
+                format!("{key}.action"),
+                format!(
+                    "`{other}` is not a {} action (expected {accepted})",
+                    if response { "response" } else { "request" }
+                ),
+            );
+            return None;
+        }
+    };
+    let before = c.count();
+    for (f, set) in fields {
+        if set && !uses.contains(&f) {
+            c.add(
+                format!("{key}.{f}"),
+                format!(
+                    "not used by action \"{action}\" (it uses: {})",
+                    uses.join(", ")
+                ),
+            );
+        }
+    }
+    let condition = condition(c, key, r.if_.as_ref(), r.unless.as_ref(), n);
+    if !response
+        && condition
+            .as_ref()
+            .is_some_and(|cond| cond.needs_response(&n.acls))
+    {
+        c.add(
+            format!("{key}.if"),
+            "tests a response fetch (status, response_header) in a request rule",
+        );
+    }
+    let maps = &n.map_index;
+    let template = |c: &mut ConfigCheck, field: &str, v: Option<&String>| -> Option<Template> {
+        let Some(v) = v else {
+            c.add(
+                format!("{key}.{field}"),
+                format!("missing: action \"{action}\" needs it"),
+            );
+            return None;
+        };
+        Template::parse(v, |m| maps.get(m).copied())
+            .map_err(|e| c.add(format!("{key}.{field}"), e))
+            .ok()
+    };
+    let header_name = |c: &mut ConfigCheck| -> Option<HeaderName> {
+        match r.name.as_deref().map(HeaderName::try_from) {
+            Some(Ok(h)) => Some(h),
+            Some(Err(_)) => {
+                c.add(
+                    format!("{key}.name"),
+                    format!("`{}` is not a header name", r.name.as_deref().unwrap_or("")),
+                );
+                None
+            }
+            None => {
+                c.add(
+                    format!("{key}.name"),
+                    format!("missing: action \"{action}\" needs the header's name"),
+                );
+                None
+            }
+        }
+    };
+    let regex = |c: &mut ConfigCheck| -> Option<(Regex, String)> {
+        let Some(re) = r.regex.as_deref() else {
+            c.add(
+                format!("{key}.regex"),
+                format!("missing: action \"{action}\" needs a regular expression"),
+            );
+            return None;
+        };
+        let re = regex::RegexBuilder::new(re)
+            .size_limit(1 << 20)
+            .build()
+            .map_err(|e| {
+                c.add(
+                    format!("{key}.regex"),
+                    format!(
+                        "`{re}` is not a regular expression: {}",
+                        e.to_string().lines().last().unwrap_or("")
+                    ),
+                )
+            })
+            .ok()?;
+        Some((re, r.replacement.clone().unwrap_or_default()))
+    };
+    let action = match action.as_str() {
+        "deny" => Action::Deny(status(c, &format!("{key}.status"), r.status, Some(403))?),
+        "return" => {
+            let s = status(c, &format!("{key}.status"), r.status, Some(200))?;
+            Action::Return(answer(
+                c,
+                key,
+                s,
+                r.content_type.as_deref(),
+                r.body.as_deref(),
+                r.body_file.as_deref(),
+                r.headers.as_ref(),
+            )?)
+        }
+        "redirect" => {
+            let to = match (&r.location, &r.prefix, &r.scheme) {
+                (Some(l), None, None) => RedirectTo::Location(template(c, "location", Some(l))?),
+                (None, Some(p), None) => RedirectTo::Prefix(template(c, "prefix", Some(p))?),
+                (None, None, Some(s))
+                    if !s.is_empty()
+                        && s.chars().all(|ch| {
+                            ch.is_ascii_alphanumeric() || matches!(ch, '+' | '-' | '.')
+                        }) =>
+                {
+                    RedirectTo::Scheme(s.clone())
+                }
+                (None, None, Some(s)) => {
+                    c.add(
+                        format!("{key}.scheme"),
+                        format!("`{s}` is not a scheme (expected e.g. \"https\")"),
+                    );
+                    return None;
+                }
+                _ => {
+                    c.add(
+                        format!("{key}.location"),
+                        "expected exactly one of location, prefix and scheme",
+                    );
+                    return None;
+                }
+            };
+            let code = match r.code {
+                None => StatusCode::FOUND,
+                Some(v @ (301 | 302 | 303 | 307 | 308)) => StatusCode::from_u16(v as u16).ok()?,
+                Some(v) => {
+                    c.add(
+                        format!("{key}.code"),
+                        format!("{v} is not a redirect code (expected 301, 302, 303, 307 or 308)"),
+                    );
+                    return None;
+                }
+            };
+            Action::Redirect(Redirect {
+                to,
+                code,
+                drop_query: r.drop_query.unwrap_or(false),
+                append_slash: r.append_slash.unwrap_or(false),
+            })
+        }
+        "auth" => {
+            let Some(l) = r.userlist.as_deref() else {
+                c.add(
+                    format!("{key}.userlist"),
+                    "missing: action \"auth\" needs the [[userlist]] to check",
+                );
+                return None;
+            };
+            let Some(&i) = n.userlist_index.get(l) else {
+                c.add(
+                    format!("{key}.userlist"),
+                    format!("no [[userlist]] named `{l}`"),
+                );
+                return None;
+            };
+            Action::Auth {
+                realm: r.realm.clone().unwrap_or_else(|| "rdmalb".into()),
+                userlist: i,
+            }
+        }
+        "set-header" => Action::SetHeader(header_name(c)?, template(c, "value", r.value.as_ref())?),
+        "add-header" => Action::AddHeader(header_name(c)?, template(c, "value", r.value.as_ref())?),
+        "del-header" => Action::DelHeader(header_name(c)?),
+        "replace-header" => {
+            let h = header_name(c)?;
+            let (re, with) = regex(c)?;
+            Action::ReplaceHeader(h, re, with)
+        }
+        "replace-value" => {
+            let h = header_name(c)?;
+            let (re, with) = regex(c)?;
+            Action::ReplaceValue(h, re, with)
+        }
+        "set-path" => Action::SetPath(template(c, "value", r.value.as_ref())?),
+        "set-query" => Action::SetQuery(template(c, "value", r.value.as_ref())?),
+        "replace-path" => {
+            let (re, with) = regex(c)?;
+            Action::ReplacePath(re, with)
+        }
+        _ => return None,
+    };
+    let listeners = listener_names(c, key, r.listeners.as_deref(), &n.listeners);
+    (c.count() == before).then_some(Rule {
+        condition,
+        action,
+        listeners,
+    })
+}
