@@ -1,10 +1,14 @@
-//! `bind` lines to `[[listener]]` tables: addresses, `accept-proxy`, and
+//! `bind` lines: read into a proxy's binds ([`parse`]), then written as
+//! `[[listener]]` tables: addresses, `accept-proxy`, and
 //! `ssl crt` files or directories (under `crt-base`) to certificate pairs.
 
 use std::fmt::Write;
 use std::path::Path;
 
-use super::sections::Proxy;
+use std::net::SocketAddr;
+
+use super::lexer::Line;
+use super::sections::{Bind, Proxy};
 use super::site::{q, site_name};
 use super::{Kind, Note};
 
@@ -135,4 +139,95 @@ fn certificates(
         notes.push(Note::new(line, "bind", Kind::Unsupported, format!("`crt {crt}` does not exist at import time; imported as a file holding certificate and key")));
     }
     vec![pair(crt.to_string())]
+}
+
+/// `bind <addr>[,<addr>...] [params]`, the addresses starting at word `at`.
+pub(super) fn parse(p: &mut Proxy, line: &Line, at: usize, notes: &mut Vec<Note>) {
+    let n = line.number;
+    let mut crt = Vec::new();
+    let (mut ssl, mut h2, mut accept_proxy) = (false, false, false);
+    let mut client_auth = Vec::new();
+    let mut i = at + 1;
+    while i < line.words.len() {
+        let w = line.word(i);
+        match w {
+            "ssl" => ssl = true,
+            "crt" => {
+                crt.push(line.word(i + 1).to_string());
+                i += 1;
+            }
+            "alpn" => {
+                h2 = line.word(i + 1).split(',').any(|p| p == "h2");
+                i += 1;
+            }
+            "accept-proxy" => accept_proxy = true,
+            "verify" | "ca-file" | "crl-file" => {
+                let key = match w {
+                    "verify" => "verify",
+                    "ca-file" => "client_ca",
+                    _ => "crl",
+                };
+                client_auth.push((key, line.word(i + 1).to_string()));
+                i += 1;
+            }
+            "v4v6" | "v6only" => {}
+            "name" | "ciphers" | "ciphersuites" | "ssl-min-ver" | "ssl-max-ver" | "curves"
+            | "ecdhe" | "process" | "crt-list" | "interface" | "mss" | "maxconn" | "npn"
+            | "thread" | "level" | "mode" | "user" | "group" => {
+                super::access::bind_option(line, w, line.word(i + 1), notes);
+                i += 1;
+            }
+            _ => notes.push(Note::new(
+                n,
+                "bind",
+                Kind::Unsupported,
+                format!("bind option `{w}` not supported"),
+            )),
+        }
+        i += 1;
+    }
+    if ssl && crt.is_empty() {
+        notes.push(Note::new(
+            n,
+            "bind",
+            Kind::Routing,
+            "`ssl` without `crt`: listener dropped".into(),
+        ));
+        return;
+    }
+    for addr in line.word(at).split(',') {
+        match bind_address(addr) {
+            Some(address) => p.binds.push(Bind {
+                line: n,
+                address,
+                crt: ssl.then(|| crt.clone()),
+                h2,
+                accept_proxy,
+                client_auth: client_auth.clone(),
+            }),
+            None => notes.push(Note::new(
+                n,
+                "bind",
+                Kind::Routing,
+                format!("address `{addr}` not supported (expected [ip]:port; no names, ranges, unix sockets); listener dropped"),
+            )),
+        }
+    }
+}
+
+/// `:80`, `*:80`, `0.0.0.0:80`, `:::80`, `[::]:80`, `ipv4@...`, `ipv6@...`.
+fn bind_address(addr: &str) -> Option<SocketAddr> {
+    let addr = addr
+        .strip_prefix("ipv4@")
+        .or_else(|| addr.strip_prefix("ipv6@"))
+        .unwrap_or(addr);
+    let (host, port) = addr.rsplit_once(':')?;
+    let port: u16 = port.parse().ok()?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let ip: std::net::IpAddr = match host {
+        "" | "*" => std::net::Ipv4Addr::UNSPECIFIED.into(),
+        "::" | ":" => std::net::Ipv6Addr::UNSPECIFIED.into(),
+        h => h.parse().ok()?,
+    };
+    Some(SocketAddr::new(ip, port))
 }

@@ -240,7 +240,7 @@ pub fn read(lines: &[Line], notes: &mut Vec<Note>) -> Haproxy {
                     },
                 };
                 if role == Role::Listen && !line.word(2).is_empty() && line.word(2) != "from" {
-                    bind(&mut p, line, 2, notes);
+                    super::bind::parse(&mut p, line, 2, notes);
                 }
                 current = Some(p);
             }
@@ -407,7 +407,9 @@ fn directive(p: &mut Proxy, line: &Line, notes: &mut Vec<Note>) {
                 line: n,
             })
         }
-        "bind" if p.role.has_frontend() && p.role != Role::Defaults => bind(p, line, 1, notes),
+        "bind" if p.role.has_frontend() && p.role != Role::Defaults => {
+            super::bind::parse(p, line, 1, notes)
+        }
         "acl" => p.acls.push(Acl {
             line: n,
             name: line.word(1).to_string(),
@@ -497,97 +499,6 @@ fn directive(p: &mut Proxy, line: &Line, notes: &mut Vec<Note>) {
         }
         _ => note(Kind::Unsupported, "not supported".into()),
     }
-}
-
-/// `bind <addr>[,<addr>...] [params]`, the addresses starting at word `at`.
-fn bind(p: &mut Proxy, line: &Line, at: usize, notes: &mut Vec<Note>) {
-    let n = line.number;
-    let mut crt = Vec::new();
-    let (mut ssl, mut h2, mut accept_proxy) = (false, false, false);
-    let mut client_auth = Vec::new();
-    let mut i = at + 1;
-    while i < line.words.len() {
-        let w = line.word(i);
-        match w {
-            "ssl" => ssl = true,
-            "crt" => {
-                crt.push(line.word(i + 1).to_string());
-                i += 1;
-            }
-            "alpn" => {
-                h2 = line.word(i + 1).split(',').any(|p| p == "h2");
-                i += 1;
-            }
-            "accept-proxy" => accept_proxy = true,
-            "verify" | "ca-file" | "crl-file" => {
-                let key = match w {
-                    "verify" => "verify",
-                    "ca-file" => "client_ca",
-                    _ => "crl",
-                };
-                client_auth.push((key, line.word(i + 1).to_string()));
-                i += 1;
-            }
-            "v4v6" | "v6only" => {}
-            "name" | "ciphers" | "ciphersuites" | "ssl-min-ver" | "ssl-max-ver" | "curves"
-            | "ecdhe" | "process" | "crt-list" | "interface" | "mss" | "maxconn" | "npn"
-            | "thread" | "level" | "mode" | "user" | "group" => {
-                super::access::bind_option(line, w, line.word(i + 1), notes);
-                i += 1;
-            }
-            _ => notes.push(Note::new(
-                n,
-                "bind",
-                Kind::Unsupported,
-                format!("bind option `{w}` not supported"),
-            )),
-        }
-        i += 1;
-    }
-    if ssl && crt.is_empty() {
-        notes.push(Note::new(
-            n,
-            "bind",
-            Kind::Routing,
-            "`ssl` without `crt`: listener dropped".into(),
-        ));
-        return;
-    }
-    for addr in line.word(at).split(',') {
-        match bind_address(addr) {
-            Some(address) => p.binds.push(Bind {
-                line: n,
-                address,
-                crt: ssl.then(|| crt.clone()),
-                h2,
-                accept_proxy,
-                client_auth: client_auth.clone(),
-            }),
-            None => notes.push(Note::new(
-                n,
-                "bind",
-                Kind::Routing,
-                format!("address `{addr}` not supported (expected [ip]:port; no names, ranges, unix sockets); listener dropped"),
-            )),
-        }
-    }
-}
-
-/// `:80`, `*:80`, `0.0.0.0:80`, `:::80`, `[::]:80`, `ipv4@...`, `ipv6@...`.
-fn bind_address(addr: &str) -> Option<SocketAddr> {
-    let addr = addr
-        .strip_prefix("ipv4@")
-        .or_else(|| addr.strip_prefix("ipv6@"))
-        .unwrap_or(addr);
-    let (host, port) = addr.rsplit_once(':')?;
-    let port: u16 = port.parse().ok()?;
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    let ip: std::net::IpAddr = match host {
-        "" | "*" => std::net::Ipv4Addr::UNSPECIFIED.into(),
-        "::" | ":" => std::net::Ipv6Addr::UNSPECIFIED.into(),
-        h => h.parse().ok()?,
-    };
-    Some(SocketAddr::new(ip, port))
 }
 
 fn server(p: &mut Proxy, line: &Line, notes: &mut Vec<Note>) -> Option<Server> {
