@@ -164,6 +164,31 @@ impl Farm {
                 std::thread::sleep(Duration::from_millis(50));
             }
             assert_eq!(up.matches(",UP,").count(), 2, "{up}");
+            // And both have a first check result for both (HAProxy starts
+            // a server UP before its first check has run: its
+            // srv_check_result is 0 until then).
+            let mut state = String::new();
+            for _ in 0..600 {
+                state = ask(cli, b"show servers state www\n");
+                let checked = state
+                    .lines()
+                    .skip(2)
+                    .filter(|l| !l.is_empty())
+                    .filter(|l| l.split(' ').nth(11).is_some_and(|r| r != "0"))
+                    .count();
+                if checked == 2 {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            assert!(
+                state
+                    .lines()
+                    .skip(2)
+                    .filter(|l| !l.is_empty())
+                    .all(|l| l.split(' ').nth(11) != Some("0")),
+                "{state}"
+            );
         }
         Some(farm)
     }

@@ -6,7 +6,8 @@
 use serde::Deserialize;
 
 /// Top-level sections. Each is deserialized on its own by the validator so
-/// that problems in several sections are all reported.
+/// that problems in several sections are all reported. The rules' sections
+/// are `rules::config::KEYS`.
 pub const TOP_LEVEL_KEYS: &[&str] = &[
     "global",
     "timeouts",
@@ -22,13 +23,6 @@ pub const TOP_LEVEL_KEYS: &[&str] = &[
     "reconfig",
     "qos",
     "stats_socket",
-    "acl",
-    "map",
-    "userlist",
-    "request_rule",
-    "site_rule",
-    "response_rule",
-    "error_page",
 ];
 
 #[derive(Debug, Default, Deserialize)]

@@ -34,13 +34,15 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
         }
     };
     let mut c = ConfigCheck::new(file);
+    let rule_keys = crate::rules::config::KEYS;
     for key in table.keys() {
-        if !TOP_LEVEL_KEYS.contains(&key.as_str()) {
+        if !TOP_LEVEL_KEYS.contains(&key.as_str()) && !rule_keys.contains(&key.as_str()) {
             c.add(
                 key.clone(),
                 format!(
-                    "unknown section (expected one of: {})",
-                    TOP_LEVEL_KEYS.join(", ")
+                    "unknown section (expected one of: {}, {})",
+                    TOP_LEVEL_KEYS.join(", "),
+                    rule_keys.join(", ")
                 ),
             );
         }
