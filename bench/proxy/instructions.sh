@@ -16,6 +16,8 @@
 # Environment: N1=2000 N2=12000 CONNS=20 (keep-alive connections; requests
 # are spread evenly over them); GLOBAL='key = value' adds a line to the
 # proxy's [global] (e.g. GLOBAL='retry_on = ["conn-failure", "empty-response"]');
+# APPEND=FILE adds FILE's sections at the end of the config (e.g. the rules
+# `RULES_OUT=DIR bash bench/proxy/rules.sh` writes);
 # KEEP=DIR keeps each callgrind profile as
 # DIR/<binary>.<N>.callgrind, for callgrind_annotate. Prints one line per binary and writes
 # bench/results/instructions-<date>.md.
@@ -63,6 +65,11 @@ proxy_render "$HERE/rdmalb.toml.in" "$WORK/rdmalb.toml.tmp" "$LISTEN_PORT"
 sed -e "s|@BALANCE@|roundrobin|" -e "/@NODES@/{r $WORK/rdmalb-node" -e "d}" \
     -e "s|^shutdown_grace = \"1s\"|shutdown_grace = \"1s\"\n${GLOBAL:-}|" \
     "$WORK/rdmalb.toml.tmp" >"$WORK/rdmalb.toml"
+if [ -n "${APPEND:-}" ]; then
+    [ -r "$APPEND" ] || die "APPEND=$APPEND is not a readable file"
+    printf '\n' >>"$WORK/rdmalb.toml"
+    cat "$APPEND" >>"$WORK/rdmalb.toml"
+fi
 if grep -q '@[A-Z_]*@' "$WORK/rdmalb.toml" "$WORK/backend.conf"; then
     die "a placeholder is left unfilled: $(grep -ho '@[A-Z_]*@' "$WORK/rdmalb.toml" "$WORK/backend.conf" | sort -u | tr '\n' ' ')"
 fi
@@ -104,7 +111,7 @@ mkdir -p "$RESULTS_DIR"
 report=$RESULTS_DIR/instructions-$(date +%Y%m%d-%H%M).md
 {
     echo "Instructions per request (callgrind), rdmalb proxy, one worker, roundrobin, 1 KiB from nginx,"
-    echo "httperf $CONNS keep-alive connections, (I($N2) - I($N1)) / ($N2 - $N1). Command: bash bench/proxy/instructions.sh $*"
+    echo "httperf $CONNS keep-alive connections, (I($N2) - I($N1)) / ($N2 - $N1). Command: ${APPEND:+APPEND=$APPEND }bash bench/proxy/instructions.sh $*"
     echo
     echo "| binary | instructions / request |"
     echo "|---|---:|"

@@ -19,6 +19,9 @@
 # the order rotating; medians are reported, with rules/plain per proxy.
 #
 # Results: bench/results/proxy-rules-<date>.{md,csv}.
+# RULES_OUT=DIR writes rdmalb's imported rules (DIR/rules.toml, with
+# DIR/hosts.map) and stops: `APPEND=DIR/rules.toml bash
+# bench/proxy/instructions.sh BIN` then counts their instructions.
 # Environment: ROUNDS=3 DURATION=10 WARMUP=2 CONNS=50 MAP_ENTRIES=10000
 #   RDMALB_BIN=path (else cargo build --release) RESULTS_DIR=bench/results
 set -euo pipefail
@@ -141,6 +144,16 @@ start() { # TARGET
 }
 
 render
+if [ -n "${RULES_OUT:-}" ]; then
+    # Only the rules, for bench/proxy/instructions.sh (APPEND=...): the
+    # rule sections rdmalb imported, with the map beside them.
+    mkdir -p "$RULES_OUT"
+    cp "$WORK/hosts.map" "$RULES_OUT/hosts.map"
+    sed -n '/^\[\[\(map\|acl\|userlist\)\]\]/,$p' "$WORK/imported.toml" |
+        sed "s|$WORK/hosts.map|$RULES_OUT/hosts.map|g" >"$RULES_OUT/rules.toml"
+    log "rules written to $RULES_OUT/rules.toml"
+    exit 0
+fi
 spawn backend "$WORK/backend.out" taskset -c 1 nginx -p "$WORK" -e "$WORK/backend-error.log" -c "$WORK/backend.conf" -g 'daemon off;'
 wait_http "http://127.0.0.1:$BACKEND_PORT/health" 15 || die "the backend does not answer"
 
