@@ -35,6 +35,7 @@ pub mod load;
 mod node;
 mod node_loop;
 pub mod node_windows;
+mod outcome;
 mod policy;
 mod prequal;
 mod selector;
