@@ -128,3 +128,54 @@ fn size(text: &str) -> Option<u64> {
         _ => return None,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(text: &str) -> Line {
+        Line {
+            number: 7,
+            words: text.split_whitespace().map(str::to_string).collect(),
+        }
+    }
+
+    #[test]
+    fn sizes_take_haproxys_suffixes() {
+        assert_eq!(size("512"), Some(512));
+        assert_eq!(size("2k"), Some(2048));
+        assert_eq!(size("1M"), Some(1 << 20));
+        assert_eq!(size("1g"), Some(1 << 30));
+        assert_eq!(size("1kb"), None);
+        assert_eq!(size("k"), None);
+    }
+
+    #[test]
+    fn a_backend_section_becomes_its_sites_table() {
+        let mut notes = Vec::new();
+        let mut c = Comp::default();
+        for l in [
+            "compression algo gzip deflate",
+            "compression type text/html application/json",
+            "compression minsize-res 1k",
+            "compression offload",
+            "compression direction both",
+        ] {
+            c.directive(&line(l), &mut notes);
+        }
+        let mut out = String::new();
+        c.write(&mut out, Some(12));
+        assert_eq!(
+            out,
+            "\n[site.compression]\ncodings = [\"gzip\"]\ntypes = [\"text/html\", \"application/json\"]\nmin_size = 1024\nlevel = 9\noffload = true\n"
+        );
+        let kinds: Vec<Kind> = notes.iter().map(|n| n.kind).collect();
+        assert_eq!(kinds, [Kind::Approximated, Kind::Unsupported], "{notes:?}");
+        // identity alone compresses nothing: no table.
+        let mut none = Comp::default();
+        none.directive(&line("compression algo identity"), &mut notes);
+        let mut out = String::new();
+        none.write(&mut out, None);
+        assert!(out.is_empty());
+    }
+}
