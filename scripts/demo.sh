@@ -321,6 +321,21 @@ access_log = "$DIR/logs/access.log"
 [timeouts]
 connect = "1s"
 
+# The eight nodes share this one machine, so its CPU, run queue, memory and
+# interrupts are one host's, sampled by each sidecar at its own instants:
+# noise, not a difference between nodes. The demo scores what does differ:
+# nginx's connections (stub_status) and this proxy's requests in flight.
+# On real nodes, each its own machine, keep the defaults (docs/routing.md).
+[weights]
+cpu = 0.0
+run_queue = 0.0
+memory = 0.0
+network = 0.0
+irq = 0.0
+connections = 0.4
+app = 0.3
+inflight = 0.3
+
 [health]
 path = "/health"
 interval = "1s"

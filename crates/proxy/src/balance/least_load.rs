@@ -39,7 +39,7 @@ use rand::Rng;
 
 use super::drain;
 use super::hot_cold::{self, RifHistory};
-use super::load::{rank, rank_with, Candidate, NodeLoad, Unknown};
+use super::load::{rank, rank_with, Candidate, NodeLoad, Unknown, WAIT_TIE};
 use super::node_windows::{read_now, NodeWindow, NodeWindows, Observation, Table};
 use super::selector::Cursors;
 use super::unseen;
@@ -312,7 +312,7 @@ impl WeightedLeastLoad {
                         );
                     Some(if full { wait + drain::FULL } else { wait })
                 };
-                rank_with(&view, part, |_| 0.0, start, &mut scores)
+                rank_with(&view, part, |_| 0.0, WAIT_TIE, start, &mut scores)
             }
             _ => rank(self.weights(site), &view, start, &mut scores),
         }

@@ -56,8 +56,13 @@ pub const APP_MAX: f64 = 4.0;
 pub const APP_HALF: f64 = 8.0;
 /// Half point of the in-flight index.
 pub const INFLIGHT_HALF: f64 = 8.0;
-/// Scores closer than this are a tie.
-const TIE: f64 = 1e-9;
+/// Load indexes closer than this are a tie: 1 % of the index's full
+/// scale, below what sampling noise moves an idle node's index by (the
+/// run queue alone is an instantaneous count) and below one busy worker
+/// of an app with 20 or fewer (`0.2 / 20` with the default app weight).
+pub const LOAD_TIE: f64 = 0.01;
+/// Expected waits (milliseconds) closer than this are a tie: 1 µs.
+pub const WAIT_TIE: f64 = 1e-3;
 
 /// Why a node's load could not be used for a decision; the `reason` label
 /// of `rdmalb_load_unknown_total`.
@@ -223,8 +228,8 @@ pub struct Candidate<'a> {
 }
 
 /// Scores every candidate (into `scores`, same order) and returns the
-/// position of the lowest score. Ties (within 1e-9) go to fewer requests in
-/// flight, then to the first one found scanning from position `start`
+/// position of the lowest score. Ties (within [`LOAD_TIE`]) go to fewer
+/// requests in flight, then to the first one found scanning from `start`
 /// (callers rotate it, so equal nodes share the traffic instead of the
 /// first in config order taking it all). `None` only for no candidates.
 pub fn rank(
@@ -242,6 +247,7 @@ pub fn rank(
                 .map(|b| Normalised::of(&b.sample).weighted(w))
         },
         |i| inflight_part(w, candidates[i].inflight),
+        LOAD_TIE,
         start,
         scores,
     )
@@ -255,6 +261,7 @@ pub fn rank_with(
     candidates: &[Candidate<'_>],
     window: impl Fn(usize) -> Option<f64>,
     local: impl Fn(usize) -> f64,
+    tie: f64,
     start: usize,
     scores: &mut Vec<f64>,
 ) -> Option<usize> {
@@ -281,16 +288,20 @@ pub fn rank_with(
         }
         *s += local(i);
     }
+    // Every score within `tie` of the lowest is a tie: of those, the one
+    // with the fewest requests in flight, the first from `start`.
+    let lowest = scores.iter().copied().fold(f64::INFINITY, f64::min);
     let start = start % n;
-    let mut best = start;
-    for k in 1..n {
+    let mut best = None::<usize>;
+    for k in 0..n {
         let i = (start + k) % n;
-        let (si, sb) = (scores[i], scores[best]);
-        if si < sb - TIE || (si <= sb + TIE && candidates[i].inflight < candidates[best].inflight) {
-            best = i;
+        if scores[i] <= lowest + tie
+            && best.is_none_or(|b| candidates[i].inflight < candidates[b].inflight)
+        {
+            best = Some(i);
         }
     }
-    Some(best)
+    best
 }
 
 #[cfg(test)]

@@ -260,6 +260,44 @@ fn ties_go_to_fewer_in_flight_then_rotate() {
     assert_eq!(hits, [100, 100, 100]);
 }
 
+/// Idle nodes whose published numbers differ only by sampling noise (the
+/// demo's run queues: 2, 3 and 4 runnable at the instants each sidecar
+/// sampled) take turns; one busy worker of eight more is not noise.
+#[test]
+fn nodes_within_the_tie_band_take_turns_and_a_busy_worker_is_not_noise() {
+    let w = LoadWeights::default();
+    let idle = |run_queue_milli: u64, app_busy: u64| {
+        fresh(LoadSample {
+            cpu_util_ppm: 50_000,
+            run_queue_milli,
+            app_busy,
+            app_capacity: 8,
+            ..Default::default()
+        })
+    };
+    let noisy = [idle(20, 0), idle(30, 0), idle(40, 0)];
+    let cands: Vec<Candidate<'_>> = noisy
+        .iter()
+        .map(|l| Candidate { load: l, inflight: 0 })
+        .collect();
+    let mut scores = Vec::new();
+    let mut hits = [0usize; 3];
+    for start in 0..300 {
+        hits[rank(&w, &cands, start, &mut scores).unwrap()] += 1;
+    }
+    assert!(scores[2] - scores[0] > 1e-6, "the samples differ: {scores:?}");
+    assert_eq!(hits, [100, 100, 100], "{scores:?}");
+    // One worker busy of eight on node 0 (0.2 / 8 = 0.025 > LOAD_TIE).
+    let busy = [idle(20, 1), idle(20, 0), idle(20, 0)];
+    let cands: Vec<Candidate<'_>> = busy
+        .iter()
+        .map(|l| Candidate { load: l, inflight: 0 })
+        .collect();
+    for start in 0..30 {
+        assert_ne!(rank(&w, &cands, start, &mut scores), Some(0));
+    }
+}
+
 #[test]
 fn unknown_nodes_are_scored_as_the_mean_of_fresh_ones_plus_in_flight() {
     let w = only(|w| {

@@ -41,7 +41,7 @@ fn defaults() {
     let c = ok(BASE);
     assert_eq!(c.global.balance, Balance::WeightedLeastLoad);
     assert_eq!(c.routing, Routing::default());
-    assert_eq!(c.routing.candidates, Candidates::Count(2));
+    assert_eq!(c.routing.candidates, Candidates::Count(16));
     assert_eq!(c.routing.load_read, None);
     assert_eq!(c.routing.read_deadline, Duration::from_millis(5));
     assert_eq!(c.routing.staleness, Duration::from_millis(250));
