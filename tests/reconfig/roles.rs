@@ -93,6 +93,15 @@ struct Farm {
 }
 
 async fn farm(tag: &str) -> Farm {
+    farm_with(
+        tag,
+        "[reconfig]\nmode = \"rigid\"\nsensitivity = \"50ms\"\nhistory = \"50ms\"\n",
+    )
+    .await
+}
+
+/// [`farm`] with `reconfig` as its `[reconfig]` table.
+async fn farm_with(tag: &str, reconfig: &str) -> Farm {
     let nodes = Nodes::start(tag, &[Some(0), Some(1), None], false);
     nodes.behaviour.lock().unwrap().apply_delay = vec![Duration::from_millis(100); 3];
     let backends = [
@@ -121,7 +130,7 @@ async fn farm(tag: &str) -> Farm {
             path.display()
         ));
     }
-    config.push_str("[reconfig]\nmode = \"rigid\"\nsensitivity = \"50ms\"\nhistory = \"50ms\"\n");
+    config.push_str(reconfig);
     let proxy = Proxy::start_in(dir, &config, &[listen, admin]);
     let client = crate::support::client();
 
@@ -241,6 +250,124 @@ async fn admin_moves_route_a_node_to_its_new_site_and_never_misroute() {
         .sum::<f64>();
     assert_eq!(claims, 2.0, "{metrics}");
     drop(proxy);
+}
+
+/// `POST /runtime` with the admin token: status and answer.
+async fn runtime(client: &reqwest::Client, admin: SocketAddr, command: &str) -> (u16, String) {
+    let r = client
+        .post(format!("http://{admin}/runtime"))
+        .header("authorization", format!("Bearer {TOKEN}"))
+        .body(command.to_string())
+        .send()
+        .await
+        .expect("POST /runtime");
+    (r.status().as_u16(), r.text().await.unwrap_or_default())
+}
+
+/// Node `i`'s entry in the agent's `/status` roles.
+async fn role(client: &reqwest::Client, admin: SocketAddr, i: usize) -> serde_json::Value {
+    let text = client
+        .get(format!("http://{admin}/status"))
+        .send()
+        .await
+        .expect("GET /status")
+        .text()
+        .await
+        .unwrap_or_default();
+    let s: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+    s["reconfig"]["nodes"][i].clone()
+}
+
+/// The operator's word holds. n1 (home: cold) moved by hand to hot is a
+/// loan the agent brings home as soon as hot is cool and the node's
+/// cool-down (200 ms here) has passed; that is what happens with
+/// `manual_pin = "off"`. Pinned (the default), it stays in hot, shown in
+/// `/status`, until `release node n1`, and then goes home.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manual_move_holds_until_released() {
+    let client = crate::support::client();
+    let reconfig =
+        "[reconfig]\nmode = \"reconfigure\"\nsensitivity = \"50ms\"\nhistory = \"50ms\"\n\
+                    cooldown = \"200ms\"\n";
+    let home = |admin, label: &'static str| {
+        let client = client.clone();
+        async move {
+            eventually(label, Duration::from_secs(20), || async {
+                let r = role(&client, admin, 1).await;
+                if r["site"] == "cold" && r["effective"] == "active" {
+                    Ok(())
+                } else {
+                    Err(r.to_string())
+                }
+            })
+            .await
+        }
+    };
+    let moved = |admin| {
+        let client = client.clone();
+        async move {
+            let (code, answer) = runtime(&client, admin, "move node n1 site hot").await;
+            assert_eq!(code, 200, "{answer}");
+            answer
+        }
+    };
+
+    // Without a pin the agent undoes the move.
+    let f = farm_with("pin-off", &format!("{reconfig}manual_pin = \"off\"\n")).await;
+    let answer = moved(f.admin).await;
+    assert!(!answer.contains("pinned"), "{answer}");
+    eventually("n1 in hot", Duration::from_secs(20), || async {
+        let r = role(&client, f.admin, 1).await;
+        (r["site"] == "hot").then_some(()).ok_or(r.to_string())
+    })
+    .await;
+    home(f.admin, "n1 back home without a pin").await;
+    drop(f);
+
+    // Pinned: it stays, and /status says until when.
+    let f = farm_with("pin", reconfig).await;
+    let before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let answer = moved(f.admin).await;
+    assert!(
+        answer.contains("pinned for 3600s (release node n1)"),
+        "{answer}"
+    );
+    eventually("n1 serving hot", Duration::from_secs(20), || async {
+        let r = role(&client, f.admin, 1).await;
+        (r["site"] == "hot" && r["effective"] == "active")
+            .then_some(())
+            .ok_or(r.to_string())
+    })
+    .await;
+    let r = role(&client, f.admin, 1).await;
+    let until = r["pinned_until_unix_ms"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{r}"));
+    assert!(
+        (before + 3_599_000..=before + 3_700_000).contains(&until),
+        "{r}"
+    );
+    assert_eq!(r["pinned_by"], 1, "{r}");
+    // Many times the cool-down and the loan return: still in hot.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let r = role(&client, f.admin, 1).await;
+    assert_eq!(r["site"], "hot", "the agent moved a pinned node: {r}");
+    assert_eq!(f.nodes.applied(1), 2, "{r}");
+
+    let (code, answer) = runtime(&client, f.admin, "release node n1").await;
+    assert_eq!(
+        (code, answer.as_str()),
+        (200, "node n1 released: the agents may move it again\n\n")
+    );
+    home(f.admin, "n1 home after release").await;
+    let r = role(&client, f.admin, 1).await;
+    assert!(r["pinned_until_unix_ms"].is_null(), "{r}");
+    let (code, answer) = runtime(&client, f.admin, "release node n1").await;
+    assert_eq!((code, answer.as_str()), (200, "node n1 was not pinned\n\n"));
+    assert_eq!(runtime(&client, f.admin, "release node n9").await.0, 404);
 }
 
 /// Mutations need the bearer token (401 with a Bearer challenge without it

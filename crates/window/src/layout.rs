@@ -111,6 +111,9 @@ pub mod word {
     pub const CLAIM_EPOCH: usize = 36;
     /// Role status code: 0 ok, else the sidecar's failure reason.
     pub const ROLE_STATUS: usize = 37;
+    /// Manual pin, see [`crate::role::PinWord`]: no reconfiguration agent
+    /// moves the node before the deadline (proxies only, by CAS).
+    pub const PIN: usize = 38;
 }
 
 /// Word holding the lock of site `site`, or `None` past [`MAX_SITES`].

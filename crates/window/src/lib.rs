@@ -44,7 +44,7 @@ pub use layout::site_table_hash;
 pub use link::{Endpoint, Link};
 pub use load::Field;
 pub use memory::WindowMemory;
-pub use role::{RoleState, RoleStatus, RoleStatusCode, RoleWord, SiteLock, SiteSlot};
+pub use role::{PinWord, RoleState, RoleStatus, RoleStatusCode, RoleWord, SiteLock, SiteSlot};
 pub use seqlock::{
     decode_block, publish, read_consistent, read_load, LoadBlock, LoadRead, LoadSample, ReadPolicy,
     Torn, UnknownReason,

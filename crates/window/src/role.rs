@@ -227,6 +227,52 @@ impl fmt::Display for RoleWord {
     }
 }
 
+/// The pin word (`PIN`): an operator's move holds the node where it put
+/// it until a deadline. Bits 0-47 the deadline in unix milliseconds (0:
+/// not pinned), bits 48-63 the id of the proxy that pinned it. Written by
+/// CAS, read by every proxy's agent, which moves no pinned node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct PinWord {
+    /// Deadline in unix milliseconds; 0 when not pinned.
+    pub until_ms: u64,
+    /// The proxy that pinned it (0 when not pinned).
+    pub proxy: u16,
+}
+
+impl PinWord {
+    /// Not pinned.
+    pub const NONE: PinWord = PinWord {
+        until_ms: 0,
+        proxy: 0,
+    };
+
+    /// A pin by `proxy` until `until_ms` (clamped to 48 bits).
+    pub fn new(proxy: u16, until_ms: u64) -> PinWord {
+        PinWord {
+            until_ms: until_ms.min(MAX_LEASE_MS),
+            proxy,
+        }
+    }
+
+    /// Encode to the raw word.
+    pub fn encode(self) -> u64 {
+        (self.until_ms & MAX_LEASE_MS) | (u64::from(self.proxy) << 48)
+    }
+
+    /// Decode a raw word (every value decodes).
+    pub fn decode(raw: u64) -> PinWord {
+        PinWord {
+            until_ms: raw & MAX_LEASE_MS,
+            proxy: (raw >> 48) as u16,
+        }
+    }
+
+    /// Whether the pin still holds at `now_ms` (unix milliseconds).
+    pub fn holds_at(self, now_ms: u64) -> bool {
+        self.until_ms > now_ms
+    }
+}
+
 /// What the sidecar reports about applying a role (word `ROLE_STATUS`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum RoleStatusCode {

@@ -241,6 +241,8 @@ pub struct RawReconfig {
     pub lock_skew: Option<String>,
     pub cooldown: Option<String>,
     /// A duration, or "off".
+    pub manual_pin: Option<String>,
+    /// A duration, or "off".
     pub loan_return: Option<String>,
     /// A duration, or "off".
     pub claim_horizon: Option<String>,

@@ -128,6 +128,23 @@ pub(super) fn validate(
         );
     }
     let cooldown = duration_or_zero(c, "reconfig.cooldown", &raw.cooldown, d.cooldown);
+    let manual_pin = match raw.manual_pin.as_deref() {
+        Some("off") => Duration::ZERO,
+        text => {
+            let pin = c.duration("reconfig.manual_pin", text, d.manual_pin);
+            if pin > Reconfig::MAX_MANUAL_PIN {
+                c.add(
+                    "reconfig.manual_pin",
+                    format!(
+                        "{} is longer than {} (release a node by hand with `release node`)",
+                        duration::format(pin),
+                        duration::format(Reconfig::MAX_MANUAL_PIN)
+                    ),
+                );
+            }
+            pin
+        }
+    };
     // Both are acted on once per round, so neither is shorter than S.
     let per_round = |c: &mut ConfigCheck, key: &str, text: Option<&str>, default: Duration| {
         let v = c.duration(key, text, default);
@@ -315,6 +332,7 @@ pub(super) fn validate(
         lock_lease,
         lock_skew,
         cooldown,
+        manual_pin,
         loan_return,
         claim_horizon,
         claim_batch,

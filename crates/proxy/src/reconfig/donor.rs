@@ -148,6 +148,12 @@ pub struct DonorQuery<'a> {
 }
 
 impl DonorQuery<'_> {
+    /// Whether the agent may move node `v` at all: live, ACTIVE, not
+    /// cooling down after a move, and not pinned by an operator's move.
+    fn may_move(&self, v: &NodeView) -> bool {
+        v.is_live() && v.effective() == Effective::Active && !(self.cooling)(v.index) && !v.pinned()
+    }
+
     fn priority(&self, site: usize) -> u32 {
         self.priorities.get(site).copied().unwrap_or(0)
     }
@@ -316,7 +322,7 @@ pub fn choose_donor(q: &DonorQuery<'_>) -> Option<usize> {
     q.views
         .iter()
         .flatten()
-        .filter(|v| v.is_live() && v.effective() == Effective::Active && !(q.cooling)(v.index))
+        .filter(|v| q.may_move(v))
         .filter_map(|v| Some((v, v.load?)))
         .filter_map(|(v, load)| {
             let busy = load >= q.low_watermark;
@@ -476,7 +482,7 @@ pub fn choose_return(q: &DonorQuery<'_>, r: &ReturnQuery<'_>) -> Option<usize> {
         .iter()
         .flatten()
         .filter(|v| r.homes.get(v.index).copied().flatten() == Some(home))
-        .filter(|v| v.is_live() && v.effective() == Effective::Active && !(q.cooling)(v.index))
+        .filter(|v| q.may_move(v))
         .filter_map(|v| Some((v, v.load?, v.role.site.index()?)))
         .filter(|(_, load, borrower)| {
             *load < q.low_watermark

@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use rdmalb_window::layout::{site_lock_word, update_counter_word, word};
 use rdmalb_window::role::ControlWordError;
-use rdmalb_window::{RemoteWindow, RoleWord, SiteLock, WindowError, WindowFuture};
+use rdmalb_window::{PinWord, RemoteWindow, RoleWord, SiteLock, WindowError, WindowFuture};
 
 /// Why a protocol step failed (as opposed to losing a race, which is an
 /// ordinary outcome).
@@ -339,6 +339,34 @@ pub async fn write_claim_record(
         op("CAS of claim record", w, w.compare_swap(wd, old, value)).await?;
     }
     Ok(())
+}
+
+/// Sets node window `w`'s pin word to `pin` by CAS from the value read
+/// (retried when another proxy changed it in between, at most 4 times):
+/// the operator's last word wins.
+pub async fn write_pin(w: &dyn RemoteWindow, pin: PinWord) -> Result<(), ProtocolError> {
+    let mut old = op("reading the pin", w, w.read_word(word::PIN)).await?;
+    for _ in 0..4 {
+        let seen = op(
+            "CAS of the pin",
+            w,
+            w.compare_swap(word::PIN, old, pin.encode()),
+        )
+        .await?;
+        if seen == old {
+            return Ok(());
+        }
+        old = seen;
+    }
+    Err(ProtocolError::Window {
+        step: "CAS of the pin",
+        peer: w.peer().to_string(),
+        source: WindowError::Refused {
+            peer: w.peer().to_string(),
+            word: word::PIN,
+            reason: "the pin word kept changing under four CAS attempts".into(),
+        },
+    })
 }
 
 /// Fetch-and-adds one to site `site`'s update counter on proxy window `w`;

@@ -211,6 +211,11 @@ pub struct NodeRole {
     pub load: Option<f64>,
     /// Whether the node is cooling down after a move.
     pub cooling: bool,
+    /// An operator's move pins the node until this unix time (ms): no
+    /// agent moves it before (`release node` lifts it).
+    pub pinned_until_unix_ms: Option<u64>,
+    /// The proxy whose operator pinned it.
+    pub pinned_by: Option<u16>,
     /// How long the node has been SWITCHING at its epoch (as this proxy
     /// saw it).
     pub switching_ms: Option<u64>,

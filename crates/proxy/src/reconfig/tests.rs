@@ -55,6 +55,7 @@ fn view(w: &WindowMemory) -> NodeView {
         status: RoleStatus::decode(w.load(word::ROLE_STATUS).unwrap()).ok(),
         freshness: Freshness::Fresh,
         load: Some(0.0),
+        pin: rdmalb_window::PinWord::decode(w.load(word::PIN).unwrap()),
     }
 }
 

@@ -14,8 +14,8 @@ use super::protocol::OP_TIMEOUT;
 use rdmalb_window::layout::word;
 use rdmalb_window::role::ControlWordError;
 use rdmalb_window::{
-    read_load, LoadRead, LoadSample, ReadPolicy, RemoteWindow, RoleState, RoleStatus, RoleWord,
-    SiteSlot, WindowError,
+    read_load, LoadRead, LoadSample, PinWord, ReadPolicy, RemoteWindow, RoleState, RoleStatus,
+    RoleWord, SiteSlot, WindowError,
 };
 
 /// How current a node's load block is.
@@ -73,9 +73,16 @@ pub struct NodeView {
     pub freshness: Freshness,
     /// [`node_load`] of the block, when fresh.
     pub load: Option<f64>,
+    /// `PIN`: an operator's move holds the node until its deadline.
+    pub pin: PinWord,
 }
 
 impl NodeView {
+    /// Whether an operator's pin holds the node now: no agent moves it.
+    pub fn pinned(&self) -> bool {
+        self.pin.holds_at(rdmalb_base::time::unix_now_ms())
+    }
+
     /// The effective state (role contract).
     pub fn effective(&self) -> Effective {
         if self.role.state == RoleState::Unset {
@@ -180,6 +187,7 @@ pub async fn read_node(
     let raw_role = read(word::ROLE).await?;
     let applied = read(word::ROLE_APPLIED).await?;
     let status = RoleStatus::decode(read(word::ROLE_STATUS).await?).ok();
+    let pin = PinWord::decode(read(word::PIN).await?);
     let role = RoleWord::decode(raw_role).map_err(|source| ViewError::Role {
         node: index,
         source,
@@ -192,6 +200,7 @@ pub async fn read_node(
         status,
         freshness,
         load,
+        pin,
     })
 }
 
@@ -211,6 +220,7 @@ pub(crate) fn test_view(site: SiteSlot, epoch: u64, applied: u64, load: f64) -> 
         status: None,
         freshness: Freshness::Fresh,
         load: Some(load),
+        pin: PinWord::NONE,
     }
 }
 

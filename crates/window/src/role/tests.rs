@@ -168,3 +168,21 @@ fn site_lock_encoding_and_expiry() {
         .unwrap()
         .is_expired(u64::MAX, u64::MAX));
 }
+
+proptest! {
+    #[test]
+    fn pin_word_round_trips(raw in any::<u64>()) {
+        prop_assert_eq!(PinWord::decode(raw).encode(), raw);
+    }
+}
+
+#[test]
+fn pin_word_holds_until_its_deadline() {
+    let p = PinWord::new(3, 10_000);
+    assert_eq!(p.encode(), 10_000 | (3 << 48));
+    assert!(p.holds_at(9_999));
+    assert!(!p.holds_at(10_000));
+    assert!(!PinWord::NONE.holds_at(0));
+    assert_eq!(PinWord::decode(0), PinWord::NONE);
+    assert_eq!(PinWord::new(1, u64::MAX).until_ms, MAX_LEASE_MS);
+}

@@ -278,20 +278,29 @@ fn nodes_within_the_tie_band_take_turns_and_a_busy_worker_is_not_noise() {
     let noisy = [idle(20, 0), idle(30, 0), idle(40, 0)];
     let cands: Vec<Candidate<'_>> = noisy
         .iter()
-        .map(|l| Candidate { load: l, inflight: 0 })
+        .map(|l| Candidate {
+            load: l,
+            inflight: 0,
+        })
         .collect();
     let mut scores = Vec::new();
     let mut hits = [0usize; 3];
     for start in 0..300 {
         hits[rank(&w, &cands, start, &mut scores).unwrap()] += 1;
     }
-    assert!(scores[2] - scores[0] > 1e-6, "the samples differ: {scores:?}");
+    assert!(
+        scores[2] - scores[0] > 1e-6,
+        "the samples differ: {scores:?}"
+    );
     assert_eq!(hits, [100, 100, 100], "{scores:?}");
     // One worker busy of eight on node 0 (0.2 / 8 = 0.025 > LOAD_TIE).
     let busy = [idle(20, 1), idle(20, 0), idle(20, 0)];
     let cands: Vec<Candidate<'_>> = busy
         .iter()
-        .map(|l| Candidate { load: l, inflight: 0 })
+        .map(|l| Candidate {
+            load: l,
+            inflight: 0,
+        })
         .collect();
     for start in 0..30 {
         assert_ne!(rank(&w, &cands, start, &mut scores), Some(0));

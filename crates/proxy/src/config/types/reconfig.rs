@@ -59,6 +59,11 @@ pub struct Reconfig {
     pub lock_skew: Duration,
     /// A node moved by any proxy is not moved again for this long.
     pub cooldown: Duration,
+    /// A node an operator moved (`move node`, `POST /reconfig/move`) is
+    /// pinned there this long: no proxy's agent moves it until then or
+    /// until `release node` (the pin is word `PIN` of its window). Zero:
+    /// no pin, the agent may move it back after `cooldown`.
+    pub manual_pin: Duration,
     /// Loans (`reconfig::donor::choose_return`): a node serving another
     /// site than its `[[node]]` entry's goes home, through the claim path,
     /// once the site it serves has been cool (neither loaded nor short) for
@@ -105,6 +110,14 @@ pub struct Reconfig {
     pub peers: Vec<PeerProxy>,
 }
 
+impl Reconfig {
+    /// `reconfig.manual_pin` when unset: an operator's move holds for an
+    /// hour unless released.
+    pub const DEFAULT_MANUAL_PIN: Duration = Duration::from_secs(3600);
+    /// Longest `reconfig.manual_pin`.
+    pub const MAX_MANUAL_PIN: Duration = Duration::from_secs(30 * 24 * 3600);
+}
+
 impl Default for Reconfig {
     fn default() -> Self {
         Reconfig {
@@ -118,6 +131,7 @@ impl Default for Reconfig {
             lock_lease: Duration::from_secs(2),
             lock_skew: Duration::from_millis(500),
             cooldown: Duration::from_secs(5),
+            manual_pin: Self::DEFAULT_MANUAL_PIN,
             loan_return: Delay::Default,
             claim_horizon: Delay::Default,
             claim_batch: 4,

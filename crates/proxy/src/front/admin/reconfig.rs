@@ -109,9 +109,17 @@ pub async fn move_node<B>(
 pub(super) fn move_status(result: &Result<ClaimOutcome, MoveError>) -> StatusCode {
     match result {
         Ok(ClaimOutcome::Claimed { .. }) => StatusCode::OK,
-        Ok(_) | Err(MoveError::NoWindow(_) | MoveError::NotMovable { .. }) => StatusCode::CONFLICT,
-        Err(MoveError::UnknownNode(_) | MoveError::UnknownSite(_)) => StatusCode::NOT_FOUND,
-        Err(MoveError::Protocol(_)) => StatusCode::BAD_GATEWAY,
+        Ok(_) => StatusCode::CONFLICT,
+        Err(e) => move_error_status(e),
+    }
+}
+
+/// The HTTP status of a refused manual action ([`move_status`]).
+pub(super) fn move_error_status(e: &MoveError) -> StatusCode {
+    match e {
+        MoveError::NoWindow(_) | MoveError::NotMovable { .. } => StatusCode::CONFLICT,
+        MoveError::UnknownNode(_) | MoveError::UnknownSite(_) => StatusCode::NOT_FOUND,
+        MoveError::Protocol(_) => StatusCode::BAD_GATEWAY,
     }
 }
 

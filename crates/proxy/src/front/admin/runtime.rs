@@ -22,7 +22,8 @@
 //! - `get weight NODE` — also `get weight SITE/NODE`: `current (initial
 //!   initial)` as HAProxy answers;
 //! - `move node NODE site SITE` — through the reconfiguration agent's
-//!   site lock and role-word CAS (`site idle`: the idle pool);
+//!   site lock and role-word CAS (`site idle`: the idle pool), then pinned
+//!   there for `reconfig.manual_pin`; `release node NODE` lifts the pin;
 //! - `show map [MAP]`, `add map MAP KEY VALUE`, `set map MAP KEY VALUE`,
 //!   `del map MAP KEY`, `clear map MAP` — [`maps`]: the rules' maps
 //!   (docs/rules.md), changed at once for every worker, not in the file (a
@@ -258,6 +259,7 @@ pub async fn run_at(state: &Admin, command: &str, level: Level) -> Outcome {
             Ok(format!("{} (initial {})\n", c.weight, c.initial_weight))
         }
         ["move", "node", node, "site", site] => move_node(state, node, site).await,
+        ["release", "node", node] => release_node(state, node).await,
         w => maps::run(state, w).unwrap_or_else(|| Err(bad(usage(&words, false)))),
     }
 }
@@ -345,25 +347,49 @@ fn show_stat(state: &Admin, rest: &[&str]) -> Outcome {
     })
 }
 
-async fn move_node(state: &Admin, node: &str, site: &str) -> Outcome {
-    let Some(agent) = &state.reconfig else {
-        return Err((
+/// The reconfiguration agent, or 503 when this proxy runs none.
+fn agent(state: &Admin) -> Result<&crate::reconfig::Agent, (StatusCode, String)> {
+    state.reconfig.as_deref().ok_or_else(|| {
+        (
             StatusCode::SERVICE_UNAVAILABLE,
             "this proxy runs no reconfiguration agent (no node has a sidecar window)".into(),
-        ));
-    };
+        )
+    })
+}
+
+async fn move_node(state: &Admin, node: &str, site: &str) -> Outcome {
+    let agent = agent(state)?;
     let result = agent.move_node(node, site).await;
     tracing::info!(node, site, result = ?result, "runtime move");
     let status = super::reconfig::move_status(&result);
+    let pin = agent.manual_pin();
     match result {
-        Ok(ClaimOutcome::Claimed { node, site, epoch }) => Ok(format!(
+        Ok(ClaimOutcome::Claimed { node, site, epoch }) if pin.is_zero() => Ok(format!(
             "node {node} claimed for {site} (epoch {epoch}); its sidecar applies the role\n"
+        )),
+        Ok(ClaimOutcome::Claimed { node, site, epoch }) => Ok(format!(
+            "node {node} claimed for {site} (epoch {epoch}); its sidecar applies the role; \
+             pinned for {} (release node {node})\n",
+            rdmalb_base::duration::format(pin)
         )),
         Ok(other) => Err((
             status,
             format!("node not moved: {}", serde_json::json!(other)),
         )),
         Err(e) => Err((status, e.to_string())),
+    }
+}
+
+async fn release_node(state: &Admin, node: &str) -> Outcome {
+    let agent = agent(state)?;
+    let result = agent.release_node(node).await;
+    tracing::info!(node, result = ?result, "runtime release");
+    match result {
+        Ok(old) if old.holds_at(rdmalb_base::time::unix_now_ms()) => Ok(format!(
+            "node {node} released: the agents may move it again\n"
+        )),
+        Ok(_) => Ok(format!("node {node} was not pinned\n")),
+        Err(e) => Err((super::reconfig::move_error_status(&e), e.to_string())),
     }
 }
 

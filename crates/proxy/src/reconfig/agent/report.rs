@@ -64,6 +64,8 @@ impl Agent {
                     freshness: None,
                     load: None,
                     cooling: self.cooling(work, i, now),
+                    pinned_until_unix_ms: None,
+                    pinned_by: None,
                     switching_ms: None,
                     parked: false,
                     consecutive_failures: work.track[i].failures(),
@@ -84,6 +86,10 @@ impl Agent {
                             epoch: s.epoch,
                             serving: self.settings.site_name(s.serving),
                         });
+                        if v.pinned() {
+                            role.pinned_until_unix_ms = Some(v.pin.until_ms);
+                            role.pinned_by = Some(v.pin.proxy);
+                        }
                         role.freshness = Some(v.freshness);
                         role.load = v.load;
                         let track = &work.track[i];

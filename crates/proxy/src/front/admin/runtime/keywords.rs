@@ -77,6 +77,12 @@ pub const KEYWORDS: &[Keyword] = &[
         Admin,
     ),
     kw(
+        &["release", "node"],
+        "release node <node>",
+        "lift a moved node's pin: the reconfiguration agents may move it again",
+        Admin,
+    ),
+    kw(
         &["operator"],
         "operator",
         "lower the level of the current CLI session to operator",
