@@ -25,8 +25,10 @@ mod answer;
 mod attempt;
 mod retry;
 mod rules;
+mod sticky;
 pub use answer::{error, Reply};
 pub use retry::RetryReason;
+pub use sticky::StickyIn;
 
 use std::convert::Infallible;
 use std::sync::atomic::AtomicU64;
@@ -107,10 +109,11 @@ pub async fn handle(
         ex.rule_uri = Some(req.uri().clone());
     }
     let admit_wait = phase!(ex, admit(&mut ex, &snap, site).await);
+    let key = sticky::pick_key(&mut ex, &snap, site, &req, ctx.client.ip());
     let upgrade = headers::is_upgrade_request(req.version(), req.headers(), present);
     let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
     let mut out = upstream_request(&mut ex, &ctx, &snap, req, present, host, upgrade);
-    let forwarded = attempt::forward(&mut ex, &ctx, &snap, site, &mut out, admit_wait).await;
+    let forwarded = attempt::forward(&mut ex, &ctx, &snap, site, &mut out, admit_wait, key).await;
     let mut answered = phase!(ex, forwarded);
     answered.client_upgrade = client_upgrade;
     Ok(answer::response_filter(ex, answered))
@@ -265,6 +268,11 @@ fn upstream_request(
     }
     if let Some(v) = &host {
         parts.headers.insert(header::HOST, v.clone());
+    }
+    if ex.sticky.is_some() {
+        if let Some(st) = ex.site.and_then(|s| snap.backends.sticky(s)) {
+            sticky::strip(st, &mut parts.headers);
+        }
     }
     let host_str = host.as_ref().and_then(|h| h.to_str().ok());
     let keep = snap.config.global.keeps_forwarded(ctx.client.ip());

@@ -74,6 +74,9 @@ pub struct SiteStats {
     /// `rdmalb_compression_bytes_total{site,direction}`: in (the node's
     /// bytes), out (sent to clients), of compressed responses.
     pub compression_bytes: [Counter; 2],
+    /// `rdmalb_sticky_moves_total{site,reason}`, by
+    /// [`Move::index`](crate::balance::sticky::Move::index).
+    pub sticky_moves: [Counter; 4],
 }
 
 /// `coding` label values, indexed by [`coding_index`].
@@ -171,6 +174,9 @@ impl Stats {
                     }),
                     compression_bytes: ["in", "out"].map(|d| {
                         metrics::counter!("rdmalb_compression_bytes_total", "site" => site.clone(), "direction" => d)
+                    }),
+                    sticky_moves: crate::balance::sticky::Move::LABELS.map(|r| {
+                        metrics::counter!(super::metrics::STICKY_MOVES, "site" => site.clone(), "reason" => r)
                     }),
                 }
             })
