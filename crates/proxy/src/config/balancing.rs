@@ -265,16 +265,16 @@ fn hash_balance(c: &mut ConfigCheck, key: &str, name: &str, raw: RawHash) -> Has
             );
         }
     }
-    let required = |c: &mut ConfigCheck, field: &str, v: Option<String>, what: &str| match v
-        .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_graphic()))
-    {
-        Some(v) => v,
-        None => {
-            c.add(
+    let required = |c: &mut ConfigCheck, field: &str, v: Option<String>, what: &str, e: &str| {
+        match v.filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_graphic())) {
+            Some(v) => v,
+            None => {
+                c.add(
                     format!("{key}.{field}"),
-                    format!("missing or empty: balance = \"{name}\" hashes {what} (expected e.g. {field} = \"id\")"),
+                    format!("missing or empty: balance = \"{name}\" hashes {what} (expected e.g. {field} = \"{e}\")"),
                 );
-            String::new()
+                String::new()
+            }
         }
     };
     let hash_key = match name {
@@ -286,7 +286,7 @@ fn hash_balance(c: &mut ConfigCheck, key: &str, name: &str, raw: RawHash) -> Has
             depth: c.int(&format!("{key}.depth"), raw.depth, 0, 1, 1 << 10) as usize,
         },
         "hdr" => {
-            let text = required(c, "header", raw.header, "a request header");
+            let text = required(c, "header", raw.header, "a request header", "x-tenant");
             let name = http::HeaderName::from_bytes(text.as_bytes()).unwrap_or_else(|_| {
                 if !text.is_empty() {
                     c.add(
@@ -301,8 +301,10 @@ fn hash_balance(c: &mut ConfigCheck, key: &str, name: &str, raw: RawHash) -> Has
                 domain_only: raw.use_domain_only.unwrap_or(false),
             }
         }
-        "url_param" => HashKey::UrlParam(required(c, "param", raw.param, "a query parameter")),
-        _ => HashKey::Cookie(required(c, "cookie", raw.cookie, "a cookie")),
+        "url_param" => {
+            HashKey::UrlParam(required(c, "param", raw.param, "a query parameter", "uid"))
+        }
+        _ => HashKey::Cookie(required(c, "cookie", raw.cookie, "a cookie", "session")),
     };
     let consistent = match raw.kind.as_deref() {
         None | Some("map-based") => false,
