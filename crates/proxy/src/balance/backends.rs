@@ -378,20 +378,7 @@ impl Backends {
     /// this request already tried) and takes an in-flight slot on it,
     /// ignoring `limits.max_inflight_per_node` (see [`pick_queued`](Self::pick_queued)).
     pub fn pick(&self, site: usize, exclude: &[usize]) -> Result<Pick, NoNode> {
-        let candidates = self.candidates(site, exclude)?;
-        let key = PickKey::default();
-        // A selector returns None only for no candidates; treat a misbehaving
-        // custom policy as "nothing available" rather than panicking.
-        let node = match self.choose_keyed(site, candidates.nodes(), &key, None) {
-            Some(chosen) => chosen,
-            None => self
-                .site_policy(site)
-                .selector()
-                .select(site, candidates.nodes()),
-        }
-        .ok_or(NoNode::AllDown)?;
-        node.inflight_inc();
-        Ok(Pick::taken(node))
+        self.pick_keyed(site, exclude, &PickKey::default(), None)
     }
 
     /// The policy of `site` (the global one for an unknown index).

@@ -259,19 +259,18 @@ impl Bound {
 /// A node's requests in progress as its window last published them (busy
 /// workers plus queue), `None` without a fresh block.
 pub(crate) fn published_work(windows: &NodeWindows, node: usize) -> Option<u64> {
+    let s = fresh_block(windows, node)?.sample;
+    Some(s.app_busy.saturating_add(s.app_queue_len))
+}
+
+/// `node`'s newest fresh load block: an shm window read right here, else
+/// the background read (interval mode); `None` without one.
+pub(crate) fn fresh_block(windows: &NodeWindows, node: usize) -> Option<rdmalb_window::LoadBlock> {
     windows
-        .with_node(node, |w| {
-            let block = match w.read_inline() {
-                Some(Ok(b)) => Some(b),
-                Some(Err(_)) => None,
-                None => w.snapshot(std::time::SystemTime::now()).fresh().copied(),
-            }?;
-            Some(
-                block
-                    .sample
-                    .app_busy
-                    .saturating_add(block.sample.app_queue_len),
-            )
+        .with_node(node, |w| match w.read_inline() {
+            Some(Ok(b)) => Some(b),
+            Some(Err(_)) => None,
+            None => w.snapshot(std::time::SystemTime::now()).fresh().copied(),
         })
         .flatten()
 }

@@ -138,16 +138,8 @@ pub(crate) fn load_index(windows: &NodeWindows, node: usize, w: &LoadWeights) ->
     if sum <= 0.0 {
         return None;
     }
-    windows
-        .with_node(node, |nw| {
-            let block = match nw.read_inline() {
-                Some(Ok(b)) => Some(b),
-                Some(Err(_)) => None,
-                None => nw.snapshot(std::time::SystemTime::now()).fresh().copied(),
-            }?;
-            Some(Normalised::of(&block.sample).weighted(w) / sum)
-        })
-        .flatten()
+    let block = super::hash::fresh_block(windows, node)?;
+    Some(Normalised::of(&block.sample).weighted(w) / sum)
 }
 
 /// The least-loaded of `candidates` other than `left` (load index from the

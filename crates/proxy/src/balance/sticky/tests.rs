@@ -27,17 +27,9 @@ fn node() -> NodeState {
 
 fn sticky(max_load: Option<f64>) -> Sticky {
     Sticky {
-        cookie: "SRV".into(),
-        mode: CookieMode::Insert,
-        indirect: false,
-        nocache: false,
-        httponly: false,
-        secure: false,
-        maxidle: None,
-        maxlife: None,
-        domains: Vec::new(),
         max_load,
         max_load_for: Duration::from_millis(30),
+        ..crate::fixtures::sticky(CookieMode::Insert)
     }
 }
 

@@ -6,22 +6,7 @@
 use std::time::Duration;
 
 use super::*;
-
-fn sticky(mode: CookieMode) -> Sticky {
-    Sticky {
-        cookie: "SRV".into(),
-        mode,
-        indirect: false,
-        nocache: false,
-        httponly: false,
-        secure: false,
-        maxidle: None,
-        maxlife: None,
-        domains: Vec::new(),
-        max_load: None,
-        max_load_for: Duration::from_secs(2),
-    }
-}
+use crate::fixtures::sticky;
 
 #[test]
 fn dates_are_five_base64_digits_of_30_bits() {
