@@ -9,7 +9,8 @@
 //! 3. [`admit`]: the proxy-wide `[qos]` admission queue.
 //! 4. [`upstream_request`]: the head the node gets (hop-by-hop fields
 //!    removed, forwarding headers, `Via`, origin form).
-//! 5. [`attempt::forward`]: pick a node, connect, send, wait for the
+//! 5. [`attempt::forward`]: pick a node (with the request's hash key and
+//!    persistence cookie, [`sticky`]), connect, send, wait for the
 //!    response head; a failed connect, an empty response and a 421 are
 //!    sent again there under the retry rules ([`retry`]).
 //! 6. [`answer::response_filter`]: the response head the client gets; the
