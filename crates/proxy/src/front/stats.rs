@@ -3,7 +3,8 @@
 //! request). Names as listed in `docs/metrics.md`:
 //! `rdmalb_requests_total{site,node,code_class}`,
 //! `rdmalb_request_duration_seconds{site}`, `rdmalb_inflight{node}`,
-//! `rdmalb_upstream_errors_total{node,kind}`, `rdmalb_retries_total{site,reason}`.
+//! `rdmalb_upstream_errors_total{node,kind}`, `rdmalb_retries_total{site,reason}`,
+//! `rdmalb_sticky_moves_total{site,reason}`.
 //! Rare events (client errors, reloads) use the macros directly.
 //!
 //! Per site, two plain atomics ([`SiteDemand`]) count requests that arrived
