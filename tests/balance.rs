@@ -5,3 +5,4 @@ mod admin;
 mod agent_check;
 mod health;
 mod load_aware;
+mod sticky;

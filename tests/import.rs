@@ -3,6 +3,7 @@
 //! sent to the real HAProxy and to rdmalb running the imported config in
 //! front of the same nginx servers ([`haproxy`]).
 
+mod cookie_dates;
 mod corpus;
 mod differential;
 mod haproxy;

@@ -538,6 +538,14 @@ async fn handle(
         r.headers_mut()
             .insert("upgrade", http::HeaderValue::from_static("websocket"));
         r
+    } else if let Some(cookie) = path.strip_prefix("/set-cookie/") {
+        // The node sets a cookie of its own (`NAME=VALUE`): what a proxy's
+        // `cookie ... rewrite|prefix` works on.
+        let mut r = Response::new(full(echo_text(&req)));
+        if let Ok(v) = http::HeaderValue::from_str(&format!("{cookie}; Path=/")) {
+            r.headers_mut().insert(http::header::SET_COOKIE, v);
+        }
+        r
     } else if let Some(code) = path.strip_prefix("/status/") {
         let mut r = Response::new(full(format!("status {code}\n")));
         *r.status_mut() = code

@@ -24,14 +24,14 @@ use rdmalb_window::{read_load, site_table_hash, Expect, LoadRead, ReadPolicy, Sh
 const NODES: usize = 3;
 
 /// One node: backend app, its sidecar process, its push address.
-struct NodeUnderTest {
-    backend: Backend,
-    sidecar: Option<ChildGuard>,
-    push: SocketAddr,
-    window: PathBuf,
+pub(super) struct NodeUnderTest {
+    pub backend: Backend,
+    pub sidecar: Option<ChildGuard>,
+    pub push: SocketAddr,
+    pub window: PathBuf,
 }
 
-fn start_sidecar(dir: &Path, i: usize) -> (ChildGuard, SocketAddr, PathBuf) {
+pub(super) fn start_sidecar(dir: &Path, i: usize) -> (ChildGuard, SocketAddr, PathBuf) {
     let push = free_addr();
     let window = dir.join(format!("window-n{i}"));
     let cfg = dir.join(format!("sidecar-n{i}.toml"));
@@ -61,7 +61,7 @@ fn start_sidecar(dir: &Path, i: usize) -> (ChildGuard, SocketAddr, PathBuf) {
 }
 
 /// Pushes app numbers to a sidecar and waits until its window shows them.
-async fn push_load(node: &NodeUnderTest, busy: u64, queue: u64) {
+pub(super) async fn push_load(node: &NodeUnderTest, busy: u64, queue: u64) {
     let listen = PushListen::Tcp(node.push);
     let mut c = eventually("push connection", Duration::from_secs(20), || async {
         Client::connect(&listen).await.map_err(|e| e.to_string())
@@ -139,7 +139,7 @@ fn counter(page: &str, series: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
-async fn get(url: String) -> String {
+pub(super) async fn get(url: String) -> String {
     client()
         .get(url)
         .send()

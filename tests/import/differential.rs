@@ -11,6 +11,11 @@
 //! the same values of the headers the rules set, on both sides (the
 //! forwarding headers rdmalb adds to every request aside, [`OWN`]).
 //!
+//! Where a configuration balances by hash key or pins clients with a
+//! `cookie`, the server that answered must be the same too, and so must
+//! the `Set-Cookie` and `Cache-Control` the client gets and the `Cookie`
+//! the server got ([`per_server`]).
+//!
 //! Files a configuration names under `/etc/haproxy/` are read from
 //! `tests/import/rules/etc/haproxy/` (copied into the test's directory).
 //! `NAME.requests` adds requests: `METHOD HOST PATH [from ADDR]
@@ -59,6 +64,9 @@ impl std::fmt::Display for Probe {
 struct Seen {
     status: u16,
     backend: Option<String>,
+    /// The server that answered (only where the configuration decides
+    /// it: [`per_server`]).
+    server: Option<String>,
     /// The request line the backend got (its echo).
     target: Option<String>,
     location: Option<String>,
@@ -81,11 +89,33 @@ fn copy_tree(from: &Path, to: &Path) {
     }
 }
 
-/// The header names the configuration's rules set, add, delete or replace.
+/// Whether `cfg` chooses the server itself: a hash `balance` or a
+/// persistence `cookie` (else the server within a backend is the
+/// balancer's business and only the backend is compared).
+fn per_server(cfg: &str) -> bool {
+    cfg.lines().any(|l| {
+        let w: Vec<&str> = l.split_whitespace().collect();
+        match w.as_slice() {
+            ["cookie", ..] => true,
+            ["balance", algo, ..] => {
+                ["source", "uri", "url_param", "hash"].contains(algo) || algo.starts_with("hdr(")
+            }
+            _ => false,
+        }
+    })
+}
+
+/// The header names the configuration's rules set, add, delete or replace
+/// (and the cookie headers, with a persistence `cookie`).
 fn rule_headers(cfg: &str) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     for line in cfg.lines() {
         let w: Vec<&str> = line.split_whitespace().collect();
+        if w.first() == Some(&"cookie") {
+            for h in ["set-cookie", "cache-control", "cookie"] {
+                out.insert(h.to_string());
+            }
+        }
         if matches!(
             w.first(),
             Some(&("http-request" | "http-response" | "http-after-response"))
@@ -262,7 +292,13 @@ fn client(l: &Listen, from: IpAddr, hosts: &BTreeSet<&str>) -> reqwest::Client {
     b.build().unwrap()
 }
 
-async fn send(c: &reqwest::Client, l: &Listen, p: &Probe, names: &BTreeSet<String>) -> Seen {
+async fn send(
+    c: &reqwest::Client,
+    l: &Listen,
+    p: &Probe,
+    names: &BTreeSet<String>,
+    per_server: bool,
+) -> Seen {
     let url = if l.tls {
         let name = p.host.split(':').next().unwrap_or(&p.host);
         format!("https://{name}:{}{}", l.addr.port(), p.path)
@@ -281,10 +317,13 @@ async fn send(c: &reqwest::Client, l: &Listen, p: &Probe, names: &BTreeSet<Strin
         .unwrap_or_else(|e| panic!("{p} ({url}): {e}"));
     let status = resp.status().as_u16();
     let h = resp.headers().clone();
-    let backend = h
-        .get("x-backend")
-        .and_then(|v| v.to_str().ok())
+    let answered = h.get("x-backend").and_then(|v| v.to_str().ok());
+    let backend = answered
         .and_then(|v| v.split('/').next())
+        .map(str::to_string);
+    let server = answered
+        .filter(|_| per_server)
+        .and_then(|v| v.split('/').nth(1))
         .map(str::to_string);
     let location = h
         .get("location")
@@ -321,6 +360,7 @@ async fn send(c: &reqwest::Client, l: &Listen, p: &Probe, names: &BTreeSet<Strin
     Seen {
         status,
         backend,
+        server,
         target,
         location,
         headers,
@@ -378,6 +418,7 @@ async fn alike(test: &str, name: &str) {
         std::fs::read_to_string(rules_dir().join(format!("{name}.requests"))).unwrap_or_default();
     let probes = matrix(&toml_text, dir.path(), &extra);
     let names = rule_headers(&text);
+    let per_server = per_server(&text);
     let hosts: BTreeSet<&str> = probes.iter().map(|p| p.host.as_str()).collect();
     let froms: BTreeSet<IpAddr> = probes.iter().map(|p| p.from).collect();
     // Nodes may need their first health checks: the whole matrix again
@@ -389,8 +430,8 @@ async fn alike(test: &str, name: &str) {
             for from in &froms {
                 let (hc, rc) = (client(h, *from, &hosts), client(r, *from, &hosts));
                 for p in probes.iter().filter(|p| p.from == *from) {
-                    let want = send(&hc, h, p, &names).await;
-                    let got = own_headers_aside(&want, send(&rc, r, p, &names).await);
+                    let want = send(&hc, h, p, &names, per_server).await;
+                    let got = own_headers_aside(&want, send(&rc, r, p, &names, per_server).await);
                     // A 503 early on may be a node not checked up yet.
                     if want != got || (want.status == 503 && attempt < 12) {
                         differ.push(format!(
@@ -465,6 +506,10 @@ corpus! {
     cors_preflight_alike => "cors-preflight",
     customer_wildcard_alike => "customer-wildcard",
     error_pages_alike => "error-pages",
+    hash_header_alike => "hash-header",
+    hash_param_alike => "hash-param",
+    hash_source_alike => "hash-source",
+    hash_uri_alike => "hash-uri",
     health_return_alike => "health-return",
     host_map_alike => "host-map",
     host_port_alike => "host-port",
@@ -485,6 +530,8 @@ corpus! {
     set_path_query_alike => "set-path-query",
     sni_routing_alike => "sni-routing",
     status_headers_alike => "status-headers",
+    sticky_insert_alike => "sticky-insert",
+    sticky_prefix_alike => "sticky-prefix",
     trailing_slash_alike => "trailing-slash",
     two_frontends_alike => "two-frontends",
     unless_or_alike => "unless-or",

@@ -18,7 +18,11 @@
 //!   state, up/down and cap from a node's agent);
 //! - [`node_windows`]: [`NodeWindows`], the connections to the nodes' windows
 //!   (reconnecting, interval reads) the load-aware policy reads;
-//! - [`load`]: the load index of `weighted-least-load`.
+//! - [`load`]: the load index of `weighted-least-load`;
+//! - [`hash`]: hash balancing as HAProxy's (`balance source|uri|hdr|…`,
+//!   map-based and consistent, bounded loads);
+//! - [`sticky`]: whether the node a persistence cookie names keeps the
+//!   request, and the load bound that moves sessions.
 //!
 //! Depends on `config` only; the data path (`proxy`) depends on this, never
 //! the other way round.
@@ -27,6 +31,7 @@ pub mod agent_check;
 mod backends;
 pub mod control;
 pub mod drain;
+pub mod hash;
 pub mod health;
 mod hot_cold;
 mod latency;
@@ -39,10 +44,11 @@ mod outcome;
 mod policy;
 mod prequal;
 mod selector;
+pub mod sticky;
 pub mod traffic;
 mod unseen;
 
-pub use backends::{Backends, NoNode, PickError, SiteBackends};
+pub use backends::{Backends, NoNode, PickError, PickKey, SiteBackends};
 pub use control::{AdminState, ControlSnapshot, Source as ControlSource};
 pub use least_load::WeightedLeastLoad;
 pub use node::{DownReason, HealthSnapshot, NodeState, Outcome, Pick, Thresholds, Transition};

@@ -11,6 +11,7 @@
 //! over the global section (`[weights]`, `[health]`) over the built-in
 //! default documented on each field in `conf/rdmalb.toml`.
 
+pub mod balancing;
 mod compression;
 pub mod files;
 mod qos;
@@ -22,6 +23,7 @@ pub mod validate;
 
 use std::path::Path;
 
+pub use balancing::{CookieMode, HashBalance, HashFunction, HashKey, SiteBalance, Sticky};
 pub use compression::{Coding, Compression, RawCompression};
 pub use rdmalb_base::problems::{ConfigErrors, Problem};
 pub use types::*;

@@ -66,3 +66,20 @@ pub async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
 }
+
+/// `[site.sticky]` with cookie `SRV` in `mode` and every option off.
+pub fn sticky(mode: crate::config::CookieMode) -> crate::config::Sticky {
+    crate::config::Sticky {
+        cookie: "SRV".into(),
+        mode,
+        indirect: false,
+        nocache: false,
+        httponly: false,
+        secure: false,
+        maxidle: None,
+        maxlife: None,
+        domains: Vec::new(),
+        max_load: None,
+        max_load_for: std::time::Duration::from_secs(2),
+    }
+}

@@ -18,6 +18,7 @@
 mod access;
 mod acl;
 mod action;
+mod balancing;
 mod bind;
 mod compression;
 mod cond;

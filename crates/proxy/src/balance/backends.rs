@@ -17,10 +17,27 @@ use std::time::{Duration, SystemTime};
 use arc_swap::ArcSwap;
 
 use super::control::Configured;
+use super::hash::HashTable;
 use super::node::{Slots, Thresholds, HEALTH_EPOCH};
 use super::policy::Policy;
+use super::sticky::{self, LoadBound, Pinned};
 use super::{NodeState, NodeWindows, Pick};
-use crate::config::{AgentCheck, Config, HealthCheck, HostPattern, SendProxy};
+use crate::config::{
+    AgentCheck, Balance, Config, HashBalance, HealthCheck, HostPattern, LoadWeights, SendProxy,
+    Sticky,
+};
+
+/// What a request brings to its pick beyond the site: its hash key (sites
+/// with a hash `balance`) and the node its persistence cookie names
+/// (sites with `[site.sticky]`). The default (nothing) is the plain pick.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PickKey {
+    /// The key's hash; `None`: the request has no key (round robin over
+    /// the hash table, as HAProxy).
+    pub hash: Option<u32>,
+    /// Index of the node the request's cookie names.
+    pub pinned: Option<usize>,
+}
 
 /// Why no node could be picked for a site.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -97,6 +114,14 @@ pub struct SiteBackends {
     /// after any up/down change, so a pick neither scans every node's health
     /// nor allocates while some node is down.
     up: ArcSwap<UpList>,
+    /// The site's own policy (its `balance`, else `global.balance`).
+    policy: Policy,
+    /// `balance` by hash key, with HAProxy's server id of each of `nodes`
+    /// and the gcd of their configured weights (the map's divisor).
+    hash: Option<(HashBalance, Vec<u32>, u32)>,
+    /// `[site.sticky]`, with each of `nodes`' cookie value.
+    sticky: Option<(Sticky, Vec<Option<Box<str>>>)>,
+    weights: LoadWeights,
 }
 
 /// Up nodes of one site (config order) and the health epoch they reflect.
@@ -104,6 +129,8 @@ pub struct SiteBackends {
 struct UpList {
     epoch: u64,
     nodes: Vec<Arc<NodeState>>,
+    /// The same nodes laid out for a hash balance.
+    hash: Option<HashTable>,
 }
 
 impl SiteBackends {
@@ -136,7 +163,14 @@ impl SiteBackends {
         if nodes.is_empty() {
             nodes = usable().cloned().collect();
         }
-        let fresh = Arc::new(UpList { epoch, nodes });
+        let hash = self.hash.as_ref().map(|(conf, ids, gcd)| {
+            let id = |i: usize| {
+                let pos = self.nodes.iter().position(|n| Arc::ptr_eq(n, &nodes[i]));
+                pos.map_or(0, |p| ids[p])
+            };
+            HashTable::build(conf, &nodes, id, *gcd)
+        });
+        let fresh = Arc::new(UpList { epoch, nodes, hash });
         self.up.store(Arc::clone(&fresh));
         arc_swap::Guard::from_inner(fresh)
     }
@@ -162,6 +196,9 @@ pub struct Backends {
     /// `timeouts.queue`.
     queue: Duration,
     built_at: SystemTime,
+    /// What hash bounds and sticky load bounds read.
+    windows: Arc<NodeWindows>,
+    bound: LoadBound,
 }
 
 impl Backends {
@@ -181,7 +218,26 @@ impl Backends {
         windows: &Arc<NodeWindows>,
     ) -> Backends {
         let policy = Policy::from_config(config, windows);
-        Self::with_policy(config, previous, policy)
+        let mut b = Self::with_policy(config, previous, policy);
+        b.windows = Arc::clone(windows);
+        // One policy per algorithm the sites name (their state is sized
+        // for every site), shared by those sites.
+        let mut built: Vec<(Balance, Policy)> = vec![(config.global.balance, b.policy.clone())];
+        for (sb, site) in b.sites.iter_mut().zip(&config.sites) {
+            let Some(balance) = site.balance.policy else {
+                continue;
+            };
+            let policy = match built.iter().find(|(x, _)| *x == balance) {
+                Some((_, p)) => p.clone(),
+                None => {
+                    let p = Policy::of(balance, config, windows);
+                    built.push((balance, p.clone()));
+                    p
+                }
+            };
+            sb.policy = policy;
+        }
+        b
     }
 
     /// Like [`build`](Self::build) with an explicit selection policy
@@ -259,7 +315,12 @@ impl Backends {
                     // Never a current epoch: the first pick builds the list.
                     epoch: u64::MAX,
                     nodes: Vec::new(),
+                    hash: None,
                 }),
+                policy: policy.clone(),
+                hash: None,
+                sticky: None,
+                weights: site.weights,
                 index: s,
                 name: site.name.clone(),
                 health_path: site.health_path.clone(),
@@ -278,8 +339,25 @@ impl Backends {
                     .collect(),
             })
             .collect();
+        let mut sites: Vec<SiteBackends> = sites;
+        for (sb, site) in sites.iter_mut().zip(&config.sites) {
+            sb.hash = site.balance.hash.clone().map(|h| {
+                let (ids, gcd) = hash_ids(config, sb);
+                (h, ids, gcd)
+            });
+            sb.sticky = site.sticky.clone().map(|st| {
+                let cookies = sb
+                    .nodes
+                    .iter()
+                    .map(|n| config.nodes[n.index].cookie.as_deref().map(Box::from))
+                    .collect();
+                (st, cookies)
+            });
+        }
 
         Backends {
+            bound: LoadBound::new(nodes.len()),
+            windows: NodeWindows::none(),
             nodes,
             sites,
             policy,
@@ -300,16 +378,87 @@ impl Backends {
     /// this request already tried) and takes an in-flight slot on it,
     /// ignoring `limits.max_inflight_per_node` (see [`pick_queued`](Self::pick_queued)).
     pub fn pick(&self, site: usize, exclude: &[usize]) -> Result<Pick, NoNode> {
-        let candidates = self.candidates(site, exclude)?;
-        // A selector returns None only for no candidates; treat a misbehaving
-        // custom policy as "nothing available" rather than panicking.
-        let node = self
-            .policy
-            .selector()
-            .select(site, candidates.nodes())
-            .ok_or(NoNode::AllDown)?;
-        node.inflight_inc();
-        Ok(Pick::taken(node))
+        self.pick_keyed(site, exclude, &PickKey::default(), None)
+    }
+
+    /// The policy of `site` (the global one for an unknown index).
+    fn site_policy(&self, site: usize) -> &Policy {
+        self.sites.get(site).map_or(&self.policy, |s| &s.policy)
+    }
+
+    /// The choice a hash balance or a session leaving its node makes
+    /// (`Some`), or `None` when the site's policy decides.
+    fn choose_keyed(
+        &self,
+        site: usize,
+        candidates: &[Arc<NodeState>],
+        key: &PickKey,
+        left: Option<(usize, Pinned)>,
+    ) -> Option<Option<Arc<NodeState>>> {
+        let sb = self.sites.get(site)?;
+        if let Some((node, Pinned::Left(why))) = left {
+            if why != sticky::Move::Down {
+                // The load bound: to the least-loaded node.
+                return Some(sticky::least_loaded(
+                    candidates,
+                    node,
+                    &self.windows,
+                    &sb.weights,
+                ));
+            }
+        }
+        sb.hash.as_ref()?;
+        let up = sb.up_list();
+        let table = up.hash.as_ref()?;
+        let allowed = |n: &NodeState| candidates.iter().any(|c| c.index == n.index);
+        Some(table.pick(key.hash, allowed, &self.windows))
+    }
+
+    /// The node of `site` whose sticky cookie value is `value`.
+    pub fn cookie_node(&self, site: usize, value: &[u8]) -> Option<usize> {
+        let (_, cookies) = self.sites.get(site)?.sticky.as_ref()?;
+        let sb = &self.sites[site];
+        cookies
+            .iter()
+            .position(|c| c.as_deref().is_some_and(|c| c.as_bytes() == value))
+            .map(|i| sb.nodes[i].index)
+    }
+
+    /// The sticky cookie value of `node` in `site` (what an inserted
+    /// cookie carries), `None` when it has none.
+    pub fn node_cookie(&self, site: usize, node: usize) -> Option<&str> {
+        let sb = self.sites.get(site)?;
+        let (_, cookies) = sb.sticky.as_ref()?;
+        let i = sb.nodes.iter().position(|n| n.index == node)?;
+        cookies[i].as_deref()
+    }
+
+    /// `[site.sticky]` of `site`.
+    pub fn sticky(&self, site: usize) -> Option<&Sticky> {
+        self.sites.get(site)?.sticky.as_ref().map(|(s, _)| s)
+    }
+
+    /// Whether `site` balances by hash key.
+    pub fn hashes(&self, site: usize) -> Option<&HashBalance> {
+        self.sites.get(site)?.hash.as_ref().map(|(h, _, _)| h)
+    }
+
+    /// The node a request's cookie named, if it keeps the request: a slot
+    /// taken on it (`Ok`), or why the session leaves it (`Err`). `None`:
+    /// the node was already tried by this request (a retry balances).
+    fn pinned(&self, site: usize, node: usize, exclude: &[usize]) -> Option<Result<Pick, Pinned>> {
+        if exclude.contains(&node) {
+            return None;
+        }
+        let sb = self.sites.get(site)?;
+        let (conf, _) = sb.sticky.as_ref()?;
+        let n = self.nodes.get(node)?;
+        match sticky::keep(n, site, conf, &self.bound, &self.windows, &sb.weights) {
+            // HAProxy sends a persistent request to its server even when
+            // the server is at its maxconn (it queues there): no limit.
+            Pinned::Kept => Some(Ok(Pick::acquire(Arc::clone(n)))),
+            left => Some(Err(left)),
+        }
     }
 
     /// The up nodes of `site` serving it now, less `exclude`. Common case:
@@ -349,12 +498,35 @@ impl Backends {
     /// `routing.read_deadline`); the other policies decide synchronously
     /// exactly as [`pick`](Self::pick).
     pub async fn pick_queued(&self, site: usize, exclude: &[usize]) -> Result<Pick, PickError> {
+        Ok(self.pick_for(site, exclude, &PickKey::default()).await?.0)
+    }
+
+    /// [`pick_queued`](Self::pick_queued) for a request with a hash key or
+    /// a persistence cookie (`key`); also says how a cookie's node fared.
+    pub async fn pick_for(
+        &self,
+        site: usize,
+        exclude: &[usize],
+        key: &PickKey,
+    ) -> Result<(Pick, Option<Pinned>), PickError> {
+        let mut left = None;
+        if let Some(node) = key.pinned {
+            match self.pinned(site, node, exclude) {
+                Some(Ok(pick)) => return Ok((pick, Some(Pinned::Kept))),
+                Some(Err(why)) => left = Some((node, why)),
+                None => {}
+            }
+        }
+        let how = left.map(|(_, why)| why);
         if self.max_inflight == 0 && !self.own_limits {
             // The baselines decide synchronously: no future to drive.
-            return match self.policy {
-                Policy::Local(_) => Ok(self.pick(site, exclude)?),
-                Policy::LoadAware(_) => Ok(self.pick_loaded(site, exclude).await?),
+            let pick = match self.site_policy(site) {
+                Policy::LoadAware(_) if key.hash.is_none() && left.is_none() => {
+                    self.pick_loaded(site, exclude, key, left).await?
+                }
+                _ => self.pick_keyed(site, exclude, key, left)?,
             };
+            return Ok((pick, how));
         }
         let Some(slots) = self.sites.get(site).map(|s| &s.slots) else {
             return Err(NoNode::Empty.into());
@@ -368,8 +540,8 @@ impl Backends {
             let notified = slots.freed.notified();
             let mut notified = std::pin::pin!(notified);
             notified.as_mut().enable();
-            match self.try_limited(site, exclude).await {
-                Limited::Got(p) => return Ok(p),
+            match self.try_limited(site, exclude, key, left).await {
+                Limited::Got(p) => return Ok((p, how)),
                 Limited::None(no) => return Err(no.into()),
                 Limited::Full => {}
             }
@@ -384,20 +556,57 @@ impl Backends {
 
     /// [`pick`](Self::pick) on the request path: same candidates, and the
     /// load-aware policy reads their windows.
-    async fn pick_loaded(&self, site: usize, exclude: &[usize]) -> Result<Pick, NoNode> {
+    async fn pick_loaded(
+        &self,
+        site: usize,
+        exclude: &[usize],
+        key: &PickKey,
+        left: Option<(usize, Pinned)>,
+    ) -> Result<Pick, NoNode> {
         let candidates = self.candidates(site, exclude)?;
-        let node = self
-            .policy
-            .select(site, candidates.nodes())
-            .await
-            .ok_or(NoNode::AllDown)?;
+        let node = match self.choose_keyed(site, candidates.nodes(), key, left) {
+            Some(chosen) => chosen,
+            None => {
+                self.site_policy(site)
+                    .select(site, candidates.nodes())
+                    .await
+            }
+        }
+        .ok_or(NoNode::AllDown)?;
+        node.inflight_inc();
+        Ok(Pick::taken(node))
+    }
+
+    /// [`pick`](Self::pick) with a request's key (synchronous policies).
+    fn pick_keyed(
+        &self,
+        site: usize,
+        exclude: &[usize],
+        key: &PickKey,
+        left: Option<(usize, Pinned)>,
+    ) -> Result<Pick, NoNode> {
+        let candidates = self.candidates(site, exclude)?;
+        let node = match self.choose_keyed(site, candidates.nodes(), key, left) {
+            Some(chosen) => chosen,
+            None => self
+                .site_policy(site)
+                .selector()
+                .select(site, candidates.nodes()),
+        }
+        .ok_or(NoNode::AllDown)?;
         node.inflight_inc();
         Ok(Pick::taken(node))
     }
 
     /// One attempt under the in-flight limit, never queueing (the
     /// load-aware policy may await its window reads).
-    async fn try_limited(&self, site: usize, exclude: &[usize]) -> Limited {
+    async fn try_limited(
+        &self,
+        site: usize,
+        exclude: &[usize],
+        key: &PickKey,
+        left: Option<(usize, Pinned)>,
+    ) -> Limited {
         let Some(sb) = self.sites.get(site).filter(|s| !s.nodes.is_empty()) else {
             return Limited::None(NoNode::Empty);
         };
@@ -420,7 +629,10 @@ impl Backends {
                     Limited::Full
                 };
             }
-            let chosen = self.policy.select(site, &candidates).await;
+            let chosen = match self.choose_keyed(site, &candidates, key, left) {
+                Some(chosen) => chosen,
+                None => self.site_policy(site).select(site, &candidates).await,
+            };
             let Some(node) = chosen else {
                 return Limited::None(NoNode::AllDown);
             };
@@ -459,9 +671,22 @@ impl Backends {
         node.assigned_site().and_then(|s| self.sites.get(s))
     }
 
-    /// Selection policy name (`roundrobin`, `leastconn`, `random`, …).
+    /// Selection policy name (`roundrobin`, `leastconn`, `random`, …):
+    /// `global.balance`'s.
     pub fn balance(&self) -> &'static str {
         self.policy.name()
+    }
+
+    /// The algorithm `site` balances with: its hash key's name (`source`,
+    /// `uri`, …) or its policy's.
+    pub fn site_balance(&self, site: usize) -> &'static str {
+        match self.sites.get(site) {
+            Some(sb) => match &sb.hash {
+                Some((h, _, _)) => h.key.name(),
+                None => sb.policy.name(),
+            },
+            None => self.policy.name(),
+        }
     }
 
     /// The selection policy in force.
@@ -494,6 +719,30 @@ impl Backends {
     pub fn find_same(&self, node: &NodeState) -> Option<&Arc<NodeState>> {
         self.nodes.iter().find(|n| n.same_node(node))
     }
+}
+
+/// HAProxy's server ids of `sb`'s nodes (its configured nodes 1, 2, … in
+/// config order, then the nodes that may join it), and the gcd of the
+/// configured nodes' weights.
+fn hash_ids(config: &Config, sb: &SiteBackends) -> (Vec<u32>, u32) {
+    let own = |n: &Arc<NodeState>| config.nodes[n.index].site == Some(sb.index);
+    let mut ids = vec![0; sb.nodes.len()];
+    let mut next = 1;
+    for pass in [true, false] {
+        for (i, n) in sb.nodes.iter().enumerate() {
+            if own(n) == pass {
+                ids[i] = next;
+                next += 1;
+            }
+        }
+    }
+    let gcd = super::hash::weights_gcd(
+        sb.nodes
+            .iter()
+            .filter(|n| own(n))
+            .map(|n| config.nodes[n.index].weight),
+    );
+    (ids, gcd)
 }
 
 /// Deregisters a queued waiter however the wait ends (success, error,

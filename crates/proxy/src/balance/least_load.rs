@@ -102,9 +102,18 @@ impl Slot<'_> {
 impl WeightedLeastLoad {
     /// Builds the policy for `config`, reading through `windows`.
     pub fn new(config: &Config, windows: Arc<NodeWindows>) -> WeightedLeastLoad {
+        Self::for_balance(config, windows, config.global.balance)
+    }
+
+    /// Builds the policy `balance` names (a site's own `balance`).
+    pub fn for_balance(
+        config: &Config,
+        windows: Arc<NodeWindows>,
+        balance: Balance,
+    ) -> WeightedLeastLoad {
         let mut weights: Vec<LoadWeights> = config.sites.iter().map(|s| s.weights).collect();
         weights.push(LoadWeights::default());
-        let rule = match config.global.balance {
+        let rule = match balance {
             Balance::HotCold => Rule::HotCold(
                 (0..=config.sites.len())
                     .map(|_| RifHistory::default())

@@ -28,17 +28,23 @@ impl Policy {
     /// The policy `config.global.balance` names; the load-aware one reads
     /// node loads through `windows`.
     pub fn from_config(config: &Config, windows: &Arc<NodeWindows>) -> Policy {
+        Self::of(config.global.balance, config, windows)
+    }
+
+    /// The policy `balance` names (`global.balance` or a site's own).
+    pub fn of(balance: Balance, config: &Config, windows: &Arc<NodeWindows>) -> Policy {
         let sites = config.sites.len();
-        match config.global.balance {
+        match balance {
             Balance::RoundRobin => Policy::Local(Arc::new(RoundRobin::new(sites))),
             Balance::LeastConn => Policy::Local(Arc::new(LeastConn::new(sites))),
             Balance::Random => Policy::Local(Arc::new(RandomTwo)),
             Balance::PeakEwma => Policy::Local(Arc::new(PeakEwma)),
             Balance::Prequal => Policy::Local(Arc::new(Prequal::new(sites, Arc::clone(windows)))),
             Balance::WeightedLeastLoad | Balance::HotCold | Balance::ShortestWait => {
-                Policy::LoadAware(Arc::new(WeightedLeastLoad::new(
+                Policy::LoadAware(Arc::new(WeightedLeastLoad::for_balance(
                     config,
                     Arc::clone(windows),
+                    balance,
                 )))
             }
         }

@@ -188,6 +188,10 @@ pub struct RawSite {
     pub weights: Option<RawWeights>,
     pub health_path: Option<String>,
     pub compression: Option<super::compression::RawCompression>,
+    /// A policy or a hash key (`config::balancing`); default `global.balance`.
+    pub balance: Option<String>,
+    pub hash: Option<super::balancing::RawHash>,
+    pub sticky: Option<super::balancing::RawSticky>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -223,6 +227,9 @@ pub struct RawNode {
     pub agent_interval: Option<String>,
     /// Agent-check address (HAProxy's `agent-addr`), default the node's IP.
     pub agent_address: Option<String>,
+    /// The value of the site's sticky cookie for this node (HAProxy's
+    /// server `cookie`).
+    pub cookie: Option<String>,
 }
 
 /// `[reconfig]`: the reconfiguration agent (see `config::reconfig`).

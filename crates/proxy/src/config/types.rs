@@ -499,6 +499,10 @@ pub struct Site {
     pub health_path: String,
     /// `[site.compression]`; `None`: nothing is compressed.
     pub compression: Option<super::compression::Compression>,
+    /// `[[site]] balance` and `[site.hash]` (`config::balancing`).
+    pub balance: super::balancing::SiteBalance,
+    /// `[site.sticky]`; `None`: no sticky cookie.
+    pub sticky: Option<super::balancing::Sticky>,
 }
 
 /// Where a node's (or a peer proxy's) window is read from: the window
@@ -542,6 +546,9 @@ pub struct Node {
     pub backup: bool,
     /// HAProxy's agent-check: where and how often the node's agent is asked.
     pub agent: Option<AgentCheck>,
+    /// The site's sticky cookie value for this node (HAProxy's server
+    /// `cookie`); without one the node never pins a client.
+    pub cookie: Option<String>,
 }
 
 impl Node {

@@ -318,6 +318,10 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
         let compression = s
             .compression
             .map(|raw| super::compression::validate(&mut c, &format!("{key}.compression"), raw));
+        let balance = super::balancing::site_balance(&mut c, &key, s.balance.as_deref(), s.hash);
+        let sticky = s
+            .sticky
+            .map(|raw| super::balancing::sticky(&mut c, &format!("{key}.sticky"), raw));
         if sites.len() >= 64 {
             c.add(
                 key.clone(),
@@ -338,6 +342,8 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
             weights,
             health_path,
             compression,
+            balance,
+            sticky,
         });
     }
 
@@ -439,6 +445,8 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
             .max_inflight
             .map(|v| c.int(&format!("{key}.max_inflight"), Some(v), 0, 1, 1_000_000) as usize);
         let agent = node_agent(&mut c, &key, &n, address);
+        let cookie =
+            super::balancing::node_cookie(&mut c, &format!("{key}.cookie"), n.cookie.clone());
         if let Some(address) = address {
             nodes.push(Node {
                 index: nodes.len(),
@@ -454,6 +462,7 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
                 max_inflight,
                 backup: n.backup.unwrap_or(false),
                 agent,
+                cookie,
             });
         }
     }

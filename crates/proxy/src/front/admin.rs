@@ -169,6 +169,12 @@ pub struct SiteStatus {
     /// Of those, the ones taking its new requests: role applied, up, ready
     /// with a non-zero weight.
     pub nodes_serving: usize,
+    /// The site's balancing: its policy (its own `balance`, else the
+    /// global one) or its hash key (`source`, `uri`, `hdr`, …).
+    pub balance: &'static str,
+    /// The name of the site's sticky cookie (`[site.sticky]`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sticky_cookie: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -241,6 +247,8 @@ pub fn status(state: &AdminState) -> Status {
                     .iter()
                     .filter(|n| n.admits() && n.serves(sb.index))
                     .count(),
+                balance: backends.site_balance(sb.index),
+                sticky_cookie: backends.sticky(sb.index).map(|s| s.cookie.clone()),
             }
         })
         .collect();

@@ -70,6 +70,9 @@ pub struct Exchange {
     /// The request's target as the rules left it, kept for response rules
     /// (only when some are configured).
     pub rule_uri: Option<http::Uri>,
+    /// What the request's persistence cookie said (sites with
+    /// `[site.sticky]` only).
+    pub sticky: Option<super::forward::StickyIn>,
     done: bool,
 }
 
@@ -113,6 +116,7 @@ impl Exchange {
             outcome_pending: false,
             compress: Offer::default(),
             rule_uri: None,
+            sticky: None,
             done: false,
         }
     }

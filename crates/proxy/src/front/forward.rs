@@ -9,7 +9,8 @@
 //! 3. [`admit`]: the proxy-wide `[qos]` admission queue.
 //! 4. [`upstream_request`]: the head the node gets (hop-by-hop fields
 //!    removed, forwarding headers, `Via`, origin form).
-//! 5. [`attempt::forward`]: pick a node, connect, send, wait for the
+//! 5. [`attempt::forward`]: pick a node (with the request's hash key and
+//!    persistence cookie, [`sticky`]), connect, send, wait for the
 //!    response head; a failed connect, an empty response and a 421 are
 //!    sent again there under the retry rules ([`retry`]).
 //! 6. [`answer::response_filter`]: the response head the client gets; the
@@ -25,8 +26,10 @@ mod answer;
 mod attempt;
 mod retry;
 mod rules;
+mod sticky;
 pub use answer::{error, Reply};
 pub use retry::RetryReason;
+pub use sticky::StickyIn;
 
 use std::convert::Infallible;
 use std::sync::atomic::AtomicU64;
@@ -107,10 +110,11 @@ pub async fn handle(
         ex.rule_uri = Some(req.uri().clone());
     }
     let admit_wait = phase!(ex, admit(&mut ex, &snap, site).await);
+    let key = sticky::pick_key(&mut ex, &snap, site, &req, ctx.client.ip());
     let upgrade = headers::is_upgrade_request(req.version(), req.headers(), present);
     let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
     let mut out = upstream_request(&mut ex, &ctx, &snap, req, present, host, upgrade);
-    let forwarded = attempt::forward(&mut ex, &ctx, &snap, site, &mut out, admit_wait).await;
+    let forwarded = attempt::forward(&mut ex, &ctx, &snap, site, &mut out, admit_wait, key).await;
     let mut answered = phase!(ex, forwarded);
     answered.client_upgrade = client_upgrade;
     Ok(answer::response_filter(ex, answered))
@@ -265,6 +269,11 @@ fn upstream_request(
     }
     if let Some(v) = &host {
         parts.headers.insert(header::HOST, v.clone());
+    }
+    if ex.sticky.is_some() {
+        if let Some(st) = ex.site.and_then(|s| snap.backends.sticky(s)) {
+            sticky::strip(st, &mut parts.headers);
+        }
     }
     let host_str = host.as_ref().and_then(|h| h.to_str().ok());
     let keep = snap.config.global.keeps_forwarded(ctx.client.ip());

@@ -37,6 +37,10 @@ pub const H2_UNSOLICITED_PING_ACKS: &str = rdmalb_base::logging::H2_UNSOLICITED_
 /// `rdmalb_retries_total{site,reason}` counter; reason = conn-failure,
 /// empty-response, misdirected.
 pub const RETRIES: &str = "rdmalb_retries_total";
+/// `rdmalb_sticky_moves_total{site,reason}` counter: sessions that left
+/// the node their cookie named; reason = down, drain, load, moved
+/// (`balance::sticky`).
+pub const STICKY_MOVES: &str = "rdmalb_sticky_moves_total";
 /// `rdmalb_connections{listener}` gauge: open client connections.
 pub const CONNECTIONS: &str = "rdmalb_connections";
 /// `rdmalb_config_reloads_total{result}` counter; result = ok, failed.

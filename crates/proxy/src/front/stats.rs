@@ -3,7 +3,8 @@
 //! request). Names as listed in `docs/metrics.md`:
 //! `rdmalb_requests_total{site,node,code_class}`,
 //! `rdmalb_request_duration_seconds{site}`, `rdmalb_inflight{node}`,
-//! `rdmalb_upstream_errors_total{node,kind}`, `rdmalb_retries_total{site,reason}`.
+//! `rdmalb_upstream_errors_total{node,kind}`, `rdmalb_retries_total{site,reason}`,
+//! `rdmalb_sticky_moves_total{site,reason}`.
 //! Rare events (client errors, reloads) use the macros directly.
 //!
 //! Per site, two plain atomics ([`SiteDemand`]) count requests that arrived
@@ -74,6 +75,9 @@ pub struct SiteStats {
     /// `rdmalb_compression_bytes_total{site,direction}`: in (the node's
     /// bytes), out (sent to clients), of compressed responses.
     pub compression_bytes: [Counter; 2],
+    /// `rdmalb_sticky_moves_total{site,reason}`, by
+    /// [`Move::index`](crate::balance::sticky::Move::index).
+    pub sticky_moves: [Counter; 4],
 }
 
 /// `coding` label values, indexed by [`coding_index`].
@@ -171,6 +175,9 @@ impl Stats {
                     }),
                     compression_bytes: ["in", "out"].map(|d| {
                         metrics::counter!("rdmalb_compression_bytes_total", "site" => site.clone(), "direction" => d)
+                    }),
+                    sticky_moves: crate::balance::sticky::Move::LABELS.map(|r| {
+                        metrics::counter!(super::metrics::STICKY_MOVES, "site" => site.clone(), "reason" => r)
                     }),
                 }
             })

@@ -316,6 +316,7 @@ pub fn map(h: &Haproxy, dir: &Path, notes: &mut Vec<Note>, by_rules: bool) -> St
         notes.push(Note::new(f.line, "compression", Kind::Approximated, format!("`{}` does not compress but another frontend does: rdmalb compresses per site, so responses through `{}` are compressed too (line {})", f.name, f.name, c.algos.as_ref().map_or(0, |a| a.line))));
     }
     let level = h.global.comp_maxlevel.as_ref().map(|l| l.value);
+    let balance = super::balancing::global_policy(&backends);
     for s in &sites {
         let default = if by_rules { None } else { default.as_deref() };
         site(
@@ -327,6 +328,7 @@ pub fn map(h: &Haproxy, dir: &Path, notes: &mut Vec<Note>, by_rules: bool) -> St
             by_rules,
             notes,
         );
+        super::balancing::site(&mut out, s.backend, balance, notes);
         let own = Some(&s.backend.compression).filter(|c| c.enabled());
         if let Some(c) = own.or(front_comp) {
             c.write(&mut out, level);
@@ -410,34 +412,12 @@ fn global(
     notes: &mut Vec<Note>,
 ) {
     out.push_str("\n[global]\n");
-    let balances: Vec<(String, usize)> = backends
-        .iter()
-        .filter(|b| !b.servers.is_empty())
-        .map(|b| {
-            b.balance
-                .as_ref()
-                .map_or(("roundrobin".to_string(), b.line), |x| {
-                    (x.value.clone(), x.line)
-                })
-        })
-        .collect();
-    let mapped = |b: &str| match b {
-        "roundrobin" | "leastconn" | "random" => b.to_string(),
-        "static-rr" => "roundrobin".into(),
-        _ => "roundrobin".into(),
-    };
-    for (b, line) in &balances {
-        if !matches!(b.as_str(), "roundrobin" | "leastconn" | "random") {
-            notes.push(Note::new(
-                *line,
-                "balance",
-                Kind::Approximated,
-                format!("`{b}` is not an rdmalb policy; roundrobin instead"),
-            ));
-        }
-    }
-    let policies: Vec<(String, usize)> = balances.iter().map(|(b, l)| (mapped(b), *l)).collect();
-    one_key(out, notes, "global.balance", "balance", &policies, |b| q(b));
+    writeln!(
+        out,
+        "balance = {}",
+        q(super::balancing::global_policy(backends))
+    )
+    .ok();
     if let Some(d) = default {
         writeln!(out, "default_site = {}", q(&backend_site_name(d))).ok();
     }
@@ -745,6 +725,9 @@ fn nodes(out: &mut String, sites: &[Site], notes: &mut Vec<Note>) {
             }
             if let Some(m) = srv.maxconn.filter(|m| *m > 0) {
                 writeln!(out, "max_inflight = {m}").ok();
+            }
+            if let Some(c) = &srv.cookie {
+                writeln!(out, "cookie = {}", q(c)).ok();
             }
             if srv.backup {
                 out.push_str("backup = true\n");

@@ -97,6 +97,8 @@ pub struct Server {
     pub agent_inter: Option<Duration>,
     pub agent_addr: Option<String>,
     pub send_proxy: Option<&'static str>,
+    /// `cookie VALUE`: the value of the backend's persistence cookie.
+    pub cookie: Option<String>,
 }
 
 /// A `defaults`, `frontend`, `backend` or `listen` section.
@@ -127,6 +129,9 @@ pub struct Proxy {
     /// `http-request`, `http-response`, `redirect`, `errorfile` and
     /// `http-error` lines, in order (`import::rules` translates them).
     pub http_lines: Vec<Line>,
+    /// `balance`, `hash-type`, `hash-balance-factor` and `cookie` lines
+    /// (`import::balancing` writes them).
+    pub balancing: Vec<Line>,
 }
 
 impl Proxy {
@@ -153,6 +158,7 @@ impl Proxy {
             monitor: Default::default(),
             compression: Default::default(),
             http_lines: Vec::new(),
+            balancing: Vec::new(),
         }
     }
 
@@ -443,8 +449,10 @@ fn directive(p: &mut Proxy, line: &Line, notes: &mut Vec<Note>) {
             p.balance = Some(At {
                 value: line.word(1).to_string(),
                 line: n,
-            })
+            });
+            p.balancing.push(line.clone());
         }
+        "cookie" | "hash-type" | "hash-balance-factor" => p.balancing.push(line.clone()),
         "server" => {
             if let Some(s) = server(p, line, notes) {
                 p.servers.push(s);
@@ -482,7 +490,7 @@ fn directive(p: &mut Proxy, line: &Line, notes: &mut Vec<Note>) {
         | "errorfile"
         | "http-error" => p.http_lines.push(line.clone()),
         "tcp-request" | "tcp-response" => notes.push(super::access::rule(line)),
-        "stick-table" | "stick" | "cookie" | "use-server" | "hash-type" => note(
+        "stick-table" | "stick" | "use-server" => note(
             Kind::Unsupported,
             "not supported: rdmalb has no session stickiness".into(),
         ),
@@ -615,10 +623,10 @@ fn server_options(s: &mut Server, line: &Line, from: usize, notes: &mut Vec<Note
                     format!("`{w}` not supported: rdmalb speaks cleartext HTTP to its nodes"),
                 ));
             }
-            "cookie" | "fastinter" | "downinter" | "slowstart" | "port" | "addr" | "id"
-            | "resolvers" | "resolve-prefer" | "init-addr" | "on-error" | "observe"
-            | "error-limit" | "maxqueue" | "minconn" | "agent-send" | "pool-max-conn" | "track"
-            | "redir" => {
+            "cookie" => s.cookie = Some(arg.to_string()),
+            "fastinter" | "downinter" | "slowstart" | "port" | "addr" | "id" | "resolvers"
+            | "resolve-prefer" | "init-addr" | "on-error" | "observe" | "error-limit"
+            | "maxqueue" | "minconn" | "agent-send" | "pool-max-conn" | "track" | "redir" => {
                 notes.push(Note::new(
                     n,
                     kw,

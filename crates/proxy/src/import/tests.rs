@@ -348,9 +348,6 @@ fn unsupported_directives_are_noted_without_routing_changes() {
         (3, "access log"),
         (9, "the action `capture` is not supported"),
         (10, "stickiness"),
-        (13, "`source` is not an rdmalb policy"),
-        (14, "stickiness"),
-        (15, "server option `cookie`"),
     ] {
         assert!(
             has_note(&i, line, needle),
@@ -358,6 +355,26 @@ fn unsupported_directives_are_noted_without_routing_changes() {
             notes(&i)
         );
     }
+    // `balance source`, `cookie` and the server's `cookie` are carried over.
+    for line in [13, 14, 15] {
+        assert!(
+            !i.notes.iter().any(|n| n.line == line),
+            "line {line}: {:?}",
+            notes(&i)
+        );
+    }
+    assert!(i.toml.contains("balance = \"source\""), "{}", i.toml);
+    assert!(
+        i.toml.contains("[site.sticky]\ncookie = \"SRV\"\n"),
+        "{}",
+        i.toml
+    );
+    assert!(
+        !i.toml.contains("mode = "),
+        "insert is the default: {}",
+        i.toml
+    );
+    assert!(i.toml.contains("cookie = \"a\""), "{}", i.toml);
     parsed(&i);
 }
 

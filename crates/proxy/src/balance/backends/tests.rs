@@ -335,4 +335,5 @@ fn cached_up_list_follows_health_changes() {
 }
 
 mod control;
+mod keyed;
 mod roles;

@@ -62,6 +62,9 @@ pub fn response_filter(mut ex: Exchange, answered: Answered) -> Response<Respons
             },
         );
     }
+    if ex.sticky.is_some() {
+        super::sticky::response(&ex, parts.status, &mut parts.headers);
+    }
     headers::add_via(&mut parts.headers, present, &ex.snap.via_response);
     let encoder = compression(&ex, parts.status, &mut parts.headers);
     ex.bytes = head_bytes(parts.status, &parts.headers);

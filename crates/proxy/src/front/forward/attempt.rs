@@ -18,7 +18,8 @@ use super::super::state::{ConnCtx, Snapshot};
 use super::super::upstream::{ConnectError, NodePool};
 use super::retry::{broke_before_response, Attempts};
 use super::{name_of, RetryReason, Stop};
-use crate::balance::{NoNode, Outcome, PickError};
+use crate::balance::sticky::Pinned;
+use crate::balance::{NoNode, Outcome, PickError, PickKey};
 
 /// The request on its way to a node: its head and body until sent, given
 /// back when a send must be repeated.
@@ -69,12 +70,14 @@ pub(super) async fn forward(
     site: usize,
     out: &mut Outgoing,
     admit_wait: Duration,
+    key: PickKey,
 ) -> Result<Answered, Stop> {
     // Nodes tried and retry budgets, on the stack (`retry`).
     let mut attempts = Attempts::new(snap.config.global.retries, snap.config.global.retry_on);
     let idempotent = ex.method().is_idempotent();
     loop {
-        let Some((node, t_conn)) = pick(ex, snap, site, &mut attempts, admit_wait).await? else {
+        let Some((node, t_conn)) = pick(ex, snap, site, &mut attempts, admit_wait, &key).await?
+        else {
             continue;
         };
         let Some((pool, mut sender)) = connect(ex, ctx, snap, &mut attempts, node, t_conn).await?
@@ -133,10 +136,16 @@ async fn pick(
     site: usize,
     attempts: &mut Attempts,
     admit_wait: Duration,
+    key: &PickKey,
 ) -> Result<Option<(usize, Instant)>, Stop> {
     let t_pick = Instant::now();
-    let pick = match snap.backends.pick_queued(site, attempts.tried()).await {
-        Ok(p) => p,
+    let pick = match snap.backends.pick_for(site, attempts.tried(), key).await {
+        Ok((p, pinned)) => {
+            if pinned.is_some() {
+                pinned_outcome(ex, snap, site, pinned);
+            }
+            p
+        }
         Err(PickError::QueueTimeout(_)) => {
             tracing::warn!(site = %name_of(&snap.site_names, site), "every node of the site stayed busy for timeouts.queue");
             return Err(ErrorKind::QueueTimeout.into());
@@ -161,6 +170,20 @@ async fn pick(
     ex.pick = Some(pick);
     ex.update_inflight(node);
     Ok(Some((node, t_conn)))
+}
+
+/// Records how the node a request's cookie named fared (for the response's
+/// cookie), and counts a session that left it.
+fn pinned_outcome(ex: &mut Exchange, snap: &Snapshot, site: usize, pinned: Option<Pinned>) {
+    if let Some(seen) = ex.sticky.as_mut() {
+        seen.pinned = pinned;
+    }
+    if let Some(Pinned::Left(why)) = pinned {
+        if let Some(s) = snap.stats.sites.get(site) {
+            s.sticky_moves[why.index()].increment(1);
+        }
+        tracing::debug!(site = %name_of(&snap.site_names, site), reason = why.label(), "sticky session left its node");
+    }
 }
 
 /// A connection to `node`, pooled or new. `None`: the connect failed and

@@ -373,7 +373,7 @@ fn backend_rows(backends: &Backends, first_iid: u64, queued: &dyn Fn(&str) -> u6
             .num("rate", rate)
             .num("req_tot", stot)
             .text("mode", "http")
-            .text("algo", backends.balance());
+            .text("algo", backends.site_balance(site.index));
         total
             .responses(&hrsp)
             .uncompressed()

@@ -10,11 +10,12 @@ use super::*;
 use crate::balance::Backends;
 
 /// An admin state over sites `shop` (nodes a, weight 4, and b, backup)
-/// and `blog` (node c).
+/// and `blog` (node c, balanced by source address).
 pub(crate) fn admin() -> Admin {
     let mut text = String::from("[[listener]]\nlisten = \"127.0.0.1:8080\"\n");
     text.push_str(&crate::fixtures::site("shop", &["shop.example.com"]));
     text.push_str(&crate::fixtures::site("blog", &["blog.example.com"]));
+    text.push_str("balance = \"source\"\n");
     text.push_str(&crate::fixtures::node("a", "127.0.0.1:9001", "shop"));
     text.push_str("weight = 4\n");
     text.push_str(&crate::fixtures::node("b", "127.0.0.1:9002", "shop"));
@@ -138,6 +139,8 @@ async fn show_stat_has_haproxys_layout() {
         ("0".into(), "1".into())
     );
     assert_eq!(col(rows[2], "algo"), "roundrobin");
+    // A site's own balance: its hash key.
+    assert_eq!(col(rows[4], "algo"), "source");
     assert_eq!(col(rows[0], "addr"), "127.0.0.1:9001");
     // The answer ends with its last row; the door adds the empty line.
     assert!(csv.ends_with(",\n"));
@@ -239,6 +242,7 @@ async fn compression_columns_are_zero_only_where_nothing_compresses() {
     text.push_str(&crate::fixtures::site("shop", &["shop.example.com"]));
     text.push_str("[site.compression]\ncodings = [\"gzip\"]\n");
     text.push_str(&crate::fixtures::site("blog", &["blog.example.com"]));
+    text.push_str("balance = \"source\"\n");
     text.push_str(&crate::fixtures::node("a", "127.0.0.1:9001", "shop"));
     text.push_str(&crate::fixtures::node("c", "127.0.0.1:9003", "blog"));
     let config = crate::fixtures::config(&text);
