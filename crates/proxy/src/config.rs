@@ -11,6 +11,7 @@
 //! over the global section (`[weights]`, `[health]`) over the built-in
 //! default documented on each field in `conf/rdmalb.toml`.
 
+pub mod acme;
 mod compression;
 pub mod files;
 mod qos;

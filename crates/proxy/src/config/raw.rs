@@ -23,6 +23,7 @@ pub const TOP_LEVEL_KEYS: &[&str] = &[
     "reconfig",
     "qos",
     "stats_socket",
+    "acme",
 ];
 
 #[derive(Debug, Default, Deserialize)]
@@ -188,6 +189,8 @@ pub struct RawSite {
     pub weights: Option<RawWeights>,
     pub health_path: Option<String>,
     pub compression: Option<super::compression::RawCompression>,
+    /// Order a certificate for the site's hosts (`[acme]`).
+    pub acme: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
