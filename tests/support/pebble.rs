@@ -172,24 +172,6 @@ impl Pebble {
     }
 }
 
-/// The certificate chain a TLS handshake with `addr` for `name` gets,
-/// verified against `root` (PEM); `Err` when the handshake fails.
-pub async fn served_chain(
-    addr: SocketAddr,
-    name: &str,
-    root: &str,
-) -> Result<Vec<Vec<u8>>, String> {
-    let (_, conn) = connect(addr, name, root).await?;
-    Ok(conn
-        .get_ref()
-        .1
-        .peer_certificates()
-        .unwrap_or_default()
-        .iter()
-        .map(|c| c.to_vec())
-        .collect())
-}
-
 /// A TLS connection (HTTP/1.1 by ALPN) to `addr` for `name`, verified
 /// against `root`; also returns the leaf it was served.
 pub async fn connect(

@@ -133,7 +133,7 @@ async fn ask_once(ask: &str, name: &str) -> std::io::Result<bool> {
         "GET {target} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\nUser-Agent: rdmalb\r\n\r\n"
     );
     stream.write_all(request.as_bytes()).await?;
-    let mut head = vec![0u8; 64];
+    let mut head = [0u8; 64];
     let mut n = 0;
     while n < 12 {
         let read = stream.read(&mut head[n..]).await?;
@@ -158,10 +158,7 @@ impl Acme {
         if self.served(&name).is_some() {
             return true;
         }
-        let known = self
-            .snapshot()
-            .iter()
-            .any(|m| m.names.iter().any(|n| *n == name));
+        let known = self.snapshot().iter().any(|m| m.names.contains(&name));
         if !known {
             if !gate.allows(&name).await {
                 return false;

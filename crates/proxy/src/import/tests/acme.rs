@@ -25,11 +25,11 @@ fn acme_section_and_crt_store_become_acme_and_sites_with_acme_true() {
     assert_eq!(shop.acme_names, ["shop.example.com"]);
     assert!(c.site_by_name("blog").unwrap().acme_names.is_empty());
     assert!(
-        has_note(&i, 6, "account-key") || has_note(&i, 5, "rdmalb creates its account"),
+        has_note(&i, 6, "rdmalb creates its account"),
         "{:?}",
         notes(&i)
     );
-    assert!(has_note(&i, 8, "not mapped"), "{:?}", notes(&i));
+    assert!(has_note(&i, 9, "P-256"), "{:?}", notes(&i));
     assert!(
         i.notes
             .iter()
