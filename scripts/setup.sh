@@ -28,6 +28,8 @@ PACKAGES=(
     # HAProxy's operator tools the stats socket tests drive unchanged
     # (tests/proxy/stats_socket): socat, hatop (in tmux), haproxy_exporter
     socat hatop prometheus-haproxy-exporter tmux
+    # Let's Encrypt's test ACME server and its DNS (tests/proxy/acme.rs)
+    pebble
     # process and socket tools the scripts use (pgrep, ss, taskset is in util-linux);
     # systemd for `systemd-analyze verify` of the shipped units (conf/systemd/)
     procps iproute2 systemd

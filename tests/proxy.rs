@@ -1,5 +1,6 @@
 //! The HTTP front end through the real `rdmalb proxy` binary.
 
+mod acme;
 mod compression;
 mod conf;
 mod differential;

@@ -691,6 +691,7 @@ pub async fn read_some(s: &mut tokio::net::TcpStream, want: usize) -> Vec<u8> {
 pub mod echo;
 mod group;
 pub mod haproxy;
+pub mod pebble;
 pub mod reconfig;
 pub mod role;
 #[allow(unused_imports)]

@@ -12,6 +12,7 @@
 //! default documented on each field in `conf/rdmalb.toml`.
 
 pub mod balancing;
+pub mod acme;
 mod compression;
 pub mod files;
 mod qos;

@@ -75,6 +75,7 @@ pub async fn run(config: Config) -> Result<(), ProxyError> {
     let backends = Arc::new(Backends::build_with_windows(&config, None, &windows));
     let access = AccessLogger::start(&config.global.access_log)?;
     let snapshot = Snapshot::build(Arc::clone(&config), Arc::clone(&backends), None);
+    let acme = crate::acme::Acme::start(&config).map_err(|message| ProxyError::Acme { message })?;
     let runtime = Arc::new(Runtime {
         snapshot: ArcSwap::from_pointee(snapshot),
         config: Arc::new(ArcSwap::new(Arc::clone(&config))),
@@ -85,6 +86,7 @@ pub async fn run(config: Config) -> Result<(), ProxyError> {
         handed_over: std::sync::atomic::AtomicBool::new(false),
         draining: std::sync::atomic::AtomicBool::new(false),
         cpu: compress::CpuUse::default(),
+        acme: acme.clone(),
     });
 
     // This proxy's window and the agent: routing follows the nodes' role
@@ -101,7 +103,7 @@ pub async fn run(config: Config) -> Result<(), ProxyError> {
 
     // Bind everything first (or take the sockets a restart handed over): a
     // bad address or certificate stops start-up.
-    let bound = listener::bind_all(&config, &mut inherited)?;
+    let bound = listener::bind_all(&config, &mut inherited, acme.as_ref())?;
     let admin_socket = match &config.admin {
         None => None,
         Some(a) => {
@@ -145,6 +147,12 @@ pub async fn run(config: Config) -> Result<(), ProxyError> {
     let (drain_tx, mut drain_rx) = mpsc::channel::<()>(1);
     let health =
         crate::balance::health::spawn_checks(Arc::clone(&runtime.backends), shutdown_rx.clone());
+    if let Some(acme) = &acme {
+        tokio::spawn(crate::acme::renew::run(
+            Arc::clone(acme),
+            shutdown_rx.clone(),
+        ));
+    }
     if config.sites.iter().any(|s| s.compression.is_some()) {
         tokio::spawn(sample_cpu(Arc::clone(&runtime), shutdown_rx.clone()));
     }
@@ -163,7 +171,8 @@ pub async fn run(config: Config) -> Result<(), ProxyError> {
         )
         .with_windows(Arc::clone(&windows))
         .with_admission(Arc::clone(&runtime.snapshot.load().admission))
-        .with_frontends(listeners.iter().map(|l| l.stats()).collect());
+        .with_frontends(listeners.iter().map(|l| l.stats()).collect())
+        .with_acme(acme.clone());
         let state = match &reconfig {
             Some(r) => state.with_reconfig(Arc::clone(&r.agent)),
             None => state,

@@ -17,6 +17,7 @@
 
 mod access;
 mod acl;
+mod acme;
 mod action;
 mod balancing;
 mod bind;

@@ -14,6 +14,7 @@
 //! venue.
 #![deny(unsafe_code)]
 
+pub mod acme;
 pub mod balance;
 pub mod config;
 pub mod front;

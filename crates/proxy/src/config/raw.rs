@@ -23,6 +23,7 @@ pub const TOP_LEVEL_KEYS: &[&str] = &[
     "reconfig",
     "qos",
     "stats_socket",
+    "acme",
 ];
 
 #[derive(Debug, Default, Deserialize)]
@@ -192,6 +193,8 @@ pub struct RawSite {
     pub balance: Option<String>,
     pub hash: Option<super::balancing::RawHash>,
     pub sticky: Option<super::balancing::RawSticky>,
+    /// Order a certificate for the site's hosts (`[acme]`).
+    pub acme: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]

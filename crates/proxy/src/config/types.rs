@@ -37,6 +37,8 @@ pub struct Config {
     /// `[[acl]]`, `[[map]]`, `[[request_rule]]`, `[[site_rule]]`,
     /// `[[response_rule]]`, `[[userlist]]`, `[[error_page]]`, compiled.
     pub rules: std::sync::Arc<crate::rules::Rules>,
+    /// `[acme]`: certificates ordered by the proxy (docs/tls.md).
+    pub acme: Option<super::acme::Acme>,
 }
 
 impl Config {
@@ -503,6 +505,9 @@ pub struct Site {
     pub balance: super::balancing::SiteBalance,
     /// `[site.sticky]`; `None`: no sticky cookie.
     pub sticky: Option<super::balancing::Sticky>,
+    /// `acme = true`: the names (its exact hosts) the proxy orders one
+    /// certificate for; empty without it.
+    pub acme_names: Vec<String>,
 }
 
 /// Where a node's (or a peer proxy's) window is read from: the window

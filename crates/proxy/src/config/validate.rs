@@ -63,6 +63,10 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
     let raw_reconfig: RawReconfig = c.section(&table, "reconfig");
     let raw_qos: RawQos = c.section(&table, "qos");
     let raw_stats_sockets = c.entries(&table, "stats_socket");
+    let acme = table.contains_key("acme").then(|| {
+        let raw = c.section(&table, "acme");
+        super::acme::validate(&mut c, raw)
+    });
 
     let timeouts = limits::timeouts(&mut c, &raw_timeouts);
     let limits = limits::limits(&mut c, &raw_limits);
@@ -147,7 +151,7 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
                 format!("{listen} is used by another listener"),
             );
         }
-        let tls = l.tls.map(|t| tls(&mut c, &key, t));
+        let tls = l.tls.map(|t| tls(&mut c, &key, t, acme.is_some()));
         let accept_proxy = l.accept_proxy.unwrap_or(false);
         let accept_proxy_from = match (accept_proxy, &l.accept_proxy_from) {
             (true, None) => {
@@ -322,6 +326,13 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
         let sticky = s
             .sticky
             .map(|raw| super::balancing::sticky(&mut c, &format!("{key}.sticky"), raw));
+        let acme_names = super::acme::site_names(&mut c, &key, &hosts, s.acme.unwrap_or(false));
+        if !acme_names.is_empty() && acme.is_none() {
+            c.add(
+                format!("{key}.acme"),
+                "needs an [acme] section (expected [acme] with storage = \"/var/lib/rdmalb/acme\")",
+            );
+        }
         if sites.len() >= 64 {
             c.add(
                 key.clone(),
@@ -344,6 +355,7 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
             compression,
             balance,
             sticky,
+            acme_names,
         });
     }
 
@@ -606,6 +618,7 @@ pub fn validate(text: &str, file: &Path) -> Result<Config, ConfigErrors> {
         qos,
         stats_sockets,
         rules: std::sync::Arc::new(rules),
+        acme,
     })
 }
 

@@ -68,6 +68,9 @@ pub struct AdminState {
     pub admission: Option<Arc<Admission>>,
     /// The listeners' connection counters: `show stat`'s FRONTEND rows.
     pub frontends: Vec<super::listener::FrontendStats>,
+    /// `[acme]`: the certificates ordered (`acme` in /status, `acme
+    /// status` and `acme renew` commands).
+    pub acme: Option<Arc<crate::acme::Acme>>,
 }
 
 impl AdminState {
@@ -85,7 +88,14 @@ impl AdminState {
             windows: None,
             admission: None,
             frontends: Vec::new(),
+            acme: None,
         }
+    }
+
+    /// Shows the ACME certificates in /status and the `acme` commands.
+    pub fn with_acme(mut self, acme: Option<Arc<crate::acme::Acme>>) -> Self {
+        self.acme = acme;
+        self
     }
 
     /// Shows the listeners as FRONTEND rows in `show stat`.
@@ -146,6 +156,10 @@ pub struct Status {
     /// The `[qos]` admission queue.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub qos: Option<AdmissionStatus>,
+    /// `[acme]`: each certificate ordered, its expiry, schedule and last
+    /// error.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub acme: Option<Vec<crate::acme::CertStatus>>,
 }
 
 #[derive(Debug, Serialize)]
@@ -296,6 +310,7 @@ pub fn status(state: &AdminState) -> Status {
         nodes,
         reconfig: state.reconfig.as_ref().map(|a| a.status()),
         qos: state.admission.as_ref().map(|a| a.status()),
+        acme: state.acme.as_ref().map(|a| a.status()),
     }
 }
 

@@ -39,6 +39,9 @@ pub enum ProxyError {
     /// A TLS certificate or key could not be loaded.
     #[error("listener `{listener}`: TLS: {message}")]
     Tls { listener: String, message: String },
+    /// The `[acme]` storage folder could not be set up.
+    #[error("ACME: {message}")]
+    Acme { message: String },
     /// Installing a signal handler failed.
     #[error("cannot install the {signal} handler: {source}")]
     Signal {

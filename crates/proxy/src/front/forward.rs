@@ -120,11 +120,39 @@ pub async fn handle(
     Ok(answer::response_filter(ex, answered))
 }
 
+/// An http-01 validation (`GET /.well-known/acme-challenge/<token>`),
+/// answered before any rule: the key authorization, else 404.
+fn acme_challenge<B>(acme: &crate::acme::Acme, req: &Request<B>) -> Option<Reply> {
+    let token = req
+        .uri()
+        .path()
+        .strip_prefix(crate::acme::challenge::HTTP_PREFIX)?;
+    let (status, body) = match acme.challenges.http(token) {
+        Some(answer) => (http::StatusCode::OK, bytes::Bytes::from(answer)),
+        None => (http::StatusCode::NOT_FOUND, bytes::Bytes::new()),
+    };
+    let mut headers = http::HeaderMap::new();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/octet-stream"),
+    );
+    Some(Reply {
+        status,
+        headers,
+        body,
+    })
+}
+
 /// Phase 1: the head as read. Returns which headers it has (one pass; the
 /// rewriting looks up only those).
 fn request_filter<B>(ctx: &ConnCtx, snap: &Snapshot, req: &Request<B>) -> Result<Present, Stop> {
     if let Some(reply) = super::monitor::reply(ctx, snap, req) {
         return Err(Stop::Reply(Box::new(reply)));
+    }
+    if let Some(acme) = &ctx.proxy.acme {
+        if let Some(reply) = acme_challenge(acme, req) {
+            return Err(Stop::Reply(Box::new(reply)));
+        }
     }
     let limits = &snap.config.limits;
     if req.headers().len() > limits.max_headers || head_size(req) > limits.max_header_bytes {

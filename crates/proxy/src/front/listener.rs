@@ -24,7 +24,6 @@ use hyper_util::server::conn::auto;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch, Semaphore};
-use tokio_rustls::TlsAcceptor;
 
 use super::access_log::{AccessRecord, Counts, Timers};
 use super::error::ProxyError;
@@ -40,7 +39,7 @@ pub struct Bound {
     pub name: Arc<str>,
     pub addr: SocketAddr,
     tcp: std::net::TcpListener,
-    tls: Option<TlsAcceptor>,
+    tls: Option<tls::Acceptor>,
     /// On an `accept_proxy` listener: the peers allowed to send the header.
     accept_proxy: Option<Arc<[IpNetwork]>>,
 }
@@ -49,15 +48,23 @@ pub struct Bound {
 /// served, so a bad address or certificate stops start-up with a clear
 /// error. A listener whose address matches a socket handed over by a
 /// restart takes that socket instead of binding.
-pub fn bind_all(config: &Config, inherited: &mut Inherited) -> Result<Vec<Bound>, ProxyError> {
+pub fn bind_all(
+    config: &Config,
+    inherited: &mut Inherited,
+    acme: Option<&Arc<crate::acme::Acme>>,
+) -> Result<Vec<Bound>, ProxyError> {
     config
         .listeners
         .iter()
-        .map(|l| bind(l, inherited))
+        .map(|l| bind(l, inherited, acme))
         .collect()
 }
 
-fn bind(l: &Listener, inherited: &mut Inherited) -> Result<Bound, ProxyError> {
+fn bind(
+    l: &Listener,
+    inherited: &mut Inherited,
+    acme: Option<&Arc<crate::acme::Acme>>,
+) -> Result<Bound, ProxyError> {
     let err = |source| ProxyError::Bind {
         listener: l.name.clone(),
         addr: l.listen,
@@ -73,7 +80,10 @@ fn bind(l: &Listener, inherited: &mut Inherited) -> Result<Bound, ProxyError> {
     let addr = tcp.local_addr().map_err(err)?;
     let tls = match &l.tls {
         None => None,
-        Some(t) => Some(TlsAcceptor::from(tls::server_config(&l.name, t)?)),
+        Some(t) => Some(tls::Acceptor {
+            config: tls::server_config(&l.name, t, acme)?,
+            acme: acme.cloned(),
+        }),
     };
     Ok(Bound {
         name: Arc::from(l.name.as_str()),
@@ -127,7 +137,7 @@ pub struct Shared {
     pub name: Arc<str>,
     pub addr: SocketAddr,
     tcp: std::net::TcpListener,
-    tls: Option<TlsAcceptor>,
+    tls: Option<tls::Acceptor>,
     accept_proxy: Option<Arc<[IpNetwork]>>,
     builder: auto::Builder<TokioExecutor>,
     limit: Arc<Semaphore>,
@@ -428,14 +438,16 @@ async fn connection(
 /// The TLS handshake, then the stream as [`serve_stream`] serves it.
 async fn serve_tls(
     stream: TcpStream,
-    acceptor: &TlsAcceptor,
+    acceptor: &tls::Acceptor,
     l: &Shared,
     ctx: Arc<ConnCtx>,
     shutdown: watch::Receiver<bool>,
 ) {
     let accepted = tokio::time::timeout(l.timeouts.http_request, acceptor.accept(stream)).await;
     let stream = match accepted {
-        Ok(Ok(s)) => s,
+        Ok(Ok(Some(s))) => s,
+        // A tls-alpn-01 validation: the handshake was all it wanted.
+        Ok(Ok(None)) => return,
         Ok(Err(e)) => {
             tracing::debug!(client = %ctx.client, listener = %ctx.listener, error = %e, "TLS handshake failed");
             stats::client_error("tls");

@@ -98,6 +98,11 @@ fn describe() {
     );
     describe_gauge!(INFLIGHT, "Requests in flight to the node from this proxy");
     describe_gauge!(
+        crate::acme::CERT_EXPIRY,
+        Unit::Seconds,
+        "When the ACME certificate served for the host expires (Unix time)"
+    );
+    describe_gauge!(
         NODE_UP,
         "Node health: 1 up, 0 down (or removed from its site)"
     );

@@ -111,6 +111,9 @@ pub struct Runtime {
     /// The proxy's CPU use, for the compression cap
     /// (`global.compression_max_cpu`).
     pub cpu: super::compress::CpuUse,
+    /// `[acme]`: the certificates the proxy orders and the challenge
+    /// answers (http-01 is answered in `forward::request_filter`).
+    pub acme: Option<Arc<crate::acme::Acme>>,
 }
 
 impl Runtime {

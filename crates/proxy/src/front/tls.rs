@@ -1,7 +1,10 @@
 //! TLS termination: a rustls server config per listener whose certificate
 //! is chosen by SNI among one or more cert/key pairs (the first is the
 //! default for clients that send no name or an unknown one), with ALPN
-//! `h2` and `http/1.1`.
+//! `h2` and `http/1.1`. With `[acme]` the resolver first looks up the
+//! certificates the proxy ordered ([`crate::acme::Acme::served`], swapped
+//! at run time), and answers a tls-alpn-01 handshake (ALPN `acme-tls/1`,
+//! RFC 8737) with the challenge certificate only.
 
 use std::fmt;
 use std::sync::Arc;
@@ -9,14 +12,18 @@ use std::sync::Arc;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
 use rustls::sign::CertifiedKey;
+use tokio::net::TcpStream;
 
 use super::error::ProxyError;
+use crate::acme::challenge::ACME_TLS_ALPN;
+use crate::acme::Acme;
 use crate::config::{ClientAuth, Tls};
 
 /// Picks the first certificate valid for the client's server name (exact or
 /// wildcard SAN, as webpki checks it), else the first one.
 struct SniResolver {
     keys: Vec<Arc<CertifiedKey>>,
+    acme: Option<Arc<Acme>>,
 }
 
 impl fmt::Debug for SniResolver {
@@ -52,6 +59,19 @@ impl SniResolver {
 
 impl ResolvesServerCert for SniResolver {
     fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        if let Some(acme) = &self.acme {
+            let name = hello.server_name().map(str::to_ascii_lowercase);
+            let challenge = hello
+                .alpn()
+                .is_some_and(|mut p| p.any(|p| p == ACME_TLS_ALPN));
+            if challenge {
+                // RFC 8737 section 3: only the challenge certificate.
+                return acme.challenges.alpn(name.as_deref()?);
+            }
+            if let Some(key) = name.as_deref().and_then(|n| acme.served(n)) {
+                return Some(key);
+            }
+        }
         self.choose(hello.server_name())
     }
 }
@@ -86,8 +106,42 @@ fn client_verifier(
     b.build().map_err(|e| e.to_string())
 }
 
-/// Loads the listener's certificates and builds its TLS acceptor config.
-pub fn server_config(listener: &str, tls: &Tls) -> Result<Arc<rustls::ServerConfig>, ProxyError> {
+/// A certificate chain and its private key from PEM (one buffer may hold
+/// both, as HAProxy's `crt` files do), checked to match.
+pub fn certified_key(chain_pem: &[u8], key_pem: &[u8]) -> Result<CertifiedKey, String> {
+    let ck = unchecked_key(chain_pem, key_pem)?;
+    ck.keys_match()
+        .map_err(|e| format!("the key does not match the certificate: {e}"))?;
+    Ok(ck)
+}
+
+/// [`certified_key`] without the match check, which parses the leaf with
+/// webpki: a tls-alpn-01 certificate's critical acmeIdentifier extension
+/// is unknown to it (the proxy made that pair itself).
+pub fn unchecked_key(chain_pem: &[u8], key_pem: &[u8]) -> Result<CertifiedKey, String> {
+    let chain: Vec<CertificateDer<'static>> = rustls_pemfile::certs(&mut &*chain_pem)
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("bad PEM: {e}"))?;
+    if chain.is_empty() {
+        return Err("holds no certificate".into());
+    }
+    let key: PrivateKeyDer<'static> = rustls_pemfile::private_key(&mut &*key_pem)
+        .map_err(|e| format!("bad PEM: {e}"))?
+        .ok_or("holds no private key")?;
+    let signing = rustls::crypto::ring::default_provider()
+        .key_provider
+        .load_private_key(key)
+        .map_err(|e| format!("unusable private key: {e}"))?;
+    Ok(CertifiedKey::new(chain, signing))
+}
+
+/// Loads the listener's certificates and builds its TLS acceptor config;
+/// with `acme`, the certificates it orders are served too.
+pub fn server_config(
+    listener: &str,
+    tls: &Tls,
+    acme: Option<&Arc<Acme>>,
+) -> Result<Arc<rustls::ServerConfig>, ProxyError> {
     let err = |message: String| ProxyError::Tls {
         listener: listener.to_string(),
         message,
@@ -95,34 +149,19 @@ pub fn server_config(listener: &str, tls: &Tls) -> Result<Arc<rustls::ServerConf
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut keys = Vec::new();
     for pair in &tls.certificates {
-        let cert_pem = std::fs::read(&pair.cert)
-            .map_err(|e| err(format!("cannot read {}: {e}", pair.cert.display())))?;
-        let chain: Vec<CertificateDer<'static>> = rustls_pemfile::certs(&mut cert_pem.as_slice())
-            .collect::<Result<_, _>>()
-            .map_err(|e| err(format!("{}: bad PEM: {e}", pair.cert.display())))?;
-        if chain.is_empty() {
-            return Err(err(format!("{} holds no certificate", pair.cert.display())));
-        }
-        let key_pem = std::fs::read(&pair.key)
-            .map_err(|e| err(format!("cannot read {}: {e}", pair.key.display())))?;
-        let key: PrivateKeyDer<'static> = rustls_pemfile::private_key(&mut key_pem.as_slice())
-            .map_err(|e| err(format!("{}: bad PEM: {e}", pair.key.display())))?
-            .ok_or_else(|| err(format!("{} holds no private key", pair.key.display())))?;
-        let signing = provider
-            .key_provider
-            .load_private_key(key)
-            .map_err(|e| err(format!("{}: unusable private key: {e}", pair.key.display())))?;
-        let ck = CertifiedKey::new(chain, signing);
-        ck.keys_match().map_err(|e| {
+        let read = |p: &std::path::Path| {
+            std::fs::read(p).map_err(|e| err(format!("cannot read {}: {e}", p.display())))
+        };
+        let ck = certified_key(&read(&pair.cert)?, &read(&pair.key)?).map_err(|e| {
             err(format!(
-                "{} does not match {}: {e}",
-                pair.key.display(),
-                pair.cert.display()
+                "{} / {}: {e}",
+                pair.cert.display(),
+                pair.key.display()
             ))
         })?;
         keys.push(Arc::new(ck));
     }
-    if keys.is_empty() {
+    if keys.is_empty() && acme.is_none() {
         return Err(err("no certificate configured".into()));
     }
     let builder = rustls::ServerConfig::builder_with_provider(Arc::clone(&provider))
@@ -134,11 +173,65 @@ pub fn server_config(listener: &str, tls: &Tls) -> Result<Arc<rustls::ServerConf
             builder.with_client_cert_verifier(client_verifier(auth, provider).map_err(err)?)
         }
     };
-    let mut config = builder.with_cert_resolver(Arc::new(SniResolver { keys }));
+    let mut config = builder.with_cert_resolver(Arc::new(SniResolver {
+        keys,
+        acme: acme.cloned(),
+    }));
     config.alpn_protocols = if tls.h2 {
         vec![b"h2".to_vec(), b"http/1.1".to_vec()]
     } else {
         vec![b"http/1.1".to_vec()]
     };
+    if acme.is_some() {
+        // Chosen only by a client offering nothing else: the ACME
+        // server's validation. The listener closes such a connection
+        // after the handshake.
+        config.alpn_protocols.push(ACME_TLS_ALPN.to_vec());
+    }
     Ok(Arc::new(config))
+}
+
+/// A TLS listener's handshake: its config and, with `[acme]`, the
+/// on-demand step before it.
+pub struct Acceptor {
+    pub config: Arc<rustls::ServerConfig>,
+    pub acme: Option<Arc<Acme>>,
+}
+
+impl Acceptor {
+    /// The handshake. `None`: a tls-alpn-01 validation, done once the
+    /// handshake is (RFC 8737 section 3: no application data follows).
+    /// With on-demand TLS the client hello is read first, and a name
+    /// without a certificate waits for its order (bounded by
+    /// `acme.on_demand.wait`, within the caller's handshake timeout).
+    pub async fn accept(
+        &self,
+        stream: TcpStream,
+    ) -> std::io::Result<Option<tokio_rustls::server::TlsStream<TcpStream>>> {
+        let on_demand = self.acme.as_ref().filter(|a| a.on_demand.is_some());
+        let tls = match on_demand {
+            None => {
+                tokio_rustls::TlsAcceptor::from(Arc::clone(&self.config))
+                    .accept(stream)
+                    .await?
+            }
+            Some(acme) => {
+                let acceptor = rustls::server::Acceptor::default();
+                let start = tokio_rustls::LazyConfigAcceptor::new(acceptor, stream).await?;
+                let hello = start.client_hello();
+                let challenge = hello
+                    .alpn()
+                    .is_some_and(|mut p| p.any(|p| p == ACME_TLS_ALPN));
+                if let (Some(name), false) = (hello.server_name(), challenge) {
+                    let name = name.to_string();
+                    acme.on_demand(&name).await;
+                }
+                start.into_stream(Arc::clone(&self.config)).await?
+            }
+        };
+        if tls.get_ref().1.alpn_protocol() == Some(ACME_TLS_ALPN) {
+            return Ok(None);
+        }
+        Ok(Some(tls))
+    }
 }

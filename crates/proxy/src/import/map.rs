@@ -295,6 +295,8 @@ pub fn map(h: &Haproxy, dir: &Path, notes: &mut Vec<Note>, by_rules: bool) -> St
         notes,
     );
     super::stats::emit(&mut out, &h.global.stats_sockets);
+    super::acme::section(&mut out, h, notes);
+    let acme_domains = super::acme::domains(h);
     let health_path = most_common(
         &backends
             .iter()
@@ -329,11 +331,14 @@ pub fn map(h: &Haproxy, dir: &Path, notes: &mut Vec<Note>, by_rules: bool) -> St
             notes,
         );
         super::balancing::site(&mut out, s.backend, balance, notes);
+        super::acme::site_line(&mut out, &s.hosts, &acme_domains);
         let own = Some(&s.backend.compression).filter(|c| c.enabled());
         if let Some(c) = own.or(front_comp) {
             c.write(&mut out, level);
         }
     }
+    let hosts: Vec<&String> = sites.iter().flat_map(|s| &s.hosts).collect();
+    super::acme::unserved(h, &acme_domains, &hosts, notes);
     nodes(&mut out, &sites, notes);
     out.push_str(&super::rules::rules(
         h, &frontends, &backends, by_rules, notes,

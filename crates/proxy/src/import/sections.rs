@@ -175,6 +175,9 @@ pub struct Haproxy {
     pub proxies: Vec<Proxy>,
     /// `userlist` sections: the section line and its lines.
     pub userlists: Vec<(Line, Vec<Line>)>,
+    /// HAProxy 3.2's `acme` and `crt-store` sections, likewise
+    /// (`super::acme`).
+    pub acme: Vec<(Line, Vec<Line>)>,
 }
 
 /// Reads the directives into sections; notes what is not mapped.
@@ -205,12 +208,18 @@ pub fn read(lines: &[Line], notes: &mut Vec<Note>) -> Haproxy {
                 | "ring"
                 | "fcgi-app"
         );
-        if role.is_some() || other_section || kw == "global" || kw == "userlist" {
+        let collected = matches!(kw, "userlist" | "acme" | "crt-store");
+        if role.is_some() || other_section || kw == "global" || collected {
             finish(&mut current, &mut defaults, &mut out);
             in_global = kw == "global";
-            in_userlist = kw == "userlist";
-            if in_userlist {
-                out.userlists.push((line.clone(), Vec::new()));
+            in_userlist = collected;
+            if collected {
+                let into = if kw == "userlist" {
+                    &mut out.userlists
+                } else {
+                    &mut out.acme
+                };
+                into.push((line.clone(), Vec::new()));
                 skipping = false;
                 continue;
             }
@@ -253,7 +262,14 @@ pub fn read(lines: &[Line], notes: &mut Vec<Note>) -> Haproxy {
             continue;
         }
         if in_userlist {
-            if let Some((_, lines)) = out.userlists.last_mut() {
+            // The section being collected is the last one pushed to either.
+            let last = |v: &[(Line, Vec<Line>)]| v.last().map_or(0, |(l, _)| l.number);
+            let into = if last(&out.userlists) > last(&out.acme) {
+                &mut out.userlists
+            } else {
+                &mut out.acme
+            };
+            if let Some((_, lines)) = into.last_mut() {
                 lines.push(line.clone());
             }
             continue;

@@ -555,3 +555,5 @@ fn retries_and_retry_on_carry_over_as_the_global_settings() {
     ));
     assert!(!plain.toml.contains("retr"), "{}", plain.toml);
 }
+
+mod acme;

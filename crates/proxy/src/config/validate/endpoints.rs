@@ -8,11 +8,13 @@ use crate::config::raw::*;
 use crate::config::types::*;
 use rdmalb_base::problems::ConfigCheck;
 
-pub(super) fn tls(c: &mut ConfigCheck, key: &str, t: RawTls) -> Tls {
-    if t.certificates.is_empty() {
+/// `acme`: the config has an `[acme]` section, so a listener may start
+/// without a certificate of its own (it serves those the proxy orders).
+pub(super) fn tls(c: &mut ConfigCheck, key: &str, t: RawTls, acme: bool) -> Tls {
+    if t.certificates.is_empty() && !acme {
         c.add(
             format!("{key}.tls.certificates"),
-            "empty (expected at least one { cert = \"site.pem\", key = \"site.key\" })",
+            "empty (expected at least one { cert = \"site.pem\", key = \"site.key\" }, or an [acme] section)",
         );
     }
     let client_auth = client_auth(c, key, &t);

@@ -28,6 +28,8 @@
 //!   `del map MAP KEY`, `clear map MAP` — [`maps`]: the rules' maps
 //!   (docs/rules.md), changed at once for every worker, not in the file (a
 //!   reload drops the change, as HAProxy's);
+//! - `acme status`, `acme renew <certificate>` — [`acme`]: HAProxy
+//!   3.2's, over the certificates of `[acme]` (docs/tls.md);
 //! - `help`, and the session commands `prompt`, `quit`, `user`,
 //!   `operator` ([`session`]).
 //!
@@ -55,6 +57,7 @@ use super::AdminState as Admin;
 use crate::balance::{AdminState, ControlSource, NodeState};
 use crate::reconfig::ClaimOutcome;
 
+mod acme;
 mod info;
 mod keywords;
 mod maps;
@@ -260,6 +263,8 @@ pub async fn run_at(state: &Admin, command: &str, level: Level) -> Outcome {
         }
         ["move", "node", node, "site", site] => move_node(state, node, site).await,
         ["release", "node", node] => release_node(state, node).await,
+        ["acme", "status"] => acme::status(state),
+        ["acme", "renew", certificate] => acme::renew(state, certificate),
         w => maps::run(state, w).unwrap_or_else(|| Err(bad(usage(&words, false)))),
     }
 }

@@ -35,6 +35,18 @@ use Level::{Admin, Operator, User};
 /// HAProxy does), in HAProxy's alphabetical order.
 pub const KEYWORDS: &[Keyword] = &[
     kw(
+        &["acme", "renew"],
+        "acme renew <certfile>",
+        "renew a certificate using the ACME protocol",
+        Admin,
+    ),
+    kw(
+        &["acme", "status"],
+        "acme status",
+        "show status of certificates configured with ACME",
+        Admin,
+    ),
+    kw(
         &["add", "map"],
         "add map [@<ver>] <map> <key> <val>",
         "add a map entry",

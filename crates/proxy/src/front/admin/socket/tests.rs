@@ -100,7 +100,7 @@ async fn unknown_commands_and_binary_data_get_haproxys_usage() {
     let empty = exchange(b"\x00\x01\xff\n", Level::Admin).await;
     assert!(
         empty.starts_with(
-            "Unknown command. Please enter one of the following commands only:\n  add map"
+            "Unknown command. Please enter one of the following commands only:\n  acme renew"
         ),
         "{empty}"
     );
