@@ -70,6 +70,9 @@ pub struct Exchange {
     /// The request's target as the rules left it, kept for response rules
     /// (only when some are configured).
     pub rule_uri: Option<http::Uri>,
+    /// The request's stick counters (`track-sc` rules); dropping them ends
+    /// the tracking.
+    pub track: crate::rules::stick::Tracking,
     done: bool,
 }
 
@@ -113,6 +116,7 @@ impl Exchange {
             outcome_pending: false,
             compress: Offer::default(),
             rule_uri: None,
+            track: None,
             done: false,
         }
     }

@@ -50,7 +50,7 @@ fn reached(c: &crate::config::Config, listener: &str, host: &str, path: &str) ->
     let uri: http::Uri = path.parse().unwrap();
     let site = match c
         .rules
-        .choose_site(&conn, &http::Method::GET, &uri, &headers)
+        .choose_site(&conn, &http::Method::GET, &uri, &headers, &None)
     {
         Chosen::Site(s) => Some(s),
         Chosen::Default => c.global.default_site,
