@@ -125,8 +125,11 @@ pub struct Proxy {
     pub monitor: super::stats::Monitor,
     pub compression: super::compression::Comp,
     /// `http-request`, `http-response`, `redirect`, `errorfile` and
-    /// `http-error` lines, in order (`import::rules` translates them).
+    /// `http-error` lines, and `tcp-request` lines that track, in order
+    /// (`import::rules` translates them).
     pub http_lines: Vec<Line>,
+    /// The proxy's own `stick-table` line.
+    pub stick_table: Option<Line>,
 }
 
 impl Proxy {
@@ -153,6 +156,7 @@ impl Proxy {
             monitor: Default::default(),
             compression: Default::default(),
             http_lines: Vec::new(),
+            stick_table: None,
         }
     }
 
@@ -169,6 +173,8 @@ pub struct Haproxy {
     pub proxies: Vec<Proxy>,
     /// `userlist` sections: the section line and its lines.
     pub userlists: Vec<(Line, Vec<Line>)>,
+    /// `table` lines of `peers` sections, with the section's name.
+    pub peer_tables: Vec<(String, Line)>,
 }
 
 /// Reads the directives into sections; notes what is not mapped.
@@ -179,6 +185,7 @@ pub fn read(lines: &[Line], notes: &mut Vec<Note>) -> Haproxy {
     let mut in_global = false;
     let mut skipping = false;
     let mut in_userlist = false;
+    let mut peers: Option<String> = None;
     for line in lines {
         let kw = line.keyword();
         let role = match kw {
@@ -203,6 +210,7 @@ pub fn read(lines: &[Line], notes: &mut Vec<Note>) -> Haproxy {
             finish(&mut current, &mut defaults, &mut out);
             in_global = kw == "global";
             in_userlist = kw == "userlist";
+            peers = (kw == "peers").then(|| line.word(1).to_string());
             if in_userlist {
                 out.userlists.push((line.clone(), Vec::new()));
                 skipping = false;
@@ -252,6 +260,10 @@ pub fn read(lines: &[Line], notes: &mut Vec<Note>) -> Haproxy {
             }
             continue;
         }
+        if let (Some(p), "table") = (&peers, kw) {
+            out.peer_tables.push((p.clone(), line.clone()));
+            continue;
+        }
         if skipping {
             continue;
         }
@@ -296,6 +308,7 @@ fn inherit(d: &Proxy, role: Role, name: &str, line: usize) -> Proxy {
     // which the importer does not read.
     p.http_lines
         .retain(|l| matches!(l.keyword(), "errorfile" | "http-error"));
+    p.stick_table = None;
     p
 }
 
@@ -481,8 +494,16 @@ fn directive(p: &mut Proxy, line: &Line, notes: &mut Vec<Note>) {
         | "redirect"
         | "errorfile"
         | "http-error" => p.http_lines.push(line.clone()),
+        "tcp-request"
+            if matches!(line.word(1), "connection" | "session" | "content")
+                && (line.word(2).starts_with("track-sc")
+                    || line.word(2).starts_with("sc-inc-gpc")) =>
+        {
+            p.http_lines.push(line.clone())
+        }
         "tcp-request" | "tcp-response" => notes.push(super::access::rule(line)),
-        "stick-table" | "stick" | "cookie" | "use-server" | "hash-type" => note(
+        "stick-table" => p.stick_table = Some(line.clone()),
+        "stick" | "cookie" | "use-server" | "hash-type" => note(
             Kind::Unsupported,
             "not supported: rdmalb has no session stickiness".into(),
         ),
