@@ -222,7 +222,11 @@ pub fn read(lines: &[Line], notes: &mut Vec<Note>) -> Haproxy {
                     line.number,
                     kw,
                     Kind::Unsupported,
-                    format!("section not supported; its {} lines are skipped", kw),
+                    if kw == "peers" {
+                        "section not supported (no replication); its `table` lines are carried as [[stick_table]]s, its other lines skipped".into()
+                    } else {
+                        format!("section not supported; its {} lines are skipped", kw)
+                    },
                 ));
             }
             if let Some(role) = role {

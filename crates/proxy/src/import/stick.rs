@@ -56,13 +56,14 @@ pub fn table(
     while i < line.words.len() {
         match w(i) {
             "type" => {
-                let kind =
-                    match w(i + 1) {
-                        k @ ("ip" | "ipv6" | "string") => k,
-                        other => return Err(format!(
+                let kind = match w(i + 1) {
+                    k @ ("ip" | "ipv6" | "string") => k,
+                    other => {
+                        return Err(format!(
                             "a table of type `{other}` (rdmalb keys tables by ip, ipv6 or string)"
-                        )),
-                    };
+                        ))
+                    }
+                };
                 keys.push(("key", q(kind)));
                 if kind == "string" && w(i + 2) == "len" {
                     let len: u32 = w(i + 3).parse().map_err(|_| "`len` without a number")?;
