@@ -27,6 +27,9 @@
 //!   `del map MAP KEY`, `clear map MAP` — [`maps`]: the rules' maps
 //!   (docs/rules.md), changed at once for every worker, not in the file (a
 //!   reload drops the change, as HAProxy's);
+//! - `show table [TABLE [data.<type> <op> <value>]* [key K]]`, `clear
+//!   table TABLE [filters]` — [`tables`]: the `[[stick_table]]`s as
+//!   HAProxy prints them (docs/rate-limits.md);
 //! - `help`, and the session commands `prompt`, `quit`, `user`,
 //!   `operator` ([`session`]).
 //!
@@ -60,6 +63,7 @@ mod maps;
 mod servers;
 pub mod session;
 pub mod stat;
+pub mod tables;
 
 use crate::config::Level;
 pub use keywords::usage;
@@ -258,7 +262,9 @@ pub async fn run_at(state: &Admin, command: &str, level: Level) -> Outcome {
             Ok(format!("{} (initial {})\n", c.weight, c.initial_weight))
         }
         ["move", "node", node, "site", site] => move_node(state, node, site).await,
-        w => maps::run(state, w).unwrap_or_else(|| Err(bad(usage(&words, false)))),
+        w => maps::run(state, w)
+            .or_else(|| tables::run(state, w))
+            .unwrap_or_else(|| Err(bad(usage(&words, false)))),
     }
 }
 

@@ -30,22 +30,22 @@ pub struct Selection {
     key: Option<String>,
 }
 
-/// Parses the words after the table's name.
+/// Parses the words after the table's name (HAProxy's error texts).
 pub fn selection(t: &StickTable, words: &[&str]) -> Result<Selection, String> {
     let mut s = Selection::default();
     let mut i = 0;
     while i < words.len() {
+        let n = s.filters.len() + 1;
         match words[i] {
             "key" => {
-                let k = words.get(i + 1).ok_or("Missing key\n")?;
+                let k = words.get(i + 1).ok_or("Key value expected")?;
                 s.key = Some(k.to_string());
                 i += 2;
             }
             w if w.starts_with("data.") => {
-                let name = &w[5..];
-                let data = Data::parse(name)
+                let data = Data::parse(&w[5..])
                     .filter(|d| t.store.has(*d))
-                    .ok_or("Data type not stored in this table\n")?;
+                    .ok_or(format!("Filter entry #{n}: Data type not stored in this table"))?;
                 let op: fn(i64, i64) -> bool = match words.get(i + 1).copied() {
                     Some("eq") => |a, b| a == b,
                     Some("ne") => |a, b| a != b,
@@ -53,22 +53,17 @@ pub fn selection(t: &StickTable, words: &[&str]) -> Result<Selection, String> {
                     Some("le") => |a, b| a <= b,
                     Some("gt") => |a, b| a > b,
                     Some("ge") => |a, b| a >= b,
-                    _ => return Err("Require and operator among \"eq\", \"ne\", \"le\", \"ge\", \"lt\", \"gt\"\n".into()),
+                    _ => return Err(format!("Filter entry #{n}: Require and operator among \"eq\", \"ne\", \"le\", \"ge\", \"lt\", \"gt\"")),
                 };
                 let value = words
                     .get(i + 2)
                     .and_then(|v| v.parse().ok())
-                    .ok_or("Require a valid integer value to compare against\n")?;
+                    .ok_or(format!("Filter entry #{n}: Require a valid integer value to compare against"))?;
                 s.filters.push(Filter { data, op, value });
                 i += 3;
             }
-            _ => return Err("Optional argument only supports \"data.<store_data_type>\" <operator> <value> or key <key>\n".into()),
+            _ => return Err("Optional argument only supports \"data.<store_data_type>\" <operator> <value> and key <key>".into()),
         }
-    }
-    if let Some(k) = &s.key {
-        t.kind
-            .of_text(k)
-            .ok_or_else(|| format!("Invalid key for a table of type {}\n", t.kind.name()))?;
     }
     Ok(s)
 }
@@ -99,27 +94,35 @@ pub fn head(t: &StickTable, out: &mut String) {
     .ok();
 }
 
-/// `show table`: the heads of every table.
+/// `show table`: the heads of every table, by name (HAProxy's order).
 pub fn list(tables: &[Arc<StickTable>]) -> String {
     let mut out = String::new();
     let now = now_ms();
-    for t in tables {
+    let mut sorted: Vec<&Arc<StickTable>> = tables.iter().collect();
+    sorted.sort_by(|a, b| a.name.cmp(&b.name));
+    for t in sorted {
         t.purge(now);
         head(t, &mut out);
     }
     out
 }
 
-/// `show table NAME ...`: the head and the selected entries.
+/// `show table NAME ...`: the head and the selected entries; with a key,
+/// nothing when the table has no such entry (HAProxy prints no head then).
 pub fn entries(t: &StickTable, s: &Selection) -> String {
     let now = now_ms();
     t.purge(now);
     let mut out = String::new();
+    let rows: Vec<_> = t
+        .snapshot(now)
+        .into_iter()
+        .filter(|(key, _, _, c)| s.takes(t, key, c, now))
+        .collect();
+    if s.key.is_some() && rows.is_empty() {
+        return out;
+    }
     head(t, &mut out);
-    for (key, used, remain, c) in t.snapshot(now) {
-        if !s.takes(t, &key, &c, now) {
-            continue;
-        }
+    for (key, used, remain, c) in rows {
         write!(
             out,
             "{:#x}: key={key} use={used} exp={}",
@@ -137,7 +140,6 @@ pub fn entries(t: &StickTable, s: &Selection) -> String {
         }
         out.push('\n');
     }
-    out.push('\n');
     out
 }
 

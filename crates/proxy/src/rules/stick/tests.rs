@@ -366,7 +366,13 @@ fn show_table_prints_as_haproxy() {
         "{entry}"
     );
     let none = show::selection(&t, &["data.http_req_cnt", "gt", "1"]).unwrap();
-    assert_eq!(show::entries(&t, &none).lines().count(), 2);
+    assert_eq!(
+        show::entries(&t, &none).lines().count(),
+        1,
+        "the head alone"
+    );
+    let absent = show::selection(&t, &["key", "10.0.0.9"]).unwrap();
+    assert_eq!(show::entries(&t, &absent), "", "no head for an absent key");
     assert!(show::selection(&t, &["data.conn_cur", "gt", "1"]).is_err());
     let key = show::selection(&t, &["key", "127.0.0.1"]).unwrap();
     assert_eq!(show::clear(&t, &key), 1);
