@@ -392,3 +392,11 @@ fn a_reload_keeps_the_counters_of_an_unchanged_table() {
         .collect();
     assert_eq!(statuses, [200, 200, 429]);
 }
+
+#[test]
+fn the_reported_entry_size_counts_the_key_text() {
+    let ip = entry_bytes(KeyKind::Ip);
+    eprintln!("entry bytes: ip {ip}");
+    assert!((100..=160).contains(&ip), "{ip}");
+    assert_eq!(entry_bytes(KeyKind::Str { len: 32 }), ip + 32);
+}
