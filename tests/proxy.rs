@@ -19,5 +19,6 @@ mod rules;
 mod runtime;
 mod stats_page;
 mod stats_socket;
+mod stick_tables;
 mod streaming;
 mod systemd;

@@ -248,6 +248,14 @@ fn matrix(toml_text: &str, dir: &Path, extra: &str) -> Vec<Probe> {
             }
         }
     }
+    out.extend(listed(extra));
+    out
+}
+
+/// The requests of `NAME.requests`: `METHOD HOST PATH [from ADDR]
+/// [Header: value]...`, one a line.
+fn listed(extra: &str) -> Vec<Probe> {
+    let mut out = Vec::new();
     for line in extra
         .lines()
         .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
@@ -416,8 +424,19 @@ async fn alike(test: &str, name: &str) {
 
     let extra =
         std::fs::read_to_string(rules_dir().join(format!("{name}.requests"))).unwrap_or_default();
-    let probes = matrix(&toml_text, dir.path(), &extra);
     let names = rule_headers(&text);
+    if toml_text.contains("[[stick_table]]") {
+        return in_sequence(
+            name,
+            &extra,
+            &haproxy_listens,
+            &rdmalb_listens,
+            &names,
+            &proxy,
+        )
+        .await;
+    }
+    let probes = matrix(&toml_text, dir.path(), &extra);
     let per_server = per_server(&text);
     let hosts: BTreeSet<&str> = probes.iter().map(|p| p.host.as_str()).collect();
     let froms: BTreeSet<IpAddr> = probes.iter().map(|p| p.from).collect();
@@ -465,6 +484,57 @@ async fn alike(test: &str, name: &str) {
         "{name}: {} requests on {} listeners answered alike",
         probes.len(),
         haproxy_listens.len()
+    );
+}
+
+/// A configuration with a stick table answers by history: its
+/// `NAME.requests` are sent once, in order, to both proxies (each keeps
+/// its own counts), and every answer must be alike. The rates' periods
+/// are far longer than the sequence takes, so no period ends inside it.
+async fn in_sequence(
+    name: &str,
+    extra: &str,
+    haproxy: &[Listen],
+    rdmalb: &[Listen],
+    names: &BTreeSet<String>,
+    proxy: &Proxy,
+) {
+    let probes = listed(extra);
+    assert!(
+        !probes.is_empty(),
+        "{name}: a stick-table configuration needs {name}.requests"
+    );
+    let hosts: BTreeSet<&str> = probes.iter().map(|p| p.host.as_str()).collect();
+    let mut differ = Vec::new();
+    let mut limited = 0;
+    for (i, (h, r)) in haproxy.iter().zip(rdmalb).enumerate() {
+        let mut clients = std::collections::BTreeMap::new();
+        for p in &probes {
+            let (hc, rc) = clients
+                .entry(p.from)
+                .or_insert_with(|| (client(h, p.from, &hosts), client(r, p.from, &hosts)));
+            let want = send(hc, h, p, names, false).await;
+            let got = own_headers_aside(&want, send(rc, r, p, names, false).await);
+            limited += usize::from(want.status == 429);
+            if want != got {
+                differ.push(format!(
+                    "listener {i}: {p}:\n  HAProxy {want:?}\n  rdmalb  {got:?}"
+                ));
+            }
+        }
+    }
+    assert!(
+        differ.is_empty(),
+        "{name}: {} of {} requests answered differently:\n{}\n{}",
+        differ.len(),
+        probes.len() * haproxy.len(),
+        differ.join("\n"),
+        proxy.stderr_text()
+    );
+    assert!(limited > 0, "{name}: HAProxy limited no request");
+    eprintln!(
+        "{name}: {} requests in sequence answered alike ({limited} limited)",
+        probes.len()
     );
 }
 
@@ -516,6 +586,7 @@ corpus! {
     host_regex_alike => "host-regex",
     https_redirect_alike => "https-redirect",
     legacy_redirect_alike => "legacy-redirect",
+    login_bruteforce_alike => "login-bruteforce",
     listen_section_alike => "listen-section",
     maintenance_alike => "maintenance",
     map_dom_alike => "map-dom",
@@ -524,6 +595,8 @@ corpus! {
     path_dir_alike => "path-dir",
     path_map_alike => "path-map",
     path_reg_alike => "path-reg",
+    rate_limit_api_key_alike => "rate-limit-api-key",
+    rate_limit_src_alike => "rate-limit-src",
     replace_path_alike => "replace-path",
     request_headers_alike => "request-headers",
     security_headers_alike => "security-headers",

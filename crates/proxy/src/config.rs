@@ -11,8 +11,8 @@
 //! over the global section (`[weights]`, `[health]`) over the built-in
 //! default documented on each field in `conf/rdmalb.toml`.
 
-pub mod balancing;
 pub mod acme;
+pub mod balancing;
 mod compression;
 pub mod files;
 mod qos;

@@ -156,6 +156,7 @@ pub async fn run(config: Config) -> Result<(), ProxyError> {
     if config.sites.iter().any(|s| s.compression.is_some()) {
         tokio::spawn(sample_cpu(Arc::clone(&runtime), shutdown_rx.clone()));
     }
+    tokio::spawn(expire_tables(Arc::clone(&runtime), shutdown_rx.clone()));
     let listeners: Vec<Arc<listener::Shared>> = bound
         .into_iter()
         .map(|b| {
@@ -503,5 +504,27 @@ async fn sample_cpu(runtime: Arc<Runtime>, mut shutdown: watch::Receiver<bool>) 
             runtime.cpu.set(percent.round() as u32);
         }
         last = Some((now, cpu));
+    }
+}
+
+/// Removes expired stick-table entries every second (HAProxy's expiry
+/// task) and publishes each table's size.
+async fn expire_tables(runtime: Arc<Runtime>, mut shutdown: watch::Receiver<bool>) {
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = rdmalb_base::shutdown::requested(&mut shutdown) => return,
+        }
+        let snap = runtime.snapshot.load_full();
+        let now = crate::rules::stick::now_ms();
+        for t in &snap.config.rules.tables {
+            t.purge(now);
+            let name = t.name.clone();
+            ::metrics::gauge!(metrics::STICK_ENTRIES, "table" => name.clone()).set(t.len() as f64);
+            ::metrics::gauge!(metrics::STICK_ENTRY_BYTES, "table" => name)
+                .set(crate::rules::stick::entry_bytes(t.kind) as f64);
+        }
     }
 }

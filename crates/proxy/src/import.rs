@@ -30,6 +30,7 @@ mod rules;
 mod sections;
 mod site;
 mod stats;
+mod stick;
 
 use std::fmt;
 use std::path::Path;

@@ -21,11 +21,13 @@ pub mod condition;
 pub mod config;
 pub mod map;
 pub mod pattern;
+pub mod stick;
 pub mod template;
 pub mod userlist;
 
 use std::collections::HashMap;
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use http::header::HeaderValue;
 use http::{HeaderMap, Method, StatusCode, Uri};
@@ -33,6 +35,8 @@ use http::{HeaderMap, Method, StatusCode, Uri};
 pub use action::{Action, Answer};
 pub use condition::{Acl, ClientCert, Condition, Facts};
 pub use map::{Map, MapEdit};
+use stick::track::{self, StickView};
+use stick::{StickTable, Tracking};
 use template::Template;
 pub use userlist::Userlist;
 
@@ -110,6 +114,8 @@ pub struct Rules {
     pub error_pages: HashMap<u16, Answer>,
     /// Site names for dynamic choices.
     pub site_names: HashMap<String, usize>,
+    /// `[[stick_table]]`s, by index.
+    pub tables: Vec<Arc<StickTable>>,
 }
 
 /// What the connection tells about a request.
@@ -123,7 +129,13 @@ pub struct Conn<'a> {
 }
 
 impl Conn<'_> {
-    fn facts<'a>(&'a self, method: &'a Method, uri: &'a Uri, headers: &'a HeaderMap) -> Facts<'a> {
+    fn facts<'a>(
+        &'a self,
+        method: &'a Method,
+        uri: &'a Uri,
+        headers: &'a HeaderMap,
+        stick: StickView<'a>,
+    ) -> Facts<'a> {
         Facts {
             method,
             uri,
@@ -135,6 +147,7 @@ impl Conn<'_> {
             cert: self.cert,
             status: None,
             response: None,
+            stick,
         }
     }
 }
@@ -149,6 +162,7 @@ impl Rules {
             && self.response.is_empty()
             && self.site_response.iter().all(Vec::is_empty)
             && self.error_pages.is_empty()
+            && self.tables.is_empty()
     }
 
     /// The request rules of `site` (empty when it has none).
@@ -172,6 +186,29 @@ impl Rules {
         self.maps.iter().find(|m| m.name == name)
     }
 
+    /// What stick fetches see for a request tracking `slots`.
+    pub fn stick<'a>(&'a self, slots: &'a Tracking) -> StickView<'a> {
+        StickView {
+            tables: &self.tables,
+            slots: slots.as_deref(),
+        }
+    }
+
+    /// The table named `name`.
+    pub fn table(&self, name: &str) -> Option<&Arc<StickTable>> {
+        self.tables.iter().find(|t| t.name == name)
+    }
+
+    /// The answer of a deny: the status's page, with `Retry-After`.
+    fn deny(&self, status: StatusCode, retry_after: Option<u32>) -> Answer {
+        let mut a = self.page(status);
+        if let Some(s) = retry_after {
+            a.headers
+                .insert(http::header::RETRY_AFTER, HeaderValue::from(s));
+        }
+        a
+    }
+
     /// The page for `status`: the configured one, else the built-in.
     pub fn page(&self, status: StatusCode) -> Answer {
         self.error_pages
@@ -182,7 +219,8 @@ impl Rules {
 
     /// Runs request rules `list` in order on the request head: header,
     /// path and query changes apply at once (later conditions see them);
-    /// the first answering rule ends the list with its answer.
+    /// the first answering rule ends the list with its answer. `track`
+    /// holds the request's stick counters (`track-sc` rules fill it).
     pub fn run_request(
         &self,
         list: &[Rule],
@@ -190,14 +228,34 @@ impl Rules {
         method: &Method,
         uri: &mut Uri,
         headers: &mut HeaderMap,
+        track: &mut Tracking,
     ) -> Option<Answer> {
         for rule in list {
-            let f = conn.facts(method, uri, headers);
+            let f = conn.facts(method, uri, headers, self.stick(track));
             if !rule.applies(&self.acls, conn, &f) {
                 continue;
             }
             match &rule.action {
-                Action::Deny(status) => return Some(self.page(*status)),
+                Action::Track { slot, table, key } => {
+                    let Some(t) = self.tables.get(*table) else {
+                        continue;
+                    };
+                    let now = stick::now_ms();
+                    if let Some(e) = track::key(key, t, &f).and_then(|k| t.entry(k, now)) {
+                        track::start(track, *slot, *table, t, e, now);
+                    }
+                }
+                Action::IncGpc { idx, slot } => {
+                    if let Some(tr) = track.as_deref().and_then(|s| s.get(*slot)?.as_ref()) {
+                        if let Some(t) = self.tables.get(tr.table) {
+                            track::inc_gpc(t, &tr.entry, *idx, stick::now_ms());
+                        }
+                    }
+                }
+                Action::Deny(status, retry) => {
+                    track::error(track, &self.tables);
+                    return Some(self.deny(*status, *retry));
+                }
                 Action::Return(a) => return Some(a.clone()),
                 Action::Redirect(r) => {
                     let loc = action::location(r, &f, &self.maps);
@@ -209,6 +267,7 @@ impl Rules {
                         .get(*userlist)
                         .is_some_and(|l| action::authorized(l, headers));
                     if !ok {
+                        track::error(track, &self.tables);
                         return Some(action::auth_answer(realm));
                     }
                 }
@@ -258,8 +317,9 @@ impl Rules {
         method: &Method,
         uri: &Uri,
         headers: &HeaderMap,
+        track: &Tracking,
     ) -> Chosen {
-        let f = conn.facts(method, uri, headers);
+        let f = conn.facts(method, uri, headers, self.stick(track));
         for rule in &self.site_rules {
             if !on_listener(&rule.listeners, conn)
                 || !rule
@@ -291,18 +351,19 @@ impl Rules {
         uri: &Uri,
         status: StatusCode,
         headers: &mut HeaderMap,
+        track: &Tracking,
     ) -> Option<Answer> {
         static NO_HEADERS: std::sync::OnceLock<HeaderMap> = std::sync::OnceLock::new();
         let req_headers = NO_HEADERS.get_or_init(HeaderMap::new);
         for rule in list {
-            let mut f = conn.facts(method, uri, req_headers);
+            let mut f = conn.facts(method, uri, req_headers, self.stick(track));
             f.status = Some(status.as_u16());
             f.response = Some(headers);
             if !rule.applies(&self.acls, conn, &f) {
                 continue;
             }
             match &rule.action {
-                Action::Deny(s) => return Some(self.page(*s)),
+                Action::Deny(s, retry) => return Some(self.deny(*s, *retry)),
                 Action::Return(a) => return Some(a.clone()),
                 a => {
                     let value = self.header_value(a, &f);

@@ -73,6 +73,9 @@ pub struct Exchange {
     /// What the request's persistence cookie said (sites with
     /// `[site.sticky]` only).
     pub sticky: Option<super::forward::StickyIn>,
+    /// The request's stick counters (`track-sc` rules); dropping them ends
+    /// the tracking.
+    pub track: crate::rules::stick::Tracking,
     done: bool,
 }
 
@@ -117,6 +120,7 @@ impl Exchange {
             compress: Offer::default(),
             rule_uri: None,
             sticky: None,
+            track: None,
             done: false,
         }
     }

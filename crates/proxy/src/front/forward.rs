@@ -102,10 +102,13 @@ pub async fn handle(
     let present = phase!(ex, request_filter(&ctx, &snap, &req));
     let req = phase!(
         ex,
-        rules::request(&ctx, &snap, &snap.config.rules.request, req)
+        rules::request(&ctx, &snap, &snap.config.rules.request, req, &mut ex.track)
     );
     let (site, mut host) = phase!(ex, choose_site(&mut ex, &ctx, &snap, &req));
-    let mut req = phase!(ex, site_request(&ctx, &snap, site, req, &mut host));
+    let mut req = phase!(
+        ex,
+        site_request(&ctx, &snap, site, req, &mut host, &mut ex.track)
+    );
     if snap.config.rules.wants_response_uri(site) {
         ex.rule_uri = Some(req.uri().clone());
     }
@@ -204,7 +207,7 @@ fn choose_site<B>(
     let host_str = host.as_ref().and_then(|h| h.to_str().ok());
     // `[[site_rule]]`s first (HAProxy's use_backend), then the sites'
     // hosts and path prefixes.
-    let chosen = match rules::site(ctx, snap, req)? {
+    let chosen = match rules::site(ctx, snap, req, &ex.track)? {
         Some(by_rule) => Some(by_rule),
         None => snap.routes.route(host_str, req.uri().path()),
     };
@@ -223,12 +226,13 @@ fn site_request<B>(
     site: usize,
     req: Request<B>,
     host: &mut Option<HeaderValue>,
+    track: &mut crate::rules::stick::Tracking,
 ) -> Result<Request<B>, Stop> {
     let list = snap.config.rules.of_site(site);
     if list.is_empty() {
         return Ok(req);
     }
-    let req = rules::request(ctx, snap, list, req)?;
+    let req = rules::request(ctx, snap, list, req, track)?;
     if req.uri().authority().is_none() {
         *host = req.headers().get(header::HOST).cloned();
     }

@@ -64,6 +64,10 @@ pub const QOS_ADMITTED: &str = crate::qos::admission::ADMITTED;
 /// `rdmalb_qos_rejected_total{site,reason}` counter; reason = queue_full,
 /// queue_timeout (both answered 503 with `Retry-After`).
 pub const QOS_REJECTED: &str = crate::qos::admission::REJECTED;
+/// `rdmalb_stick_table_entries{table}`: entries held (at most its `size`).
+pub const STICK_ENTRIES: &str = "rdmalb_stick_table_entries";
+/// `rdmalb_stick_table_entry_bytes{table}`: memory one entry takes.
+pub const STICK_ENTRY_BYTES: &str = "rdmalb_stick_table_entry_bytes";
 
 /// Buckets of [`REQUEST_DURATION`] in seconds (every `*_seconds`
 /// histogram shares them).
@@ -152,6 +156,15 @@ fn describe() {
     describe_counter!(
         QOS_ADMITTED,
         "Requests given a [qos] admission slot, by site and path (direct: a slot was free; queued: waited, VirtualClock order)"
+    );
+    describe_gauge!(
+        STICK_ENTRIES,
+        "Entries in a [[stick_table]] (at most its size), by table"
+    );
+    describe_gauge!(
+        STICK_ENTRY_BYTES,
+        Unit::Bytes,
+        "Memory one entry of a [[stick_table]] takes (map slot, counters, key text), by table"
     );
     describe_counter!(
         QOS_REJECTED,

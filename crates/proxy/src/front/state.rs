@@ -63,6 +63,14 @@ impl Snapshot {
             Some(p) => (Arc::clone(&p.admission), p.admission.configure(&config)),
             None => Admission::new(&config),
         };
+        if let Some(p) = previous {
+            // A reload keeps the counters of a table defined the same.
+            for t in &config.rules.tables {
+                if let Some(old) = p.config.rules.table(&t.name) {
+                    t.adopt(old);
+                }
+            }
+        }
         Snapshot {
             admission,
             qos_slots,

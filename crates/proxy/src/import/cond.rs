@@ -66,6 +66,12 @@ fn predefined(name: &str) -> Option<Vec<String>> {
 /// Translates one ACL's words (`fetch [flags] [patterns]`); the error
 /// says what rdmalb cannot express.
 pub fn test(words: &[String]) -> Result<TestToml, String> {
+    test_in(words, None)
+}
+
+/// [`test`] in a proxy whose own stick table is `table` (what `src_*`
+/// fetches without a table argument read).
+pub fn test_in(words: &[String], table: Option<&str>) -> Result<TestToml, String> {
     let fetch_word = words.first().ok_or("empty ACL")?;
     let (base, arg) = match fetch_word.split_once('(') {
         Some((b, a)) => (
@@ -102,6 +108,9 @@ pub fn test(words: &[String]) -> Result<TestToml, String> {
             }
         }
         i += 1;
+    }
+    if let Some(t) = super::stick::fetch(&base, arg.as_deref(), table)? {
+        return stick_test(t, method.as_deref(), values);
     }
     // The fetch and the match its name implies (`path_beg` → path, prefix).
     let (stem, implied) = split_suffix(&base);
@@ -184,6 +193,27 @@ pub fn test(words: &[String]) -> Result<TestToml, String> {
     Ok(t)
 }
 
+/// A stick fetch's test: integer matches only.
+fn stick_test(
+    mut t: TestToml,
+    method: Option<&str>,
+    values: Vec<String>,
+) -> Result<TestToml, String> {
+    match method {
+        None | Some("int") => {}
+        Some(m) => {
+            return Err(format!(
+                "`-m {m}` on a stick counter (rdmalb compares them as integers)"
+            ))
+        }
+    }
+    if values.is_empty() {
+        return Err("a stick counter test without values".into());
+    }
+    t.keys.push(("values", list(&values)));
+    Ok(t)
+}
+
 /// `path_beg` → (`path`, `beg`); `hdr_dom` → (`hdr`, `dom`).
 fn split_suffix(base: &str) -> (&str, Option<&'static str>) {
     for s in [
@@ -210,6 +240,8 @@ fn split_suffix(base: &str) -> (&str, Option<&'static str>) {
 /// The tests of a proxy's ACLs, named; collected once per name.
 #[derive(Debug, Default)]
 pub struct Tests {
+    /// The proxy's own stick table (`src_*` fetches without a table).
+    pub table: Option<String>,
     /// Name → definitions (OR), each a test or why it cannot be carried.
     pub defined: BTreeMap<String, Vec<Result<TestToml, String>>>,
     /// Names written to the TOML, with the definitions' lines.
@@ -280,15 +312,20 @@ impl Tests {
     /// The ACLs of a proxy (earlier ones first: a frontend's, then a
     /// backend's names shadow nothing across proxies; the caller keeps
     /// one `Tests` per proxy and prefixes names when needed).
-    pub fn of(acls: &[Acl]) -> Tests {
-        let mut t = Tests::default();
+    pub fn of(acls: &[Acl], table: Option<String>) -> Tests {
+        let mut t = Tests {
+            table,
+            ..Tests::default()
+        };
         for a in acls {
-            t.defined
-                .entry(a.name.clone())
-                .or_default()
-                .push(test(&a.words));
+            let one = test_in(&a.words, t.table.as_deref());
+            t.defined.entry(a.name.clone()).or_default().push(one);
         }
         t
+    }
+
+    fn test(&self, words: &[String]) -> Result<TestToml, String> {
+        test_in(words, self.table.as_deref())
     }
 
     /// Translates `words` (after `if`/`unless`); `scope` prefixes the
@@ -327,7 +364,9 @@ impl Tests {
         // One anonymous test alone: an inline table.
         if let [branch] = terms.as_slice() {
             if let [(false, Term::Anonymous(inner))] = branch.as_slice() {
-                let t = test(inner).map_err(|e| format!("`{{ {} }}`: {e}", inner.join(" ")))?;
+                let t = self
+                    .test(inner)
+                    .map_err(|e| format!("`{{ {} }}`: {e}", inner.join(" ")))?;
                 if t.http_auth.is_some() {
                     return Err("`http_auth` outside an `auth` rule".into());
                 }
@@ -350,8 +389,9 @@ impl Tests {
                 let name = match term {
                     Term::Anonymous(inner) => {
                         anon_n += 1;
-                        let t =
-                            test(inner).map_err(|e| format!("`{{ {} }}`: {e}", inner.join(" ")))?;
+                        let t = self
+                            .test(inner)
+                            .map_err(|e| format!("`{{ {} }}`: {e}", inner.join(" ")))?;
                         let name = format!("{anon}_{anon_n}");
                         self.used.insert(name.clone(), vec![t]);
                         name

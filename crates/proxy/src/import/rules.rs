@@ -55,7 +55,7 @@ pub fn rules(
                 String::new()
             },
         };
-        let mut tests = Tests::of(&f.acls);
+        let mut tests = Tests::of(&f.acls, own_table(f));
         lines(&scope, &mut tests, &mut maps, &mut body, &mut pages, notes);
         if by_rules {
             for r in &f.rules {
@@ -82,17 +82,58 @@ pub fn rules(
             listeners: None,
             prefix: format!("{}_", site_name(&b.name)),
         };
-        let mut tests = Tests::of(&b.acls);
+        let mut tests = Tests::of(&b.acls, own_table(b));
         lines(&scope, &mut tests, &mut maps, &mut body, &mut pages, notes);
         tests.write(&mut tests_out);
     }
     let mut out = String::new();
+    tables(h, frontends, backends, &mut out, notes);
     userlists(h, &mut out, notes);
     maps.write(&mut out);
     out.push_str(&tests_out);
     out.push_str(&body);
     out.push_str(&pages);
     out
+}
+
+/// The name of a proxy's own stick table, when it has one.
+fn own_table(p: &Proxy) -> Option<String> {
+    p.stick_table.as_ref().map(|_| p.name.clone())
+}
+
+/// The `stick-table` lines of the proxies and the `peers` sections'
+/// `table` lines, as `[[stick_table]]`s.
+fn tables(
+    h: &Haproxy,
+    frontends: &[&Proxy],
+    backends: &[&Proxy],
+    out: &mut String,
+    notes: &mut Vec<Note>,
+) {
+    let mut seen = std::collections::BTreeSet::new();
+    let own = frontends
+        .iter()
+        .chain(backends)
+        .filter(|p| seen.insert(p.name.clone()))
+        .filter_map(|p| Some((p.name.clone(), p.stick_table.as_ref()?, 1)));
+    let peers = h
+        .peer_tables
+        .iter()
+        .map(|(peers, l)| (format!("{peers}/{}", l.word(1)), l, 2));
+    for (name, line, from) in own.chain(peers) {
+        let mut approx = Vec::new();
+        match super::stick::table(line, from, &name, out, &mut approx) {
+            Ok(()) => notes.extend(approx.into_iter().map(|why| {
+                Note::new(line.number, line.keyword(), Kind::Approximated, why)
+            })),
+            Err(why) => notes.push(Note::new(
+                line.number,
+                line.keyword(),
+                Kind::Routing,
+                format!("table dropped: {why} is not supported; the rules that limit with it are dropped too"),
+            )),
+        }
+    }
 }
 
 /// The backend a frontend sends what no rule takes to.
@@ -142,6 +183,19 @@ fn lines(
                 out,
                 notes,
             ),
+            "tcp-request" => {
+                notes.push(Note::new(line.number, kw, Kind::Approximated, format!("imported as an http-request rule: rdmalb tracks per request, so `conn_cur` counts requests in progress and `conn_cnt`/`conn_rate` requests (HAProxy's `{}` counts connections)", line.word(1))));
+                rule(
+                    scope,
+                    tests,
+                    maps,
+                    line,
+                    &line.words[2..],
+                    false,
+                    out,
+                    notes,
+                )
+            }
             "http-response" | "http-after-response" => {
                 if kw == "http-after-response" {
                     notes.push(Note::new(line.number, kw, Kind::Approximated, "imported as an http-response rule: it does not apply to rdmalb's own answers".into()));
@@ -170,7 +224,11 @@ fn rule(
 ) -> Result<(), String> {
     let (args, cond) = split_condition(words);
     let mut approx = Vec::new();
-    let mut keys = action::keys(args, response, &scope.proxy.name, maps, &mut approx)?;
+    let mut keys = match super::stick::action(args, &scope.proxy.name) {
+        Some(_) if response => return Err("tracking on the response is not supported".into()),
+        Some(k) => k?,
+        None => action::keys(args, response, &scope.proxy.name, maps, &mut approx)?,
+    };
     let is_auth = args.first().is_some_and(|a| a == "auth");
     let mut userlist = None;
     let anon = format!("{}line{}", scope.prefix, line.number);

@@ -127,11 +127,14 @@ pub struct Proxy {
     pub monitor: super::stats::Monitor,
     pub compression: super::compression::Comp,
     /// `http-request`, `http-response`, `redirect`, `errorfile` and
-    /// `http-error` lines, in order (`import::rules` translates them).
+    /// `http-error` lines, and `tcp-request` lines that track, in order
+    /// (`import::rules` translates them).
     pub http_lines: Vec<Line>,
     /// `balance`, `hash-type`, `hash-balance-factor` and `cookie` lines
     /// (`import::balancing` writes them).
     pub balancing: Vec<Line>,
+    /// The proxy's own `stick-table` line.
+    pub stick_table: Option<Line>,
 }
 
 impl Proxy {
@@ -159,6 +162,7 @@ impl Proxy {
             compression: Default::default(),
             http_lines: Vec::new(),
             balancing: Vec::new(),
+            stick_table: None,
         }
     }
 
@@ -178,6 +182,8 @@ pub struct Haproxy {
     /// HAProxy 3.2's `acme` and `crt-store` sections, likewise
     /// (`super::acme`).
     pub acme: Vec<(Line, Vec<Line>)>,
+    /// `table` lines of `peers` sections, with the section's name.
+    pub peer_tables: Vec<(String, Line)>,
 }
 
 /// Reads the directives into sections; notes what is not mapped.
@@ -188,6 +194,7 @@ pub fn read(lines: &[Line], notes: &mut Vec<Note>) -> Haproxy {
     let mut in_global = false;
     let mut skipping = false;
     let mut in_userlist = false;
+    let mut peers: Option<String> = None;
     for line in lines {
         let kw = line.keyword();
         let role = match kw {
@@ -213,6 +220,7 @@ pub fn read(lines: &[Line], notes: &mut Vec<Note>) -> Haproxy {
             finish(&mut current, &mut defaults, &mut out);
             in_global = kw == "global";
             in_userlist = collected;
+            peers = (kw == "peers").then(|| line.word(1).to_string());
             if collected {
                 let into = if kw == "userlist" {
                     &mut out.userlists
@@ -229,7 +237,11 @@ pub fn read(lines: &[Line], notes: &mut Vec<Note>) -> Haproxy {
                     line.number,
                     kw,
                     Kind::Unsupported,
-                    format!("section not supported; its {} lines are skipped", kw),
+                    if kw == "peers" {
+                        "section not supported (no replication); its `table` lines are carried as [[stick_table]]s, its other lines skipped".into()
+                    } else {
+                        format!("section not supported; its {} lines are skipped", kw)
+                    },
                 ));
             }
             if let Some(role) = role {
@@ -272,6 +284,10 @@ pub fn read(lines: &[Line], notes: &mut Vec<Note>) -> Haproxy {
             if let Some((_, lines)) = into.last_mut() {
                 lines.push(line.clone());
             }
+            continue;
+        }
+        if let (Some(p), "table") = (&peers, kw) {
+            out.peer_tables.push((p.clone(), line.clone()));
             continue;
         }
         if skipping {
@@ -318,6 +334,7 @@ fn inherit(d: &Proxy, role: Role, name: &str, line: usize) -> Proxy {
     // which the importer does not read.
     p.http_lines
         .retain(|l| matches!(l.keyword(), "errorfile" | "http-error"));
+    p.stick_table = None;
     p
 }
 
@@ -505,8 +522,16 @@ fn directive(p: &mut Proxy, line: &Line, notes: &mut Vec<Note>) {
         | "redirect"
         | "errorfile"
         | "http-error" => p.http_lines.push(line.clone()),
+        "tcp-request"
+            if matches!(line.word(1), "connection" | "session" | "content")
+                && (line.word(2).starts_with("track-sc")
+                    || line.word(2).starts_with("sc-inc-gpc")) =>
+        {
+            p.http_lines.push(line.clone())
+        }
         "tcp-request" | "tcp-response" => notes.push(super::access::rule(line)),
-        "stick-table" | "stick" | "use-server" => note(
+        "stick-table" => p.stick_table = Some(line.clone()),
+        "stick" | "use-server" => note(
             Kind::Unsupported,
             "not supported: rdmalb has no session stickiness".into(),
         ),

@@ -50,7 +50,7 @@ fn reached(c: &crate::config::Config, listener: &str, host: &str, path: &str) ->
     let uri: http::Uri = path.parse().unwrap();
     let site = match c
         .rules
-        .choose_site(&conn, &http::Method::GET, &uri, &headers)
+        .choose_site(&conn, &http::Method::GET, &uri, &headers, &None)
     {
         Chosen::Site(s) => Some(s),
         Chosen::Default => c.global.default_site,
@@ -347,7 +347,7 @@ fn unsupported_directives_are_noted_without_routing_changes() {
         (2, "systemd"),
         (3, "access log"),
         (9, "the action `capture` is not supported"),
-        (10, "stickiness"),
+        (10, "entries expire after 24 days"),
     ] {
         assert!(
             has_note(&i, line, needle),
@@ -554,6 +554,50 @@ fn retries_and_retry_on_carry_over_as_the_global_settings() {
         "{HEAD}frontend web\n    bind :80\n    default_backend app\nbackend app\n    server a 10.0.0.1:80\n"
     ));
     assert!(!plain.toml.contains("retr"), "{}", plain.toml);
+}
+
+#[test]
+fn stick_tables_of_peers_and_backends_carry_over_with_their_trackers() {
+    let i = imported(&format!(
+        "{HEAD}peers mesh\n    peer lb1 127.0.0.1:10000\n    table shared type ipv6 size 1m expire 1h store conn_cur,conn_rate(3s),gpc0_rate(1m)\n\
+frontend web\n    bind :80\n    tcp-request connection track-sc2 src table mesh/shared\n    tcp-request content sc-inc-gpc(0,2)\n    http-request deny deny_status 429 if {{ sc2_conn_rate gt 20 }} || {{ src_gpc0_rate(mesh/shared) gt 5 }}\n    default_backend app\n\
+backend app\n    stick-table type string len 64 size 100 store http_err_rate(10s) peers mesh\n    http-request track-sc1 cook(session)\n    http-request deny if {{ sc1_http_err_rate gt 10 }}\n    server a 192.0.2.10:80\n\
+backend other\n    stick-table type integer size 10\n    server b 192.0.2.11:80\n"
+    ));
+    let c = parsed(&i);
+    let names: Vec<&str> = c.rules.tables.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["app", "mesh_shared"], "{}", i.toml);
+    let shared = &c.rules.tables[1];
+    assert_eq!(shared.size, 1 << 20);
+    assert_eq!(shared.expire, 3_600_000);
+    assert_eq!(
+        shared.store.period(crate::rules::stick::Data::ConnRate),
+        3_000
+    );
+    assert_eq!(
+        c.rules.tables[0].kind,
+        crate::rules::stick::KeyKind::Str { len: 64 }
+    );
+    // The frontend's tracking and deny, the backend's own, all carried.
+    assert_eq!(c.rules.request.len(), 3, "{}", i.toml);
+    assert_eq!(c.rules.site_request.iter().map(Vec::len).sum::<usize>(), 2);
+    assert!(
+        has_note(&i, 9, "rdmalb tracks per request"),
+        "{:#?}",
+        notes(&i)
+    );
+    assert!(has_note(&i, 14, "is not replicated"), "{:#?}", notes(&i));
+    assert!(
+        has_note(&i, 14, "entries expire after 24 days"),
+        "{:#?}",
+        notes(&i)
+    );
+    // An integer table is not carried: a routing change, named.
+    assert!(
+        has_note(&i, 19, "a table of type `integer`"),
+        "{:#?}",
+        notes(&i)
+    );
 }
 
 mod acme;

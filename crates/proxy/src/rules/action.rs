@@ -9,6 +9,7 @@ use regex::Regex;
 
 use super::condition::Facts;
 use super::map::Map;
+use super::stick::track::KeyFetch;
 use super::template::Template;
 use super::userlist::Userlist;
 
@@ -76,8 +77,9 @@ pub struct Redirect {
 /// One rule's action.
 #[derive(Debug, Clone)]
 pub enum Action {
-    /// Refuse with `status` (the status's error page).
-    Deny(StatusCode),
+    /// Refuse with `status` (the status's error page), with a
+    /// `Retry-After` of this many seconds when set.
+    Deny(StatusCode, Option<u32>),
     /// Answer with this response.
     Return(Answer),
     Redirect(Redirect),
@@ -97,6 +99,19 @@ pub enum Action {
     SetPath(Template),
     ReplacePath(Regex, String),
     SetQuery(Template),
+    /// `track-scN`: slot N tracks the entry of the request's key in a
+    /// stick table (index in the rule set's tables).
+    Track {
+        slot: usize,
+        table: usize,
+        key: KeyFetch,
+    },
+    /// `sc-inc-gpc0(N)` / `sc-inc-gpc1(N)`: increments a general purpose
+    /// counter of the entry slot N tracks.
+    IncGpc {
+        idx: usize,
+        slot: usize,
+    },
 }
 
 impl Action {
@@ -105,7 +120,7 @@ impl Action {
     pub fn is_final(&self) -> bool {
         matches!(
             self,
-            Action::Deny(_) | Action::Return(_) | Action::Redirect(_)
+            Action::Deny(..) | Action::Return(_) | Action::Redirect(_)
         )
     }
 }

@@ -10,6 +10,7 @@ use std::net::IpAddr;
 use http::{HeaderMap, HeaderName, Method, Uri};
 
 use super::pattern::{MatchKind, Patterns};
+use super::stick::track::{StickFetch, StickView};
 
 /// What the client's certificate looked like (mTLS listeners).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -37,6 +38,8 @@ pub struct Facts<'a> {
     pub status: Option<u16>,
     /// The response headers, in response rules.
     pub response: Option<&'a HeaderMap>,
+    /// The stick tables and the request's stick counters.
+    pub stick: StickView<'a>,
 }
 
 impl<'a> Facts<'a> {
@@ -119,6 +122,8 @@ pub enum Fetch {
     /// The listener's name (HAProxy's `fe_name`, for rules of one
     /// frontend among several).
     Listener,
+    /// A stick counter or table (`sc0_http_req_rate`, `src_conn_cur`).
+    Stick(StickFetch),
 }
 
 impl Fetch {
@@ -127,7 +132,7 @@ impl Fetch {
         match self {
             Fetch::Src => MatchKind::Ip,
             Fetch::Tls | Fetch::ClientCert => MatchKind::Bool,
-            Fetch::ClientCertVerify | Fetch::Status => MatchKind::Int,
+            Fetch::ClientCertVerify | Fetch::Status | Fetch::Stick(_) => MatchKind::Int,
             _ => MatchKind::Exact,
         }
     }
@@ -174,6 +179,7 @@ impl Test {
             Fetch::ClientCertVerify => self.int(Some(f.cert.verify).filter(|_| f.tls)),
             Fetch::Status => self.int(f.status.map(i64::from)),
             Fetch::Listener => one(Some(f.listener)),
+            Fetch::Stick(s) => self.int(f.stick.value(s, f.client)),
         }
     }
 

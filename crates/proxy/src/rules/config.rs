@@ -11,6 +11,7 @@ use serde::Deserialize;
 use super::condition::{parse_expression, Acl, Condition, Fetch, Test};
 use super::map::Map;
 use super::pattern::{MatchKind, Patterns};
+use super::stick::{config as stick_config, StickTable};
 use super::template::Template;
 use super::userlist::{Password, Userlist};
 use super::{Rules, SiteChoice, SiteRule};
@@ -28,6 +29,7 @@ pub const KEYS: &[&str] = &[
     "site_rule",
     "response_rule",
     "error_page",
+    "stick_table",
 ];
 
 /// `[[acl]]`, or an anonymous test in a rule's `if`/`unless`.
@@ -42,6 +44,10 @@ pub struct RawTest {
     pub param: Option<String>,
     /// The cookie of `fetch = "cookie"`.
     pub cookie: Option<String>,
+    /// The stick counter of `fetch = "sc_..."` (0, 1 or 2).
+    pub counter: Option<i64>,
+    /// The `[[stick_table]]` of `fetch = "src_..."` or `"table_cnt"`.
+    pub table: Option<String>,
     #[serde(rename = "match")]
     pub match_kind: Option<String>,
     #[serde(default)]
@@ -106,6 +112,14 @@ pub struct RawRule {
     pub replacement: Option<String>,
     pub realm: Option<String>,
     pub userlist: Option<String>,
+    /// `track-scN`: what the entry is keyed by (`src`, `hdr(NAME)`, ...).
+    pub key: Option<String>,
+    /// `track-scN`: the `[[stick_table]]`.
+    pub table: Option<String>,
+    /// `sc-inc-gpc0`: the stick counter (0, 1 or 2).
+    pub counter: Option<i64>,
+    /// `deny`: the `Retry-After` seconds (default: from the condition).
+    pub retry_after: Option<i64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -138,6 +152,11 @@ struct Names {
     acl_index: HashMap<String, usize>,
     map_index: HashMap<String, usize>,
     userlist_index: HashMap<String, usize>,
+    tables: Vec<std::sync::Arc<StickTable>>,
+    table_index: HashMap<String, usize>,
+    /// The table each stick counter was last tracked in, in rule order
+    /// (for the `Retry-After` of the rules after).
+    slot_tables: [Option<usize>; 3],
 }
 
 /// Validates the rule sections of `table`; `sites` maps site names to
@@ -157,6 +176,8 @@ pub fn validate(
     let raw_site: Vec<Option<RawSiteRule>> = c.entries(table, "site_rule");
     let raw_resp: Vec<Option<RawRule>> = c.entries(table, "response_rule");
     let raw_pages: Vec<Option<RawErrorPage>> = c.entries(table, "error_page");
+    let raw_tables: Vec<Option<stick_config::RawTable>> = c.entries(table, "stick_table");
+    let (tables, table_index) = stick_config::tables(c, raw_tables);
 
     let mut rules = Rules {
         site_request: vec![Vec::new(); site_count],
@@ -170,6 +191,9 @@ pub fn validate(
         acl_index: HashMap::new(),
         map_index: HashMap::new(),
         userlist_index: HashMap::new(),
+        tables,
+        table_index,
+        slot_tables: [None; 3],
     };
     for (i, m) in raw_maps.into_iter().enumerate() {
         let Some(m) = m else { continue };
@@ -193,7 +217,9 @@ pub fn validate(
             c.add(format!("{key}.name"), "missing or not a name (expected letters, digits, '-', '_', '.', e.g. \"admin_path\")");
             continue;
         };
-        let Some(t) = test(c, &key, &a) else { continue };
+        let Some(t) = test(c, &key, &a, &n.table_index) else {
+            continue;
+        };
         match n.acl_index.get(&name) {
             Some(&j) => n.acls[j].tests.push(t),
             None => {
@@ -328,6 +354,7 @@ pub fn validate(
         rules.error_pages.insert(status.as_u16(), answer);
     }
     rules.acls = n.acls;
+    rules.tables = n.tables;
     rules
 }
 
@@ -353,7 +380,7 @@ fn listener_names(
     list.to_vec()
 }
 
-fn valid_name(n: &str) -> bool {
+pub(super) fn valid_name(n: &str) -> bool {
     !n.is_empty()
         && n.len() <= 64
         && n.chars()
@@ -407,7 +434,12 @@ fn map(c: &mut ConfigCheck, key: &str, m: RawMap) -> Option<Map> {
 }
 
 /// The fetch of a test.
-fn fetch(c: &mut ConfigCheck, key: &str, a: &RawTest) -> Option<Fetch> {
+fn fetch(
+    c: &mut ConfigCheck,
+    key: &str,
+    a: &RawTest,
+    tables: &HashMap<String, usize>,
+) -> Option<Fetch> {
     let Some(f) = a.fetch.as_deref() else {
         c.add(
             format!("{key}.fetch"),
@@ -455,20 +487,32 @@ fn fetch(c: &mut ConfigCheck, key: &str, a: &RawTest) -> Option<Fetch> {
         "client_cert_verify" => Fetch::ClientCertVerify,
         "status" => Fetch::Status,
         "listener" => Fetch::Listener,
-        other => {
-            c.add(
-                format!("{key}.fetch"),
-                format!("`{other}` is not a fetch (expected {FETCHES})"),
-            );
-            return None;
-        }
+        other => match stick_config::fetch(other, a.counter, a.table.as_deref(), tables) {
+            Ok(Some(s)) => Fetch::Stick(s),
+            Ok(None) => {
+                c.add(
+                    format!("{key}.fetch"),
+                    format!("`{other}` is not a fetch (expected {FETCHES})"),
+                );
+                return None;
+            }
+            Err(e) => {
+                c.add(format!("{key}.fetch"), e);
+                return None;
+            }
+        },
     })
 }
 
-const FETCHES: &str = "\"host\", \"header\", \"path\", \"query\", \"url\", \"param\", \"method\", \"src\", \"tls\", \"sni\", \"cookie\", \"client_cert\", \"client_cert_verify\", \"status\", \"response_header\" or \"listener\"";
+const FETCHES: &str = "\"host\", \"header\", \"path\", \"query\", \"url\", \"param\", \"method\", \"src\", \"tls\", \"sni\", \"cookie\", \"client_cert\", \"client_cert_verify\", \"status\", \"response_header\", \"listener\" or a stick fetch (\"sc0_http_req_rate\", \"src_conn_cur\", \"table_cnt\", ...)";
 
-fn test(c: &mut ConfigCheck, key: &str, a: &RawTest) -> Option<Test> {
-    let fetch = fetch(c, key, a)?;
+fn test(
+    c: &mut ConfigCheck,
+    key: &str,
+    a: &RawTest,
+    tables: &HashMap<String, usize>,
+) -> Option<Test> {
+    let fetch = fetch(c, key, a, tables)?;
     for (field, set, wanted) in [
         (
             "header",
@@ -481,6 +525,12 @@ fn test(c: &mut ConfigCheck, key: &str, a: &RawTest) -> Option<Test> {
             a.cookie.is_some(),
             matches!(fetch, Fetch::Cookie(_)),
         ),
+        (
+            "counter",
+            a.counter.is_some(),
+            a.fetch.as_deref().is_some_and(|f| f.starts_with("sc_")),
+        ),
+        ("table", a.table.is_some(), matches!(fetch, Fetch::Stick(_))),
     ] {
         if set && !wanted {
             c.add(
@@ -507,7 +557,7 @@ fn test(c: &mut ConfigCheck, key: &str, a: &RawTest) -> Option<Test> {
         Fetch::Tls | Fetch::ClientCert => {
             matches!(kind, MatchKind::Bool | MatchKind::Found | MatchKind::Int)
         }
-        Fetch::ClientCertVerify | Fetch::Status => {
+        Fetch::ClientCertVerify | Fetch::Status | Fetch::Stick(_) => {
             matches!(kind, MatchKind::Int | MatchKind::Found) || kind.is_text()
         }
         _ => kind.is_text() || kind == MatchKind::Found || kind == MatchKind::Int,
@@ -655,7 +705,7 @@ fn condition(
                     "an anonymous test has no name (define a named one with [[acl]])",
                 );
             }
-            let t = test(c, &key, &raw)?;
+            let t = test(c, &key, &raw, &n.table_index)?;
             let i = n.acls.len();
             n.acls.push(Acl {
                 name: format!("{{{key}}}"),

@@ -175,7 +175,14 @@ fn run(rules: &Rules, r: &mut Req) -> Option<Answer> {
         sni: None,
         cert: ClientCert::default(),
     };
-    rules.run_request(&rules.request, &conn, &r.method, &mut r.uri, &mut r.headers)
+    rules.run_request(
+        &rules.request,
+        &conn,
+        &r.method,
+        &mut r.uri,
+        &mut r.headers,
+        &mut None,
+    )
 }
 
 #[test]
@@ -328,7 +335,7 @@ value = "{host|lower|map:hosts:none}"
     };
     let choose = |target: &str, host: &str| {
         let r = req("GET", target, host);
-        rules.choose_site(&conn, &r.method, &r.uri, &r.headers)
+        rules.choose_site(&conn, &r.method, &r.uri, &r.headers, &None)
     };
     assert_eq!(choose("/", "ADMIN.example.com"), Chosen::Site(1));
     assert_eq!(choose("/", "www.example.org"), Chosen::Site(0));
@@ -522,7 +529,8 @@ site = "admin"
             &Method::GET,
             &uri,
             StatusCode::OK,
-            &mut h
+            &mut h,
+            &None
         )
         .is_none());
     assert_eq!(h["strict-transport-security"], "max-age=31536000");
@@ -534,6 +542,7 @@ site = "admin"
         &uri,
         StatusCode::INTERNAL_SERVER_ERROR,
         &mut h,
+        &None,
     );
     assert_eq!(a.unwrap().status, StatusCode::BAD_GATEWAY);
     assert!(rules.response_of_site(0).is_empty());
@@ -703,10 +712,17 @@ if = { fetch = "status", values = ["500:599"] }
     let mut response = HeaderMap::new();
     let mut evaluate = |r: &mut Req| {
         assert!(rules
-            .run_request(&rules.request, &conn, &r.method, &mut r.uri, &mut r.headers)
+            .run_request(
+                &rules.request,
+                &conn,
+                &r.method,
+                &mut r.uri,
+                &mut r.headers,
+                &mut None
+            )
             .is_none());
         assert_eq!(
-            rules.choose_site(&conn, &r.method, &r.uri, &r.headers),
+            rules.choose_site(&conn, &r.method, &r.uri, &r.headers, &None),
             Chosen::NoRule
         );
         assert!(rules
@@ -716,7 +732,8 @@ if = { fetch = "status", values = ["500:599"] }
                 &r.method,
                 &r.uri,
                 StatusCode::OK,
-                &mut response
+                &mut response,
+                &None
             )
             .is_none());
     };
@@ -733,6 +750,7 @@ if = { fetch = "status", values = ["500:599"] }
             &fires.method,
             &mut fires.uri,
             &mut fires.headers,
+            &mut None,
         );
     });
     assert!(info.count_total > 0);

@@ -30,6 +30,9 @@
 //!   reload drops the change, as HAProxy's);
 //! - `acme status`, `acme renew <certificate>` — [`acme`]: HAProxy
 //!   3.2's, over the certificates of `[acme]` (docs/tls.md);
+//! - `show table [TABLE [data.<type> <op> <value>]* [key K]]`, `clear
+//!   table TABLE [filters]` — [`tables`]: the `[[stick_table]]`s as
+//!   HAProxy prints them (docs/rate-limits.md);
 //! - `help`, and the session commands `prompt`, `quit`, `user`,
 //!   `operator` ([`session`]).
 //!
@@ -64,6 +67,7 @@ mod maps;
 mod servers;
 pub mod session;
 pub mod stat;
+pub mod tables;
 
 use crate::config::Level;
 pub use keywords::usage;
@@ -265,7 +269,9 @@ pub async fn run_at(state: &Admin, command: &str, level: Level) -> Outcome {
         ["release", "node", node] => release_node(state, node).await,
         ["acme", "status"] => acme::status(state),
         ["acme", "renew", certificate] => acme::renew(state, certificate),
-        w => maps::run(state, w).unwrap_or_else(|| Err(bad(usage(&words, false)))),
+        w => maps::run(state, w)
+            .or_else(|| tables::run(state, w))
+            .unwrap_or_else(|| Err(bad(usage(&words, false)))),
     }
 }
 

@@ -11,6 +11,7 @@ use http::{HeaderMap, Request, StatusCode};
 use super::super::exchange::Exchange;
 use super::super::state::{ConnCtx, Snapshot};
 use super::{Reply, Stop};
+use crate::rules::stick::{track, Tracking};
 use crate::rules::{Answer, Chosen, Conn, Rule};
 
 /// What the connection tells the rules.
@@ -35,12 +36,13 @@ pub fn answer(a: Answer) -> Stop {
 }
 
 /// Runs request rules `list` on the head; a rule that answers ends the
-/// request with its answer.
+/// request with its answer. `track-sc` rules fill `track`.
 pub fn request<B>(
     ctx: &ConnCtx,
     snap: &Snapshot,
     list: &[Rule],
     req: Request<B>,
+    track: &mut Tracking,
 ) -> Result<Request<B>, Stop> {
     if list.is_empty() {
         return Ok(req);
@@ -53,6 +55,7 @@ pub fn request<B>(
         &parts.method,
         &mut parts.uri,
         &mut parts.headers,
+        track,
     ) {
         Some(a) => Err(answer(a)),
         None => Ok(Request::from_parts(parts, body)),
@@ -60,12 +63,18 @@ pub fn request<B>(
 }
 
 /// The site the site rules choose, `Ok(None)` when none decides.
-pub fn site<B>(ctx: &ConnCtx, snap: &Snapshot, req: &Request<B>) -> Result<Option<usize>, Stop> {
+pub fn site<B>(
+    ctx: &ConnCtx,
+    snap: &Snapshot,
+    req: &Request<B>,
+    track: &Tracking,
+) -> Result<Option<usize>, Stop> {
     let rules = &snap.config.rules;
     if rules.site_rules.is_empty() {
         return Ok(None);
     }
-    let status = match rules.choose_site(&conn(ctx), req.method(), req.uri(), req.headers()) {
+    let status = match rules.choose_site(&conn(ctx), req.method(), req.uri(), req.headers(), track)
+    {
         Chosen::NoRule => return Ok(None),
         Chosen::Site(i) => return Ok(Some(i)),
         Chosen::Default => match snap.config.global.default_site {
@@ -81,6 +90,11 @@ pub fn site<B>(ctx: &ConnCtx, snap: &Snapshot, req: &Request<B>) -> Result<Optio
 /// head; a rule that answers replaces the response.
 pub fn response(ex: &Exchange, status: StatusCode, headers: &mut HeaderMap) -> Option<Answer> {
     let rules = &ex.snap.config.rules;
+    if status.is_client_error() {
+        // HAProxy's http_err: a 4xx from the node counts on every tracked
+        // entry.
+        track::error(&ex.track, &rules.tables);
+    }
     let site = ex.site.map_or(&[][..], |s| rules.response_of_site(s));
     if site.is_empty() && rules.response.is_empty() {
         return None;
@@ -88,7 +102,9 @@ pub fn response(ex: &Exchange, status: StatusCode, headers: &mut HeaderMap) -> O
     let uri = ex.rule_uri.clone().unwrap_or_default();
     let conn = conn(ex.ctx());
     for list in [site, rules.response.as_slice()] {
-        if let Some(a) = rules.run_response(list, &conn, ex.method(), &uri, status, headers) {
+        if let Some(a) =
+            rules.run_response(list, &conn, ex.method(), &uri, status, headers, &ex.track)
+        {
             return Some(a);
         }
     }

@@ -10,6 +10,8 @@ use http::{HeaderMap, StatusCode};
 use regex::Regex;
 
 use super::super::action::{Action, Answer, Redirect, RedirectTo};
+use super::super::condition::{Condition, Fetch};
+use super::super::stick::track::KeyFetch;
 use super::super::template::Template;
 use super::super::Rule;
 use super::{condition, listener_names, Names, RawRule};
@@ -163,7 +165,7 @@ pub(super) fn raw_response(path: &Path) -> Result<Answer, String> {
     })
 }
 
-const REQUEST_ACTIONS: &str = "\"deny\", \"return\", \"redirect\", \"auth\", \"set-header\", \"add-header\", \"del-header\", \"replace-header\", \"replace-value\", \"set-path\", \"replace-path\" or \"set-query\"";
+const REQUEST_ACTIONS: &str = "\"deny\", \"return\", \"redirect\", \"auth\", \"set-header\", \"add-header\", \"del-header\", \"replace-header\", \"replace-value\", \"set-path\", \"replace-path\", \"set-query\", \"track-sc0\", \"track-sc1\", \"track-sc2\", \"sc-inc-gpc0\" or \"sc-inc-gpc1\"";
 const RESPONSE_ACTIONS: &str = "\"deny\", \"return\", \"set-header\", \"add-header\", \"del-header\", \"replace-header\" or \"replace-value\"";
 
 pub(super) fn rule(
@@ -185,7 +187,7 @@ pub(super) fn rule(
         );
         return None;
     };
-    let fields: [(&str, bool); 17] = [
+    let fields: [(&str, bool); 21] = [
         ("status", r.status.is_some()),
         ("content_type", r.content_type.is_some()),
         ("body", r.body.is_some()),
@@ -203,9 +205,15 @@ pub(super) fn rule(
         ("replacement", r.replacement.is_some()),
         ("realm", r.realm.is_some()),
         ("userlist", r.userlist.is_some()),
+        ("key", r.key.is_some()),
+        ("table", r.table.is_some()),
+        ("counter", r.counter.is_some()),
+        ("retry_after", r.retry_after.is_some()),
     ];
     let uses: &[&str] = match action.as_str() {
-        "deny" => &["status"],
+        "deny" => &["status", "retry_after"],
+        "track-sc0" | "track-sc1" | "track-sc2" if !response => &["key", "table"],
+        "sc-inc-gpc0" | "sc-inc-gpc1" if !response => &["counter"],
         "return" => &["status", "content_type", "body", "body_file", "headers"],
         "redirect" if !response => &[
             "location",
@@ -311,7 +319,43 @@ pub(super) fn rule(
         Some((re, r.replacement.clone().unwrap_or_default()))
     };
     let action = match action.as_str() {
-        "deny" => Action::Deny(status(c, &format!("{key}.status"), r.status, Some(403))?),
+        "deny" => {
+            let s = status(c, &format!("{key}.status"), r.status, Some(403))?;
+            let retry = match r.retry_after {
+                Some(v) => Some(c.int(&format!("{key}.retry_after"), Some(v), 1, 0, 86_400) as u32),
+                // A 429 says when to come back: the window of the limit.
+                None if s == StatusCode::TOO_MANY_REQUESTS => {
+                    condition.as_ref().and_then(|cond| retry_after(cond, n))
+                }
+                None => None,
+            };
+            Action::Deny(s, retry)
+        }
+        a @ ("track-sc0" | "track-sc1" | "track-sc2") => {
+            let slot = usize::from(a.as_bytes()[8] - b'0');
+            let table = stick_table(c, key, r.table.as_deref(), n)?;
+            let Some(k) = r.key.as_deref() else {
+                c.add(format!("{key}.key"), "missing: what the entry is keyed by (\"src\", \"hdr(NAME)\", \"cook(NAME)\", \"url_param(NAME)\", \"path\" or \"base\")");
+                return None;
+            };
+            let Some(k) = KeyFetch::parse(k) else {
+                c.add(format!("{key}.key"), format!("`{k}` is not a key (expected \"src\", \"hdr(NAME)\", \"cook(NAME)\", \"url_param(NAME)\", \"path\" or \"base\")"));
+                return None;
+            };
+            n.slot_tables[slot] = Some(table);
+            Action::Track {
+                slot,
+                table,
+                key: k,
+            }
+        }
+        a @ ("sc-inc-gpc0" | "sc-inc-gpc1") => {
+            let slot = c.int(&format!("{key}.counter"), r.counter, 0, 0, 2) as usize;
+            Action::IncGpc {
+                idx: usize::from(a.ends_with('1')),
+                slot,
+            }
+        }
         "return" => {
             let s = status(c, &format!("{key}.status"), r.status, Some(200))?;
             Action::Return(answer(
@@ -416,4 +460,48 @@ pub(super) fn rule(
         action,
         listeners,
     })
+}
+
+/// The table a `track-scN` rule names (the only one when it names none).
+fn stick_table(c: &mut ConfigCheck, key: &str, t: Option<&str>, n: &Names) -> Option<usize> {
+    match t {
+        Some(t) => match n.table_index.get(t) {
+            Some(&i) => Some(i),
+            None => {
+                c.add(
+                    format!("{key}.table"),
+                    format!("no [[stick_table]] named `{t}`"),
+                );
+                None
+            }
+        },
+        None if n.tables.len() == 1 => Some(0),
+        None => {
+            c.add(
+                format!("{key}.table"),
+                "missing: the [[stick_table]] to track in (needed unless there is exactly one)",
+            );
+            None
+        }
+    }
+}
+
+/// The `Retry-After` of a 429 deny: the longest window (a rate's period,
+/// else the table's expiry for a count) among the stick fetches its
+/// condition tests, in whole seconds rounded up.
+fn retry_after(cond: &Condition, n: &Names) -> Option<u32> {
+    cond.branches
+        .iter()
+        .flatten()
+        .filter_map(|&(_, i)| n.acls.get(i))
+        .flat_map(|a| a.tests.iter())
+        .filter_map(|t| match &t.fetch {
+            Fetch::Stick(s) => {
+                let slot_table = n.slot_tables.get(s.slot()?).copied().flatten();
+                s.window(&n.tables, slot_table)
+            }
+            _ => None,
+        })
+        .max()
+        .map(|ms| ms.div_ceil(1000).max(1))
 }

@@ -59,6 +59,12 @@ pub const KEYWORDS: &[Keyword] = &[
         Operator,
     ),
     kw(
+        &["clear", "table"],
+        "clear table <table> [<filter>]*",
+        "remove an entry from a table (filter: data/key)",
+        Operator,
+    ),
+    kw(
         &["del", "map"],
         "del map <map> [<key>|#<ref>]",
         "delete map entries matching <key>",
@@ -159,6 +165,12 @@ pub const KEYWORDS: &[Keyword] = &[
         "show stat [desc|json|no-maint|typed|up]*",
         "report counters for each proxy and server",
         User,
+    ),
+    kw(
+        &["show", "table"],
+        "show table <table> [<filter>]*",
+        "report table usage stats or dump this table's contents (filter: data/key)",
+        Operator,
     ),
     kw(
         &["user"],
