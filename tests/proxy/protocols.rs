@@ -232,7 +232,7 @@ async fn websocket_upgrade_round_trip() {
         "{listen}[global]\naccess_log = \"off\"\n[timeouts]\nkeep_alive = \"1s\"\n\n[[site]]\nname = \"www\"\nhosts = [\"www.example.com\"]\n\n{}",
         node_toml("n1", www.addr, "www")
     );
-    let _proxy = Proxy::start(&config, &[addr]);
+    let proxy = Proxy::start(&config, &[addr]);
     let mut sock = tokio::net::TcpStream::connect(addr).await.unwrap();
     sock.write_all(
         b"GET /ws HTTP/1.1\r\nHost: www.example.com\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
@@ -252,7 +252,11 @@ async fn websocket_upgrade_round_trip() {
         head.push(byte[0]);
     }
     let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
-    assert!(head.starts_with("http/1.1 101"), "{head}");
+    assert!(
+        head.starts_with("http/1.1 101"),
+        "{head}\nproxy log:\n{}",
+        proxy.stderr_text()
+    );
     assert!(head.contains("upgrade: websocket"), "{head}");
     assert!(head.contains("connection: upgrade"), "{head}");
     // Several round trips, one after the keep-alive timeout: a tunnel is

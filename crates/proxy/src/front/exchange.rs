@@ -1,23 +1,20 @@
 //! One request/response exchange as the proxy accounts for it: timers,
 //! chosen site and node, status, bytes, termination state. Settled once,
 //! when the response body ends or is dropped ([`Exchange::finish`]):
-//! passive health report, pooled connection returned, in-flight slot
-//! released, metrics, access-log line.
+//! passive health report, in-flight slot released, metrics, access-log
+//! line. (The node's connection goes back to its pool from the response
+//! body, as soon as the node's last byte is read.)
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use hyper::client::conn::http1::SendRequest;
-
 use super::access_log::{ms, AccessRecord, Counts, Timers};
-use super::body::RequestBody;
 use super::compress::Offer;
 use super::error::ErrorKind;
 use super::forward::RetryReason;
 use super::state::{ConnCtx, Snapshot};
 use super::stats::class_index;
-use super::upstream::NodePool;
 use crate::balance::{Outcome, Pick};
 use crate::qos::admission::Permit;
 
@@ -48,8 +45,6 @@ pub struct Exchange {
     pub pick: Option<Pick>,
     /// The `[qos]` admission slot, released when the exchange settles.
     pub admission: Option<Permit>,
-    /// The node connection, returned to its pool on a complete response.
-    pub conn: Option<(Arc<NodePool>, SendRequest<RequestBody>)>,
     /// Tq, Tw, Tc, Tr as they are reached; Ta is set when it settles.
     pub timers: Timers,
     pub status: u16,
@@ -109,7 +104,6 @@ impl Exchange {
             node: None,
             pick: None,
             admission: None,
-            conn: None,
             timers: Timers::NONE,
             status: 0,
             bytes: 0,
@@ -227,11 +221,6 @@ impl Exchange {
                 pick.node.report(outcome);
             }
             self.count_upstream_error(outcome);
-        }
-        match (end, self.conn.take()) {
-            (End::Complete, Some((pool, sender))) => pool.checkin(sender, now),
-            // A connection with an unfinished response cannot be reused.
-            (_, conn) => drop(conn),
         }
         let class = class_index(self.status, cut);
         self.ctx.frontend.answered(class, self.bytes);

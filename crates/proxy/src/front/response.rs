@@ -10,31 +10,32 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use hyper::body::{Body, Frame, Incoming, SizeHint};
+use hyper::body::{Body, Frame, SizeHint};
 use tokio::time::Sleep;
 
 use super::body::{idle_expired, BoxError};
 use super::compress::Encoder;
 use super::exchange::{End, Exchange};
+use super::upstream::{NodeBody, NodeBodyError};
 
 /// Why the node's response body failed.
 #[derive(Debug, thiserror::Error)]
 pub enum UpstreamBodyError {
     #[error("node response body failed: {0}")]
-    Aborted(#[source] hyper::Error),
+    Aborted(#[source] NodeBodyError),
     #[error("node stopped sending its response body (timeouts.server)")]
     Timeout,
 }
 
 enum Source {
-    Upstream(Incoming),
+    Upstream(NodeBody),
     /// The node's body through an encoder (`[site.compression]`).
     Compressed(Box<Compressing>),
     Full(Option<Bytes>),
 }
 
 struct Compressing {
-    inner: Incoming,
+    inner: NodeBody,
     encoder: Box<Encoder>,
     /// The node's body ended and the encoder's last bytes went out.
     done: bool,
@@ -51,7 +52,7 @@ pub struct ResponseBody {
 
 impl ResponseBody {
     /// The node's body, streamed with the `timeouts.server` inactivity limit.
-    pub fn upstream(inner: Incoming, idle: Duration, exchange: Exchange) -> Self {
+    pub fn upstream(inner: NodeBody, idle: Duration, exchange: Exchange) -> Self {
         ResponseBody {
             source: Source::Upstream(inner),
             idle,
@@ -64,7 +65,7 @@ impl ResponseBody {
     /// The node's body compressed by `encoder` on its way (the head says so
     /// already); as [`upstream`](Self::upstream) otherwise.
     pub fn compressed(
-        inner: Incoming,
+        inner: NodeBody,
         idle: Duration,
         exchange: Exchange,
         encoder: Box<Encoder>,

@@ -7,7 +7,8 @@
 //! over, so a connect failure leaves the request intact for a retry on
 //! another node. A connection goes back to the pool when its response body
 //! has been read to the end; one whose response was cut short is dropped
-//! (hyper closes it).
+//! (closed). The HTTP/1.1 exchange itself is [`h1`]: no task per
+//! connection, the request's task drives it.
 //!
 //! A node with `send_proxy` gets a PROXY protocol header first on every
 //! connection, naming the client it is made for. Such a connection is
@@ -20,18 +21,23 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use hyper::client::conn::http1::{self, SendRequest};
-use hyper_util::rt::TokioIo;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
-use super::body::RequestBody;
 use crate::config::{Config, SendProxy};
 
-/// The most a node connection's read buffer grows to (hyper's default is
-/// about 400 KiB). A response body is read into it ahead of the client; a
-/// client that stops reading (a slow reader, a zero window) pins it, full,
-/// until `timeouts.client` ends the exchange. 200 clients that never read
+mod h1;
+mod node_body;
+
+pub use h1::{NodeConn, NodeError, MAX_HEADERS};
+pub use node_body::{Framing, NodeBody, NodeBodyError};
+
+/// The most a node connection reads ahead at once, and the largest
+/// response head accepted. A response body is read only when the client
+/// side asks for more, one read of at most this much ahead of it; a client
+/// that stops reading (a slow reader, a zero window) pins what was read
+/// until `timeouts.client` ends the exchange. With hyper's client (its
+/// default buffer about 400 KiB) 200 clients that never read
 /// a 4 MB response grew a release proxy by 142 MiB at the default, by
 /// 51 MiB at 64 KiB (`rdmalb-testbed abuse --attack slow-read`). 64 KiB
 /// still reads a large body in a few system calls per 256 KiB.
@@ -48,23 +54,17 @@ pub enum ConnectError {
     },
     #[error("connect to {addr} timed out after {after:?}")]
     Timeout { addr: SocketAddr, after: Duration },
-    #[error("HTTP/1.1 handshake with {addr} failed: {source}")]
-    Handshake {
-        addr: SocketAddr,
-        #[source]
-        source: hyper::Error,
-    },
 }
 
 /// A connection ready to send one request.
 pub struct Checkout {
-    pub sender: SendRequest<RequestBody>,
+    pub conn: NodeConn,
     /// Taken from the pool (false: connected now).
     pub reused: bool,
 }
 
 struct Idle {
-    sender: SendRequest<RequestBody>,
+    conn: NodeConn,
     since: Instant,
 }
 
@@ -132,7 +132,7 @@ impl NodePool {
         &self,
         client: SocketAddr,
         local: SocketAddr,
-        mut now: Instant,
+        now: Instant,
         fresh: bool,
     ) -> Result<Checkout, ConnectError> {
         if let Some(version) = self.send_proxy {
@@ -141,28 +141,14 @@ impl NodePool {
         if fresh {
             return self.connect(None).await;
         }
-        while let Some(mut idle) = self.pop() {
-            if idle.sender.is_closed()
-                || now.saturating_duration_since(idle.since) > self.idle_timeout
+        while let Some(idle) = self.pop() {
+            if now.saturating_duration_since(idle.since) <= self.idle_timeout
+                && idle.conn.is_alive()
             {
-                continue;
-            }
-            if idle.sender.is_ready() {
                 return Ok(Checkout {
-                    sender: idle.sender,
+                    conn: idle.conn,
                     reused: true,
                 });
-            }
-            // Returned the moment its previous response ended; the
-            // connection task has not caught up yet. Bounded wait.
-            match tokio::time::timeout(self.connect_timeout, idle.sender.ready()).await {
-                Ok(Ok(())) => {
-                    return Ok(Checkout {
-                        sender: idle.sender,
-                        reused: true,
-                    })
-                }
-                _ => now = Instant::now(),
             }
         }
         self.connect(None).await
@@ -194,33 +180,25 @@ impl NodePool {
                 .await
                 .map_err(|source| ConnectError::Failed { addr, source })?;
         }
-        let (sender, conn) = http1::Builder::new()
-            .max_buf_size(UPSTREAM_MAX_BUF)
-            .handshake(TokioIo::new(stream))
-            .await
-            .map_err(|source| ConnectError::Handshake { addr, source })?;
-        tokio::spawn(async move {
-            if let Err(e) = conn.with_upgrades().await {
-                tracing::debug!(node_address = %addr, error = %e, "upstream connection ended with an error");
-            }
-        });
         Ok(Checkout {
-            sender,
+            conn: NodeConn::new(stream),
             reused: false,
         })
     }
 
     /// Returns a connection whose response was read to the end at `now`.
-    pub fn checkin(&self, sender: SendRequest<RequestBody>, now: Instant) {
-        if sender.is_closed() || self.max_idle == 0 || self.send_proxy.is_some() {
+    pub fn checkin(&self, mut conn: NodeConn, now: Instant) {
+        if self.max_idle == 0 || self.send_proxy.is_some() {
             return;
         }
+        // An idle connection holds no read buffer.
+        conn.buf = bytes::BytesMut::new();
         let mut idle = self.stack().lock().unwrap_or_else(|e| e.into_inner());
         if idle.len() >= self.max_idle {
             // Drop the coldest.
             idle.pop_front();
         }
-        idle.push_back(Idle { sender, since: now });
+        idle.push_back(Idle { conn, since: now });
     }
 
     /// Idle connections currently held (all workers).
@@ -280,3 +258,6 @@ pub(super) fn set_worker(id: usize) {
 pub fn worker_id() -> usize {
     WORKER.with(|w| w.get())
 }
+
+#[cfg(test)]
+mod tests;

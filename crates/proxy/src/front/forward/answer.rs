@@ -7,12 +7,14 @@ use bytes::Bytes;
 use http::header::{self, HeaderValue};
 use http::{HeaderMap, Response, StatusCode, Version};
 use hyper_util::rt::TokioIo;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
 
-use super::super::body::RequestBody;
 use super::super::error::{ErrorKind, ErrorSource};
 use super::super::exchange::{head_bytes, Exchange};
 use super::super::headers::{self, Present};
 use super::super::response::ResponseBody;
+use super::super::upstream::NodeBody;
 use super::super::{compress, stats};
 use super::attempt::Answered;
 
@@ -29,29 +31,37 @@ pub struct Reply {
 /// to an upgrade the client asked for, both connections become a tunnel.
 pub fn response_filter(mut ex: Exchange, answered: Answered) -> Response<ResponseBody> {
     let Answered {
-        mut resp,
-        pool,
-        sender,
+        resp,
         client_upgrade,
     } = answered;
     ex.status = resp.status().as_u16();
     ex.outcome_pending = true;
-    let upgraded = resp.status() == StatusCode::SWITCHING_PROTOCOLS && client_upgrade.is_some();
-    match client_upgrade {
-        Some(client_upgrade) if upgraded => {
-            let upstream_upgrade = hyper::upgrade::on(&mut resp);
-            ex.ctx().conn.upgraded.store(true, Ordering::Relaxed);
-            tokio::spawn(tunnel(client_upgrade, upstream_upgrade, sender));
+    let (mut parts, mut body) = resp.into_parts();
+    let upgraded = parts.status == StatusCode::SWITCHING_PROTOCOLS;
+    if upgraded {
+        // The node's socket becomes one end of a tunnel; the client's
+        // connection becomes the other once hyper has sent it this head.
+        let node = std::mem::replace(&mut body, NodeBody::ended_empty()).into_upgraded();
+        match (client_upgrade, node) {
+            (Some(client), Some(node)) => {
+                ex.ctx().conn.upgraded.store(true, Ordering::Relaxed);
+                tokio::spawn(tunnel(client, node));
+            }
+            _ => {
+                // RFC 9110 section 15.2.2: a 101 answers an Upgrade the
+                // client asked for, never anything else.
+                tracing::warn!("node switched protocols without an upgrade request");
+                ex.outcome_pending = false;
+                return error(ex, ErrorKind::UpstreamProtocol);
+            }
         }
-        _ => ex.conn = Some((pool, sender)),
     }
-    let (mut parts, body) = resp.into_parts();
     let present = Present::scan(&parts.headers);
     headers::strip_hop_by_hop(&mut parts.headers, present, upgraded);
     if let Some(a) = super::rules::response(&ex, parts.status, &mut parts.headers) {
-        // The node's answer is replaced: its connection is not reused with
-        // an unread body.
-        ex.conn = None;
+        // The node's answer is replaced: its connection closes with the
+        // unread body.
+        drop(body);
         ex.outcome_pending = false;
         return reply(
             ex,
@@ -108,22 +118,26 @@ fn compression(
     }
 }
 
-/// Copies bytes both ways between an upgraded client and node connection.
-async fn tunnel(
-    client: hyper::upgrade::OnUpgrade,
-    node: hyper::upgrade::OnUpgrade,
-    _sender: hyper::client::conn::http1::SendRequest<RequestBody>,
-) {
-    match tokio::try_join!(client, node) {
-        Ok((c, n)) => {
-            let mut c = TokioIo::new(c);
-            let mut n = TokioIo::new(n);
-            match tokio::io::copy_bidirectional(&mut c, &mut n).await {
-                Ok((up, down)) => tracing::debug!(up, down, "upgraded connection closed"),
-                Err(e) => tracing::debug!(error = %e, "upgraded connection ended with an error"),
-            }
+/// Copies bytes both ways between an upgraded client and node connection;
+/// `early` is what the node sent right after its 101, already read.
+async fn tunnel(client: hyper::upgrade::OnUpgrade, (mut node, early): (TcpStream, Bytes)) {
+    let client = match client.await {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!(error = %e, "protocol upgrade failed");
+            return;
         }
-        Err(e) => tracing::warn!(error = %e, "protocol upgrade failed"),
+    };
+    let mut client = TokioIo::new(client);
+    if !early.is_empty() {
+        if let Err(e) = client.write_all(&early).await {
+            tracing::debug!(error = %e, "upgraded connection ended with an error");
+            return;
+        }
+    }
+    match tokio::io::copy_bidirectional(&mut client, &mut node).await {
+        Ok((up, down)) => tracing::debug!(up, down, "upgraded connection closed"),
+        Err(e) => tracing::debug!(error = %e, "upgraded connection ended with an error"),
     }
 }
 

@@ -6,25 +6,24 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use http::{Request, Response, StatusCode};
-use hyper::body::Incoming;
-use hyper::client::conn::http1::SendRequest;
+use http::{Response, StatusCode};
 
 use super::super::access_log::ms;
 use super::super::body::{ClientBodyError, RequestBody};
-use super::super::error::{ErrorKind, ErrorSource, RetryType};
+use super::super::error::{ErrorKind, RetryType};
 use super::super::exchange::Exchange;
 use super::super::state::{ConnCtx, Snapshot};
-use super::super::upstream::{ConnectError, NodePool};
-use super::retry::{broke_before_response, Attempts};
+use super::super::upstream::{ConnectError, NodeBody, NodeConn, NodeError, NodePool};
+use super::retry::Attempts;
 use super::{name_of, RetryReason, Stop};
 use crate::balance::sticky::Pinned;
 use crate::balance::{NoNode, Outcome, PickError, PickKey};
 
-/// The request on its way to a node: its head and body until sent, given
-/// back when a send must be repeated.
+/// The request on its way to a node: its head (only borrowed by a send,
+/// so a request without a body is sent again from it, uncopied) and its
+/// body until sent.
 pub(super) struct Outgoing {
-    parts: Option<http::request::Parts>,
+    parts: http::request::Parts,
     body: Option<RequestBody>,
     has_body: bool,
     /// When the request body last made progress (ms after the start), for
@@ -39,25 +38,22 @@ impl Outgoing {
         progress: Option<Arc<AtomicU64>>,
     ) -> Outgoing {
         Outgoing {
-            parts: Some(parts),
+            parts,
             has_body: progress.is_some(),
             body: Some(body),
             progress,
         }
     }
 
-    /// The request is sent again from `head` (a replay has no body).
-    fn again(&mut self, head: http::request::Parts) {
-        self.parts = Some(head);
+    /// The request is sent again (a replay has no body).
+    fn again(&mut self) {
         self.body = Some(RequestBody::empty());
     }
 }
 
-/// The node's response head, and the connection it came on.
+/// The node's response head; its body holds the connection it came on.
 pub(in super::super) struct Answered {
-    pub resp: Response<Incoming>,
-    pub pool: Arc<NodePool>,
-    pub sender: SendRequest<RequestBody>,
+    pub resp: Response<NodeBody>,
     /// The client's side of a protocol upgrade it asked for.
     pub client_upgrade: Option<hyper::upgrade::OnUpgrade>,
 }
@@ -80,28 +76,28 @@ pub(super) async fn forward(
         else {
             continue;
         };
-        let Some((pool, mut sender)) = connect(ex, ctx, snap, &mut attempts, node, t_conn).await?
+        let Some((pool, conn, reused)) =
+            connect(ex, ctx, snap, &mut attempts, node, t_conn).await?
         else {
             continue;
         };
-        let (Some(head), Some(body)) = (out.parts.take(), out.body.take()) else {
+        let Some(body) = out.body.take() else {
             return Err(ErrorKind::UpstreamProtocol.into());
         };
-        // A copy of the head to send again when the node answers 421 (it
+        // Sent again from the same head when the node answers 421 (it
         // moved to another site after this proxy last read its role word)
         // or its connection breaks before answering an idempotent request:
         // only without a body, only while a budget is left.
-        let replay = attempts
-            .keep_copy(out.has_body, idempotent, snap.roles_move)
-            .then(|| head_copy(&head));
+        let replay = attempts.may_replay(out.has_body, idempotent, snap.roles_move);
         let t_send = Instant::now();
-        let sent = sender.try_send_request(Request::from_parts(head, body));
+        let sent = conn.send(&out.parts, body, pool);
         let limit = snap.config.timeouts.server;
         let resp =
             match wait_response(sent, t_send, limit, out.progress.as_deref(), ex.start()).await {
                 Ok(resp) => resp,
                 Err(failed) => {
-                    failed_before_head(ex, snap, &mut attempts, out, failed, replay)?;
+                    let reused = reused && idempotent && !out.has_body;
+                    failed_before_head(ex, snap, &mut attempts, out, failed, replay, reused)?;
                     continue;
                 }
             };
@@ -111,17 +107,17 @@ pub(super) async fn forward(
         if let Some(pick) = &ex.pick {
             pick.node.observe_latency_at(head_time, head_at);
         }
-        if resp.status() == StatusCode::MISDIRECTED_REQUEST && snap.roles_move {
-            if let Some(head) = replay.filter(|_| attempts.misdirected()) {
-                misdirected(ex, snap);
-                out.again(head);
-                continue;
-            }
+        if resp.status() == StatusCode::MISDIRECTED_REQUEST
+            && snap.roles_move
+            && replay
+            && attempts.misdirected()
+        {
+            misdirected(ex, snap);
+            out.again();
+            continue;
         }
         return Ok(Answered {
             resp,
-            pool,
-            sender,
             client_upgrade: None,
         });
     }
@@ -195,7 +191,7 @@ async fn connect(
     attempts: &mut Attempts,
     node: usize,
     t_conn: Instant,
-) -> Result<Option<(Arc<NodePool>, SendRequest<RequestBody>)>, Stop> {
+) -> Result<Option<(Arc<NodePool>, NodeConn, bool)>, Stop> {
     let Some(pool) = snap.pools.get(node).cloned() else {
         tracing::error!(node, "no connection pool for node (snapshot mismatch)");
         return Err(ErrorKind::ConnectFailed.into());
@@ -204,7 +200,7 @@ async fn connect(
     match pool.checkout(ctx.client, ctx.local, t_conn, fresh).await {
         Ok(c) => {
             ex.timers.tc = if c.reused { 0 } else { ms(t_conn.elapsed()) };
-            Ok(Some((pool, c.sender)))
+            Ok(Some((pool, c.conn, c.reused)))
         }
         Err(e) => {
             let kind = match e {
@@ -230,18 +226,23 @@ async fn connect(
     }
 }
 
-/// No response head came: `Ok` when the request is to be sent again (it is
-/// back in `out`), else the error to answer.
+/// No response head came: `Ok` when the request is to be sent again (its
+/// body, if any, is back in `out`), else the error to answer. `stale`: the
+/// connection was a pooled one and the request may be repeated (idempotent,
+/// no body): a node that closed it before answering anything is not
+/// counted as failing (it may have timed the connection out as the request
+/// went out).
 fn failed_before_head(
     ex: &mut Exchange,
     snap: &Snapshot,
     attempts: &mut Attempts,
     out: &mut Outgoing,
     failed: Waited,
-    replay: Option<http::request::Parts>,
+    replay: bool,
+    stale: bool,
 ) -> Result<(), Stop> {
     let node = ex.node.unwrap_or(usize::MAX);
-    let mut e = match failed {
+    let err = match failed {
         Waited::Failed(e) => e,
         Waited::Timeout => {
             tracing::warn!(site = %ex.site.map_or("?", |s| name_of(&snap.site_names, s)), node = %name_of(&snap.node_names, node), "node response timeout");
@@ -249,36 +250,31 @@ fn failed_before_head(
             return Err(ErrorKind::UpstreamTimeout.into());
         }
     };
-    if let Some(req) = e.take_message() {
-        // The pooled connection closed before anything was written: the
-        // request is intact, try another connection.
-        if attempts.stale(node) {
-            let (p, b) = req.into_parts();
-            out.parts = Some(p);
-            out.body = Some(b);
-            // Not a failure of the node: it may be picked again.
-            ex.pick = None;
-            return Ok(());
+    if let NodeError::ClientBody(c) = &err {
+        tracing::debug!(error = %c, "client failed while its request was forwarded");
+        return Err(match c {
+            ClientBodyError::Timeout => ErrorKind::ClientTimeout,
+            ClientBodyError::Aborted(_) => ErrorKind::ClientAborted,
         }
+        .into());
     }
-    let err = e.into_error();
-    let kind = classify(&err);
-    if kind.source() != ErrorSource::Upstream {
-        tracing::debug!(error = %err, "client failed while its request was forwarded");
-        return Err(kind.into());
+    if stale && matches!(err, NodeError::Closed) && attempts.stale(node) {
+        out.again();
+        // Not a failure of the node: it may be picked again.
+        ex.pick = None;
+        return Ok(());
     }
     ex.attempt_failed(Outcome::ProtocolError);
-    let broke = kind.retry() == RetryType::Idempotent && broke_before_response(&err);
-    let again = broke && attempts.empty_response(kind, replay.is_some());
+    let kind = ErrorKind::UpstreamProtocol;
+    let broke = kind.retry() == RetryType::Idempotent && err.broke_before_response();
+    let again = broke && attempts.empty_response(kind, replay);
     tracing::warn!(site = %ex.site.map_or("?", |s| name_of(&snap.site_names, s)), node = %name_of(&snap.node_names, node), error = %err, retry = again, "node failed before its response headers");
-    match replay {
-        Some(head) if again => {
-            ex.retried(RetryReason::EmptyResponse);
-            out.again(head);
-            Ok(())
-        }
-        _ => Err(kind.into()),
+    if again {
+        ex.retried(RetryReason::EmptyResponse);
+        out.again();
+        return Ok(());
     }
+    Err(kind.into())
 }
 
 /// The node answered 421 and the request goes to another node. RFC 9110
@@ -295,23 +291,9 @@ fn misdirected(ex: &mut Exchange, snap: &Snapshot) {
     ex.retried(RetryReason::Misdirected);
 }
 
-/// A copy of a request head without a body (method, target, version,
-/// headers), for a replay.
-fn head_copy(p: &http::request::Parts) -> http::request::Parts {
-    let mut r = Request::new(());
-    *r.method_mut() = p.method.clone();
-    *r.uri_mut() = p.uri.clone();
-    *r.version_mut() = p.version;
-    *r.headers_mut() = p.headers.clone();
-    r.into_parts().0
-}
-
-// Large, but it lives for one poll on the cold path; boxing would cost an
-// allocation for nothing.
-#[allow(clippy::large_enum_variant)]
 enum Waited {
     Timeout,
-    Failed(hyper::client::conn::TrySendError<Request<RequestBody>>),
+    Failed(NodeError),
 }
 
 /// Waits for the node's response head. `timeouts.server` counts from the
@@ -324,14 +306,9 @@ async fn wait_response<F>(
     limit: Duration,
     progress: Option<&AtomicU64>,
     start: Instant,
-) -> Result<Response<Incoming>, Waited>
+) -> Result<Response<NodeBody>, Waited>
 where
-    F: std::future::Future<
-        Output = Result<
-            Response<Incoming>,
-            hyper::client::conn::TrySendError<Request<RequestBody>>,
-        >,
-    >,
+    F: std::future::Future<Output = Result<Response<NodeBody>, NodeError>>,
 {
     tokio::pin!(sent);
     let mut seen = progress.map(|p| p.load(Ordering::Relaxed));
@@ -355,19 +332,4 @@ where
             }
         }
     }
-}
-
-/// Failure kind of a request that got no response head.
-fn classify(err: &hyper::Error) -> ErrorKind {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(err);
-    while let Some(e) = source {
-        if let Some(c) = e.downcast_ref::<ClientBodyError>() {
-            return match c {
-                ClientBodyError::Timeout => ErrorKind::ClientTimeout,
-                ClientBodyError::Aborted(_) => ErrorKind::ClientAborted,
-            };
-        }
-        source = e.source();
-    }
-    ErrorKind::UpstreamProtocol
 }

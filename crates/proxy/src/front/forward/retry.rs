@@ -1,14 +1,12 @@
 //! What one request may still send again, and why (HAProxy's `retries` and
 //! `retry-on`; docs/proxy.md, "Retries"). The bookkeeping lives on the
-//! request's stack; the one allocation is the copy of a request head kept
-//! for a replay ([`Attempts::keep_copy`]), made only where a replay may
-//! happen.
+//! request's stack, without an allocation: a replay is sent from the same
+//! request head, which a send only borrows ([`Attempts::may_replay`]).
 //!
 //! - `conn-failure` (the default): the node could not be connected to;
 //!   nothing was sent, so any method goes to another node, at most
 //!   `global.retries` times in all.
-//! - `empty-response` (opt-in: it costs that copy for every idempotent
-//!   request): the node's connection broke (reset, closed) before a
+//! - `empty-response` (opt-in): the node's connection broke (reset, closed) before a
 //!   response head. Only an idempotent request without a body (RFC 9110
 //!   section 9.2.2: such a request may be repeated automatically after a
 //!   communication failure before the response is read) is sent again, on
@@ -16,8 +14,11 @@
 //!   other is left; from the same `global.retries`.
 //! - misdirected: a node answered 421 (it moved to another site); a request
 //!   without a body is replayed on another node, on its own budget.
-//! - A pooled connection found closed before anything was written on it is
-//!   replaced without counting a retry (the request is intact).
+//! - A pooled connection found closed when it is taken from the pool is
+//!   replaced before anything is written. One the node closes as the
+//!   request goes out, before any byte of an answer, is replaced without
+//!   counting a retry when the request may be repeated (idempotent, no
+//!   body): the node most likely timed the idle connection out.
 
 use super::super::error::ErrorKind;
 use crate::config::{RetryOn, MAX_RETRIES};
@@ -91,10 +92,10 @@ impl Attempts {
         self.tried.insert(node);
     }
 
-    /// Whether a copy of the request head must be kept before it is sent:
-    /// the request has no body and may be replayed after a 421 (where nodes
-    /// move) or after an empty response (idempotent).
-    pub fn keep_copy(&self, has_body: bool, idempotent: bool, roles_move: bool) -> bool {
+    /// Whether the request may be sent again from its head: it has no body
+    /// and may be replayed after a 421 (where nodes move) or after an empty
+    /// response (idempotent).
+    pub fn may_replay(&self, has_body: bool, idempotent: bool, roles_move: bool) -> bool {
         !has_body
             && ((roles_move && self.misdirected_left > 0)
                 || (idempotent && self.on.empty_response && self.retries_left > 0))
@@ -183,31 +184,6 @@ impl Tried {
             self.len -= 1;
         }
     }
-}
-
-/// Whether `err` (no response head came) means the node's connection broke
-/// before answering: closed, reset, aborted or cancelled, as opposed to a
-/// node that answered something that is not HTTP (not retried, HAProxy's
-/// `junk-response` is not a default either) or a client failure.
-pub(super) fn broke_before_response(err: &hyper::Error) -> bool {
-    if err.is_parse() || err.is_parse_status() || err.is_user() || err.is_timeout() {
-        return false;
-    }
-    if err.is_incomplete_message() || err.is_canceled() || err.is_closed() {
-        return true;
-    }
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(err);
-    while let Some(e) = source {
-        if let Some(io) = e.downcast_ref::<std::io::Error>() {
-            use std::io::ErrorKind as K;
-            return matches!(
-                io.kind(),
-                K::ConnectionReset | K::ConnectionAborted | K::BrokenPipe | K::UnexpectedEof
-            );
-        }
-        source = e.source();
-    }
-    false
 }
 
 #[cfg(test)]

@@ -75,18 +75,18 @@ fn an_empty_response_is_retried_only_with_a_copy_and_on_a_new_connection() {
 fn a_copy_is_kept_only_for_requests_that_may_be_sent_again() {
     let a = Attempts::new(3, BOTH);
     // GET without a body, nodes static: for an empty response.
-    assert!(a.keep_copy(false, true, false));
+    assert!(a.may_replay(false, true, false));
     // A body is never replayed.
-    assert!(!a.keep_copy(true, true, true));
+    assert!(!a.may_replay(true, true, true));
     // POST: only where a 421 may come (any method is replayed after 421).
-    assert!(!a.keep_copy(false, false, false));
-    assert!(a.keep_copy(false, false, true));
+    assert!(!a.may_replay(false, false, false));
+    assert!(a.may_replay(false, false, true));
     // No budget, or empty responses not retried: no copy unless nodes move.
     let none = Attempts::new(0, BOTH);
-    assert!(!none.keep_copy(false, true, false));
+    assert!(!none.may_replay(false, true, false));
     let conn_only = Attempts::new(3, CONN_ONLY);
-    assert!(!conn_only.keep_copy(false, true, false));
-    assert!(conn_only.keep_copy(false, true, true));
+    assert!(!conn_only.may_replay(false, true, false));
+    assert!(conn_only.may_replay(false, true, true));
 }
 
 #[test]
