@@ -36,6 +36,7 @@ pub mod restart;
 pub mod route;
 pub mod state;
 pub mod stats;
+pub mod streams;
 pub mod tls;
 pub mod upstream;
 

@@ -19,7 +19,7 @@ use std::task::Poll;
 use std::time::{Instant, SystemTime};
 
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
@@ -30,6 +30,7 @@ use super::error::ProxyError;
 use super::io::{ConnIo, ConnShared, IoTimeouts, Parked, Protocol};
 use super::restart::Inherited;
 use super::state::{ConnCtx, Runtime};
+use super::streams::{StreamExec, Streams};
 use super::{forward, headers, stats, tls, upstream};
 use crate::config::{Config, IpNetwork, Listener};
 use crate::proxy_protocol::{self, Header};
@@ -139,7 +140,7 @@ pub struct Shared {
     tcp: std::net::TcpListener,
     tls: Option<tls::Acceptor>,
     accept_proxy: Option<Arc<[IpNetwork]>>,
-    builder: auto::Builder<TokioExecutor>,
+    builder: auto::Builder<StreamExec>,
     limit: Arc<Semaphore>,
     gauge: metrics::Gauge,
     /// `rdmalb_connections_limited_total{listener}`: times accepting had
@@ -265,9 +266,10 @@ pub fn worker(
     });
 }
 
-fn builder(config: &Config) -> auto::Builder<TokioExecutor> {
+fn builder(config: &Config) -> auto::Builder<StreamExec> {
     let limits = &config.limits;
-    let mut b = auto::Builder::new(TokioExecutor::new());
+    // HTTP/2 streams are served in their connection's task (`streams`).
+    let mut b = auto::Builder::new(StreamExec);
     b.http1()
         .timer(TokioTimer::new())
         // The head timeout is enforced by `ConnIo`, which answers 408.
@@ -568,7 +570,7 @@ async fn serve_stream<S: Socket>(
 async fn drive<I>(
     io: I,
     ctx: Arc<ConnCtx>,
-    builder: &auto::Builder<TokioExecutor>,
+    builder: &auto::Builder<StreamExec>,
     idle_limit: std::time::Duration,
     mut shutdown: watch::Receiver<bool>,
 ) -> bool
@@ -613,13 +615,15 @@ where
     // prior knowledge's with the first bytes. An HTTP/1 connection arms
     // and clears no timer here.
     let mut idle = std::pin::pin!(None::<tokio::time::Sleep>);
+    let mut streams = Streams::default();
     let mut seen = u64::MAX;
     let mut stopping = false;
     let result = loop {
         let mut stop = std::pin::pin!(rdmalb_base::shutdown::requested(&mut shutdown));
         let woke = std::future::poll_fn(|cx| {
-            // Polled first: the connection is what wakes this task.
-            if let Poll::Ready(r) = conn.as_mut().poll(cx) {
+            // Polled first: the connection (and its HTTP/2 streams) is
+            // what wakes this task.
+            if let Poll::Ready(r) = streams.poll_conn(conn.as_mut(), cx) {
                 return Poll::Ready(Woke::Served(r));
             }
             if !stopping && stop.as_mut().poll(cx).is_ready() {
@@ -651,14 +655,14 @@ where
                     continue;
                 }
                 conn.as_mut().graceful_shutdown();
-                break conn.await;
+                break streams.finish(conn.as_mut()).await;
             }
             Woke::Idle => {
                 let started = ctx.conn.started.load(Ordering::Relaxed);
                 if started == seen && ctx.conn.active.load(Ordering::Relaxed) == 0 {
                     tracing::debug!(client = %ctx.client, listener = %ctx.listener, "idle HTTP/2 connection: GOAWAY");
                     conn.as_mut().graceful_shutdown();
-                    break conn.await;
+                    break streams.finish(conn.as_mut()).await;
                 }
                 seen = started;
                 if let Some(t) = idle.as_mut().as_pin_mut() {
