@@ -36,7 +36,7 @@ use std::task::{ready, Context, Poll};
 use bytes::{BufMut, Bytes, BytesMut};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Response, StatusCode, Version};
-use hyper::body::Body;
+use hyper::body::{Body, Frame};
 use tokio::io::AsyncWrite;
 use tokio::net::TcpStream;
 
@@ -214,7 +214,8 @@ impl NodeConn {
 /// (`Content-Length`) or chunked (`Transfer-Encoding: chunked`, set by the
 /// request phase for a body of unknown length), with its trailer fields,
 /// all of them, as HAProxy passes them on. Written with vectored writes: a
-/// chunk's size line, data and CRLF go out in one system call.
+/// chunk's size line, data and CRLF go out in one system call, and so do
+/// the head and a first body frame that is ready at once.
 pub(super) struct Upload {
     /// Bytes to write before the next body frame is read.
     pending: VecDeque<Bytes>,
@@ -222,6 +223,8 @@ pub(super) struct Upload {
     chunked: bool,
     /// What the `Content-Length` still allows.
     left: u64,
+    /// Nothing was written yet.
+    first: bool,
 }
 
 impl Upload {
@@ -232,6 +235,7 @@ impl Upload {
             body: has_body.then_some(body),
             chunked: parts.headers.contains_key(header::TRANSFER_ENCODING),
             left: declared_length(&parts.headers),
+            first: true,
         }
     }
 
@@ -242,9 +246,17 @@ impl Upload {
         io: &mut TcpStream,
         cx: &mut Context<'_>,
     ) -> Poll<Result<(), NodeError>> {
+        if std::mem::take(&mut self.first) && self.body.is_some() {
+            // A body frame ready at once goes out with the head, in one
+            // write; else the head goes alone (a client waiting for `100
+            // Continue` gets it from this poll of its body).
+            if let Poll::Ready(frame) = self.poll_body(cx) {
+                self.take(frame)?;
+            }
+        }
         loop {
             while !self.pending.is_empty() {
-                let slices: [IoSlice<'_>; 3] = std::array::from_fn(|i| {
+                let slices: [IoSlice<'_>; 4] = std::array::from_fn(|i| {
                     IoSlice::new(self.pending.get(i).map_or(&[][..], |b| &b[..]))
                 });
                 let n = ready!(Pin::new(&mut *io).poll_write_vectored(cx, &slices))
@@ -254,52 +266,66 @@ impl Upload {
                 }
                 self.advance(n);
             }
-            let Some(body) = self.body.as_mut() else {
+            if self.body.is_none() {
                 return Poll::Ready(Ok(()));
-            };
-            match ready!(Pin::new(body).poll_frame(cx)) {
-                None => {
-                    self.body = None;
-                    if self.chunked {
-                        self.pending.push_back(Bytes::from_static(b"0\r\n\r\n"));
-                    } else if self.left > 0 {
-                        return Poll::Ready(Err(NodeError::BodyLength("shorter")));
-                    }
-                }
-                Some(Err(e)) => return Poll::Ready(Err(client_body_error(e))),
-                Some(Ok(frame)) => {
-                    let data = match frame.into_data() {
-                        Ok(data) => data,
-                        Err(frame) => {
-                            // The trailer section ends a chunked body.
-                            if let (true, Ok(fields)) = (self.chunked, frame.into_trailers()) {
-                                let mut last = b"0\r\n".to_vec();
-                                encode_fields(&fields, &mut last);
-                                last.extend_from_slice(b"\r\n");
-                                self.pending.push_back(Bytes::from(last));
-                                self.body = None;
-                            }
-                            continue;
-                        }
-                    };
-                    if data.is_empty() {
-                        continue;
-                    }
-                    if self.chunked {
-                        let size = format!("{:x}\r\n", data.len());
-                        self.pending.push_back(Bytes::from(size));
-                        self.pending.push_back(data);
-                        self.pending.push_back(Bytes::from_static(b"\r\n"));
-                    } else {
-                        self.left = match self.left.checked_sub(data.len() as u64) {
-                            Some(l) => l,
-                            None => return Poll::Ready(Err(NodeError::BodyLength("longer"))),
-                        };
-                        self.pending.push_back(data);
-                    }
-                }
             }
+            let frame = ready!(self.poll_body(cx));
+            self.take(frame)?;
         }
+    }
+
+    fn poll_body(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        match self.body.as_mut() {
+            Some(body) => Pin::new(body).poll_frame(cx),
+            None => Poll::Ready(None),
+        }
+    }
+
+    /// Queues what the body gave, framed.
+    fn take(&mut self, frame: Option<Result<Frame<Bytes>, BoxError>>) -> Result<(), NodeError> {
+        let frame = match frame {
+            None => {
+                self.body = None;
+                if self.chunked {
+                    self.pending.push_back(Bytes::from_static(b"0\r\n\r\n"));
+                } else if self.left > 0 {
+                    return Err(NodeError::BodyLength("shorter"));
+                }
+                return Ok(());
+            }
+            Some(Err(e)) => return Err(client_body_error(e)),
+            Some(Ok(frame)) => frame,
+        };
+        let data = match frame.into_data() {
+            Ok(data) => data,
+            Err(frame) => {
+                // The trailer section ends a chunked body.
+                if let (true, Ok(fields)) = (self.chunked, frame.into_trailers()) {
+                    let mut last = b"0\r\n".to_vec();
+                    encode_fields(&fields, &mut last);
+                    last.extend_from_slice(b"\r\n");
+                    self.pending.push_back(Bytes::from(last));
+                    self.body = None;
+                }
+                return Ok(());
+            }
+        };
+        if data.is_empty() {
+            return Ok(());
+        }
+        if self.chunked {
+            let size = format!("{:x}\r\n", data.len());
+            self.pending.push_back(Bytes::from(size));
+            self.pending.push_back(data);
+            self.pending.push_back(Bytes::from_static(b"\r\n"));
+        } else {
+            self.left = self
+                .left
+                .checked_sub(data.len() as u64)
+                .ok_or(NodeError::BodyLength("longer"))?;
+            self.pending.push_back(data);
+        }
+        Ok(())
     }
 
     /// `n` bytes of the pending buffers were written.
