@@ -260,4 +260,6 @@ pub fn worker_id() -> usize {
 }
 
 #[cfg(test)]
+mod differential;
+#[cfg(test)]
 mod tests;

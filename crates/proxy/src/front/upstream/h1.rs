@@ -15,6 +15,8 @@
 //! - no body after `HEAD`, and in `1xx`, `204` and `304` responses;
 //!   interim `1xx` responses (other than `101`) are read and dropped, as
 //!   hyper did;
+//! - `Transfer-Encoding` in an HTTP/1.0 response is faulty framing (502,
+//!   section 6.1);
 //! - `Transfer-Encoding` wins over `Content-Length`; the length is then
 //!   removed and the connection is not reused (the message may be a
 //!   smuggling attempt; HAProxy does the same). A coding list that does
@@ -419,7 +421,15 @@ pub(super) fn parse_head(buf: &mut BytesMut) -> Result<Option<Head>, NodeError> 
             Err(e) => return Err(NodeError::Parse(e)),
         };
         let base = buf.as_ptr() as usize;
-        let off = |s: &[u8]| (s.as_ptr() as usize - base) as u32;
+        // An empty value or reason may point anywhere (httparse hands out
+        // a static empty slice): its offset is 0.
+        let off = |s: &[u8]| {
+            if s.is_empty() {
+                0
+            } else {
+                (s.as_ptr() as usize - base) as u32
+            }
+        };
         let count = resp.headers.len();
         for (span, h) in spans.iter_mut().zip(resp.headers.iter()) {
             let (n, v) = (h.name.as_bytes(), h.value);
@@ -475,6 +485,13 @@ pub(super) fn finish_head(
     let framing = if *method == Method::HEAD || status < 200 || status == 204 || status == 304 {
         Framing::Empty
     } else if head.headers.contains_key(header::TRANSFER_ENCODING) {
+        // RFC 9112 section 6.1: an HTTP/1.0 message with Transfer-Encoding
+        // has faulty framing (what part of it the sender kept is unknown).
+        if head.version == Version::HTTP_10 {
+            return Err(NodeError::Framing(
+                "Transfer-Encoding in an HTTP/1.0 response",
+            ));
+        }
         if head.headers.remove(header::CONTENT_LENGTH).is_some() {
             keep_alive = false;
         }
