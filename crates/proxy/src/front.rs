@@ -173,7 +173,8 @@ pub async fn run(config: Config) -> Result<(), ProxyError> {
         .with_windows(Arc::clone(&windows))
         .with_admission(Arc::clone(&runtime.snapshot.load().admission))
         .with_frontends(listeners.iter().map(|l| l.stats()).collect())
-        .with_acme(acme.clone());
+        .with_acme(acme.clone())
+        .with_file_certs(tls::file_certificates(&config));
         let state = match &reconfig {
             Some(r) => state.with_reconfig(Arc::clone(&r.agent)),
             None => state,
