@@ -39,6 +39,9 @@ pub mod stats;
 pub mod tls;
 pub mod upstream;
 
+#[cfg(test)]
+mod tests;
+
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
@@ -427,6 +430,17 @@ pub async fn reload(runtime: &Runtime) -> bool {
 
 /// Settings read only at start-up: say so when a reload changes them.
 fn warn_restart_only(old: &Config, new: &Config) {
+    let changed = restart_only_changes(old, new);
+    if !changed.is_empty() {
+        tracing::warn!(
+            changed = %changed.join(", "),
+            "these settings changed but apply only after a restart (SIGUSR2 restarts without dropping connections); the rest of the new configuration is live"
+        );
+    }
+}
+
+/// What changed from `old` to `new` that only a restart applies.
+fn restart_only_changes(old: &Config, new: &Config) -> Vec<&'static str> {
     let listeners = |c: &Config| {
         c.listeners
             .iter()
@@ -454,6 +468,15 @@ fn warn_restart_only(old: &Config, new: &Config) {
     if old.reconfig != new.reconfig {
         changed.push("reconfig");
     }
+    // The ACME runtime (its settings, the certificates it keeps: the
+    // sites' `acme`) starts once, with the process.
+    let acme = |c: &Config| {
+        let sites: Vec<_> = c.sites.iter().map(|s| s.acme_names.clone()).collect();
+        (c.acme.clone(), sites)
+    };
+    if acme(old) != acme(new) {
+        changed.push("acme (the [acme] section or a site's acme)");
+    }
     if old.global.workers != new.global.workers {
         changed.push("global.workers");
     }
@@ -473,12 +496,7 @@ fn warn_restart_only(old: &Config, new: &Config) {
     if lim(old) != lim(new) {
         changed.push("client-side limits/timeouts");
     }
-    if !changed.is_empty() {
-        tracing::warn!(
-            changed = %changed.join(", "),
-            "these settings changed but apply only after a restart (SIGUSR2 restarts without dropping connections); the rest of the new configuration is live"
-        );
-    }
+    changed
 }
 
 /// Measures the process's CPU use every second, in percent of its worker
