@@ -562,6 +562,14 @@ print(" ".join(n["name"] for n in doc.get("nodes", [])
         else
             pass "the same request trusting another CA is refused (${body%%$'\n'*})"
         fi
+        body=$(curl -sS --max-time 5 "http://127.0.0.1:$ADMIN_PORT/status" 2>&1 | python3 -c 'import json, sys
+certs = json.load(sys.stdin).get("acme") or []
+print(" ".join(sorted("%s:%s" % (c["certificate"], (c.get("issuer") or "none").replace(" ", "_")) for c in certs)))' 2>&1) || true
+        if [[ $body =~ ^blog.localhost:Pebble_Intermediate_CA_[0-9a-f]+\ news.localhost:Pebble_[^\ ]+\ shop.localhost:Pebble_[^\ ]+$ ]]; then
+            pass "admin /status lists the three sites' certificates, issued by pebble's intermediate CA"
+        else
+            fail "admin /status acme: ${body:0:200}"
+        fi
         body=$(curl -sS --max-time 5 "http://127.0.0.1:$ADMIN_PORT/metrics" 2>&1) || true
         if [[ $body == *'rdmalb_cert_expiry_seconds{host="news.localhost"}'* ]]; then
             pass "admin /metrics has rdmalb_cert_expiry_seconds for the issued certificates"
