@@ -33,6 +33,8 @@
 #   --sidecar-port N      DEMO_SIDECAR_PORT=9201   first sidecar admin port
 #   --https-port N        DEMO_HTTPS_PORT=8443     proxy HTTPS listener port
 #   --no-https            DEMO_HTTPS=0       no pebble, no HTTPS listener
+#                         DEMO_PEBBLE=/usr/bin/pebble, DEMO_CHALLTESTSRV=
+#                         /usr/bin/pebble-challtestsrv   the ACME server's binaries
 #   --dir DIR             RDMALB_DEMO_DIR=/tmp/rdmalb-demo   configs and logs
 #   --no-setup            DEMO_SETUP=0       skip scripts/setup.sh
 #                         DEMO_PUBLISH_INTERVAL=5ms   sidecars' publish interval
