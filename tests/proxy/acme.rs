@@ -438,7 +438,7 @@ async fn acme_on_demand_issues_for_allowed_names_only() {
 /// (`tests/browser/stats_certs.py`): a certificate pebble issued (its
 /// issuer, expiry and renewal), one whose order fails (its error, the
 /// retry) and the TLS listener's certificate file, each as `/status` has
-/// it.
+/// it; the file's expiry in `rdmalb_cert_expiry_seconds` as well.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acme_stats_page_shows_the_certificates_in_chromium() {
     let test = "proxy::acme::acme_stats_page_shows_the_certificates_in_chromium";
@@ -544,6 +544,16 @@ async fn acme_stats_page_shows_the_certificates_in_chromium() {
         text(&on_file, "not_after").starts_with(&date(&tls_file["not_after_unix"])),
         "{on_file:#}"
     );
+    // The file's expiry is a metric too, as the ordered certificate's.
+    let metrics = admin_text(admin, "/metrics").await;
+    for (host, cert) in [("files.acme.test", tls_file), ("www.acme.test", good)] {
+        let series = format!("rdmalb_cert_expiry_seconds{{host=\"{host}\"}}");
+        assert_eq!(
+            metric(&metrics, &series),
+            cert["not_after_unix"].as_u64().unwrap() as f64,
+            "{metrics}"
+        );
+    }
 }
 
 /// `unix` as the stats page writes a date: `2027-02-26 17:38:59` (UTC),

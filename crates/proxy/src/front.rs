@@ -167,6 +167,8 @@ pub async fn run(config: Config) -> Result<(), ProxyError> {
             Arc::new(listener::Shared::new(b, &config))
         })
         .collect();
+    let file_certs = tls::file_certificates(&config);
+    tls::publish_expiry(&file_certs, acme.as_ref());
     if admin_listener.is_some() || !stats_sockets.is_empty() {
         let state = admin::AdminState::new(
             Arc::clone(&runtime.config),
@@ -177,7 +179,7 @@ pub async fn run(config: Config) -> Result<(), ProxyError> {
         .with_admission(Arc::clone(&runtime.snapshot.load().admission))
         .with_frontends(listeners.iter().map(|l| l.stats()).collect())
         .with_acme(acme.clone())
-        .with_file_certs(tls::file_certificates(&config));
+        .with_file_certs(file_certs);
         let state = match &reconfig {
             Some(r) => state.with_reconfig(Arc::clone(&r.agent)),
             None => state,

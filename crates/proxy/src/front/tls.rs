@@ -270,6 +270,23 @@ pub fn file_certificates(config: &crate::config::Config) -> Vec<FileCert> {
     out
 }
 
+/// `rdmalb_cert_expiry_seconds{host}` for the names of the files' leaves
+/// that no ACME certificate covers (an ordered certificate is served first
+/// for its names; among files, the first listed for a name).
+pub fn publish_expiry(certs: &[FileCert], acme: Option<&Arc<Acme>>) {
+    let mut seen: std::collections::HashSet<String> = acme
+        .map(|a| a.snapshot().into_iter().flat_map(|m| m.names).collect())
+        .unwrap_or_default();
+    for leaf in certs.iter().filter_map(|c| c.leaf.as_ref().ok()) {
+        let expiry = rdmalb_base::time::unix_secs(leaf.not_after) as f64;
+        for name in &leaf.names {
+            if seen.insert(name.clone()) {
+                metrics::gauge!(crate::acme::CERT_EXPIRY, "host" => name.clone()).set(expiry);
+            }
+        }
+    }
+}
+
 /// One certificate file in `/status` (`tls_files`).
 #[derive(Debug, serde::Serialize)]
 pub struct FileCertStatus {
