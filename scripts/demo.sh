@@ -15,7 +15,13 @@
 #     shop.localhost (n1-n3), blog.localhost (n4-n6), news.localhost (n7-n8),
 #     shop also being the default site, weighted-least-load routing over the
 #     windows, the reconfiguration agent (POST /reconfig/move moves a node by
-#     hand), plus an admin listener (/stats, /status, /metrics).
+#     hand), plus an admin listener (/stats, /status, /metrics);
+#   - a local ACME server, Debian's pebble (its own test CA) with
+#     pebble-challtestsrv as its DNS (every name is 127.0.0.1): the proxy
+#     orders a certificate for each site from it (`acme = true`, http-01
+#     answered on the proxy's HTTP port) and serves the sites over HTTPS
+#     too; pebble's root, to verify them with, is saved in the work dir.
+#     Without pebble (or if it fails) the demo runs over HTTP and says why.
 # Browsers and curl resolve *.localhost to the loopback address, so
 # http://shop.localhost:8080/ works with no /etc/hosts change.
 #
@@ -25,6 +31,10 @@
 #   --admin-port N        DEMO_ADMIN_PORT=9100
 #   --backend-port N      DEMO_BACKEND_PORT=8181   first backend port (n1; n2 = +1 ...)
 #   --sidecar-port N      DEMO_SIDECAR_PORT=9201   first sidecar admin port
+#   --https-port N        DEMO_HTTPS_PORT=8443     proxy HTTPS listener port
+#   --no-https            DEMO_HTTPS=0       no pebble, no HTTPS listener
+#                         DEMO_PEBBLE=/usr/bin/pebble, DEMO_CHALLTESTSRV=
+#                         /usr/bin/pebble-challtestsrv   the ACME server's binaries
 #   --dir DIR             RDMALB_DEMO_DIR=/tmp/rdmalb-demo   configs and logs
 #   --no-setup            DEMO_SETUP=0       skip scripts/setup.sh
 #                         DEMO_PUBLISH_INTERVAL=5ms   sidecars' publish interval
@@ -32,7 +42,8 @@
 #                         DEMO_PROFILE=release|debug  build profile (default:
 #                         release; debug in smoke mode, which the tests have built)
 # In smoke mode the defaults change so that a smoke run never collides with a
-# running demo: ports are the first free ones above 18080/19100/18181/19201,
+# running demo: ports are the first free ones above
+# 18080/19100/18181/19201/18443 (pebble's: 24000 rather than 14000),
 # the work dir is a fresh temp dir and the windows are named
 # /dev/shm/rdmalb-demo-smoke<pid>-<node>.
 set -euo pipefail
@@ -40,6 +51,8 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
 # shellcheck source=scripts/lib/common.sh
 . "$HERE/lib/common.sh"
+# shellcheck source=scripts/lib/pebble.sh
+. "$HERE/lib/pebble.sh"
 export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 umask 022
 
@@ -48,6 +61,8 @@ PORT=${DEMO_PORT:-}
 ADMIN_PORT=${DEMO_ADMIN_PORT:-}
 BACKEND_PORT=${DEMO_BACKEND_PORT:-}
 SIDECAR_PORT=${DEMO_SIDECAR_PORT:-}
+HTTPS_PORT=${DEMO_HTTPS_PORT:-}
+HTTPS=${DEMO_HTTPS:-1}
 DIR=${RDMALB_DEMO_DIR:-}
 SETUP=${DEMO_SETUP:-1}
 BIN=${RDMALB_BIN:-}
@@ -64,6 +79,8 @@ while [ $# -gt 0 ]; do
         --admin-port) ADMIN_PORT=${2:?--admin-port needs a value}; shift ;;
         --backend-port) BACKEND_PORT=${2:?--backend-port needs a value}; shift ;;
         --sidecar-port) SIDECAR_PORT=${2:?--sidecar-port needs a value}; shift ;;
+        --https-port) HTTPS_PORT=${2:?--https-port needs a value}; shift ;;
+        --no-https) HTTPS=0 ;;
         --dir) DIR=${2:?--dir needs a value}; shift ;;
         --no-setup) SETUP=0 ;;
         --bin) BIN=${2:?--bin needs a value}; shift ;;
@@ -72,11 +89,12 @@ while [ $# -gt 0 ]; do
     esac
     shift
 done
-for v in PORT ADMIN_PORT BACKEND_PORT SIDECAR_PORT; do
+for v in PORT ADMIN_PORT BACKEND_PORT SIDECAR_PORT HTTPS_PORT; do
     val=${!v}
     [ -z "$val" ] || [[ $val =~ ^[0-9]+$ && $val -ge 1 && $val -le 65535 ]] ||
         die "$v=$val is not a TCP port (1-65535)"
 done
+[[ $HTTPS == [01] ]] || die "DEMO_HTTPS=$HTTPS (accepted: 1, 0)"
 
 # --------------------------------------------------------------- the farm
 SITES=(shop blog news)
@@ -143,6 +161,8 @@ if [ "$SMOKE" = 1 ]; then
     if [ -n "$ADMIN_PORT" ]; then require_free_port "$ADMIN_PORT" admin; else free_port ADMIN_PORT 19100; fi
     first_backend=${BACKEND_PORT:-18181}
     first_sidecar=${SIDECAR_PORT:-19201}
+    if [ -n "$HTTPS_PORT" ]; then require_free_port "$HTTPS_PORT" https; else free_port HTTPS_PORT 18443; fi
+    first_pebble=24000
 else
     DIR=${DIR:-/tmp/rdmalb-demo}
     SHM_PREFIX=/dev/shm/rdmalb-demo-
@@ -152,6 +172,9 @@ else
     require_free_port "$ADMIN_PORT" "admin; use --admin-port"
     first_backend=${BACKEND_PORT:-8181}
     first_sidecar=${SIDECAR_PORT:-9201}
+    HTTPS_PORT=${HTTPS_PORT:-8443}
+    [ "$HTTPS" = 0 ] || require_free_port "$HTTPS_PORT" "https; use --https-port or --no-https"
+    first_pebble=14000
 fi
 case $DIR in /*) ;; *) DIR="$PWD/$DIR" ;; esac
 
@@ -167,7 +190,7 @@ if [ -d "$DIR" ] && [ -n "$(ls -A "$DIR")" ] && [ ! -f "$DIR/.rdmalb-demo" ]; th
     DIR=''
     die "$bad exists and was not made by this script; choose another --dir"
 fi
-rm -rf "${DIR:?}"/{nodes,sidecars,proxy,logs}
+rm -rf "${DIR:?}"/{nodes,sidecars,proxy,logs,pebble}
 mkdir -p "$DIR"/{nodes,sidecars,proxy,logs}
 chmod 755 "$DIR"
 touch "$DIR/.rdmalb-demo"
@@ -301,6 +324,23 @@ EOF
 done
 SHM_FILES+=("${SHM_PREFIX}proxy")
 
+# --------------------------------------------------------------- pebble (HTTPS)
+# pebble validates http-01 challenges on the proxy's HTTP port; its DNS
+# resolves every site's names to 127.0.0.1, where the proxy listens.
+# HTTPS_WHY says why the demo serves no HTTPS (empty while it does).
+HTTPS_WHY=''
+ROOT_PEM=$DIR/pebble/root.pem
+if [ "$HTTPS" = 1 ]; then
+    log "starting a local ACME server (pebble, with pebble-challtestsrv as its DNS)"
+    # Certificates valid 90 days, as Let's Encrypt's.
+    if ! pebble_start "$DIR/pebble" "$DIR/logs" "$PORT" "$HTTPS_PORT" "$first_pebble" 7776000; then
+        HTTPS_WHY=$PEBBLE_WHY
+        warn "no HTTPS in this demo, HTTP only: $HTTPS_WHY"
+    fi
+else
+    HTTPS_WHY="turned off (--no-https / DEMO_HTTPS=0)"
+fi
+
 PROXY_CONF=$DIR/proxy/rdmalb.toml
 # The admin token that POST /reconfig/move needs (docs/operations.md); a
 # fresh one for every run.
@@ -367,6 +407,28 @@ EOF
     if ip -6 addr show dev lo 2>/dev/null | grep -q 'inet6 ::1/128'; then
         # Browsers try ::1 first for *.localhost.
         printf '\n[[listener]]\nname = "http6"\nlisten = "[::1]:%s"\n' "$PORT"
+        [ -n "$HTTPS_WHY" ] || printf '\n[[listener]]\nname = "https6"\nlisten = "[::1]:%s"\ntls = {}\n' "$HTTPS_PORT"
+    fi
+    if [ -z "$HTTPS_WHY" ]; then
+        cat <<EOF
+
+# Automatic HTTPS (docs/tls.md): a TLS listener with no certificate of its
+# own serves those the proxy orders from the local pebble for every site
+# with acme = true (http-01, answered on the listener above).
+[[listener]]
+name = "https"
+listen = "127.0.0.1:$HTTPS_PORT"
+tls = {}
+
+[acme]
+directory = "$PEBBLE_DIRECTORY"
+ca_root = "$PEBBLE_CA"
+storage = "$DIR/proxy/acme"
+contact = ["demo@example.com"]
+check_interval = "5s"
+retry_min = "5s"
+retry_max = "1m"
+EOF
     fi
     for site in "${SITES[@]}"; do
         cat <<EOF
@@ -378,6 +440,7 @@ priority = ${SITE_PRIORITY[$site]}
 guarantee = ${SITE_GUARANTEE[$site]}
 min_nodes = 1
 EOF
+        [ -n "$HTTPS_WHY" ] || echo "acme = true"
     done
     for i in "${!NODES[@]}"; do
         cat <<EOF
@@ -437,6 +500,15 @@ wait_http "http://127.0.0.1:$ADMIN_PORT/status" 15 ||
 # `rise` successes before a node takes traffic).
 wait_http "http://127.0.0.1:$PORT/" 15 ||
     { check_spawned || true; die "the proxy did not serve http://127.0.0.1:$PORT/ (see $DIR/logs/proxy.log)"; }
+if [ -z "$HTTPS_WHY" ]; then
+    log "waiting for pebble to issue the sites' certificates"
+    if ! why=$(acme_wait_issued "$ADMIN_PORT" "${#SITES[@]}" 30); then
+        HTTPS_WHY="no certificate issued within 30 s ($why; see $DIR/logs/proxy.log and pebble.log); the proxy keeps retrying"
+    elif ! pebble_root "$ROOT_PEM" 2>"$DIR/logs/pebble-root.log"; then
+        HTTPS_WHY="pebble's root not fetched from https://$PEBBLE_MANAGEMENT/roots/0 ($(cat "$DIR/logs/pebble-root.log"))"
+    fi
+    [ -z "$HTTPS_WHY" ] || warn "no HTTPS in this demo: $HTTPS_WHY"
+fi
 
 # --------------------------------------------------------------- smoke check
 if [ "$SMOKE" = 1 ]; then
@@ -464,6 +536,48 @@ except ValueError:
 print(" ".join(n["name"] for n in doc.get("nodes", [])
                if n.get("assigned_site") == sys.argv[1] and n.get("role_applied")
                and n.get("state") == "up"))' "$1"
+    }
+
+    # HTTPS with the certificates pebble issued: curl verifies each chain
+    # against pebble's root and the site's name; the same request trusting
+    # another CA must fail (so the first check does verify).
+    smoke_https() {
+        if [ -n "$HTTPS_WHY" ]; then
+            if [ "$HTTPS" = 0 ]; then log "HTTPS not checked: $HTTPS_WHY"; else fail "HTTPS: $HTTPS_WHY"; fi
+            return 0
+        fi
+        local site body bad=''
+        for site in "${SITES[@]}"; do
+            body=$(curl -sS --max-time 5 --cacert "$ROOT_PEM" "https://$site.localhost:$HTTPS_PORT/" 2>&1) ||
+                { bad+=" $site: ${body:0:160};"; continue; }
+            [[ $body == *"site=$site node="* ]] || bad+=" $site: the page does not name the site: ${body:0:120};"
+        done
+        body=$(curl -sS --max-time 5 --cacert "$ROOT_PEM" --resolve "www.blog.example.com:$HTTPS_PORT:127.0.0.1" \
+            "https://www.blog.example.com:$HTTPS_PORT/" 2>&1) || bad+=" www.blog.example.com: ${body:0:160};"
+        if [ -z "$bad" ]; then
+            pass "https://<site>.localhost:$HTTPS_PORT/ (and www.blog.example.com) verify against pebble's root and reach their sites"
+        else
+            fail "HTTPS with pebble's root:$bad"
+        fi
+        if body=$(curl -sS --max-time 5 --cacert "$PEBBLE_CA" -o /dev/null "https://shop.localhost:$HTTPS_PORT/" 2>&1); then
+            fail "https://shop.localhost:$HTTPS_PORT/ verified against a CA that did not issue it"
+        else
+            pass "the same request trusting another CA is refused (${body%%$'\n'*})"
+        fi
+        body=$(curl -sS --max-time 5 "http://127.0.0.1:$ADMIN_PORT/status" 2>&1 | python3 -c 'import json, sys
+certs = json.load(sys.stdin).get("acme") or []
+print(" ".join(sorted("%s:%s" % (c["certificate"], (c.get("issuer") or "none").replace(" ", "_")) for c in certs)))' 2>&1) || true
+        if [[ $body =~ ^blog.localhost:Pebble_Intermediate_CA_[0-9a-f]+\ news.localhost:Pebble_[^\ ]+\ shop.localhost:Pebble_[^\ ]+$ ]]; then
+            pass "admin /status lists the three sites' certificates, issued by pebble's intermediate CA"
+        else
+            fail "admin /status acme: ${body:0:200}"
+        fi
+        body=$(curl -sS --max-time 5 "http://127.0.0.1:$ADMIN_PORT/metrics" 2>&1) || true
+        if [[ $body == *'rdmalb_cert_expiry_seconds{host="news.localhost"}'* ]]; then
+            pass "admin /metrics has rdmalb_cert_expiry_seconds for the issued certificates"
+        else
+            fail "admin /metrics lacks rdmalb_cert_expiry_seconds{host=\"news.localhost\"}"
+        fi
     }
 
     log "smoke check through http://127.0.0.1:$PORT/"
@@ -494,6 +608,8 @@ print(" ".join(n["name"] for n in doc.get("nodes", [])
     # Real clients send the host name, not a Host header we forged.
     body=$(curl -sS --max-time 5 "http://blog.localhost:$PORT/" 2>&1) || true
     if [[ $body == *"site=blog node="* ]]; then pass "http://blog.localhost:$PORT/ resolves and routes to blog"; else fail "http://blog.localhost:$PORT/: ${body:0:120}"; fi
+
+    smoke_https
 
     status_json=$(curl -sS --max-time 5 "http://127.0.0.1:$ADMIN_PORT/status" 2>&1) || true
     missing=''
@@ -576,6 +692,20 @@ print(" ".join(n["name"] for n in doc.get("nodes", [])
 fi
 
 # --------------------------------------------------------------- interactive
+https_help() {
+    if [ -n "$HTTPS_WHY" ]; then
+        printf '    %sno HTTPS%s: %s\n' "$C_Y" "$C_0" "$HTTPS_WHY"
+        return
+    fi
+    cat <<EOF
+    https://shop.localhost:$HTTPS_PORT/    the sites over HTTPS, with certificates the proxy
+    https://blog.localhost:$HTTPS_PORT/    ordered from the local ACME server (pebble, http-01);
+    https://news.localhost:$HTTPS_PORT/    a browser warns: it does not trust pebble's root
+    curl --cacert $ROOT_PEM https://shop.localhost:$HTTPS_PORT/
+                                     (pebble's root: a new one at every start of the demo)
+EOF
+}
+
 cat <<EOF
 
 ${C_B}rdmalb demo is running${C_0}  (work dir: $DIR)
@@ -588,6 +718,7 @@ ${C_B}rdmalb demo is running${C_0}  (work dir: $DIR)
     http://127.0.0.1:$ADMIN_PORT/stats     live stats page: sites, nodes, load, moves
     http://127.0.0.1:$ADMIN_PORT/status    sites, nodes, health (JSON)
     http://127.0.0.1:$ADMIN_PORT/metrics   Prometheus metrics
+$(https_help)
 
   Try:
     curl -i http://blog.localhost:$PORT/

@@ -71,6 +71,7 @@ SNAPSHOT_JS = """
     rps_tile: document.getElementById("t-rps").textContent,
     sites: rows("#sites tbody tr[data-site]", "site"),
     nodes: rows("#nodes tbody tr[data-node]", "node"),
+    certs: rows("#certs tbody tr[data-cert]", "cert"),
     events: events,
   };
 }

@@ -27,7 +27,22 @@ struct Setup<'a> {
     extra: &'a str,
 }
 
-impl Setup<'_> {
+impl<'a> Setup<'a> {
+    /// The common case: both listeners where pebble validates, http-01,
+    /// `acme = true` on the site.
+    fn http01(pebble: &'a Pebble, admin: SocketAddr, storage: &'a Path) -> Self {
+        Setup {
+            pebble,
+            http: Some(pebble.http),
+            tls: pebble.tls,
+            admin,
+            storage,
+            challenge: "http-01",
+            site_acme: true,
+            extra: "",
+        }
+    }
+
     fn toml(&self, backend: SocketAddr) -> String {
         let plain = self
             .http
@@ -101,16 +116,7 @@ async fn acme_http01_issues_a_chain_that_verifies_against_pebbles_root() {
     let backend = Backend::start("app").await;
     let admin = free_addr();
     let storage = dir.path().join("acme");
-    let setup = Setup {
-        pebble: &pebble,
-        http: Some(pebble.http),
-        tls: pebble.tls,
-        admin,
-        storage: &storage,
-        challenge: "http-01",
-        site_acme: true,
-        extra: "",
-    };
+    let setup = Setup::http01(&pebble, admin, &storage);
     let proxy = Proxy::start(&setup.toml(backend.addr), &[pebble.tls, admin]);
     let cert = issued(admin).await;
     assert_eq!(cert["names"], serde_json::json!(["www.acme.test"]));
@@ -217,16 +223,7 @@ async fn acme_renewal_serves_the_new_certificate_without_dropping_connections() 
     let backend = Backend::start("app").await;
     let admin = free_addr();
     let storage = dir.path().join("acme");
-    let setup = Setup {
-        pebble: &pebble,
-        http: Some(pebble.http),
-        tls: pebble.tls,
-        admin,
-        storage: &storage,
-        challenge: "http-01",
-        site_acme: true,
-        extra: "",
-    };
+    let setup = Setup::http01(&pebble, admin, &storage);
     let proxy = Proxy::start(&setup.toml(backend.addr), &[pebble.tls, admin]);
     let first = issued(admin).await;
     let root = pebble.root().await;
@@ -269,16 +266,7 @@ async fn acme_refused_order_keeps_the_old_certificate_and_backs_off() {
     let backend = Backend::start("app").await;
     let admin = free_addr();
     let storage = dir.path().join("acme");
-    let setup = Setup {
-        pebble: &pebble,
-        http: Some(pebble.http),
-        tls: pebble.tls,
-        admin,
-        storage: &storage,
-        challenge: "http-01",
-        site_acme: true,
-        extra: "",
-    };
+    let setup = Setup::http01(&pebble, admin, &storage);
     let proxy = Proxy::start(&setup.toml(backend.addr), &[pebble.tls, admin]);
     let first = issued(admin).await;
     let root = pebble.root().await;
@@ -444,6 +432,156 @@ async fn acme_on_demand_issues_for_allowed_names_only() {
         .map(|c| c["certificate"].as_str().unwrap())
         .collect();
     assert_eq!(names, ["listed.acme.test", "asked.acme.test"], "{status:#}");
+}
+
+/// The stats page's certificates table in real Chromium
+/// (`tests/browser/stats_certs.py`): a certificate pebble issued (its
+/// issuer, expiry and renewal), one whose order fails (its error, the
+/// retry) and the TLS listener's certificate file, each as `/status` has
+/// it; the file's expiry in `rdmalb_cert_expiry_seconds` as well.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acme_stats_page_shows_the_certificates_in_chromium() {
+    let test = "proxy::acme::acme_stats_page_shows_the_certificates_in_chromium";
+    if !pebble::available(test) || !super::stats_page::browser_available(test) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let pebble = Pebble::start(dir.path(), 3600);
+    // bad.acme.test is validated where nothing listens: its orders fail.
+    pebble.resolve("bad.acme.test", "127.0.0.2").await;
+    let backend = Backend::start("app").await;
+    let admin = free_addr();
+    let storage = dir.path().join("acme");
+    let (file, key, _) = certificate(dir.path(), "files", &["files.acme.test"]);
+    let setup = Setup::http01(&pebble, admin, &storage);
+    let toml = setup.toml(backend.addr).replace(
+        "[listener.tls]\n",
+        &format!(
+            "[listener.tls]\ncertificates = [{{ cert = \"{}\", key = \"{}\" }}]\n",
+            file.display(),
+            key.display()
+        ),
+    ) + "[[site]]\nname = \"bad\"\nhosts = [\"bad.acme.test\"]\nacme = true\n\n"
+        + &node_toml("n2", backend.addr, "bad");
+    let _proxy = Proxy::start(&toml, &[pebble.tls, admin]);
+    let status = status_until(admin, "one certificate issued, one order failed", |s| {
+        let cert = |name: &str| {
+            s["acme"]
+                .as_array()
+                .and_then(|a| a.iter().find(|c| c["certificate"] == name))
+                .cloned()
+                .unwrap_or_default()
+        };
+        cert("www.acme.test")["serial"].is_string()
+            && cert("bad.acme.test")["last_error"].is_string()
+    })
+    .await;
+    let acme = status["acme"].as_array().unwrap();
+    let cert = |name: &str| acme.iter().find(|c| c["certificate"] == name).unwrap();
+    let (good, bad, tls_file) = (
+        cert("www.acme.test"),
+        cert("bad.acme.test"),
+        &status["tls_files"][0],
+    );
+    let file_path = file.display().to_string();
+    assert_eq!(tls_file["file"], file_path.as_str(), "{status:#}");
+    assert_eq!(tls_file["names"], serde_json::json!(["files.acme.test"]));
+    assert_eq!(tls_file["issuer"], "rcgen self signed cert");
+    let issuer = good["issuer"].as_str().unwrap_or_default();
+    assert!(issuer.starts_with("Pebble Intermediate CA"), "{good:#}");
+
+    let report = super::stats_page::browser_report(
+        dir.path(),
+        "stats_certs.py",
+        &[
+            format!("http://{admin}/stats"),
+            "www.acme.test".into(),
+            "bad.acme.test".into(),
+            file_path.clone(),
+        ],
+    );
+    assert_eq!(report["ok"], true, "{report:#}");
+    assert_eq!(report["problems"], serde_json::json!([]), "{report:#}");
+    let row = |key: &str| report["page"]["certs"][key].clone();
+    let text = |row: &serde_json::Value, field: &str| row[field].as_str().unwrap_or("").to_string();
+    let date = |unix: &serde_json::Value| utc(unix.as_u64().unwrap());
+
+    let www = row("www.acme.test");
+    assert_eq!(text(&www, "names"), "www.acme.test", "{www:#}");
+    assert!(text(&www, "source").starts_with("acmesite:www"), "{www:#}");
+    assert_eq!(text(&www, "issuer"), issuer);
+    assert_eq!(text(&www, "state"), "Scheduled");
+    assert!(
+        text(&www, "not_after").starts_with(&date(&good["not_after_unix"])),
+        "{www:#}"
+    );
+    assert!(
+        text(&www, "renewal").starts_with(&date(&good["renew_at_unix"])),
+        "{www:#}"
+    );
+    assert_eq!(text(&www, "error"), "none");
+
+    let failing = row("bad.acme.test");
+    assert_eq!(text(&failing, "state"), "Stopped", "{failing:#}");
+    assert_eq!(text(&failing, "not_after"), "–", "{failing:#}");
+    assert!(
+        text(&failing, "renewal").starts_with(&format!("retry {}", date(&bad["retry_at_unix"]))),
+        "{failing:#}"
+    );
+    let error = bad["last_error"].as_str().unwrap();
+    assert!(error.starts_with("order refused"), "{bad:#}");
+    assert!(
+        text(&failing, "error").starts_with(&error[..40]),
+        "{failing:#}"
+    );
+
+    let on_file = row(&file_path);
+    assert_eq!(text(&on_file, "names"), "files.acme.test", "{on_file:#}");
+    assert_eq!(text(&on_file, "source"), "filelistener tls");
+    assert_eq!(text(&on_file, "issuer"), "rcgen self signed cert");
+    assert_eq!(text(&on_file, "state"), "static");
+    assert!(
+        text(&on_file, "not_after").starts_with(&date(&tls_file["not_after_unix"])),
+        "{on_file:#}"
+    );
+    // The file's expiry is a metric too, as the ordered certificate's.
+    let metrics = admin_text(admin, "/metrics").await;
+    for (host, cert) in [("files.acme.test", tls_file), ("www.acme.test", good)] {
+        let series = format!("rdmalb_cert_expiry_seconds{{host=\"{host}\"}}");
+        assert_eq!(
+            metric(&metrics, &series),
+            cert["not_after_unix"].as_u64().unwrap() as f64,
+            "{metrics}"
+        );
+    }
+}
+
+/// `unix` as the stats page writes a date: `2027-02-26 17:38:59` (UTC),
+/// by the civil-from-days algorithm (H. Hinnant), not by the page's code.
+fn utc(unix: u64) -> String {
+    let (days, secs) = ((unix / 86400) as i64, unix % 86400);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}",
+        secs / 3600,
+        secs % 3600 / 60,
+        secs % 60
+    )
+}
+
+#[test]
+fn utc_dates_match_known_instants() {
+    assert_eq!(utc(0), "1970-01-01 00:00:00");
+    assert_eq!(utc(951_782_400), "2000-02-29 00:00:00");
+    assert_eq!(utc(1_803_663_537), "2027-02-26 17:38:57");
 }
 
 /// An `ask` endpoint: 200 for `asked.acme.test`, 403 for any other name;

@@ -76,17 +76,18 @@ max_inflight = 64
 "#;
 
 /// The venv `scripts/setup.sh` installs Playwright into.
-fn browser_python() -> PathBuf {
+pub(crate) fn browser_python() -> PathBuf {
     let venv = std::env::var_os("RDMALB_BROWSER_VENV")
         .map_or_else(|| PathBuf::from("/opt/rdmalb/browser-venv"), PathBuf::from);
     venv.join("bin/python")
 }
 
-/// Whether Chromium and Playwright are here; skips (printing why) if not.
-fn browser_available() -> bool {
+/// Whether Chromium and Playwright are here; skips `test` (printing why)
+/// if not.
+pub(crate) fn browser_available(test: &str) -> bool {
     if !Path::new(CHROMIUM).exists() {
         skip(
-            TEST,
+            test,
             &format!("{CHROMIUM} is not installed (apt-get install chromium)"),
         );
         return false;
@@ -100,7 +101,7 @@ fn browser_available() -> bool {
         .is_ok_and(|s| s.success());
     if !found {
         skip(
-            TEST,
+            test,
             &format!(
                 "Playwright for Python is not installed for {} (bash scripts/setup.sh)",
                 python.display()
@@ -108,6 +109,40 @@ fn browser_available() -> bool {
         );
     }
     found
+}
+
+/// Runs `tests/browser/<script>` once with `args`, in its own process
+/// group (Chromium is its grandchild), and returns the JSON object it
+/// prints last; bounded (120 s), its stderr in `dir/<script>.log`.
+pub(crate) fn browser_report(dir: &Path, script: &str, args: &[String]) -> Value {
+    use std::io::Read;
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/browser")
+        .join(script);
+    let log_path = dir.join(format!("{script}.log"));
+    let log = || std::fs::read_to_string(&log_path).unwrap_or_default();
+    let mut child = GroupChild::spawn_with_stdio(
+        Command::new(browser_python())
+            .arg(path)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&log_path).unwrap()),
+    )
+    .expect("start the browser script");
+    let mut stdout = child.child().stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stdout.read_to_string(&mut text);
+        let _ = tx.send(text);
+    });
+    let text = tokio::task::block_in_place(|| rx.recv_timeout(Duration::from_secs(120)))
+        .unwrap_or_else(|e| panic!("{script} did not end ({e}):\n{}", log()));
+    let status = child.child().wait().expect("wait for the browser script");
+    assert!(status.success(), "{script}: {status}\n{}", log());
+    let last = text.lines().last().unwrap_or_default();
+    serde_json::from_str(last).unwrap_or_else(|e| panic!("{e}: `{last}`\n{}", log()))
 }
 
 /// `rdmalb-testbed cluster` in its own process group; dropping it stops
@@ -300,7 +335,7 @@ fn figure(report: &Value, table: &str, row: &str, field: &str) -> f64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_stats_page_follows_traffic_and_moves_in_chromium() {
-    if !browser_available() {
+    if !browser_available(TEST) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -63,6 +63,8 @@ pub struct Managed {
 #[derive(Debug, Clone, Default)]
 pub struct CertState {
     pub serial: Option<String>,
+    /// The leaf's issuer (its common name, else its whole name).
+    pub issuer: Option<String>,
     pub not_before: Option<SystemTime>,
     pub not_after: Option<SystemTime>,
     /// Two thirds into the lifetime, less a random part of a twentieth.
@@ -184,10 +186,10 @@ impl Acme {
             .map_err(|e| e.to_string())
             .and_then(|pem| {
                 let key = crate::front::tls::certified_key(&pem, &pem)?;
-                let info = parse_validity(&key)?;
+                let info = Leaf::parse(key.cert.first().ok_or("no certificate")?)?;
                 Ok((key, info))
             });
-        let (key, (serial, not_before, not_after)) = match loaded {
+        let (key, leaf) = match loaded {
             Ok(v) => v,
             Err(e) => {
                 tracing::warn!(file = %path.display(), error = %e, "ACME certificate unusable; the one in force keeps serving");
@@ -196,11 +198,19 @@ impl Acme {
             }
         };
         let key = Arc::new(key);
+        let Leaf {
+            serial,
+            issuer,
+            not_before,
+            not_after,
+            ..
+        } = leaf;
         let names = self.with(id, |m| {
             let lifetime = not_after.duration_since(not_before).unwrap_or_default();
             let jitter = lifetime.mul_f64(rand::random::<f64>() / 20.0);
             let s = &mut m.state;
             s.serial = Some(serial.clone());
+            s.issuer = Some(issuer);
             s.not_before = Some(not_before);
             s.not_after = Some(not_after);
             s.renew_at = Some(not_before + lifetime * 2 / 3 - jitter);
@@ -264,20 +274,53 @@ impl Acme {
     }
 }
 
-/// The serial (hex), notBefore and notAfter of a certificate's leaf.
-fn parse_validity(key: &CertifiedKey) -> Result<(String, SystemTime, SystemTime), String> {
-    let der = key.cert.first().ok_or("no certificate")?;
-    let (_, cert) =
-        x509_parser::parse_x509_certificate(der).map_err(|e| format!("bad certificate: {e}"))?;
-    let at = |t: x509_parser::time::ASN1Time| {
-        SystemTime::UNIX_EPOCH + Duration::from_secs(t.timestamp().max(0) as u64)
-    };
-    let validity = cert.validity();
-    Ok((
-        cert.raw_serial_as_string().replace(':', ""),
-        at(validity.not_before),
-        at(validity.not_after),
-    ))
+/// What the status pages show of a certificate's leaf.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Leaf {
+    /// Hex, without separators.
+    pub serial: String,
+    /// The issuer's common name, else its whole distinguished name.
+    pub issuer: String,
+    /// The DNS names of its subjectAltName.
+    pub names: Vec<String>,
+    pub not_before: SystemTime,
+    pub not_after: SystemTime,
+}
+
+impl Leaf {
+    /// Reads a DER certificate.
+    pub fn parse(der: &[u8]) -> Result<Leaf, String> {
+        let (_, cert) = x509_parser::parse_x509_certificate(der)
+            .map_err(|e| format!("bad certificate: {e}"))?;
+        let at = |t: x509_parser::time::ASN1Time| {
+            SystemTime::UNIX_EPOCH + Duration::from_secs(t.timestamp().max(0) as u64)
+        };
+        let issuer = cert
+            .issuer()
+            .iter_common_name()
+            .find_map(|cn| cn.as_str().ok().map(str::to_string))
+            .unwrap_or_else(|| cert.issuer().to_string());
+        let names = match cert.subject_alternative_name() {
+            Ok(Some(san)) => san
+                .value
+                .general_names
+                .iter()
+                .filter_map(|n| match n {
+                    x509_parser::extensions::GeneralName::DNSName(d) => Some(d.to_string()),
+                    _ => None,
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        let validity = cert.validity();
+        Ok(Leaf {
+            serial: cert.raw_serial_as_string().replace(':', ""),
+            issuer,
+            names,
+            not_before: at(validity.not_before),
+            not_after: at(validity.not_after),
+        })
+    }
 }
 
 /// One certificate in `/status` (`acme`).
@@ -291,6 +334,8 @@ pub struct CertStatus {
     /// `Scheduled`, or `Stopped` (no certificate and none being ordered).
     pub state: &'static str,
     pub serial: Option<String>,
+    /// Who issued the certificate in force (its common name).
+    pub issuer: Option<String>,
     pub not_after_unix: Option<u64>,
     pub expires_in_seconds: Option<u64>,
     pub renew_at_unix: Option<u64>,
@@ -325,6 +370,7 @@ impl CertStatus {
             },
             state: CertStatus::state_of(s),
             serial: s.serial.clone(),
+            issuer: s.issuer.clone(),
             not_after_unix: unix(s.not_after),
             expires_in_seconds: s
                 .not_after

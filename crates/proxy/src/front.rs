@@ -40,6 +40,9 @@ pub mod streams;
 pub mod tls;
 pub mod upstream;
 
+#[cfg(test)]
+mod tests;
+
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
@@ -165,6 +168,8 @@ pub async fn run(config: Config) -> Result<(), ProxyError> {
             Arc::new(listener::Shared::new(b, &config))
         })
         .collect();
+    let file_certs = tls::file_certificates(&config);
+    tls::publish_expiry(&file_certs, acme.as_ref());
     if admin_listener.is_some() || !stats_sockets.is_empty() {
         let state = admin::AdminState::new(
             Arc::clone(&runtime.config),
@@ -174,7 +179,8 @@ pub async fn run(config: Config) -> Result<(), ProxyError> {
         .with_windows(Arc::clone(&windows))
         .with_admission(Arc::clone(&runtime.snapshot.load().admission))
         .with_frontends(listeners.iter().map(|l| l.stats()).collect())
-        .with_acme(acme.clone());
+        .with_acme(acme.clone())
+        .with_file_certs(file_certs);
         let state = match &reconfig {
             Some(r) => state.with_reconfig(Arc::clone(&r.agent)),
             None => state,
@@ -427,6 +433,17 @@ pub async fn reload(runtime: &Runtime) -> bool {
 
 /// Settings read only at start-up: say so when a reload changes them.
 fn warn_restart_only(old: &Config, new: &Config) {
+    let changed = restart_only_changes(old, new);
+    if !changed.is_empty() {
+        tracing::warn!(
+            changed = %changed.join(", "),
+            "these settings changed but apply only after a restart (SIGUSR2 restarts without dropping connections); the rest of the new configuration is live"
+        );
+    }
+}
+
+/// What changed from `old` to `new` that only a restart applies.
+fn restart_only_changes(old: &Config, new: &Config) -> Vec<&'static str> {
     let listeners = |c: &Config| {
         c.listeners
             .iter()
@@ -454,6 +471,15 @@ fn warn_restart_only(old: &Config, new: &Config) {
     if old.reconfig != new.reconfig {
         changed.push("reconfig");
     }
+    // The ACME runtime (its settings, the certificates it keeps: the
+    // sites' `acme`) starts once, with the process.
+    let acme = |c: &Config| {
+        let sites: Vec<_> = c.sites.iter().map(|s| s.acme_names.clone()).collect();
+        (c.acme.clone(), sites)
+    };
+    if acme(old) != acme(new) {
+        changed.push("acme (the [acme] section or a site's acme)");
+    }
     if old.global.workers != new.global.workers {
         changed.push("global.workers");
     }
@@ -473,12 +499,7 @@ fn warn_restart_only(old: &Config, new: &Config) {
     if lim(old) != lim(new) {
         changed.push("client-side limits/timeouts");
     }
-    if !changed.is_empty() {
-        tracing::warn!(
-            changed = %changed.join(", "),
-            "these settings changed but apply only after a restart (SIGUSR2 restarts without dropping connections); the rest of the new configuration is live"
-        );
-    }
+    changed
 }
 
 /// Measures the process's CPU use every second, in percent of its worker

@@ -71,6 +71,9 @@ pub struct AdminState {
     /// `[acme]`: the certificates ordered (`acme` in /status, `acme
     /// status` and `acme renew` commands).
     pub acme: Option<Arc<crate::acme::Acme>>,
+    /// The TLS listeners' certificate files, as read at start-up
+    /// (`tls_files` in /status).
+    pub file_certs: Vec<super::tls::FileCert>,
 }
 
 impl AdminState {
@@ -89,7 +92,14 @@ impl AdminState {
             admission: None,
             frontends: Vec::new(),
             acme: None,
+            file_certs: Vec::new(),
         }
+    }
+
+    /// Shows the TLS listeners' certificate files in /status.
+    pub fn with_file_certs(mut self, certs: Vec<super::tls::FileCert>) -> Self {
+        self.file_certs = certs;
+        self
     }
 
     /// Shows the ACME certificates in /status and the `acme` commands.
@@ -160,6 +170,9 @@ pub struct Status {
     /// error.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub acme: Option<Vec<crate::acme::CertStatus>>,
+    /// The certificate files of the TLS listeners: names, issuer, expiry.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tls_files: Vec<super::tls::FileCertStatus>,
 }
 
 #[derive(Debug, Serialize)]
@@ -311,6 +324,10 @@ pub fn status(state: &AdminState) -> Status {
         reconfig: state.reconfig.as_ref().map(|a| a.status()),
         qos: state.admission.as_ref().map(|a| a.status()),
         acme: state.acme.as_ref().map(|a| a.status()),
+        tls_files: {
+            let now = SystemTime::now();
+            state.file_certs.iter().map(|c| c.status(now)).collect()
+        },
     }
 }
 

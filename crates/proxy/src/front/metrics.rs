@@ -104,7 +104,7 @@ fn describe() {
     describe_gauge!(
         crate::acme::CERT_EXPIRY,
         Unit::Seconds,
-        "When the ACME certificate served for the host expires (Unix time)"
+        "When the certificate served for the host (ordered by ACME, or a listener's file) expires (Unix time)"
     );
     describe_gauge!(
         NODE_UP,

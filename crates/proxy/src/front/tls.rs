@@ -235,3 +235,89 @@ impl Acceptor {
         Ok(Some(tls))
     }
 }
+
+/// A certificate file a TLS listener serves (`tls.certificates`), read
+/// when the listeners were bound: listener certificates change only with
+/// a restart, so this is what is served until then (`tls_files` in
+/// `/status`, the stats page's certificates).
+#[derive(Debug, Clone)]
+pub struct FileCert {
+    pub listener: String,
+    pub file: std::path::PathBuf,
+    pub leaf: Result<crate::acme::Leaf, String>,
+}
+
+/// The certificate files of `config`'s TLS listeners, each with its leaf.
+pub fn file_certificates(config: &crate::config::Config) -> Vec<FileCert> {
+    let leaf = |path: &std::path::Path| {
+        let pem = std::fs::read(path).map_err(|e| e.to_string())?;
+        let first = rustls_pemfile::certs(&mut &*pem)
+            .next()
+            .ok_or("holds no certificate")?
+            .map_err(|e| format!("bad PEM: {e}"))?;
+        crate::acme::Leaf::parse(&first)
+    };
+    let mut out = Vec::new();
+    for l in &config.listeners {
+        for pair in l.tls.iter().flat_map(|t| &t.certificates) {
+            out.push(FileCert {
+                listener: l.name.clone(),
+                file: pair.cert.clone(),
+                leaf: leaf(&pair.cert),
+            });
+        }
+    }
+    out
+}
+
+/// `rdmalb_cert_expiry_seconds{host}` for the names of the files' leaves
+/// that no ACME certificate covers (an ordered certificate is served first
+/// for its names; among files, the first listed for a name).
+pub fn publish_expiry(certs: &[FileCert], acme: Option<&Arc<Acme>>) {
+    let mut seen: std::collections::HashSet<String> = acme
+        .map(|a| a.snapshot().into_iter().flat_map(|m| m.names).collect())
+        .unwrap_or_default();
+    for leaf in certs.iter().filter_map(|c| c.leaf.as_ref().ok()) {
+        let expiry = rdmalb_base::time::unix_secs(leaf.not_after) as f64;
+        for name in &leaf.names {
+            if seen.insert(name.clone()) {
+                metrics::gauge!(crate::acme::CERT_EXPIRY, "host" => name.clone()).set(expiry);
+            }
+        }
+    }
+}
+
+/// One certificate file in `/status` (`tls_files`).
+#[derive(Debug, serde::Serialize)]
+pub struct FileCertStatus {
+    pub listener: String,
+    pub file: String,
+    pub names: Vec<String>,
+    pub issuer: Option<String>,
+    pub serial: Option<String>,
+    pub not_after_unix: Option<u64>,
+    pub expires_in_seconds: Option<u64>,
+    /// Why the file's leaf could not be read.
+    pub error: Option<String>,
+}
+
+impl FileCert {
+    pub fn status(&self, now: std::time::SystemTime) -> FileCertStatus {
+        let leaf = self.leaf.as_ref().ok();
+        FileCertStatus {
+            listener: self.listener.clone(),
+            file: self.file.display().to_string(),
+            names: leaf.map(|l| l.names.clone()).unwrap_or_default(),
+            issuer: leaf.map(|l| l.issuer.clone()),
+            serial: leaf.map(|l| l.serial.clone()),
+            not_after_unix: leaf.map(|l| rdmalb_base::time::unix_secs(l.not_after)),
+            expires_in_seconds: leaf.map(|l| {
+                l.not_after
+                    .duration_since(now)
+                    .unwrap_or_default()
+                    .as_secs()
+            }),
+            error: self.leaf.as_ref().err().cloned(),
+        }
+    }
+}

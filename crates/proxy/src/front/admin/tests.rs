@@ -65,6 +65,43 @@ fn status_says_when_it_was_made_and_where_each_node_is_assigned() {
 }
 
 #[test]
+fn status_lists_the_listeners_certificate_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key) = (dir.path().join("c.pem"), dir.path().join("c.key"));
+    let names = vec!["a.example.com".to_string(), "b.example.com".to_string()];
+    let ck = rcgen::generate_simple_self_signed(names).unwrap();
+    std::fs::write(&cert, ck.cert.pem()).unwrap();
+    std::fs::write(&key, ck.signing_key.serialize_pem()).unwrap();
+    let mut text = format!(
+        "[[listener]]\nname = \"tls\"\nlisten = \"127.0.0.1:0\"\ntls = {{ certificates = [{{ cert = \"{}\", key = \"{}\" }}] }}\n",
+        cert.display(),
+        key.display()
+    );
+    text.push_str(&crate::fixtures::site("shop", &["shop.test"]));
+    text.push_str(&crate::fixtures::node("a", "127.0.0.1:1", "shop"));
+    let s = state(&text);
+    // Without a certificate file, no `tls_files` at all.
+    let doc = serde_json::to_value(status(&s)).unwrap();
+    assert!(doc.get("tls_files").is_none(), "{doc:#}");
+    let certs = super::super::tls::file_certificates(&s.config.load());
+    let s = s.with_file_certs(certs);
+    let doc = serde_json::to_value(status(&s)).unwrap();
+    let f = &doc["tls_files"][0];
+    assert_eq!(f["listener"], "tls");
+    assert_eq!(f["file"], cert.display().to_string());
+    assert_eq!(
+        f["names"],
+        serde_json::json!(["a.example.com", "b.example.com"])
+    );
+    assert_eq!(f["issuer"], "rcgen self signed cert");
+    assert!(f["error"].is_null(), "{f:#}");
+    // rcgen's default validity ends in 4096.
+    let not_after = f["not_after_unix"].as_u64().unwrap();
+    assert_eq!(not_after, 67_090_118_400, "{f:#}"); // 4096-01-01
+    assert!(f["expires_in_seconds"].as_u64().unwrap() > 60 * 365 * 86400);
+}
+
+#[test]
 fn status_follows_role_words_for_assigned_and_serving_nodes() {
     let s = state(&two_sites());
     let a = Arc::clone(&s.backends.load().nodes()[0]);
