@@ -49,6 +49,12 @@ use super::{NodePool, UPSTREAM_MAX_BUF};
 /// Most header fields in a node's response head (hyper's limit).
 pub const MAX_HEADERS: usize = 100;
 
+/// Most buffers in one vectored write of the request (a chunk takes
+/// three: size line, data, CRLF).
+const GATHER_SLICES: usize = 16;
+/// Body bytes gathered from ready frames before they are written.
+const GATHER_BYTES: usize = 64 * 1024;
+
 /// Bytes read ahead at once while a response head is awaited.
 const HEAD_READ: usize = 8 * 1024;
 
@@ -217,7 +223,7 @@ impl NodeConn {
 /// request phase for a body of unknown length), with its trailer fields,
 /// all of them, as HAProxy passes them on. Written with vectored writes: a
 /// chunk's size line, data and CRLF go out in one system call, and so do
-/// the head and a first body frame that is ready at once.
+/// the head and the body frames that are ready with it (up to 64 KiB).
 pub(super) struct Upload {
     /// Bytes to write before the next body frame is read.
     pending: VecDeque<Bytes>,
@@ -225,8 +231,6 @@ pub(super) struct Upload {
     chunked: bool,
     /// What the `Content-Length` still allows.
     left: u64,
-    /// Nothing was written yet.
-    first: bool,
 }
 
 impl Upload {
@@ -237,7 +241,6 @@ impl Upload {
             body: has_body.then_some(body),
             chunked: parts.headers.contains_key(header::TRANSFER_ENCODING),
             left: declared_length(&parts.headers),
-            first: true,
         }
     }
 
@@ -248,17 +251,29 @@ impl Upload {
         io: &mut TcpStream,
         cx: &mut Context<'_>,
     ) -> Poll<Result<(), NodeError>> {
-        if std::mem::take(&mut self.first) && self.body.is_some() {
-            // A body frame ready at once goes out with the head, in one
-            // write; else the head goes alone (a client waiting for `100
-            // Continue` gets it from this poll of its body).
-            if let Poll::Ready(frame) = self.poll_body(cx) {
-                self.take(frame)?;
-            }
-        }
         loop {
+            // Body frames ready now go out together (and the first ones
+            // with the head); what is not ready does not hold back what is
+            // (a client waiting for `100 Continue` gets it from this poll
+            // of its body, the node the head before it).
+            while self.body.is_some()
+                && self.pending.len() + 3 <= GATHER_SLICES
+                && self.pending.iter().map(Bytes::len).sum::<usize>() < GATHER_BYTES
+            {
+                match self.poll_body(cx) {
+                    Poll::Ready(frame) => self.take(frame)?,
+                    Poll::Pending => break,
+                }
+            }
+            if self.pending.is_empty() {
+                return if self.body.is_none() {
+                    Poll::Ready(Ok(()))
+                } else {
+                    Poll::Pending
+                };
+            }
             while !self.pending.is_empty() {
-                let slices: [IoSlice<'_>; 4] = std::array::from_fn(|i| {
+                let slices: [IoSlice<'_>; GATHER_SLICES] = std::array::from_fn(|i| {
                     IoSlice::new(self.pending.get(i).map_or(&[][..], |b| &b[..]))
                 });
                 let n = ready!(Pin::new(&mut *io).poll_write_vectored(cx, &slices))
@@ -268,11 +283,6 @@ impl Upload {
                 }
                 self.advance(n);
             }
-            if self.body.is_none() {
-                return Poll::Ready(Ok(()));
-            }
-            let frame = ready!(self.poll_body(cx));
-            self.take(frame)?;
         }
     }
 
