@@ -97,6 +97,16 @@ pub fn validate(c: &mut ConfigCheck, raw: RawShare) -> Option<Share> {
     };
     let psk = key_file.as_ref().and_then(|p| match Psk::from_file(p) {
         Ok(k) => Some(k),
+        Err(e) if !p.exists() => {
+            c.add(
+                "stick_share.key_file",
+                format!(
+                    "{e}; make it with `rdmalb psk --out {}` and copy it to every proxy",
+                    p.display()
+                ),
+            );
+            None
+        }
         Err(e) => {
             c.add("stick_share.key_file", e.to_string());
             None

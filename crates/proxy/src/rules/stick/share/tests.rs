@@ -252,3 +252,62 @@ fn merged_increments_follow_the_rate_period() {
         .unwrap();
     assert_eq!(rate(&t, &ip(1), t0.wrapping_add(P + P / 2)), 1 + 4);
 }
+
+fn check(dir: &std::path::Path, share: &str) -> Result<crate::config::Config, String> {
+    let text = format!(
+        "[[listener]]\nlisten = \"127.0.0.1:0\"\n[[site]]\nname = \"app\"\nhosts = [\"app.example.com\"]\n\
+         [[stick_table]]\nname = \"t\"\nkey = \"ip\"\nsize = 10\nexpire = \"1m\"\nshared = true\n{share}"
+    );
+    crate::config::parse(&text, &dir.join("rdmalb.toml")).map_err(|e| e.to_string())
+}
+
+#[test]
+fn bad_stick_share_settings_are_named() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    Psk::generate()
+        .write_new_file(dir.path().join("ok.key"))
+        .unwrap();
+    let good = "[stick_share]\nlisten = \"127.0.0.1:7400\"\npeers = [\"127.0.0.1:7401\"]\nkey_file = \"ok.key\"\n";
+    let c = check(dir.path(), good).unwrap();
+    let s = c.rules.share.as_ref().unwrap();
+    assert_eq!((s.peers.len(), s.interval), (1, config::INTERVAL));
+    assert!(c.rules.tables[0].is_shared());
+
+    std::fs::write(dir.path().join("open.key"), Psk::generate().to_text()).unwrap();
+    std::fs::set_permissions(
+        dir.path().join("open.key"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+    let err = check(
+        dir.path(),
+        "[stick_share]\nlisten = \"0.0.0.0:7400\"\npeers = [\"127.0.0.1:7401\", \"127.0.0.1:7401\", \"0.0.0.0:7400\", \"nope\"]\nkey_file = \"open.key\"\ninterval = \"20s\"\n",
+    )
+    .unwrap_err();
+    for want in [
+        "stick_share.listen: `0.0.0.0:7400` is not a concrete address",
+        "stick_share.peers[1]: `127.0.0.1:7401` is listed twice",
+        "stick_share.peers[2]: `0.0.0.0:7400` is this proxy's own listen address",
+        "stick_share.peers[3]: `nope` is not an IP:port address",
+        "stick_share.key_file: pre-shared key file",
+        "lets other users access the key",
+        "stick_share.interval:",
+    ] {
+        assert!(err.contains(want), "missing {want:?} in:\n{err}");
+    }
+    let err = check(dir.path(), "[stick_share]\nlisten = \"127.0.0.1:7400\"\n").unwrap_err();
+    assert!(err.contains("stick_share.peers: missing"), "{err}");
+    assert!(err.contains("stick_share.key_file: missing"), "{err}");
+    let err = check(
+        dir.path(),
+        "[stick_share]\nlisten = \"127.0.0.1:7400\"\npeers = [\"127.0.0.1:7401\"]\nkey_file = \"absent.key\"\n",
+    )
+    .unwrap_err();
+    assert!(err.contains("make it with `rdmalb psk --out"), "{err}");
+    let err = check(dir.path(), "").unwrap_err();
+    assert!(
+        err.contains("stick_table[0].shared: needs a [stick_share] section"),
+        "{err}"
+    );
+}
