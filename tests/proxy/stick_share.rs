@@ -171,8 +171,11 @@ async fn a_client_spreading_over_three_proxies_is_limited_once_when_shared() {
     .await;
 
     let shared = admitted(&c, requests).await;
+    // Requests 60 ms apart, increments sent every 50 ms: about one request
+    // of the others unseen when the limit is reached; +3 leaves room for a
+    // late flush on a loaded machine, far from the 2x or 3x of no sharing.
     assert!(
-        (LIMIT..=LIMIT + 2).contains(&shared),
+        (LIMIT..=LIMIT + 3).contains(&shared),
         "shared: {shared} requests admitted for a limit of {LIMIT} (per proxy: {per_proxy})"
     );
     for a in &c.admin {
