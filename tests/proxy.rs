@@ -19,6 +19,7 @@ mod rules;
 mod runtime;
 mod stats_page;
 mod stats_socket;
+mod stick_share;
 mod stick_tables;
 mod streaming;
 mod systemd;

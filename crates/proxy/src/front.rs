@@ -34,6 +34,7 @@ pub mod monitor;
 pub mod response;
 pub mod restart;
 pub mod route;
+pub mod share;
 pub mod state;
 pub mod stats;
 pub mod streams;
@@ -161,6 +162,7 @@ pub async fn run(config: Config) -> Result<(), ProxyError> {
         tokio::spawn(sample_cpu(Arc::clone(&runtime), shutdown_rx.clone()));
     }
     tokio::spawn(expire_tables(Arc::clone(&runtime), shutdown_rx.clone()));
+    tokio::spawn(share::run(Arc::clone(&runtime), shutdown_rx.clone()));
     let listeners: Vec<Arc<listener::Shared>> = bound
         .into_iter()
         .map(|b| {

@@ -25,6 +25,7 @@ mod compression;
 mod cond;
 mod lexer;
 mod map;
+mod peers;
 mod probe;
 mod rules;
 mod sections;

@@ -116,6 +116,8 @@ pub struct Rules {
     pub site_names: HashMap<String, usize>,
     /// `[[stick_table]]`s, by index.
     pub tables: Vec<Arc<StickTable>>,
+    /// `[stick_share]`: the proxies the `shared` tables count with.
+    pub share: Option<Arc<stick::share::Share>>,
 }
 
 /// What the connection tells about a request.
@@ -240,15 +242,14 @@ impl Rules {
                     let Some(t) = self.tables.get(*table) else {
                         continue;
                     };
-                    let now = stick::now_ms();
-                    if let Some(e) = track::key(key, t, &f).and_then(|k| t.entry(k, now)) {
-                        track::start(track, *slot, *table, t, e, now);
+                    if let Some(k) = track::key(key, t, &f) {
+                        track::start(track, *slot, *table, t, k, stick::now_ms());
                     }
                 }
                 Action::IncGpc { idx, slot } => {
                     if let Some(tr) = track.as_deref().and_then(|s| s.get(*slot)?.as_ref()) {
                         if let Some(t) = self.tables.get(tr.table) {
-                            track::inc_gpc(t, &tr.entry, *idx, stick::now_ms());
+                            track::inc_gpc(t, tr, *idx, stick::now_ms());
                         }
                     }
                 }

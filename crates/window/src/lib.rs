@@ -50,7 +50,7 @@ pub use seqlock::{
     Torn, UnknownReason,
 };
 pub use shm::ShmWindow;
-pub use tcp::{Psk, TcpServerHandle, TcpWindow};
+pub use tcp::{auth::DatagramKey, Psk, TcpServerHandle, TcpWindow};
 pub use transport::{Expect, RemoteWindow, WindowFuture};
 
 /// Which transport carries a [`RemoteWindow`]'s operations.

@@ -68,6 +68,11 @@ pub const QOS_REJECTED: &str = crate::qos::admission::REJECTED;
 pub const STICK_ENTRIES: &str = "rdmalb_stick_table_entries";
 /// `rdmalb_stick_table_entry_bytes{table}`: memory one entry takes.
 pub const STICK_ENTRY_BYTES: &str = "rdmalb_stick_table_entry_bytes";
+/// `rdmalb_stick_share_*`: the `[stick_share]` datagrams and keys.
+pub use super::share::{
+    DROPPED as SHARE_DROPPED, KEYS_REFUSED as SHARE_KEYS_REFUSED, RECEIVED as SHARE_RECEIVED,
+    SENT as SHARE_SENT,
+};
 
 /// Buckets of [`REQUEST_DURATION`] in seconds (every `*_seconds`
 /// histogram shares them).
@@ -165,6 +170,22 @@ fn describe() {
         STICK_ENTRY_BYTES,
         Unit::Bytes,
         "Memory one entry of a [[stick_table]] takes (map slot, counters, key text), by table"
+    );
+    describe_counter!(
+        SHARE_SENT,
+        "[stick_share] datagrams sent to the other proxies (one a peer)"
+    );
+    describe_counter!(
+        SHARE_RECEIVED,
+        "[stick_share] datagrams taken from the other proxies"
+    );
+    describe_counter!(
+        SHARE_DROPPED,
+        "[stick_share] datagrams dropped, by reason (unknown_peer, not_share, bad_tag, malformed, replay, unknown_table, send_error)"
+    );
+    describe_counter!(
+        SHARE_KEYS_REFUSED,
+        "[stick_share] keys whose increments were not shared (pending_full) or not added (table_full, wrong_key), by table"
     );
     describe_counter!(
         QOS_REJECTED,

@@ -116,13 +116,16 @@ fn tables(
         .chain(backends)
         .filter(|p| seen.insert(p.name.clone()))
         .filter_map(|p| Some((p.name.clone(), p.stick_table.as_ref()?, 1)));
-    let peers = h
-        .peer_tables
-        .iter()
-        .map(|(peers, l)| (format!("{peers}/{}", l.word(1)), l, 2));
-    for (name, line, from) in own.chain(peers) {
+    let shared = super::peers::share(h, out, notes);
+    let shared = shared.as_deref();
+    let own = own.map(|(name, l, from)| (name, l, from, false));
+    let peers = h.peer_tables.iter().map(|(peers, l)| {
+        let name = format!("{peers}/{}", l.word(1));
+        (name, l, 2, Some(peers.as_str()) == shared)
+    });
+    for (name, line, from, in_share) in own.chain(peers) {
         let mut approx = Vec::new();
-        match super::stick::table(line, from, &name, out, &mut approx) {
+        match super::stick::table(line, from, &name, (in_share, shared), out, &mut approx) {
             Ok(()) => notes.extend(approx.into_iter().map(|why| {
                 Note::new(line.number, line.keyword(), Kind::Approximated, why)
             })),

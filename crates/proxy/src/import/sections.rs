@@ -48,6 +48,8 @@ pub struct Global {
     pub maxcompcpuusage: Option<At<u64>>,
     /// `tune.comp.maxlevel`.
     pub comp_maxlevel: Option<At<u64>>,
+    /// `localpeer`: this HAProxy's name in its `peers` sections.
+    pub localpeer: Option<String>,
 }
 
 /// One `bind` address.
@@ -187,6 +189,8 @@ pub struct Haproxy {
     pub acme: Vec<(Line, Vec<Line>)>,
     /// `table` lines of `peers` sections, with the section's name.
     pub peer_tables: Vec<(String, Line)>,
+    /// `peer`, `server` and `bind` lines of `peers` sections, likewise.
+    pub peer_members: Vec<(String, Line)>,
 }
 
 /// Reads the directives into sections; notes what is not mapped.
@@ -241,7 +245,7 @@ pub fn read(lines: &[Line], notes: &mut Vec<Note>) -> Haproxy {
                     kw,
                     Kind::Unsupported,
                     if kw == "peers" {
-                        "section not supported (no replication); its `table` lines are carried as [[stick_table]]s, its other lines skipped".into()
+                        "section not supported as such (no replication); its `table` lines are carried as [[stick_table]]s, shared through [stick_share] when the section names other peers, its other lines skipped".into()
                     } else {
                         format!("section not supported; its {} lines are skipped", kw)
                     },
@@ -291,6 +295,10 @@ pub fn read(lines: &[Line], notes: &mut Vec<Note>) -> Haproxy {
         }
         if let (Some(p), "table") = (&peers, kw) {
             out.peer_tables.push((p.clone(), line.clone()));
+            continue;
+        }
+        if let (Some(p), "peer" | "server" | "bind") = (&peers, kw) {
+            out.peer_members.push((p.clone(), line.clone()));
             continue;
         }
         if skipping {
@@ -345,6 +353,7 @@ fn global(g: &mut Global, line: &Line, notes: &mut Vec<Note>) {
     let kw = line.keyword();
     match kw {
         "crt-base" => g.crt_base = Some(line.word(1).to_string()),
+        "localpeer" => g.localpeer = Some(line.word(1).to_string()),
         "maxcompcpuusage" | "tune.comp.maxlevel" => {
             if let Some(v) = number(line, 1, notes) {
                 let at = Some(At {

@@ -40,12 +40,14 @@ pub fn table_name(name: &str) -> String {
 }
 
 /// `stick-table type ... size ... [expire ...] [store ...]` of table
-/// `name` as a `[[stick_table]]`; `approx` gets what is carried with a
-/// difference.
+/// `name` as a `[[stick_table]]`, `shared` (or shared when its `peers`
+/// option names `shared_peers`, the section `[stick_share]` comes from);
+/// `approx` gets what is carried with a difference.
 pub fn table(
     line: &Line,
     from: usize,
     name: &str,
+    (mut shared, shared_peers): (bool, Option<&str>),
     out: &mut String,
     approx: &mut Vec<String>,
 ) -> Result<(), String> {
@@ -109,6 +111,10 @@ pub fn table(
                 approx.push("`nopurge` is not carried: a full table evicts its least recently used untracked entries".into());
                 i += 1;
             }
+            "peers" if Some(w(i + 1)) == shared_peers => {
+                shared = true;
+                i += 2;
+            }
             "peers" => {
                 approx.push(format!("`peers {}`: the table is not replicated (rdmalb can share one table between proxies instead, docs/rate-limits.md)", w(i + 1)));
                 i += 2;
@@ -123,6 +129,9 @@ pub fn table(
         approx.push("no `expire`: entries expire after 24 days (HAProxy keeps them until the table is full)".into());
     }
     keys.push(("expire", q(&format!("{expire}ms"))));
+    if shared {
+        keys.push(("shared", "true".into()));
+    }
     out.push_str("\n[[stick_table]]\n");
     for (k, v) in keys {
         writeln!(out, "{k} = {v}").ok();

@@ -601,3 +601,49 @@ backend other\n    stick-table type integer size 10\n    server b 192.0.2.11:80\
 }
 
 mod acme;
+
+#[test]
+fn a_peers_section_with_other_peers_becomes_a_stick_share() {
+    let i = imported(&format!(
+        "global\n    localpeer lb2\n{HEAD}peers mesh\n    peer lb1 127.0.0.1:10001\n    peer lb2 127.0.0.1:10002\n    peer lb3 127.0.0.1:10003\n    table per_ip type ip size 10k expire 1m store http_req_rate(10s)\n\
+frontend web\n    bind :80\n    http-request track-sc0 src table mesh/per_ip\n    http-request deny deny_status 429 if {{ sc0_http_req_rate gt 20 }}\n    default_backend app\n\
+backend app\n    stick-table type ip size 100 expire 1m store http_req_cnt peers mesh\n    server a 192.0.2.10:80\n"
+    ));
+    assert!(
+        i.toml.contains(
+            "[stick_share]\nlisten = \"127.0.0.1:10002\"\npeers = [\"127.0.0.1:10001\", \"127.0.0.1:10003\"]\nkey_file = \"stick_share.key\"\n"
+        ),
+        "{}",
+        i.toml
+    );
+    assert!(
+        has_note(&i, 7, "rdmalb psk --out stick_share.key"),
+        "{:#?}",
+        notes(&i)
+    );
+    // With the key made next to the config, it checks: both tables shared.
+    let dir = tempfile::tempdir().unwrap();
+    rdmalb_window::Psk::generate()
+        .write_new_file(dir.path().join("stick_share.key"))
+        .unwrap();
+    let c = crate::config::parse(&i.toml, &dir.path().join("rdmalb.toml"))
+        .unwrap_or_else(|e| panic!("{e}\n{}", i.toml));
+    assert!(c.rules.tables.iter().all(|t| t.is_shared()), "{}", i.toml);
+    let share = c.rules.share.as_ref().unwrap();
+    assert_eq!(share.peers.len(), 2);
+    // Without `localpeer`, the first peer is taken, and noted.
+    let j = imported(&format!(
+        "{HEAD}peers mesh\n    peer lb1 127.0.0.1:10001\n    peer lb2 127.0.0.1:10002\n    table t type ip size 10 expire 1m store http_req_cnt\n"
+    ));
+    assert!(
+        j.toml
+            .contains("listen = \"127.0.0.1:10001\"\npeers = [\"127.0.0.1:10002\"]"),
+        "{}",
+        j.toml
+    );
+    assert!(
+        has_note(&j, 5, "taken to be peer `lb1`"),
+        "{:#?}",
+        notes(&j)
+    );
+}

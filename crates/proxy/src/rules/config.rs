@@ -30,6 +30,7 @@ pub const KEYS: &[&str] = &[
     "response_rule",
     "error_page",
     "stick_table",
+    "stick_share",
 ];
 
 /// `[[acl]]`, or an anonymous test in a rule's `if`/`unless`.
@@ -177,7 +178,11 @@ pub fn validate(
     let raw_resp: Vec<Option<RawRule>> = c.entries(table, "response_rule");
     let raw_pages: Vec<Option<RawErrorPage>> = c.entries(table, "error_page");
     let raw_tables: Vec<Option<stick_config::RawTable>> = c.entries(table, "stick_table");
-    let (tables, table_index) = stick_config::tables(c, raw_tables);
+    let share = table.contains_key("stick_share").then(|| {
+        let raw = c.section(table, "stick_share");
+        super::stick::share::config::validate(c, raw)
+    });
+    let (tables, table_index) = stick_config::tables(c, raw_tables, share.is_some());
 
     let mut rules = Rules {
         site_request: vec![Vec::new(); site_count],
@@ -355,6 +360,7 @@ pub fn validate(
     }
     rules.acls = n.acls;
     rules.tables = n.tables;
+    rules.share = share.flatten().map(std::sync::Arc::new);
     rules
 }
 

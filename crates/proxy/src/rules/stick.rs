@@ -25,18 +25,20 @@
 
 pub mod config;
 pub mod freq;
+pub mod share;
 pub mod show;
 pub mod track;
 
 use std::fmt;
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use dashmap::DashMap;
 use parking_lot::Mutex;
 
 pub use freq::{now_ms, Freq};
+pub use share::Delta;
 pub use track::{Slots, Tracked, Tracking};
 
 /// What a table is keyed by (HAProxy's `type`).
@@ -248,19 +250,19 @@ impl Counters {
     pub fn start(&mut self, store: &Store, now: u32) {
         self.conn_cur += 1;
         self.conn_cnt = self.conn_cnt.wrapping_add(1);
-        rate(&mut self.conn_rate, store, Data::ConnRate, now);
+        rate(&mut self.conn_rate, store, Data::ConnRate, now, 1);
     }
 
     /// One HTTP request (`stkctr_inc_http_req_ctr`).
     pub fn request(&mut self, store: &Store, now: u32) {
         self.http_req_cnt = self.http_req_cnt.wrapping_add(1);
-        rate(&mut self.http_req_rate, store, Data::HttpReqRate, now);
+        rate(&mut self.http_req_rate, store, Data::HttpReqRate, now, 1);
     }
 
     /// One HTTP error (`stkctr_inc_http_err_ctr`).
     pub fn error(&mut self, store: &Store, now: u32) {
         self.http_err_cnt = self.http_err_cnt.wrapping_add(1);
-        rate(&mut self.http_err_rate, store, Data::HttpErrRate, now);
+        rate(&mut self.http_err_rate, store, Data::HttpErrRate, now, 1);
     }
 
     /// Increments general purpose counter `idx` (0 or 1) and its rate;
@@ -271,16 +273,16 @@ impl Counters {
         } else {
             Data::Gpc1Rate
         };
-        rate(&mut self.gpc_rate[idx], store, d, now);
+        rate(&mut self.gpc_rate[idx], store, d, now, 1);
         self.gpc[idx] = self.gpc[idx].wrapping_add(1);
         self.gpc[idx]
     }
 }
 
-fn rate(f: &mut Freq, store: &Store, d: Data, now: u32) {
+fn rate(f: &mut Freq, store: &Store, d: Data, now: u32, inc: u32) {
     let p = store.period(d);
-    if p > 0 {
-        f.add(now, p, 1);
+    if p > 0 && inc > 0 {
+        f.add(now, p, inc);
     }
 }
 
@@ -333,6 +335,14 @@ pub struct StickTable {
     /// Entries held or reserved: never above `size`.
     used: AtomicUsize,
     trimming: AtomicBool,
+    /// `shared = true`: this proxy's increments since the last flush to
+    /// the other proxies ([`share`]); empty otherwise.
+    shared: bool,
+    pending: DashMap<Key, Delta>,
+    /// Keys in `pending`: never above `size`.
+    pending_len: AtomicUsize,
+    /// Increments not shared since the last report (`pending` was full).
+    pending_refused: AtomicU64,
 }
 
 impl StickTable {
@@ -346,7 +356,22 @@ impl StickTable {
             map: DashMap::new(),
             used: AtomicUsize::new(0),
             trimming: AtomicBool::new(false),
+            shared: false,
+            pending: DashMap::new(),
+            pending_len: AtomicUsize::new(0),
+            pending_refused: AtomicU64::new(0),
         }
+    }
+
+    /// The table, shared with the other proxies of `[stick_share]`.
+    pub fn shared(mut self) -> StickTable {
+        self.shared = true;
+        self
+    }
+
+    /// Whether the table is shared with other proxies.
+    pub fn is_shared(&self) -> bool {
+        self.shared
     }
 
     /// Whether `other` is the same table definition (a reload keeps the
@@ -360,10 +385,16 @@ impl StickTable {
     }
 
     /// Takes the entries of `old` when it is the same definition (a
-    /// reload): the requests tracking them go on counting in them.
+    /// reload): the requests tracking them go on counting in them, and
+    /// the increments not yet sent to the other proxies are sent.
     pub fn adopt(&self, old: &StickTable) {
         if !self.same_definition(old) || std::ptr::eq(self, old) {
             return;
+        }
+        if self.shared {
+            for (k, d) in old.take_pending() {
+                self.note(Some(&k), |p| p.add(&d));
+            }
         }
         for e in old.map.iter() {
             if self.used.load(Ordering::Acquire) >= self.size {

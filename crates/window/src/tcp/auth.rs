@@ -265,6 +265,62 @@ impl FrameKey {
     }
 }
 
+/// Tags for self-contained datagrams under a pre-shared key (the proxies'
+/// stick-table share, `docs/rate-limits.md`): a key derived from the PSK
+/// under a purpose `label`, then the same 16-byte truncated HMAC-SHA256
+/// tag as a frame's over the caller's parts (which carry their own
+/// sequence number: a datagram has no connection to count on).
+#[derive(Clone)]
+pub struct DatagramKey {
+    mac: HmacSha256,
+}
+
+impl std::fmt::Debug for DatagramKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("DatagramKey(<redacted>)")
+    }
+}
+
+impl DatagramKey {
+    /// The key of `psk` for datagrams of purpose `label` (a key for one
+    /// purpose tags nothing of another).
+    pub fn new(psk: &Psk, label: &[u8]) -> DatagramKey {
+        let mut m = HmacSha256::new_from_slice(&psk.0).expect("HMAC takes any key length");
+        m.update(label);
+        let k = m.finalize().into_bytes();
+        DatagramKey {
+            mac: HmacSha256::new_from_slice(&k).expect("HMAC takes any key length"),
+        }
+    }
+
+    fn over(&self, parts: &[&[u8]]) -> HmacSha256 {
+        let mut m = self.mac.clone();
+        for p in parts {
+            m.update(&(p.len() as u32).to_le_bytes());
+            m.update(p);
+        }
+        m
+    }
+
+    /// The tag of `parts` (each length-prefixed, so parts cannot shift).
+    pub fn tag(&self, parts: &[&[u8]]) -> [u8; TAG_LEN] {
+        let t = self.over(parts).finalize().into_bytes();
+        let mut out = [0u8; TAG_LEN];
+        out.copy_from_slice(&t[..TAG_LEN]);
+        out
+    }
+
+    /// Checks `tag` over `parts` (in constant time).
+    pub fn verify(&self, parts: &[&[u8]], tag: &[u8]) -> Result<(), AuthError> {
+        if tag.len() != TAG_LEN {
+            return Err(AuthError::FrameTag);
+        }
+        self.over(parts)
+            .verify_truncated_left(tag)
+            .map_err(|_| AuthError::FrameTag)
+    }
+}
+
 /// Tag keys for both directions of an authenticated connection.
 pub struct SessionKeys {
     /// Tags frames we send.

@@ -26,6 +26,8 @@ pub struct RawTable {
     pub expire: Option<String>,
     #[serde(default)]
     pub store: Vec<String>,
+    /// Counted across the proxies of `[stick_share]`.
+    pub shared: Option<bool>,
 }
 
 /// The largest table: 16 M entries (about 3 GB of memory).
@@ -38,12 +40,19 @@ const STORES: &str = "\"http_req_rate(10s)\", \"http_req_cnt\", \"http_err_rate(
 pub fn tables(
     c: &mut ConfigCheck,
     raw: Vec<Option<RawTable>>,
+    share: bool,
 ) -> (Vec<Arc<StickTable>>, HashMap<String, usize>) {
     let mut out = Vec::new();
     let mut index = HashMap::new();
     for (i, t) in raw.into_iter().enumerate() {
         let Some(t) = t else { continue };
         let key = format!("stick_table[{i}]");
+        if t.shared == Some(true) && !share {
+            c.add(
+                format!("{key}.shared"),
+                "needs a [stick_share] section (the other proxies' addresses and the key), e.g. [stick_share] listen = \"10.0.0.1:7400\", peers = [\"10.0.0.2:7400\"], key_file = \"share.key\"",
+            );
+        }
         let Some(table) = table(c, &key, t) else {
             continue;
         };
@@ -60,6 +69,7 @@ pub fn tables(
 
 fn table(c: &mut ConfigCheck, key: &str, t: RawTable) -> Option<StickTable> {
     let before = c.count();
+    let t_shared = t.shared.unwrap_or(false);
     let name = t.name.filter(|n| super::super::config::valid_name(n));
     if name.is_none() {
         c.add(
@@ -133,13 +143,18 @@ fn table(c: &mut ConfigCheck, key: &str, t: RawTable) -> Option<StickTable> {
         }
     }
     (c.count() == before).then(|| {
-        StickTable::new(
+        let t = StickTable::new(
             &name.unwrap_or_default(),
             kind,
             size,
             expire.as_millis() as u32,
             store,
-        )
+        );
+        if t_shared {
+            t.shared()
+        } else {
+            t
+        }
     })
 }
 

@@ -24,6 +24,9 @@ pub struct Tracked {
     /// The table's `expire`, to touch the entry when the tracking ends.
     expire: u32,
     pub entry: Arc<Entry>,
+    /// The entry's key when the table is shared (its increments are sent
+    /// to the other proxies under it).
+    pub key: Option<Key>,
 }
 
 impl Drop for Tracked {
@@ -158,8 +161,7 @@ impl StickView<'_> {
             StickFetch::ScTracked(n) => Some(i64::from(slot(n).is_some())),
             StickFetch::ScIncGpc(idx, n) => {
                 let tr = slot(n)?;
-                let t = self.tables.get(tr.table)?;
-                inc_gpc(t, &tr.entry, idx, now)
+                inc_gpc(self.tables.get(tr.table)?, tr, idx, now)
             }
             StickFetch::Src(t, d) => {
                 let t = self.tables.get(t)?;
@@ -169,16 +171,24 @@ impl StickView<'_> {
             StickFetch::SrcIncGpc(t, idx) => {
                 // HAProxy creates the entry for `src_inc_gpc0`.
                 let t = self.tables.get(t)?;
-                let e = t.entry(t.kind.of_addr(client)?, now)?;
-                inc_gpc(t, &e, idx, now)
+                let k = t.kind.of_addr(client)?;
+                let shared = t.is_shared().then(|| k.clone());
+                let e = t.entry(k, now)?;
+                inc_gpc_of(t, &e, shared.as_ref(), idx, now)
             }
             StickFetch::TableCnt(t) => Some(self.tables.get(t)?.len() as i64),
         }
     }
 }
 
-/// Increments gpc `idx` of `e` when the table stores it; its new value.
-pub fn inc_gpc(t: &StickTable, e: &Entry, idx: usize, now: u32) -> Option<i64> {
+/// Increments gpc `idx` of the entry `tr` tracks when its table `t`
+/// stores it; its new value.
+pub fn inc_gpc(t: &StickTable, tr: &Tracked, idx: usize, now: u32) -> Option<i64> {
+    inc_gpc_of(t, &tr.entry, tr.key.as_ref(), idx, now)
+}
+
+/// Increments gpc `idx` of `e` (of `key` when the table is shared).
+fn inc_gpc_of(t: &StickTable, e: &Entry, key: Option<&Key>, idx: usize, now: u32) -> Option<i64> {
     let d = if idx == 0 { Data::Gpc0 } else { Data::Gpc1 };
     let rate = if idx == 0 {
         Data::Gpc0Rate
@@ -188,7 +198,9 @@ pub fn inc_gpc(t: &StickTable, e: &Entry, idx: usize, now: u32) -> Option<i64> {
     if !t.store.has(d) && !t.store.has(rate) {
         return None;
     }
-    Some(i64::from(e.counters.lock().inc_gpc(idx, &t.store, now)))
+    let v = e.counters.lock().inc_gpc(idx, &t.store, now);
+    t.note(key, |d| d.gpc[idx & 1] += 1);
+    Some(i64::from(v))
 }
 
 /// The key of a `track-sc` action for a request in table `t` (`None`
@@ -217,16 +229,14 @@ fn last_value<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Option<&'a str> 
         .next_back()
 }
 
-/// Starts tracking `entry` of table `index` in slot `n` of `slots` (a
-/// slot already in use is kept, as in HAProxy) and counts the request.
-pub fn start(
-    slots: &mut Tracking,
-    n: usize,
-    index: usize,
-    table: &StickTable,
-    entry: Arc<Entry>,
-    now: u32,
-) {
+/// Starts tracking the entry of `key` in table `index` in slot `n` of
+/// `slots` (a slot already in use is kept, as in HAProxy; the entry is
+/// made all the same) and counts the request.
+pub fn start(slots: &mut Tracking, n: usize, index: usize, table: &StickTable, key: Key, now: u32) {
+    let shared = table.is_shared().then(|| key.clone());
+    let Some(entry) = table.entry(key, now) else {
+        return;
+    };
     let s = slots.get_or_insert_with(Default::default);
     let Some(slot) = s.get_mut(n) else { return };
     if slot.is_some() {
@@ -237,10 +247,15 @@ pub fn start(
         c.start(&table.store, now);
         c.request(&table.store, now);
     }
+    table.note(shared.as_ref(), |d| {
+        d.conn += 1;
+        d.req += 1;
+    });
     *slot = Some(Tracked {
         table: index,
         expire: table.expire,
         entry,
+        key: shared,
     });
 }
 
@@ -252,6 +267,7 @@ pub fn error(slots: &Tracking, tables: &[Arc<StickTable>]) {
     for tr in s.iter().flatten() {
         if let Some(t) = tables.get(tr.table) {
             tr.entry.counters.lock().error(&t.store, now);
+            t.note(tr.key.as_ref(), |d| d.err += 1);
         }
     }
 }

@@ -140,3 +140,22 @@ fn weak_key_files_are_refused() {
     std::fs::write(&p, raw).unwrap();
     assert!(Psk::from_file(&p).is_err());
 }
+
+#[test]
+fn datagram_tags_verify_only_under_the_same_key_label_and_parts() {
+    let k = key();
+    let d = DatagramKey::new(&k, b"purpose a");
+    let tag = d.tag(&[b"from", b"payload"]);
+    assert!(d.verify(&[b"from", b"payload"], &tag).is_ok());
+    // Another payload, another split of the same bytes, another label,
+    // another key, a cut tag: all refused.
+    assert!(d.verify(&[b"from", b"payloaD"], &tag).is_err());
+    assert!(d.verify(&[b"fromp", b"ayload"], &tag).is_err());
+    assert!(DatagramKey::new(&k, b"purpose b")
+        .verify(&[b"from", b"payload"], &tag)
+        .is_err());
+    assert!(DatagramKey::new(&key(), b"purpose a")
+        .verify(&[b"from", b"payload"], &tag)
+        .is_err());
+    assert!(d.verify(&[b"from", b"payload"], &tag[..8]).is_err());
+}
