@@ -128,6 +128,9 @@ pub struct Conn<'a> {
     pub tls: bool,
     pub sni: Option<&'a str>,
     pub cert: ClientCert,
+    /// The request's time on the stick tables' clock ([`stick::ms_at`] of
+    /// its start): the rules read the clock once per request.
+    pub now: u32,
 }
 
 impl Conn<'_> {
@@ -189,10 +192,11 @@ impl Rules {
     }
 
     /// What stick fetches see for a request tracking `slots`.
-    pub fn stick<'a>(&'a self, slots: &'a Tracking) -> StickView<'a> {
+    pub fn stick<'a>(&'a self, slots: &'a Tracking, now: u32) -> StickView<'a> {
         StickView {
             tables: &self.tables,
             slots: slots.as_deref(),
+            now,
         }
     }
 
@@ -233,7 +237,7 @@ impl Rules {
         track: &mut Tracking,
     ) -> Option<Answer> {
         for rule in list {
-            let f = conn.facts(method, uri, headers, self.stick(track));
+            let f = conn.facts(method, uri, headers, self.stick(track, conn.now));
             if !rule.applies(&self.acls, conn, &f) {
                 continue;
             }
@@ -243,18 +247,18 @@ impl Rules {
                         continue;
                     };
                     if let Some(k) = track::key(key, t, &f) {
-                        track::start(track, *slot, *table, t, k, stick::now_ms());
+                        track::start(track, *slot, *table, t, k, conn.now);
                     }
                 }
                 Action::IncGpc { idx, slot } => {
                     if let Some(tr) = track.as_deref().and_then(|s| s.get(*slot)?.as_ref()) {
                         if let Some(t) = self.tables.get(tr.table) {
-                            track::inc_gpc(t, tr, *idx, stick::now_ms());
+                            track::inc_gpc(t, tr, *idx, conn.now);
                         }
                     }
                 }
                 Action::Deny(status, retry) => {
-                    track::error(track, &self.tables);
+                    track::error(track, &self.tables, conn.now);
                     return Some(self.deny(*status, *retry));
                 }
                 Action::Return(a) => return Some(a.clone()),
@@ -268,7 +272,7 @@ impl Rules {
                         .get(*userlist)
                         .is_some_and(|l| action::authorized(l, headers));
                     if !ok {
-                        track::error(track, &self.tables);
+                        track::error(track, &self.tables, conn.now);
                         return Some(action::auth_answer(realm));
                     }
                 }
@@ -320,7 +324,7 @@ impl Rules {
         headers: &HeaderMap,
         track: &Tracking,
     ) -> Chosen {
-        let f = conn.facts(method, uri, headers, self.stick(track));
+        let f = conn.facts(method, uri, headers, self.stick(track, conn.now));
         for rule in &self.site_rules {
             if !on_listener(&rule.listeners, conn)
                 || !rule
@@ -357,7 +361,7 @@ impl Rules {
         static NO_HEADERS: std::sync::OnceLock<HeaderMap> = std::sync::OnceLock::new();
         let req_headers = NO_HEADERS.get_or_init(HeaderMap::new);
         for rule in list {
-            let mut f = conn.facts(method, uri, req_headers, self.stick(track));
+            let mut f = conn.facts(method, uri, req_headers, self.stick(track, conn.now));
             f.status = Some(status.as_u16());
             f.response = Some(headers);
             if !rule.applies(&self.acls, conn, &f) {

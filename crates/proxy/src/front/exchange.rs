@@ -201,6 +201,9 @@ impl Exchange {
         }
         self.done = true;
         let now = Instant::now();
+        if self.track.is_some() {
+            crate::rules::stick::track::stop(&mut self.track, crate::rules::stick::ms_at(now));
+        }
         let elapsed = now.saturating_duration_since(self.start);
         self.ctx.conn.request_finished();
         let (termination, cut) = match end {

@@ -100,14 +100,22 @@ pub async fn handle(
         ms(ctx.conn.head_elapsed(start))
     };
     let present = phase!(ex, request_filter(&ctx, &snap, &req));
-    let req = phase!(
+    let mut req = req;
+    phase!(
         ex,
-        rules::request(&ctx, &snap, &snap.config.rules.request, req, &mut ex.track)
+        rules::request(
+            &ctx,
+            &snap,
+            &snap.config.rules.request,
+            &mut req,
+            start,
+            &mut ex.track
+        )
     );
     let (site, mut host) = phase!(ex, choose_site(&mut ex, &ctx, &snap, &req));
-    let mut req = phase!(
+    phase!(
         ex,
-        site_request(&ctx, &snap, site, req, &mut host, &mut ex.track)
+        site_request(&ctx, &snap, site, &mut req, start, &mut host, &mut ex.track)
     );
     if snap.config.rules.wants_response_uri(site) {
         ex.rule_uri = Some(req.uri().clone());
@@ -207,7 +215,7 @@ fn choose_site<B>(
     let host_str = host.as_ref().and_then(|h| h.to_str().ok());
     // `[[site_rule]]`s first (HAProxy's use_backend), then the sites'
     // hosts and path prefixes.
-    let chosen = match rules::site(ctx, snap, req, &ex.track)? {
+    let chosen = match rules::site(ctx, snap, req, ex.start(), &ex.track)? {
         Some(by_rule) => Some(by_rule),
         None => snap.routes.route(host_str, req.uri().path()),
     };
@@ -224,19 +232,20 @@ fn site_request<B>(
     ctx: &ConnCtx,
     snap: &Snapshot,
     site: usize,
-    req: Request<B>,
+    req: &mut Request<B>,
+    start: Instant,
     host: &mut Option<HeaderValue>,
     track: &mut crate::rules::stick::Tracking,
-) -> Result<Request<B>, Stop> {
+) -> Result<(), Stop> {
     let list = snap.config.rules.of_site(site);
     if list.is_empty() {
-        return Ok(req);
+        return Ok(());
     }
-    let req = rules::request(ctx, snap, list, req, track)?;
+    rules::request(ctx, snap, list, req, start, track)?;
     if req.uri().authority().is_none() {
         *host = req.headers().get(header::HOST).cloned();
     }
-    Ok(req)
+    Ok(())
 }
 
 /// Phase 3: the proxy-wide admission queue (`[qos]`); waits only when the

@@ -44,6 +44,7 @@ fn reached(c: &crate::config::Config, listener: &str, host: &str, path: &str) ->
         tls: false,
         sni: None,
         cert: ClientCert::default(),
+        now: crate::rules::stick::now_ms(),
     };
     let mut headers = http::HeaderMap::new();
     headers.insert(http::header::HOST, host.parse().unwrap());

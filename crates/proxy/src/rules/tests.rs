@@ -174,6 +174,7 @@ fn run(rules: &Rules, r: &mut Req) -> Option<Answer> {
         tls: r.tls,
         sni: None,
         cert: ClientCert::default(),
+        now: crate::rules::stick::now_ms(),
     };
     rules.run_request(
         &rules.request,
@@ -332,6 +333,7 @@ value = "{host|lower|map:hosts:none}"
         tls: false,
         sni: None,
         cert: ClientCert::default(),
+        now: crate::rules::stick::now_ms(),
     };
     let choose = |target: &str, host: &str| {
         let r = req("GET", target, host);
@@ -518,6 +520,7 @@ site = "admin"
         tls: true,
         sni: None,
         cert: ClientCert::default(),
+        now: crate::rules::stick::now_ms(),
     };
     let mut h = HeaderMap::new();
     h.insert("server", HeaderValue::from_static("nginx"));
@@ -708,6 +711,7 @@ if = { fetch = "status", values = ["500:599"] }
         tls: false,
         sni: None,
         cert: ClientCert::default(),
+        now: crate::rules::stick::now_ms(),
     };
     let mut response = HeaderMap::new();
     let mut evaluate = |r: &mut Req| {

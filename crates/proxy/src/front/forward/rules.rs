@@ -6,16 +6,19 @@
 //! error pages of the proxy's own answers. With no rules configured, each
 //! is one check of an empty list.
 
+use std::time::Instant;
+
 use http::{HeaderMap, Request, StatusCode};
 
 use super::super::exchange::Exchange;
 use super::super::state::{ConnCtx, Snapshot};
 use super::{Reply, Stop};
-use crate::rules::stick::{track, Tracking};
+use crate::rules::stick::{self, track, Tracking};
 use crate::rules::{Answer, Chosen, Conn, Rule};
 
-/// What the connection tells the rules.
-fn conn(ctx: &ConnCtx) -> Conn<'_> {
+/// What the connection tells the rules about a request that started at
+/// `start`.
+fn conn(ctx: &ConnCtx, start: Instant) -> Conn<'_> {
     let info = ctx.tls_info.get();
     Conn {
         client: ctx.client.ip(),
@@ -23,6 +26,7 @@ fn conn(ctx: &ConnCtx) -> Conn<'_> {
         tls: ctx.tls,
         sni: info.and_then(|i| i.sni.as_deref()),
         cert: info.map(|i| i.cert).unwrap_or_default(),
+        now: stick::ms_at(start),
     }
 }
 
@@ -35,30 +39,37 @@ pub fn answer(a: Answer) -> Stop {
     }))
 }
 
-/// Runs request rules `list` on the head; a rule that answers ends the
-/// request with its answer. `track-sc` rules fill `track`.
+/// Runs request rules `list` on the head of a request that started at
+/// `start`; a rule that answers ends the request with its answer.
+/// `track-sc` rules fill `track`.
 pub fn request<B>(
     ctx: &ConnCtx,
     snap: &Snapshot,
     list: &[Rule],
-    req: Request<B>,
+    req: &mut Request<B>,
+    start: Instant,
     track: &mut Tracking,
-) -> Result<Request<B>, Stop> {
+) -> Result<(), Stop> {
     if list.is_empty() {
-        return Ok(req);
+        return Ok(());
     }
-    let (mut parts, body) = req.into_parts();
+    // The rules edit the target and the headers together: the target is
+    // lent out (a default `/` stands in), not the whole request moved.
+    let method = req.method().clone();
+    let mut uri = std::mem::take(req.uri_mut());
     let rules = &snap.config.rules;
-    match rules.run_request(
+    let said = rules.run_request(
         list,
-        &conn(ctx),
-        &parts.method,
-        &mut parts.uri,
-        &mut parts.headers,
+        &conn(ctx, start),
+        &method,
+        &mut uri,
+        req.headers_mut(),
         track,
-    ) {
+    );
+    *req.uri_mut() = uri;
+    match said {
         Some(a) => Err(answer(a)),
-        None => Ok(Request::from_parts(parts, body)),
+        None => Ok(()),
     }
 }
 
@@ -67,14 +78,20 @@ pub fn site<B>(
     ctx: &ConnCtx,
     snap: &Snapshot,
     req: &Request<B>,
+    start: Instant,
     track: &Tracking,
 ) -> Result<Option<usize>, Stop> {
     let rules = &snap.config.rules;
     if rules.site_rules.is_empty() {
         return Ok(None);
     }
-    let status = match rules.choose_site(&conn(ctx), req.method(), req.uri(), req.headers(), track)
-    {
+    let status = match rules.choose_site(
+        &conn(ctx, start),
+        req.method(),
+        req.uri(),
+        req.headers(),
+        track,
+    ) {
         Chosen::NoRule => return Ok(None),
         Chosen::Site(i) => return Ok(Some(i)),
         Chosen::Default => match snap.config.global.default_site {
@@ -93,14 +110,14 @@ pub fn response(ex: &Exchange, status: StatusCode, headers: &mut HeaderMap) -> O
     if status.is_client_error() {
         // HAProxy's http_err: a 4xx from the node counts on every tracked
         // entry.
-        track::error(&ex.track, &rules.tables);
+        track::error(&ex.track, &rules.tables, stick::now_ms());
     }
     let site = ex.site.map_or(&[][..], |s| rules.response_of_site(s));
     if site.is_empty() && rules.response.is_empty() {
         return None;
     }
     let uri = ex.rule_uri.clone().unwrap_or_default();
-    let conn = conn(ex.ctx());
+    let conn = conn(ex.ctx(), ex.start());
     for list in [site, rules.response.as_slice()] {
         if let Some(a) =
             rules.run_response(list, &conn, ex.method(), &uri, status, headers, &ex.track)

@@ -23,9 +23,20 @@ use std::time::Instant;
 /// HAProxy's `now_ms` does, so that wrapping is exercised early and a
 /// fresh counter (tick 0) is always in a period long past.
 pub fn now_ms() -> u32 {
+    ms_at(Instant::now())
+}
+
+/// The tick of instant `t` (a request's start, already read: the request
+/// path reads the clock once, as HAProxy's `now_ms` is read once per
+/// polling loop). An instant before the clock's start is its start.
+pub fn ms_at(t: Instant) -> u32 {
     static START: OnceLock<Instant> = OnceLock::new();
-    let start = *START.get_or_init(Instant::now);
-    (start.elapsed().as_millis() as u32).wrapping_sub(20_000)
+    let d = t.saturating_duration_since(*START.get_or_init(Instant::now));
+    // Whole seconds and milliseconds: no 128-bit arithmetic.
+    (d.as_secs() as u32)
+        .wrapping_mul(1000)
+        .wrapping_add(d.subsec_millis())
+        .wrapping_sub(20_000)
 }
 
 /// One rate counter (12 bytes).

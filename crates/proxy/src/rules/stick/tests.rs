@@ -114,6 +114,7 @@ fn send(rules: &Rules, client: &str, headers: &[(&'static str, &str)]) -> (u16, 
         tls: false,
         sni: None,
         cert: ClientCert::default(),
+        now: crate::rules::stick::now_ms(),
     };
     let mut h = HeaderMap::new();
     h.insert("host", HeaderValue::from_static("app.example.com"));

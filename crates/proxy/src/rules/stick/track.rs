@@ -15,8 +15,8 @@ use super::{now_ms, Data, Entry, Key, StickTable};
 /// Stick counters a request (or connection) may track at once.
 pub const SLOTS: usize = 3;
 
-/// One tracked entry. Dropping it ends the tracking (`conn_cur` down,
-/// the entry touched).
+/// One tracked entry. [`stop`] or dropping it ends the tracking
+/// (`conn_cur` down, the entry touched).
 #[derive(Debug)]
 pub struct Tracked {
     /// Index of the table in the rule set.
@@ -27,17 +27,40 @@ pub struct Tracked {
     /// The entry's key when the table is shared (its increments are sent
     /// to the other proxies under it).
     pub key: Option<Key>,
+    /// The tracking has ended ([`stop`]).
+    stopped: bool,
 }
 
-impl Drop for Tracked {
-    fn drop(&mut self) {
+impl Tracked {
+    /// Ends the tracking at `now` (HAProxy's touch at the stream's end:
+    /// the entry expires `expire` after its last request ended).
+    fn stop(&mut self, now: u32) {
+        if std::mem::replace(&mut self.stopped, true) {
+            return;
+        }
         let mut c = self.entry.counters.lock();
         c.conn_cur = c.conn_cur.saturating_sub(1);
         drop(c);
         self.entry.expire.store(
-            now_ms().wrapping_add(self.expire),
+            now.wrapping_add(self.expire),
             std::sync::atomic::Ordering::Relaxed,
         );
+    }
+}
+
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        if !self.stopped {
+            self.stop(now_ms());
+        }
+    }
+}
+
+/// Ends the tracking of a request that ended at `now` (read once for its
+/// log line: no second clock read).
+pub fn stop(slots: &mut Tracking, now: u32) {
+    for tr in slots.iter_mut().flat_map(|s| s.iter_mut().flatten()) {
+        tr.stop(now);
     }
 }
 
@@ -138,6 +161,8 @@ impl StickFetch {
 pub struct StickView<'a> {
     pub tables: &'a [Arc<StickTable>],
     pub slots: Option<&'a Slots>,
+    /// The request's time ([`super::ms_at`]).
+    pub now: u32,
 }
 
 impl StickView<'_> {
@@ -145,7 +170,7 @@ impl StickView<'_> {
     /// HAProxy's fetch finds no sample (an untracked slot, a type the
     /// table does not store): a test on it does not match.
     pub fn value(&self, fetch: &StickFetch, client: IpAddr) -> Option<i64> {
-        let now = now_ms();
+        let now = self.now;
         let slot = |n: usize| self.slots.and_then(|s| s.get(n)?.as_ref());
         let read = |t: &StickTable, e: Option<&Entry>, d: Data| -> Option<i64> {
             if !t.store.has(d) {
@@ -256,14 +281,14 @@ pub fn start(slots: &mut Tracking, n: usize, index: usize, table: &StickTable, k
         expire: table.expire,
         entry,
         key: shared,
+        stopped: false,
     });
 }
 
 /// Counts an HTTP error (a deny, a 4xx from the node) on every tracked
 /// entry.
-pub fn error(slots: &Tracking, tables: &[Arc<StickTable>]) {
+pub fn error(slots: &Tracking, tables: &[Arc<StickTable>], now: u32) {
     let Some(s) = slots else { return };
-    let now = now_ms();
     for tr in s.iter().flatten() {
         if let Some(t) = tables.get(tr.table) {
             tr.entry.counters.lock().error(&t.store, now);

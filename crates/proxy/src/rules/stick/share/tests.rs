@@ -91,7 +91,7 @@ fn a_table_not_shared_keeps_no_increments_and_errors_and_gpc_are_carried() {
     // `error` and `inc_gpc` look the table up by index / take it given.
     let tr = slots.as_deref().unwrap()[0].as_ref().unwrap();
     crate::rules::stick::track::inc_gpc(&t, tr, 0, 6);
-    crate::rules::stick::track::error(&slots, &tables);
+    crate::rules::stick::track::error(&slots, &tables, crate::rules::stick::now_ms());
     let p = t.take_pending();
     assert_eq!(
         p,
