@@ -197,7 +197,7 @@ app = 1.0
 inflight = {inflight}
 
 [proxy.routing]
-{"" if "candidates" in routing else f"candidates = {candidates}"}
+{"" if candidates is None or "candidates" in routing else f"candidates = {candidates}"}
 {routing}
 {limits}"""
 
@@ -255,7 +255,7 @@ def main():
     ap.add_argument("--duration", type=int, default=8, help="seconds per run")
     ap.add_argument("--objective", type=int, default=100, help="latency objective, ms (one of 10,25,50,100,250,500,1000,2500)")
     ap.add_argument("--transport", default="shm", choices=["shm", "tcp"])
-    ap.add_argument("--candidates", default="2", help="routing.candidates of the window policies (a number or '\"all\"')")
+    ap.add_argument("--candidates", default=None, help="routing.candidates of every policy that names none (a number or '\"all\"'); unset, such a policy runs with the proxy's default, as a user who writes only `balance` gets it")
     ap.add_argument("--inflight-weight", type=float, default=0.2, help="[weights] inflight of weighted-least-load")
     ap.add_argument("--bin", default=os.environ.get("RDMALB_TESTBED_BIN"))
     ap.add_argument("--calibrations", type=int, default=1, help="calibration runs per scenario; C is their median")
