@@ -109,7 +109,7 @@ impl StickyClients {
             .iter()
             .filter_map(|h| h.to_str().ok())
             .filter_map(|line| set_cookie_value(line, &self.cookie))
-            .last();
+            .next_back();
         let Some(new) = set else { return };
         let mut jar = jar.lock().unwrap_or_else(|e| e.into_inner());
         if new.is_empty() {
