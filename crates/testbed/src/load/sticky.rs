@@ -17,7 +17,11 @@
 //! several requests in flight (its k and k + K overlap when a response is
 //! slower than K / rate): each response updates the jar in the order it
 //! arrives, as a browser's parallel requests do, so a session the proxy
-//! moves while two of its requests are in flight can count two moves.
+//! moves while two of its requests are in flight can count two moves, and
+//! a client whose first two requests both leave without a cookie (the
+//! second sent before the first is answered) counts a move when they are
+//! balanced to different nodes, though no session left a node: the
+//! proxies' `rdmalb_sticky_moves_total` counts only sessions that left.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
