@@ -24,6 +24,8 @@
 //! `[guarantee]` names per-site throughput guarantees for the QoS-meeting
 //! percentages in the outputs ([`super::qos`]); they and `[priority]` are
 //! also written into the proxies' `[[site]]` tables for the QoS policy.
+//! `[sticky]` gives every site a persistence cookie and the load client
+//! that many cookie-keeping clients ([`sticky`]).
 //!
 //! [`run`] ([`procs`]) starts K `rdmalb sidecar` (shm window, push
 //! collector) + K `rdmalb-testbed testsrv` + P `rdmalb proxy` processes, replays
@@ -32,6 +34,7 @@
 
 pub(crate) mod gen;
 pub(crate) mod procs;
+pub mod sticky;
 
 pub use gen::{NodeEnd, Outcome, QosOut};
 
@@ -159,6 +162,8 @@ pub struct Spec {
     pub mode: Mode,
     pub interval: Duration,
     pub timeout: Duration,
+    /// `[sticky]`: sticky sessions and cookie-keeping clients.
+    pub sticky: Option<sticky::StickySpec>,
 }
 
 /// Where the requests come from.
@@ -192,6 +197,7 @@ struct RawSpec {
     sidecar: Option<toml::Table>,
     proxy: Option<toml::Table>,
     load: Option<RawLoad>,
+    sticky: Option<toml::Table>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -444,6 +450,7 @@ pub fn parse_spec(text: &str, path: &Path) -> Result<Spec, ConfigErrors> {
             }
         })
         .collect();
+    let sticky = raw.sticky.and_then(|t| sticky::parse(t, &mut add));
     check.finish(Spec {
         file: path.to_path_buf(),
         sites,
@@ -467,6 +474,7 @@ pub fn parse_spec(text: &str, path: &Path) -> Result<Spec, ConfigErrors> {
         mode,
         interval,
         timeout,
+        sticky,
     })
 }
 

@@ -14,6 +14,9 @@
 //! wrk and httperf remain the load tools of choice for raw throughput
 //! (see [`super::trace::export`]); this client exists because they do not
 //! report per-site time series.
+//!
+//! [`run_with_clients`] also keeps a cookie jar per simulated client
+//! ([`sticky`]), for the persistence cookie of sticky sessions.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -29,6 +32,9 @@ use tokio::sync::watch;
 
 use super::report::{Outcome, Recorder, Report};
 use super::trace::{HostMap, Trace};
+
+pub mod sticky;
+pub use sticky::{StickyClients, StickySummary};
 
 /// Why a replay could not run.
 #[derive(Debug, thiserror::Error)]
@@ -70,6 +76,7 @@ struct Shared {
     client: Client<HttpConnector, Empty<Bytes>>,
     recorder: Recorder,
     timeout: Duration,
+    clients: Option<Arc<StickyClients>>,
 }
 
 impl Shared {
@@ -89,7 +96,7 @@ impl Shared {
         let start = Instant::now();
         self.recorder.offer(*site, start);
         let outcome =
-            match tokio::time::timeout(self.timeout, self.exchange(base, *site, path)).await {
+            match tokio::time::timeout(self.timeout, self.exchange(base, *site, path, k)).await {
                 Ok(o) => o,
                 Err(_) => Outcome::Timeout,
             };
@@ -97,7 +104,7 @@ impl Shared {
             .record(*site, Instant::now(), start.elapsed(), outcome);
     }
 
-    async fn exchange(&self, base: &str, site: usize, path: &str) -> Outcome {
+    async fn exchange(&self, base: &str, site: usize, path: &str, k: u64) -> Outcome {
         let Ok(uri) = format!("{base}{path}").parse::<Uri>() else {
             return Outcome::Io;
         };
@@ -107,9 +114,16 @@ impl Shared {
             .insert(header::HOST, self.hosts[site].clone());
         req.headers_mut()
             .insert(header::USER_AGENT, HeaderValue::from_static("rdmalb-load"));
+        let client = self.clients.as_ref().map(|c| (c, c.client_of(k)));
+        if let Some(cookie) = client.and_then(|(c, i)| c.cookie_header(i)) {
+            req.headers_mut().insert(header::COOKIE, cookie);
+        }
         match self.client.request(req).await {
             Ok(resp) => {
                 let status = resp.status().as_u16();
+                if let Some((c, i)) = client {
+                    c.observe(i, resp.headers());
+                }
                 // Read the whole body so the connection is reused.
                 match resp.into_body().collect().await {
                     Ok(_) => Outcome::Status(status),
@@ -127,6 +141,18 @@ impl Shared {
 pub async fn run(
     trace: Trace,
     opts: LoadOptions,
+    shutdown: watch::Receiver<bool>,
+) -> Result<Report, LoadError> {
+    run_with_clients(trace, opts, None, shutdown).await
+}
+
+/// [`run`], each request sent by one of `clients` with its cookie jar
+/// ([`sticky`]); the caller reads what the clients saw from `clients`
+/// afterwards.
+pub async fn run_with_clients(
+    trace: Trace,
+    opts: LoadOptions,
+    clients: Option<Arc<StickyClients>>,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<Report, LoadError> {
     if opts.urls.is_empty() {
@@ -182,6 +208,7 @@ pub async fn run(
         next: AtomicU64::new(0),
         client,
         timeout: opts.timeout,
+        clients,
     });
     let deadline = tokio::time::sleep(opts.duration);
     tokio::pin!(deadline);

@@ -170,6 +170,9 @@ pub fn proxy(
         if let Some(p) = spec.priorities.get(i).copied().flatten() {
             st.insert("priority".into(), toml::Value::Integer(i64::from(p)));
         }
+        if let Some(sticky) = &spec.sticky {
+            st.insert("sticky".into(), toml::Value::Table(sticky.site.clone()));
+        }
         toml::Value::Table(st)
     });
     t.insert("site".into(), toml::Value::Array(site_tables.collect()));
@@ -178,13 +181,18 @@ pub fn proxy(
             Some(addr) => ("tcp", addr.to_string()),
             None => ("shm", n.shm.display().to_string()),
         };
-        toml::Value::Table(table(&[
+        let mut nt = table(&[
             ("name", s(&n.name)),
             ("address", s(n.listen)),
             ("site", s(&n.site)),
             ("transport", s(transport)),
             ("sidecar", s(sidecar)),
-        ]))
+        ]);
+        // Its persistence value is its name: `SRVID=n3`.
+        if spec.sticky.is_some() {
+            nt.insert("cookie".into(), s(&n.name));
+        }
+        toml::Value::Table(nt)
     });
     if let Some(psk) = psk {
         t.insert(

@@ -10,6 +10,7 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
@@ -416,8 +417,10 @@ pub async fn run(
     })
     .await?;
     let mut urls = Vec::new();
+    let mut admins = Vec::new();
     for id in 1..=spec.proxies {
         let (listen, admin) = (free_addr()?, free_addr()?);
+        admins.push(admin);
         let t = gen::proxy(spec, id, &nodes, (listen, admin), tag, psk.as_deref());
         let p = write_proxy(&t, &conf.join(format!("proxy{id}.toml")))?;
         procs.spawn(&appliance, &format!("proxy{id}"), &["proxy"], &p, &logs)?;
@@ -445,9 +448,25 @@ pub async fn run(
         interval: spec.interval,
         timeout: spec.timeout,
     };
+    let clients = match &spec.sticky {
+        Some(s) => Some(Arc::new(load::StickyClients::new(&s.cookie, s.clients)?)),
+        None => None,
+    };
     let cpu_before = procs.cpu();
-    let report = load::run(trace, opts, shutdown.clone()).await?;
+    let report = load::run_with_clients(trace, opts, clients.clone(), shutdown.clone()).await?;
     let cpu = procs.cpu().since(cpu_before);
+    if let Some(c) = clients {
+        let (proxy_moves, proxies_unread) = super::sticky::proxy_moves(&admins).await;
+        let s = super::sticky::StickyOut {
+            clients: c.summary(),
+            proxy_moves,
+            proxies_unread,
+        };
+        write(
+            &out.join("sticky.json"),
+            &serde_json::to_string_pretty(&s).unwrap_or_default(),
+        )?;
+    }
     // A component that died during the run invalidates the figures. After
     // Ctrl-C the children may have had the terminal's SIGINT too: write
     // what was measured.

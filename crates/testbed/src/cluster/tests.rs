@@ -255,3 +255,62 @@ fn free_ports_are_distinct_bindable_and_below_the_ephemeral_range() {
         std::net::TcpListener::bind(a).unwrap();
     }
 }
+
+#[test]
+fn sticky_goes_to_every_site_and_node_and_the_proxy_accepts_it() {
+    let spec = parse(
+        "sites = [\"shop\"]\nsplit = \"2\"\n[sticky]\ncookie = \"SRVID\"\nclients = 50\nmax_load = 0.9\nmax_load_for = \"250ms\"",
+    )
+    .unwrap();
+    let st = spec.sticky.as_ref().unwrap();
+    assert_eq!((st.cookie.as_str(), st.clients), ("SRVID", 50));
+    let nodes: Vec<gen::NodePlan> = (1..=2)
+        .map(|n| gen::NodePlan {
+            name: format!("n{n}"),
+            site: "shop".into(),
+            listen: format!("127.0.0.1:{}", 40000 + n).parse().unwrap(),
+            push: format!("/tmp/n{n}.push.sock").into(),
+            shm: format!("/dev/shm/rdmalb-test-n{n}").into(),
+            tcp: None,
+            site_file: format!("/tmp/n{n}.site.toml").into(),
+            pid_file: format!("/tmp/n{n}.pid").into(),
+        })
+        .collect();
+    let addrs = (
+        "127.0.0.1:40100".parse().unwrap(),
+        "127.0.0.1:40101".parse().unwrap(),
+    );
+    let t = gen::proxy(&spec, 1, &nodes, addrs, 7, None);
+    let text = procs::toml_text(&t);
+    let cfg = rdmalb_proxy::config::parse(&text, Path::new("/tmp/proxy1.toml")).unwrap();
+    let sticky = cfg.sites[0].sticky.as_ref().unwrap();
+    assert_eq!(sticky.cookie, "SRVID");
+    assert_eq!(sticky.max_load, Some(0.9));
+    assert_eq!(sticky.max_load_for, Duration::from_millis(250));
+    let cookies: Vec<_> = cfg.nodes.iter().map(|n| n.cookie.clone()).collect();
+    assert_eq!(cookies, [Some("n1".to_string()), Some("n2".to_string())]);
+    // Without [sticky]: no cookie anywhere, and the proxy config as before.
+    let plain = parse("sites = [\"shop\"]\nsplit = \"2\"").unwrap();
+    assert!(plain.sticky.is_none());
+    let text = procs::toml_text(&gen::proxy(&plain, 1, &nodes, addrs, 7, None));
+    assert!(
+        !text.contains("sticky") && !text.contains("cookie"),
+        "{text}"
+    );
+}
+
+#[test]
+fn sticky_problems_are_reported_with_their_keys() {
+    assert_eq!(
+        keys("sites = [\"a\"]\n[sticky]\nclients = 10"),
+        ["sticky.cookie"]
+    );
+    assert_eq!(
+        keys("sites = [\"a\"]\n[sticky]\ncookie = \"S\"\nclients = -1"),
+        ["sticky.clients"]
+    );
+    assert_eq!(
+        keys("sites = [\"a\"]\n[sticky]\ncookie = \"S\"\nmode = \"rewrite\""),
+        ["sticky.mode"]
+    );
+}
