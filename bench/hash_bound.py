@@ -190,7 +190,7 @@ def cluster_spec(mode, a, trace, timeline):
         hash_lines += f'balance_factor = {FACTOR}\n'
     return f"""sites = ["shop"]
 split = "{NODES}"
-proxies = {PROXIES}
+proxies = {a.proxies}
 balance = "roundrobin"
 transport = "{a.transport}"
 duration = "{a.duration}s"
@@ -275,7 +275,7 @@ def run_haproxy(a, work, name, trace):
     timeline = out + "-tl"
     os.makedirs(timeline, exist_ok=True)
     os.makedirs(out, exist_ok=True)
-    ports = free_ports(NODES + PROXIES)
+    ports = free_ports(NODES + a.proxies)
     node_ports, proxy_ports = ports[:NODES], ports[NODES:]
     started = []
     try:
@@ -387,6 +387,7 @@ def main():
     ap.add_argument("--rate", type=float, default=800.0, help="requests/s offered (the nodes serve 2400/s on an idle machine)")
     ap.add_argument("--alpha", type=float, default=1.1, help="Zipf exponent of the keys")
     ap.add_argument("--keys", type=int, default=10000)
+    ap.add_argument("--proxies", type=int, default=PROXIES, help="proxies in front of the nodes (1..8)")
     ap.add_argument("--transport", default="shm", choices=["shm", "tcp"])
     ap.add_argument("--bin", default=os.environ.get("RDMALB_TESTBED_BIN"))
     ap.add_argument("--haproxy", default=shutil.which("haproxy"))
@@ -397,6 +398,8 @@ def main():
             sys.exit(f"unknown mode {m} (expected one of {', '.join(MODES)})")
     if "haproxy" in modes and not a.haproxy:
         sys.exit("no haproxy on the PATH (give --haproxy, or leave the haproxy mode out)")
+    if not 1 <= a.proxies <= 8:
+        sys.exit("--proxies 1..8")
     if not (1 <= a.rounds <= 10 and 1 <= a.duration <= 60 and 0 < a.rate <= 5000):
         sys.exit("--rounds 1..10, --duration 1..60 s, --rate above 0 and at most 5000")
     if not a.bin:
@@ -442,9 +445,9 @@ def main():
             w.writerows(rows)
         keys = ("node_ms_per_req", "served_per_s", "max_mean_load", "max_mean_served", "over_bound_pct", "over_100ms_pct", "p50_ms", "p99_ms", "errors", "node_503", "moved_pct")
         cmd = " ".join(["python3", "bench/hash_bound.py"] + sys.argv[1:])
-        md = [f"# Bounded-load hashing with {PROXIES} proxies, {start}", "",
+        md = [f"# Bounded-load hashing with {a.proxies} proxies, {start}", "",
               f"Command: `{cmd}`", "",
-              f"{NODES} nodes of 4 slots (2400 requests/s of 10 ms), {PROXIES} proxies, `balance uri`, consistent "
+              f"{NODES} nodes of 4 slots (2400 requests/s of 10 ms), {a.proxies} proxies, `balance uri`, consistent "
               f"hashing, factor {FACTOR} where bounded; Zipf {a.alpha} over {a.keys} keys; open loop at "
               f"{a.rate:.0f} requests/s; {a.rounds} interleaved rounds of {a.duration} s, medians. Transport: the "
               f"rdmalb proxies read the node windows over {a.transport} (not RDMA); HAProxy reads none. "
@@ -460,7 +463,7 @@ def main():
         for mode in modes:
             sel = [x for x in rows if x["mode"] == mode and x not in short] or [x for x in rows if x["mode"] == mode]
             m = {k: statistics.median(x[k] for x in sel) for k in keys}
-            md.append(f"| {mode} | {PROXIES} {sel[0]['proxy']} | {sel[0]['transport']} | {m['node_ms_per_req']:.1f} | {m['served_per_s']:.0f} | "
+            md.append(f"| {mode} | {a.proxies} {sel[0]['proxy']} | {sel[0]['transport']} | {m['node_ms_per_req']:.1f} | {m['served_per_s']:.0f} | "
                       f"{m['max_mean_load']:.2f} | {m['max_mean_served']:.2f} | {m['over_bound_pct']:.1f} | {m['over_100ms_pct']:.1f} | "
                       f"{m['p50_ms']:.1f} | {m['p99_ms']:.1f} | {m['errors']:.0f} | {m['node_503']:.0f} | {m['moved_pct']:.1f} |")
         with open(base + ".md", "w") as f:
