@@ -153,7 +153,8 @@ pub struct HashBalance {
 pub enum BoundLoad {
     /// The work the node's window publishes (busy workers plus queue, from
     /// every proxy), or this proxy's in-flight requests when more: N
-    /// proxies keep each node under the bound together.
+    /// proxies count each other's requests (docs/benchmarks.md, "Bounded-load
+    /// hashing with 4 proxies", for what that gives so far).
     #[default]
     Published,
     /// This proxy's in-flight requests only: HAProxy's semantics, where
