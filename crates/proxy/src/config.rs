@@ -24,7 +24,9 @@ pub mod validate;
 
 use std::path::Path;
 
-pub use balancing::{CookieMode, HashBalance, HashFunction, HashKey, SiteBalance, Sticky};
+pub use balancing::{
+    BoundLoad, CookieMode, HashBalance, HashFunction, HashKey, SiteBalance, Sticky,
+};
 pub use compression::{Coding, Compression, RawCompression};
 pub use rdmalb_base::problems::{ConfigErrors, Problem};
 pub use types::*;

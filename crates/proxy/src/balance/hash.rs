@@ -20,7 +20,7 @@
 //!   node's work as published in its window (busy workers and queue, from
 //!   every proxy), or its own in-flight requests when that is more, so
 //!   proxies hashing the same keys keep every node under the bound
-//!   together.
+//!   together (`bound_load = "own"` restores HAProxy's count, to compare).
 //!
 //! Re-implemented from the behaviour of HAProxy 2.6 (`src/backend.c`,
 //! `src/lb_chash.c`, `src/lb_map.c`, `src/hash.c`).
@@ -34,7 +34,7 @@ use std::sync::Arc;
 pub use key::key_hash;
 
 use super::{NodeState, NodeWindows};
-use crate::config::HashBalance;
+use crate::config::{BoundLoad, HashBalance};
 
 /// HAProxy's `BE_WEIGHT_SCALE`: a weight-1 server has 16 ring points.
 const WEIGHT_SCALE: u32 = 16;
@@ -52,6 +52,7 @@ pub struct HashTable {
     cumulative: Vec<u32>,
     total: u32,
     balance_factor: Option<u32>,
+    bound_load: BoundLoad,
     /// Round robin over the table for requests without a key.
     cursor: AtomicUsize,
 }
@@ -112,6 +113,7 @@ impl HashTable {
             cumulative,
             total,
             balance_factor: conf.balance_factor.filter(|_| conf.consistent),
+            bound_load: conf.bound_load,
             cursor: AtomicUsize::new(0),
         }
     }
@@ -215,7 +217,8 @@ fn server_map(eweights: &[u32], total: u32) -> Vec<u32> {
 
 /// The loads a bounded-load decision compares: per node of the table, its
 /// requests in progress (the window's busy workers and queue, or this
-/// proxy's in-flight requests when more), and their sum.
+/// proxy's in-flight requests when more; only the latter with
+/// `bound_load = "own"`), and their sum.
 struct Bound {
     loads: Vec<u64>,
     /// Slots per unit of weight and the remainder to spread.
@@ -230,7 +233,12 @@ impl Bound {
             .iter()
             .map(|n| {
                 let own = n.inflight() as u64;
-                published_work(windows, n.index).map_or(own, |w| w.max(own))
+                match t.bound_load {
+                    BoundLoad::Own => own,
+                    BoundLoad::Published => {
+                        published_work(windows, n.index).map_or(own, |w| w.max(own))
+                    }
+                }
             })
             .collect();
         let served: u64 = loads.iter().sum();

@@ -28,6 +28,8 @@ pub struct RawHash {
     pub avalanche: Option<bool>,
     /// HAProxy's `hash-balance-factor`: 0 (off) or >= 100.
     pub balance_factor: Option<i64>,
+    /// What the bound counts: "published" (default) or "own".
+    pub bound_load: Option<String>,
     /// `balance = "uri"`: the query string too (HAProxy's `whole`).
     pub whole: Option<bool>,
     /// `balance = "uri"`: the path only, never the authority (`path-only`).
@@ -141,6 +143,23 @@ pub struct HashBalance {
     pub avalanche: bool,
     /// `hash-balance-factor` (consistent only; `None` = off).
     pub balance_factor: Option<u32>,
+    /// The loads the bound compares (`bound_load`).
+    pub bound_load: BoundLoad,
+}
+
+/// What a bounded-load hash counts as a node's load (`[site.hash]
+/// bound_load`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum BoundLoad {
+    /// The work the node's window publishes (busy workers plus queue, from
+    /// every proxy), or this proxy's in-flight requests when more: N
+    /// proxies count each other's requests (docs/benchmarks.md, "Bounded-load
+    /// hashing with 4 proxies", for what that gives so far).
+    #[default]
+    Published,
+    /// This proxy's in-flight requests only: HAProxy's semantics, where
+    /// each proxy bounds its own share (kept to compare against).
+    Own,
 }
 
 /// How the persistence cookie is carried (HAProxy's `cookie` modes).
@@ -351,6 +370,23 @@ fn hash_balance(c: &mut ConfigCheck, key: &str, name: &str, raw: RawHash) -> Has
             None
         }
     };
+    let bound_load = match raw.bound_load.as_deref() {
+        None | Some("published") => BoundLoad::Published,
+        Some("own") => BoundLoad::Own,
+        Some(other) => {
+            c.add(
+                format!("{key}.bound_load"),
+                format!("`{other}` is not a bound load (expected \"published\" or \"own\")"),
+            );
+            BoundLoad::Published
+        }
+    };
+    if raw.bound_load.is_some() && balance_factor.is_none() {
+        c.add(
+            format!("{key}.bound_load"),
+            "only applies with a balance_factor (it says what the bound counts)",
+        );
+    }
     HashBalance {
         key: hash_key,
         consistent,
@@ -361,6 +397,7 @@ fn hash_balance(c: &mut ConfigCheck, key: &str, name: &str, raw: RawHash) -> Has
             .avalanche
             .unwrap_or(consistent && raw.function.is_none()),
         balance_factor,
+        bound_load,
     }
 }
 

@@ -39,6 +39,7 @@ fn conf(key: HashKey, consistent: bool) -> HashBalance {
         function: HashFunction::Sdbm,
         avalanche: false,
         balance_factor: None,
+        bound_load: BoundLoad::Published,
     }
 }
 
@@ -262,6 +263,64 @@ fn bounded_loads_skip_a_node_over_its_share() {
     let free = HashTable::build(&conf(HashKey::Source, true), &ns, |i| i as u32 + 1, 1);
     assert_eq!(
         free.pick(Some(k), |_| true, &windows).unwrap().index,
+        home.index
+    );
+}
+
+/// Three shm windows in `dir` and the windows a proxy reads them through;
+/// returns each node's window memory.
+async fn shm_windows(
+    dir: &std::path::Path,
+) -> (Arc<NodeWindows>, Vec<rdmalb_window::WindowMemory>) {
+    let site = rdmalb_window::site_table_hash(&["s"]);
+    let mut text = String::from(
+        "[[listener]]\nlisten = \"127.0.0.1:1\"\n[[site]]\nname = \"s\"\nhosts = [\"s.test\"]\n",
+    );
+    let mut mems = Vec::new();
+    for i in 0..3 {
+        let path = dir.join(format!("w{i}"));
+        let m = rdmalb_window::WindowMemory::create_shm(&path, 0o600, i as u64 + 1, site).unwrap();
+        rdmalb_window::seqlock::publish(&m, &rdmalb_window::LoadSample::default());
+        mems.push(m);
+        text.push_str(&format!(
+            "[[node]]\nname = \"n{i}\"\naddress = \"127.0.0.1:{}\"\nsite = \"s\"\ntransport = \"shm\"\nsidecar = \"{}\"\nnode_id = {}\n",
+            9000 + i,
+            path.display(),
+            i + 1
+        ));
+    }
+    let cfg =
+        crate::config::parse(&text, &dir.join("rdmalb.toml")).unwrap_or_else(|e| panic!("{e}"));
+    let (_tx, rx) = tokio::sync::watch::channel(false);
+    (NodeWindows::start(&cfg, rx).await.unwrap(), mems)
+}
+
+#[tokio::test]
+async fn the_bound_counts_published_work_unless_told_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let (windows, mems) = shm_windows(dir.path()).await;
+    let ns = nodes(3);
+    let mut c = conf(HashKey::Source, true);
+    c.balance_factor = Some(125);
+    let k = 0x1234_5678;
+    let t = HashTable::build(&c, &ns, |i| i as u32 + 1, 1);
+    let home = t.pick(Some(k), |_| true, &windows).unwrap();
+    // Other proxies' requests: the key's node publishes 10 in its app,
+    // this proxy has none in flight anywhere.
+    let busy = rdmalb_window::LoadSample {
+        app_busy: 4,
+        app_queue_len: 6,
+        ..Default::default()
+    };
+    rdmalb_window::seqlock::publish(&mems[home.index], &busy);
+    let moved = t.pick(Some(k), |_| true, &windows).unwrap();
+    assert_ne!(moved.index, home.index, "published work counts");
+    // HAProxy's count (`bound_load = "own"`): this proxy sent nothing, the
+    // key stays on its node.
+    c.bound_load = BoundLoad::Own;
+    let own = HashTable::build(&c, &ns, |i| i as u32 + 1, 1);
+    assert_eq!(
+        own.pick(Some(k), |_| true, &windows).unwrap().index,
         home.index
     );
 }

@@ -61,6 +61,14 @@ fn hash_keys_and_their_options() {
     assert_eq!(h.function, HashFunction::Wt6);
     assert!(!h.avalanche, "an explicit function has no avalanche");
     assert_eq!(h.balance_factor, Some(150));
+    assert_eq!(h.bound_load, BoundLoad::Published, "the default");
+    let c = ok(&site(
+        "balance = \"uri\"\n[site.hash]\ntype = \"consistent\"\nbalance_factor = 125\nbound_load = \"own\"",
+    ));
+    assert_eq!(
+        c.sites[0].balance.hash.clone().unwrap().bound_load,
+        BoundLoad::Own
+    );
 
     let c = ok(&site(
         "balance = \"hdr\"\n[site.hash]\nheader = \"X-Tenant\"\nuse_domain_only = true",
@@ -181,6 +189,16 @@ fn rejects_bad_hash_type_function_and_factor() {
         &site("balance = \"source\"\n[site.hash]\nbalance_factor = 150"),
         "(shop).hash.balance_factor",
         "type = \"consistent\"",
+    );
+    rejects(
+        &site("balance = \"source\"\n[site.hash]\ntype = \"consistent\"\nbalance_factor = 125\nbound_load = \"mine\""),
+        "(shop).hash.bound_load",
+        "\"own\"",
+    );
+    rejects(
+        &site("balance = \"source\"\n[site.hash]\ntype = \"consistent\"\nbound_load = \"own\""),
+        "(shop).hash.bound_load",
+        "balance_factor",
     );
     rejects(
         &site("balance = \"uri\"\n[site.hash]\nlen = 0"),
