@@ -17,7 +17,7 @@ Modes, same nodes, same trace, same rate:
               `hash-balance-factor 125`: each bounds by its own connections
   own         rdmalb, `balance_factor = 125`, `bound_load = "own"`:
               HAProxy's rule (each proxy counts its own in-flight requests)
-  published   rdmalb, `balance_factor = 125` (the default `bound_load`):
+  published   rdmalb, `balance_factor = 125`, `bound_load = "published"`:
               the nodes' published work (busy + queue, from every proxy)
 
 rdmalb's modes run in `rdmalb-testbed cluster` (a sidecar per node, the
@@ -187,7 +187,7 @@ def cluster_spec(mode, a, trace, timeline):
     if mode == "own":
         hash_lines += f'balance_factor = {FACTOR}\nbound_load = "own"\n'
     elif mode == "published":
-        hash_lines += f'balance_factor = {FACTOR}\n'
+        hash_lines += f'balance_factor = {FACTOR}\nbound_load = "published"\n'
     return f"""sites = ["shop"]
 split = "{NODES}"
 proxies = {a.proxies}

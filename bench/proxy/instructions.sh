@@ -118,7 +118,7 @@ count() { # BIN N -> instructions
 }
 
 mkdir -p "$RESULTS_DIR"
-report=$RESULTS_DIR/instructions-$(date +%Y%m%d-%H%M).md
+report=$RESULTS_DIR/instructions-$(date +%Y%m%d-%H%M)${APPEND:+-$(basename "$APPEND" .toml)}.md
 {
     echo "Instructions per request (callgrind), rdmalb proxy, one worker, roundrobin, 1 KiB from nginx,"
     echo "httperf $CONNS keep-alive connections, (I($N2) - I($N1)) / ($N2 - $N1). Command: ${APPEND:+APPEND=$APPEND }bash bench/proxy/instructions.sh $*"

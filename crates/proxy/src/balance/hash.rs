@@ -16,11 +16,11 @@
 //! - bounded loads (`hash-balance-factor`, Mirrokni, Thorup and
 //!   Zadimoghaddam, arXiv:1608.01350): walking the ring from the key's
 //!   point, a node whose load is at its share of `factor % × (total + 1)`
-//!   is skipped. HAProxy counts its own connections; rdmalb counts each
-//!   node's work as published in its window (busy workers and queue, from
-//!   every proxy), or its own in-flight requests when that is more, so
-//!   proxies hashing the same keys keep every node under the bound
-//!   together (`bound_load = "own"` restores HAProxy's count, to compare).
+//!   is skipped. By default the load is this proxy's in-flight requests,
+//!   as HAProxy counts; `bound_load = "published"` counts each node's work
+//!   as published in its window (busy workers and queue, from every
+//!   proxy), or its own in-flight requests when that is more (with 4
+//!   proxies it let queues build: docs/benchmarks.md).
 //!
 //! Re-implemented from the behaviour of HAProxy 2.6 (`src/backend.c`,
 //! `src/lb_chash.c`, `src/lb_map.c`, `src/hash.c`).

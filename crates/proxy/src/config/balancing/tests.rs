@@ -61,13 +61,13 @@ fn hash_keys_and_their_options() {
     assert_eq!(h.function, HashFunction::Wt6);
     assert!(!h.avalanche, "an explicit function has no avalanche");
     assert_eq!(h.balance_factor, Some(150));
-    assert_eq!(h.bound_load, BoundLoad::Published, "the default");
+    assert_eq!(h.bound_load, BoundLoad::Own, "the default");
     let c = ok(&site(
-        "balance = \"uri\"\n[site.hash]\ntype = \"consistent\"\nbalance_factor = 125\nbound_load = \"own\"",
+        "balance = \"uri\"\n[site.hash]\ntype = \"consistent\"\nbalance_factor = 125\nbound_load = \"published\"",
     ));
     assert_eq!(
         c.sites[0].balance.hash.clone().unwrap().bound_load,
-        BoundLoad::Own
+        BoundLoad::Published
     );
 
     let c = ok(&site(
