@@ -152,7 +152,12 @@ async fn sigterm_drains_in_flight_requests_and_refuses_new_connections() {
     assert_eq!(
         refused.kind(),
         std::io::ErrorKind::ConnectionRefused,
-        "{refused}"
+        "{refused}; the process {}:\n{}",
+        match proxy.guard.child.try_wait() {
+            Ok(Some(status)) => format!("had exited ({status})"),
+            _ => "was still running".to_string(),
+        },
+        proxy.stderr_text()
     );
     assert!(
         !slow.is_finished(),
