@@ -149,9 +149,15 @@ async fn sigterm_drains_in_flight_requests_and_refuses_new_connections() {
             proxy.stderr_text()
         )
     });
-    assert_eq!(
-        refused.kind(),
-        std::io::ErrorKind::ConnectionRefused,
+    // Refused, or reset: a connection the kernel completed into the backlog
+    // just before the listener closed is reset by the close, and a
+    // non-blocking connect that had not yet seen its handshake reports
+    // that reset (whether the process still runs is checked below).
+    assert!(
+        matches!(
+            refused.kind(),
+            std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::ConnectionReset
+        ),
         "{refused}; the process {}:\n{}",
         match proxy.guard.child.try_wait() {
             Ok(Some(status)) => format!("had exited ({status})"),
