@@ -72,6 +72,8 @@ import time
 import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cluster_bench import write_rows  # noqa: E402 (after the path)
 NODES = 6
 PROXIES = 4
 FACTOR = 125
@@ -435,14 +437,7 @@ def main():
                 shutil.rmtree(out, ignore_errors=True)
                 shutil.rmtree(timeline, ignore_errors=True)
         load_end = open("/proc/loadavg").read().split()[:3]
-        stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M")
-        out_dir = os.environ.get("RESULTS_DIR", os.path.join(ROOT, "bench/results"))
-        os.makedirs(out_dir, exist_ok=True)
-        base = os.path.join(out_dir, f"hash_bound-{stamp}")
-        with open(base + ".csv", "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(rows[0]))
-            w.writeheader()
-            w.writerows(rows)
+        base = write_rows("hash_bound", rows)
         keys = ("node_ms_per_req", "served_per_s", "max_mean_load", "max_mean_served", "over_bound_pct", "over_100ms_pct", "p50_ms", "p99_ms", "errors", "node_503", "moved_pct")
         cmd = " ".join(["python3", "bench/hash_bound.py"] + sys.argv[1:])
         md = [f"# Bounded-load hashing with {a.proxies} proxies, {start}", "",

@@ -45,7 +45,6 @@ the nodes, sidecars and proxies it started) gets SIGTERM, then SIGKILL.
 """
 
 import argparse
-import csv
 import datetime
 import json
 import os
@@ -57,6 +56,8 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cluster_bench import app_weights, write_rows  # noqa: E402 (after the path)
 
 COOKIE = "SRVID"
 MODES = {
@@ -95,16 +96,7 @@ antagonist_off = "3s"
 interval = "1s"
 timeout = "10s"
 
-[proxy.weights]
-cpu = 0.0
-run_queue = 0.0
-memory = 0.0
-network = 0.0
-connections = 0.0
-irq = 0.0
-app = 1.0
-inflight = 0.2
-{sticky}"""
+{app_weights(0.2)}{sticky}"""
 
 
 def stop(proc):
@@ -234,14 +226,7 @@ def main():
                 rows.append(row)
                 print(",".join(str(v) for v in row.values()), flush=True)
         load_end = open("/proc/loadavg").read().split()[:3]
-        stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M")
-        out_dir = os.environ.get("RESULTS_DIR", os.path.join(ROOT, "bench/results"))
-        os.makedirs(out_dir, exist_ok=True)
-        base = os.path.join(out_dir, f"sticky-{stamp}")
-        with open(base + ".csv", "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(rows[0]))
-            w.writeheader()
-            w.writerows(rows)
+        base = write_rows("sticky", rows)
         cmd = " ".join(["python3", "bench/sticky.py"] + sys.argv[1:])
         md = [f"# Sticky sessions under an antagonist, {start}", "",
               f"Command: `{cmd}`", "",

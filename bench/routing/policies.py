@@ -63,6 +63,8 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from cluster_bench import app_weights, write_rows  # noqa: E402 (after the path)
 
 POLICIES = {
     # name: (balance, [proxy.routing] lines)
@@ -186,16 +188,7 @@ queue = 64
 interval = "1s"
 timeout = "10s"
 
-[proxy.weights]
-cpu = 0.0
-run_queue = 0.0
-memory = 0.0
-network = 0.0
-connections = 0.0
-irq = 0.0
-app = 1.0
-inflight = {inflight}
-
+{app_weights(inflight)}
 [proxy.routing]
 {"" if candidates is None or "candidates" in routing else f"candidates = {candidates}"}
 {routing}
@@ -336,14 +329,7 @@ def main():
                         rows.append(row)
                         print(",".join(str(v) for v in row.values()), flush=True)
         load_end = open("/proc/loadavg").read().split()[:3]
-        stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M")
-        out_dir = os.environ.get("RESULTS_DIR", os.path.join(ROOT, "bench/results"))
-        os.makedirs(out_dir, exist_ok=True)
-        base = os.path.join(out_dir, f"routing-policies-{stamp}")
-        with open(base + ".csv", "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(rows[0]))
-            w.writeheader()
-            w.writerows(rows)
+        base = write_rows("routing-policies", rows)
         med = {}
         for key in {(x["scenario"], x["policy"], x["load_pct"]) for x in rows}:
             sel = [x for x in rows if (x["scenario"], x["policy"], x["load_pct"]) == key]
