@@ -52,6 +52,7 @@ pub struct Rule {
 
 impl Rule {
     /// Whether the rule applies to a request on `conn`.
+    #[inline]
     fn applies(&self, acls: &[Acl], conn: &Conn<'_>, f: &Facts<'_>) -> bool {
         on_listener(&self.listeners, conn)
             && self.condition.as_ref().is_none_or(|c| c.holds(acls, f))
@@ -131,6 +132,9 @@ pub struct Conn<'a> {
     /// The request's time on the stick tables' clock ([`stick::ms_at`] of
     /// its start): the rules read the clock once per request.
     pub now: u32,
+    /// The entries the connection's earlier requests tracked (none in a
+    /// test without a connection).
+    pub recent: Option<&'a stick::track::Recent>,
 }
 
 impl Conn<'_> {
@@ -227,17 +231,20 @@ impl Rules {
     /// path and query changes apply at once (later conditions see them);
     /// the first answering rule ends the list with its answer. `track`
     /// holds the request's stick counters (`track-sc` rules fill it).
-    pub fn run_request(
+    pub fn run_request<B>(
         &self,
         list: &[Rule],
         conn: &Conn<'_>,
-        method: &Method,
-        uri: &mut Uri,
-        headers: &mut HeaderMap,
+        req: &mut http::Request<B>,
         track: &mut Tracking,
     ) -> Option<Answer> {
         for rule in list {
-            let f = conn.facts(method, uri, headers, self.stick(track, conn.now));
+            let f = conn.facts(
+                req.method(),
+                req.uri(),
+                req.headers(),
+                self.stick(track, conn.now),
+            );
             if !rule.applies(&self.acls, conn, &f) {
                 continue;
             }
@@ -247,7 +254,7 @@ impl Rules {
                         continue;
                     };
                     if let Some(k) = track::key(key, t, &f) {
-                        track::start(track, *slot, *table, t, k, conn.now);
+                        track::start(track, *slot, (*table, t), k, conn.recent, conn.now);
                     }
                 }
                 Action::IncGpc { idx, slot } => {
@@ -270,7 +277,7 @@ impl Rules {
                     let ok = self
                         .userlists
                         .get(*userlist)
-                        .is_some_and(|l| action::authorized(l, headers));
+                        .is_some_and(|l| action::authorized(l, req.headers()));
                     if !ok {
                         track::error(track, &self.tables, conn.now);
                         return Some(action::auth_answer(realm));
@@ -278,26 +285,26 @@ impl Rules {
                 }
                 Action::SetPath(t) => {
                     let p = t.string(&f, &self.maps);
-                    if let Some(u) = action::rewrite_uri(uri, Some(&p), None) {
-                        *uri = u;
+                    if let Some(u) = action::rewrite_uri(req.uri(), Some(&p), None) {
+                        *req.uri_mut() = u;
                     }
                 }
                 Action::ReplacePath(re, with) => {
-                    let p = re.replace_all(uri.path(), with.as_str()).into_owned();
-                    if let Some(u) = action::rewrite_uri(uri, Some(&p), None) {
-                        *uri = u;
+                    let p = re.replace_all(req.uri().path(), with.as_str()).into_owned();
+                    if let Some(u) = action::rewrite_uri(req.uri(), Some(&p), None) {
+                        *req.uri_mut() = u;
                     }
                 }
                 Action::SetQuery(t) => {
                     let q = t.string(&f, &self.maps);
                     let q = (!q.is_empty()).then_some(q.as_str());
-                    if let Some(u) = action::rewrite_uri(uri, None, Some(q)) {
-                        *uri = u;
+                    if let Some(u) = action::rewrite_uri(req.uri(), None, Some(q)) {
+                        *req.uri_mut() = u;
                     }
                 }
                 a => {
                     let value = self.header_value(a, &f);
-                    action::edit_headers(a, value, headers);
+                    action::edit_headers(a, value, req.headers_mut());
                 }
             }
         }

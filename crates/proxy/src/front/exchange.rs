@@ -202,7 +202,9 @@ impl Exchange {
         self.done = true;
         let now = Instant::now();
         if self.track.is_some() {
-            crate::rules::stick::track::stop(&mut self.track, crate::rules::stick::ms_at(now));
+            use crate::rules::stick::{ms_at, track};
+            track::stop(&mut self.track, ms_at(now));
+            track::recycle(&mut self.track, &self.ctx.stick);
         }
         let elapsed = now.saturating_duration_since(self.start);
         self.ctx.conn.request_finished();

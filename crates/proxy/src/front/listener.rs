@@ -419,6 +419,7 @@ async fn accepted(
         ),
         conn: Arc::new(ConnShared::new(Instant::now())),
         tls_info: std::sync::OnceLock::new(),
+        stick: Default::default(),
     }))
 }
 

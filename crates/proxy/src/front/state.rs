@@ -155,6 +155,9 @@ pub struct ConnCtx {
     /// What the TLS handshake told (SNI, client certificate), set once it
     /// completed; unset on plain connections.
     pub tls_info: std::sync::OnceLock<TlsInfo>,
+    /// The stick-table entries the connection's requests tracked last
+    /// (`track-sc` rules; empty until one runs).
+    pub stick: crate::rules::stick::track::Recent,
 }
 
 /// What a TLS handshake told about the client, for rule conditions.

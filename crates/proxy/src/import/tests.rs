@@ -45,6 +45,7 @@ fn reached(c: &crate::config::Config, listener: &str, host: &str, path: &str) ->
         sni: None,
         cert: ClientCert::default(),
         now: crate::rules::stick::now_ms(),
+        recent: None,
     };
     let mut headers = http::HeaderMap::new();
     headers.insert(http::header::HOST, host.parse().unwrap());

@@ -191,6 +191,7 @@ impl Test {
         }
     }
 
+    #[inline]
     fn int(&self, v: Option<i64>) -> bool {
         match (self.kind, v) {
             (_, None) => false,

@@ -31,7 +31,7 @@ pub mod track;
 
 use std::fmt;
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use dashmap::DashMap;
@@ -297,6 +297,9 @@ pub struct Entry {
     pub counters: Mutex<Counters>,
     /// When the entry expires (a tick), renewed at each touch.
     expire: AtomicU32,
+    /// Set while the table removes the entry ([`untracked`]): a connection
+    /// that remembers it ([`track::Recent`]) looks it up in the map again.
+    gone: AtomicBool,
 }
 
 impl Entry {
@@ -309,6 +312,26 @@ impl Entry {
     pub fn remaining(&self, now: u32) -> i32 {
         self.expire.load(Ordering::Relaxed).wrapping_sub(now) as i32
     }
+}
+
+/// Whether no request tracks `e` (the table's map holds the only
+/// reference), for a removal under the map shard's lock. A connection may
+/// at the same time take the entry back from its [`track::Recent`], which
+/// does not hold it: the entry is marked gone before the count is read,
+/// and the connection reads the mark after raising the count (both behind
+/// a full fence), so at least one of them sees the other — the removal
+/// does not happen, or the connection looks the key up in the map.
+fn untracked(e: &Arc<Entry>) -> bool {
+    if Arc::strong_count(e) != 1 {
+        return false;
+    }
+    e.gone.store(true, Ordering::Relaxed);
+    fence(Ordering::SeqCst);
+    if Arc::strong_count(e) == 1 {
+        return true;
+    }
+    e.gone.store(false, Ordering::Relaxed);
+    false
 }
 
 /// Bytes one entry takes, roughly: its map slot (key, pointer and the
@@ -441,13 +464,7 @@ impl StickTable {
     /// in use. The entry is touched.
     pub fn entry(&self, key: Key, now: u32) -> Option<Arc<Entry>> {
         if let Some(e) = self.map.get(&key) {
-            let e = Arc::clone(&e);
-            if e.expired(now) && Arc::strong_count(&e) <= 2 {
-                // Expired and tracked by no one: as good as new.
-                *e.counters.lock() = Counters::default();
-            }
-            self.touch(&e, now);
-            return Some(e);
+            return Some(self.found(Arc::clone(&e), now));
         }
         if !self.reserve(now) {
             return None;
@@ -468,6 +485,31 @@ impl StickTable {
         }
         self.touch(&e, now);
         Some(e)
+    }
+
+    /// An entry of the map taken for a tracking (`e` is the caller's
+    /// reference): expired and tracked by no one, it is as good as new.
+    /// The entry is touched.
+    #[inline]
+    fn found(&self, e: Arc<Entry>, now: u32) -> Arc<Entry> {
+        if e.expired(now) && Arc::strong_count(&e) <= 2 {
+            *e.counters.lock() = Counters::default();
+        }
+        self.touch(&e, now);
+        e
+    }
+
+    /// The entry a connection remembered from an earlier request
+    /// ([`track::Recent`]; `e` upgraded from its weak reference), unless
+    /// the table is removing it ([`untracked`]): then `None`, and the key
+    /// is looked up in the map. Touched, as [`StickTable::entry`].
+    #[inline]
+    pub fn remembered(&self, e: Arc<Entry>, now: u32) -> Option<Arc<Entry>> {
+        fence(Ordering::SeqCst);
+        if e.gone.load(Ordering::Relaxed) {
+            return None;
+        }
+        Some(self.found(e, now))
     }
 
     /// Reserves one slot, making room when the table is full.
@@ -509,11 +551,7 @@ impl StickTable {
             if i >= n && *r > 0 {
                 continue;
             }
-            if self
-                .map
-                .remove_if(key, |_, e| Arc::strong_count(e) == 1)
-                .is_some()
-            {
+            if self.map.remove_if(key, |_, e| untracked(e)).is_some() {
                 removed += 1;
             }
         }
@@ -525,8 +563,7 @@ impl StickTable {
     /// as HAProxy's expiry task, and before `show table`).
     pub fn purge(&self, now: u32) -> usize {
         let before = self.map.len();
-        self.map
-            .retain(|_, e| Arc::strong_count(e) > 1 || !e.expired(now));
+        self.map.retain(|_, e| !(e.expired(now) && untracked(e)));
         let removed = before.saturating_sub(self.map.len());
         self.used.fetch_sub(removed, Ordering::AcqRel);
         removed
@@ -538,9 +575,9 @@ impl StickTable {
         let before = self.map.len();
         match key {
             Some(k) => {
-                self.map.remove_if(k, |_, e| Arc::strong_count(e) == 1);
+                self.map.remove_if(k, |_, e| untracked(e));
             }
-            None => self.map.retain(|_, e| Arc::strong_count(e) > 1),
+            None => self.map.retain(|_, e| !untracked(e)),
         }
         let removed = before.saturating_sub(self.map.len());
         self.used.fetch_sub(removed, Ordering::AcqRel);

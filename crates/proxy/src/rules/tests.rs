@@ -167,6 +167,26 @@ fn req(method: &str, target: &str, host: &str) -> Req {
     }
 }
 
+impl Req {
+    /// Runs request rules `list` on the request as the proxy does (on its
+    /// `http::Request`), keeping what they changed.
+    fn run_rules(
+        &mut self,
+        rules: &Rules,
+        list: &[crate::rules::Rule],
+        conn: &Conn<'_>,
+    ) -> Option<Answer> {
+        let mut head = http::Request::new(());
+        *head.method_mut() = self.method.clone();
+        *head.uri_mut() = std::mem::take(&mut self.uri);
+        *head.headers_mut() = std::mem::take(&mut self.headers);
+        let said = rules.run_request(list, conn, &mut head, &mut None);
+        self.uri = std::mem::take(head.uri_mut());
+        self.headers = std::mem::take(head.headers_mut());
+        said
+    }
+}
+
 fn run(rules: &Rules, r: &mut Req) -> Option<Answer> {
     let conn = Conn {
         client: r.client,
@@ -175,15 +195,9 @@ fn run(rules: &Rules, r: &mut Req) -> Option<Answer> {
         sni: None,
         cert: ClientCert::default(),
         now: crate::rules::stick::now_ms(),
+        recent: None,
     };
-    rules.run_request(
-        &rules.request,
-        &conn,
-        &r.method,
-        &mut r.uri,
-        &mut r.headers,
-        &mut None,
-    )
+    r.run_rules(rules, &rules.request, &conn)
 }
 
 #[test]
@@ -334,6 +348,7 @@ value = "{host|lower|map:hosts:none}"
         sni: None,
         cert: ClientCert::default(),
         now: crate::rules::stick::now_ms(),
+        recent: None,
     };
     let choose = |target: &str, host: &str| {
         let r = req("GET", target, host);
@@ -521,6 +536,7 @@ site = "admin"
         sni: None,
         cert: ClientCert::default(),
         now: crate::rules::stick::now_ms(),
+        recent: None,
     };
     let mut h = HeaderMap::new();
     h.insert("server", HeaderValue::from_static("nginx"));
@@ -712,19 +728,11 @@ if = { fetch = "status", values = ["500:599"] }
         sni: None,
         cert: ClientCert::default(),
         now: crate::rules::stick::now_ms(),
+        recent: None,
     };
     let mut response = HeaderMap::new();
     let mut evaluate = |r: &mut Req| {
-        assert!(rules
-            .run_request(
-                &rules.request,
-                &conn,
-                &r.method,
-                &mut r.uri,
-                &mut r.headers,
-                &mut None
-            )
-            .is_none());
+        assert!(r.run_rules(rules, &rules.request, &conn).is_none());
         assert_eq!(
             rules.choose_site(&conn, &r.method, &r.uri, &r.headers, &None),
             Chosen::NoRule
@@ -748,14 +756,7 @@ if = { fetch = "status", values = ["500:599"] }
     // The counter sees a rule that fires: its value is computed.
     let mut fires = req("GET", "/?lang=de", "shop.example.com");
     let info = allocation_counter::measure(|| {
-        rules.run_request(
-            &rules.request,
-            &conn,
-            &fires.method,
-            &mut fires.uri,
-            &mut fires.headers,
-            &mut None,
-        );
+        fires.run_rules(rules, &rules.request, &conn);
     });
     assert!(info.count_total > 0);
     assert_eq!(fires.headers["x-site"], "none");

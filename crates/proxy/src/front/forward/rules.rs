@@ -27,6 +27,7 @@ fn conn(ctx: &ConnCtx, start: Instant) -> Conn<'_> {
         sni: info.and_then(|i| i.sni.as_deref()),
         cert: info.map(|i| i.cert).unwrap_or_default(),
         now: stick::ms_at(start),
+        recent: Some(&ctx.stick),
     }
 }
 
@@ -53,20 +54,10 @@ pub fn request<B>(
     if list.is_empty() {
         return Ok(());
     }
-    // The rules edit the target and the headers together: the target is
-    // lent out (a default `/` stands in), not the whole request moved.
-    let method = req.method().clone();
-    let mut uri = std::mem::take(req.uri_mut());
-    let rules = &snap.config.rules;
-    let said = rules.run_request(
-        list,
-        &conn(ctx, start),
-        &method,
-        &mut uri,
-        req.headers_mut(),
-        track,
-    );
-    *req.uri_mut() = uri;
+    let said = snap
+        .config
+        .rules
+        .run_request(list, &conn(ctx, start), req, track);
     match said {
         Some(a) => Err(answer(a)),
         None => Ok(()),

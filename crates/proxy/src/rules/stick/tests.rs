@@ -4,7 +4,7 @@
 
 use std::net::IpAddr;
 
-use http::{HeaderMap, HeaderValue, Method, Uri};
+use http::{HeaderMap, HeaderValue};
 
 use super::*;
 use crate::rules::{Answer, ClientCert, Conn, Rules};
@@ -115,22 +115,17 @@ fn send(rules: &Rules, client: &str, headers: &[(&'static str, &str)]) -> (u16, 
         sni: None,
         cert: ClientCert::default(),
         now: crate::rules::stick::now_ms(),
+        recent: None,
     };
     let mut h = HeaderMap::new();
     h.insert("host", HeaderValue::from_static("app.example.com"));
     for (k, v) in headers {
         h.insert(*k, HeaderValue::from_str(v).unwrap());
     }
-    let mut uri: Uri = "/".parse().unwrap();
+    let mut req = http::Request::new(());
+    *req.headers_mut() = h;
     let mut track = None;
-    let a = rules.run_request(
-        &rules.request,
-        &conn,
-        &Method::GET,
-        &mut uri,
-        &mut h,
-        &mut track,
-    );
+    let a = rules.run_request(&rules.request, &conn, &mut req, &mut track);
     (a.as_ref().map_or(200, |a| a.status.as_u16()), a)
 }
 
@@ -400,4 +395,182 @@ fn the_reported_entry_size_counts_the_key_text() {
     eprintln!("entry bytes: ip {ip}");
     assert!((100..=160).contains(&ip), "{ip}");
     assert_eq!(entry_bytes(KeyKind::Str { len: 32 }), ip + 32);
+}
+
+/// One request of a connection remembering `recent`, tracking `key` in
+/// slot 0 of `t`; its count of requests after it.
+fn track_on(recent: &track::Recent, t: &Arc<StickTable>, key: Key, now: u32) -> u32 {
+    let mut slots = None;
+    track::start(&mut slots, 0, (0, t), key, Some(recent), now);
+    let tr = slots
+        .as_deref()
+        .and_then(|s| s[0].as_ref())
+        .expect("tracked");
+    let n = tr.entry.counters.lock().http_req_cnt;
+    track::stop(&mut slots, now);
+    n
+}
+
+#[test]
+fn a_connection_remembers_its_entry_but_the_table_still_owns_it() {
+    let t = Arc::new(StickTable::new(
+        "t",
+        KeyKind::Ip,
+        10,
+        1_000,
+        store(&["http_req_cnt"]),
+    ));
+    let recent = track::Recent::default();
+    assert_eq!(track_on(&recent, &t, v4(1), 100), 1);
+    assert_eq!(track_on(&recent, &t, v4(1), 200), 2, "the same entry again");
+    // Another key in the same slot is looked up (and then remembered).
+    assert_eq!(track_on(&recent, &t, v4(2), 300), 1);
+    assert_eq!(track_on(&recent, &t, v4(1), 400), 3);
+    assert_eq!(t.len(), 2);
+
+    // An idle connection holds nothing: `clear table` removes the entry
+    // it remembers, and its next request counts in a new one, in the map.
+    assert_eq!(t.clear(Some(&v4(1))), 1);
+    assert_eq!(track_on(&recent, &t, v4(1), 500), 1);
+    assert_eq!(t.get(&v4(1), 500).unwrap().counters.lock().http_req_cnt, 1);
+
+    // Expiry: a remembered entry past its expiry and tracked by no one is
+    // as good as new, as one found in the map; purged, it is gone.
+    assert_eq!(track_on(&recent, &t, v4(1), 2_000), 1);
+    assert_eq!(t.purge(5_000), 2);
+    assert!(t.is_empty());
+    assert_eq!(track_on(&recent, &t, v4(1), 5_100), 1);
+    assert_eq!(t.len(), 1);
+
+    // A reload's new table (same definition) adopts the entry: the
+    // connection finds it there, not through the old table.
+    let t2 = Arc::new(StickTable::new(
+        "t",
+        KeyKind::Ip,
+        10,
+        1_000,
+        store(&["http_req_cnt"]),
+    ));
+    t2.adopt(&t);
+    drop(t);
+    assert_eq!(track_on(&recent, &t2, v4(1), 5_200), 2);
+    assert_eq!(t2.len(), 1);
+}
+
+#[test]
+fn a_connection_reuses_the_room_of_its_last_counters() {
+    let t = Arc::new(StickTable::new(
+        "t",
+        KeyKind::Ip,
+        10,
+        1_000,
+        store(&["http_req_cnt", "conn_cur"]),
+    ));
+    let recent = track::Recent::default();
+    let mut slots = None;
+    track::start(&mut slots, 0, (0, &t), v4(1), Some(&recent), 100);
+    let room = slots.as_deref().map(|s| s as *const Slots);
+    track::stop(&mut slots, 100);
+    track::recycle(&mut slots, &recent);
+    assert!(slots.is_none());
+    // The ended request holds its entry no more: untracked, clearable.
+    assert_eq!(t.get(&v4(1), 100).unwrap().counters.lock().conn_cur, 0);
+    assert_eq!(t.clear(None), 1);
+
+    let mut next = None;
+    track::start(&mut next, 1, (0, &t), v4(2), Some(&recent), 200);
+    let s = next.as_deref().expect("tracked");
+    assert_eq!(Some(s as *const Slots), room, "the same room");
+    assert!(s[0].is_none() && s[2].is_none(), "emptied");
+    assert_eq!(s[1].as_ref().unwrap().entry.counters.lock().conn_cur, 1);
+}
+
+#[test]
+fn a_remembered_entry_being_removed_is_looked_up_again() {
+    let t = Arc::new(StickTable::new(
+        "t",
+        KeyKind::Ip,
+        10,
+        1_000,
+        store(&["http_req_cnt"]),
+    ));
+    let recent = track::Recent::default();
+    assert_eq!(track_on(&recent, &t, v4(1), 100), 1);
+    // The table marks an entry gone while it removes it: a connection
+    // that took it back from its memory at that moment does not count in
+    // it but in the map's (here still the same entry: the removal did not
+    // happen, as the connection held it when the count was read).
+    let e = t.get(&v4(1), 100).unwrap();
+    e.gone.store(true, Ordering::Relaxed);
+    assert!(t.remembered(Arc::clone(&e), 150).is_none());
+    e.gone.store(false, Ordering::Relaxed);
+    drop(e);
+    assert_eq!(track_on(&recent, &t, v4(1), 200), 2);
+}
+
+#[test]
+fn a_connection_never_counts_in_an_entry_the_table_removed() {
+    // One thread tracks through its connection's memory while another
+    // clears the table over and over: every tracked entry is the map's
+    // (a removed one would be an orphan, its counts lost).
+    let t = Arc::new(StickTable::new(
+        "t",
+        KeyKind::Ip,
+        10,
+        60_000,
+        store(&["http_req_cnt"]),
+    ));
+    let stop = Arc::new(AtomicBool::new(false));
+    let clearer = {
+        let (t, stop) = (Arc::clone(&t), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            let mut removed = 0;
+            while !stop.load(Ordering::Relaxed) {
+                removed += t.clear(None);
+            }
+            removed
+        })
+    };
+    let recent = track::Recent::default();
+    let mut orphans = 0;
+    for i in 0..100_000u32 {
+        let mut slots = None;
+        track::start(&mut slots, 0, (0, &t), v4(1), Some(&recent), 100 + i % 1000);
+        let tr = slots
+            .as_deref()
+            .and_then(|s| s[0].as_ref())
+            .expect("tracked");
+        if !t
+            .get(&v4(1), 100)
+            .is_some_and(|e| Arc::ptr_eq(&e, &tr.entry))
+        {
+            orphans += 1;
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let removed = clearer.join().unwrap();
+    assert_eq!(
+        orphans, 0,
+        "tracked entries not in the table ({removed} removals)"
+    );
+    assert!(
+        removed > 0,
+        "the table was cleared while the connection tracked"
+    );
+}
+
+#[test]
+fn streams_of_one_connection_at_once_look_up_the_map() {
+    let t = Arc::new(StickTable::new(
+        "t",
+        KeyKind::Ip,
+        10,
+        1_000,
+        store(&["http_req_cnt"]),
+    ));
+    let recent = track::Recent::default();
+    let busy = recent.lock_for_test();
+    assert_eq!(track_on(&recent, &t, v4(1), 100), 1);
+    drop(busy);
+    assert_eq!(track_on(&recent, &t, v4(1), 200), 2);
 }

@@ -6,9 +6,10 @@
 //! (`http_req_*`), and a deny or a 4xx response an error (`http_err_*`).
 
 use std::net::IpAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use http::{HeaderMap, HeaderName};
+use parking_lot::Mutex;
 
 use super::{now_ms, Data, Entry, Key, StickTable};
 
@@ -169,6 +170,7 @@ impl StickView<'_> {
     /// The value of `fetch` for a request from `client`; `None` when
     /// HAProxy's fetch finds no sample (an untracked slot, a type the
     /// table does not store): a test on it does not match.
+    #[inline]
     pub fn value(&self, fetch: &StickFetch, client: IpAddr) -> Option<i64> {
         let now = self.now;
         let slot = |n: usize| self.slots.and_then(|s| s.get(n)?.as_ref());
@@ -230,6 +232,7 @@ fn inc_gpc_of(t: &StickTable, e: &Entry, key: Option<&Key>, idx: usize, now: u32
 
 /// The key of a `track-sc` action for a request in table `t` (`None`
 /// when the request has no such sample: nothing is tracked).
+#[inline]
 pub fn key(k: &KeyFetch, t: &StickTable, f: &crate::rules::Facts<'_>) -> Option<Key> {
     let text = |s: &str| t.kind.of_text(s);
     match k {
@@ -254,12 +257,109 @@ fn last_value<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Option<&'a str> 
         .next_back()
 }
 
+/// The entries a connection's last requests tracked, by slot: the next
+/// request tracking the same key in the same table takes the entry from
+/// here instead of looking it up in the table's map (a keep-alive
+/// client's `src` is the same on every request: one lookup per
+/// connection). The references are weak: an idle connection tracks
+/// nothing, and the table expires, evicts and clears a remembered entry
+/// as any other ([`StickTable::remembered`] sees it removed). It also
+/// keeps the last request's emptied counters for the next one
+/// ([`recycle`]: no allocation per request). Allocated when the
+/// connection first tracks; HTTP/2 streams running at once share it, and
+/// one that finds it busy looks up the map.
+#[derive(Debug, Default)]
+pub struct Recent(Mutex<Option<Box<Memory>>>);
+
+/// What a [`Recent`] holds.
+#[derive(Debug, Default)]
+pub struct Memory {
+    entries: [Option<Remembered>; SLOTS],
+    /// Counters of an ended request, emptied.
+    spare: Option<Box<Slots>>,
+}
+
+/// One remembered entry.
+#[derive(Debug)]
+pub struct Remembered {
+    /// The table (weak: a reload's new table is another one).
+    table: Weak<StickTable>,
+    key: Key,
+    entry: Weak<Entry>,
+}
+
+impl Recent {
+    /// Holds the memory as a stream of the connection would.
+    #[cfg(test)]
+    pub fn lock_for_test(&self) -> impl Drop + '_ {
+        self.0.lock()
+    }
+
+    /// The entry of `key` in `table`, remembered in slot `n` or found in
+    /// the table (and then remembered; `None` when the table is full),
+    /// and counters for the request when `slots` has none.
+    fn entry(
+        &self,
+        n: usize,
+        (table, key): (&Arc<StickTable>, Key),
+        slots: &mut Tracking,
+        now: u32,
+    ) -> Option<Arc<Entry>> {
+        let Some(mut recent) = self.0.try_lock() else {
+            return table.entry(key, now);
+        };
+        let memory = recent.get_or_insert_with(Default::default);
+        if slots.is_none() {
+            *slots = memory.spare.take();
+        }
+        let slot = memory.entries.get_mut(n)?;
+        if let Some(r) = slot.as_ref() {
+            if Weak::as_ptr(&r.table) == Arc::as_ptr(table) && r.key == key {
+                if let Some(e) = r.entry.upgrade().and_then(|e| table.remembered(e, now)) {
+                    return Some(e);
+                }
+            }
+        }
+        let entry = table.entry(key.clone(), now)?;
+        *slot = Some(Remembered {
+            table: Arc::downgrade(table),
+            key,
+            entry: Arc::downgrade(&entry),
+        });
+        Some(entry)
+    }
+}
+
+/// Ends a request's counters for good (after [`stop`]) and keeps their
+/// room in the connection's `recent` for its next request.
+pub fn recycle(slots: &mut Tracking, recent: &Recent) {
+    let Some(mut s) = slots.take() else { return };
+    *s = Default::default();
+    if let Some(mut r) = recent.0.try_lock() {
+        if let Some(m) = r.as_mut() {
+            m.spare.get_or_insert(s);
+        }
+    }
+}
+
 /// Starts tracking the entry of `key` in table `index` in slot `n` of
 /// `slots` (a slot already in use is kept, as in HAProxy; the entry is
-/// made all the same) and counts the request.
-pub fn start(slots: &mut Tracking, n: usize, index: usize, table: &StickTable, key: Key, now: u32) {
+/// made all the same) and counts the request. `recent` is the
+/// connection's memory of its last entries, when it has one.
+pub fn start(
+    slots: &mut Tracking,
+    n: usize,
+    (index, table): (usize, &Arc<StickTable>),
+    key: Key,
+    recent: Option<&Recent>,
+    now: u32,
+) {
     let shared = table.is_shared().then(|| key.clone());
-    let Some(entry) = table.entry(key, now) else {
+    let entry = match recent {
+        Some(r) => r.entry(n, (table, key), slots, now),
+        None => table.entry(key, now),
+    };
+    let Some(entry) = entry else {
         return;
     };
     let s = slots.get_or_insert_with(Default::default);
@@ -276,7 +376,7 @@ pub fn start(slots: &mut Tracking, n: usize, index: usize, table: &StickTable, k
         d.conn += 1;
         d.req += 1;
     });
-    *slot = Some(Tracked {
+    slot.get_or_insert(Tracked {
         table: index,
         expire: table.expire,
         entry,

@@ -8,18 +8,14 @@ use crate::rules::stick::config::data_type;
 
 const P: u32 = 60_000;
 
-fn table(size: usize, shared: bool) -> StickTable {
+fn table(size: usize, shared: bool) -> std::sync::Arc<StickTable> {
     let mut store = Store::default();
     for s in ["http_req_rate(60s)", "http_req_cnt", "http_err_cnt", "gpc0"] {
         let (d, p) = data_type(s).unwrap();
         store.add(d, p);
     }
     let t = StickTable::new("per_ip", KeyKind::Ip, size, 120_000, store);
-    if shared {
-        t.shared()
-    } else {
-        t
-    }
+    std::sync::Arc::new(if shared { t.shared() } else { t })
 }
 
 fn ip(n: u32) -> Key {
@@ -27,9 +23,9 @@ fn ip(n: u32) -> Key {
 }
 
 /// One request of `key` on proxy `t`, as `track-sc0` counts it.
-fn request(t: &StickTable, key: Key, now: u32) {
+fn request(t: &std::sync::Arc<StickTable>, key: Key, now: u32) {
     let mut slots = None;
-    crate::rules::stick::track::start(&mut slots, 0, 0, t, key, now);
+    crate::rules::stick::track::start(&mut slots, 0, (0, t), key, None, now);
 }
 
 fn rate(t: &StickTable, key: &Key, now: u32) -> u32 {
@@ -86,8 +82,8 @@ fn a_table_not_shared_keeps_no_increments_and_errors_and_gpc_are_carried() {
 
     let t = table(10, true);
     let mut slots = None;
-    crate::rules::stick::track::start(&mut slots, 0, 0, &t, ip(1), 5);
-    let tables = [std::sync::Arc::new(table(10, true))];
+    crate::rules::stick::track::start(&mut slots, 0, (0, &t), ip(1), None, 5);
+    let tables = [table(10, true)];
     // `error` and `inc_gpc` look the table up by index / take it given.
     let tr = slots.as_deref().unwrap()[0].as_ref().unwrap();
     crate::rules::stick::track::inc_gpc(&t, tr, 0, 6);
@@ -140,8 +136,8 @@ fn merged_keys_take_slots_within_size_and_of_the_tables_type() {
     // refused rather than evicting them.
     let mut s1 = None;
     let mut s2 = None;
-    crate::rules::stick::track::start(&mut s1, 0, 0, &t, ip(1), 10);
-    crate::rules::stick::track::start(&mut s2, 0, 0, &t, ip(2), 10);
+    crate::rules::stick::track::start(&mut s1, 0, (0, &t), ip(1), None, 10);
+    crate::rules::stick::track::start(&mut s2, 0, (0, &t), ip(2), None, 10);
     assert_eq!(t.merge(ip(3), &d, 10), Err(MergeRefusal::Full));
     assert!(t.merge(ip(1), &d, 10).is_ok());
     assert_eq!(rate(&t, &ip(1), 10), 4);
