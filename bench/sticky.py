@@ -18,10 +18,12 @@ only in stickiness:
                 HAProxy's `cookie SRVID insert` (rdmalb's cookie handling
                 is checked against the real HAProxy in
                 tests/import/rules/sticky-insert.cfg)
-  bound         the same with the load bound at the documented setting:
-                max_load = 0.9, max_load_for = "2s" (its default)
-  bound-250ms   max_load = 0.9, max_load_for = "250ms" (a hold shorter
-                than the co-tenant's mean period)
+  bound         the same with the load bound, max_load = 0.9, and a 2 s
+                hold (max_load_for = "2s", the default until 2026-11-28)
+  bound-1s, bound-500ms, bound-250ms
+                max_load = 0.9 with a shorter hold (max_load_for = 1 s,
+                500 ms, 250 ms: the co-tenant's mean period and below;
+                250 ms is the default, the measured winner)
   no-sticky     no cookie: every request balanced (the reference)
 
 Real HAProxy is not run: the emulated cluster starts rdmalb proxies only,
@@ -64,6 +66,8 @@ MODES = {
     # name: [sticky] lines (None: no stickiness)
     "haproxy-like": "",
     "bound": 'max_load = 0.9\nmax_load_for = "2s"\n',
+    "bound-1s": 'max_load = 0.9\nmax_load_for = "1s"\n',
+    "bound-500ms": 'max_load = 0.9\nmax_load_for = "500ms"\n',
     "bound-250ms": 'max_load = 0.9\nmax_load_for = "250ms"\n',
     "no-sticky": None,
 }

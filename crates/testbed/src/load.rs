@@ -115,14 +115,16 @@ impl Shared {
         req.headers_mut()
             .insert(header::USER_AGENT, HeaderValue::from_static("rdmalb-load"));
         let client = self.clients.as_ref().map(|c| (c, c.client_of(k)));
-        if let Some(cookie) = client.and_then(|(c, i)| c.cookie_header(i)) {
+        let cookie = client.and_then(|(c, i)| c.cookie_header(i));
+        let sent = cookie.is_some();
+        if let Some(cookie) = cookie {
             req.headers_mut().insert(header::COOKIE, cookie);
         }
         match self.client.request(req).await {
             Ok(resp) => {
                 let status = resp.status().as_u16();
                 if let Some((c, i)) = client {
-                    c.observe(i, resp.headers());
+                    c.observe(i, sent, resp.headers());
                 }
                 // Read the whole body so the connection is reused.
                 match resp.into_body().collect().await {

@@ -196,6 +196,8 @@ pub struct Sticky {
     /// node's load index stays above this for `max_load_for`, or the node
     /// drains. `None`: HAProxy's stickiness.
     pub max_load: Option<f64>,
+    /// How long the load index must stay above `max_load` (default
+    /// 250 ms).
     pub max_load_for: Duration,
 }
 
@@ -482,7 +484,9 @@ pub fn sticky(c: &mut ConfigCheck, key: &str, raw: RawSticky) -> Sticky {
     let max_load_for = c.duration_within(
         &format!("{key}.max_load_for"),
         raw.max_load_for.as_deref(),
-        Duration::from_secs(2),
+        // The measured winner against a co-tenant whose busy periods last
+        // about a second (docs/balancing.md, "The load bound").
+        Duration::from_millis(250),
         Duration::from_millis(1),
         Duration::from_secs(3600),
     );

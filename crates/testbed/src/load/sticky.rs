@@ -16,12 +16,14 @@
 //! not moves); the first value a client gets is a *pin*. A client may have
 //! several requests in flight (its k and k + K overlap when a response is
 //! slower than K / rate): each response updates the jar in the order it
-//! arrives, as a browser's parallel requests do, so a session the proxy
-//! moves while two of its requests are in flight can count two moves, and
-//! a client whose first two requests both leave without a cookie (the
-//! second sent before the first is answered) counts a move when they are
-//! balanced to different nodes, though no session left a node: the
-//! proxies' `rdmalb_sticky_moves_total` counts only sessions that left.
+//! arrives, as a browser's parallel requests do. Only a response to a
+//! request that carried the cookie can be a move: when a client's first
+//! two requests both leave without one (the second sent before the first
+//! is answered) and are balanced to different nodes, the second value
+//! replaces the first but no session left a node. A session the proxy
+//! moves while two of its requests are in flight can still count two
+//! moves; the proxies' `rdmalb_sticky_moves_total` counts each session
+//! that left once.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -105,8 +107,9 @@ impl StickyClients {
         HeaderValue::from_str(&format!("{}={v}", self.cookie)).ok()
     }
 
-    /// Takes the cookie's `Set-Cookie` from a response to client `c`.
-    pub fn observe(&self, c: usize, headers: &HeaderMap) {
+    /// Takes the cookie's `Set-Cookie` from a response to client `c`'s
+    /// request, which carried the cookie when `sent`.
+    pub fn observe(&self, c: usize, sent: bool, headers: &HeaderMap) {
         let Some(jar) = self.jars.get(c) else { return };
         let set = headers
             .get_all(header::SET_COOKIE)
@@ -124,7 +127,7 @@ impl StickyClients {
         }
         match jar.value.as_deref() {
             None => jar.pins += 1,
-            Some(old) if node_of(old) != node_of(new) => jar.moves += 1,
+            Some(old) if sent && node_of(old) != node_of(new) => jar.moves += 1,
             Some(_) => {}
         }
         jar.value = Some(new.to_string());
@@ -209,20 +212,20 @@ mod tests {
     fn a_client_is_pinned_then_moved_and_refreshes_are_not_moves() {
         let c = StickyClients::new("SRVID", 3).unwrap();
         assert_eq!(c.cookie_header(1), None);
-        c.observe(1, &response(&["SRVID=n3; path=/"]));
+        c.observe(1, true, &response(&["SRVID=n3; path=/"]));
         assert_eq!(c.cookie_header(1).unwrap(), "SRVID=n3");
         // No Set-Cookie, another cookie, the same node with new dates.
-        c.observe(1, &HeaderMap::new());
-        c.observe(1, &response(&["SESSION=abc; path=/"]));
-        c.observe(1, &response(&["SRVID=n3; path=/"]));
-        c.observe(1, &response(&["SRVID=n3|AAAAA|AAAAA; path=/"]));
-        c.observe(1, &response(&["SRVID=n3|AAAAB|AAAAA; path=/"]));
+        c.observe(1, true, &HeaderMap::new());
+        c.observe(1, true, &response(&["SESSION=abc; path=/"]));
+        c.observe(1, true, &response(&["SRVID=n3; path=/"]));
+        c.observe(1, true, &response(&["SRVID=n3|AAAAA|AAAAA; path=/"]));
+        c.observe(1, true, &response(&["SRVID=n3|AAAAB|AAAAA; path=/"]));
         let s = c.summary();
         assert_eq!((s.pins, s.moves, s.clients_moved), (1, 0, 0));
-        c.observe(1, &response(&["SESSION=abc", "SRVID=n5; path=/"]));
+        c.observe(1, true, &response(&["SESSION=abc", "SRVID=n5; path=/"]));
         assert_eq!(c.cookie_header(1).unwrap(), "SRVID=n5");
-        c.observe(1, &response(&["SRVID=n3; path=/"]));
-        c.observe(2, &response(&["SRVID=n5; path=/"]));
+        c.observe(1, true, &response(&["SRVID=n3; path=/"]));
+        c.observe(2, true, &response(&["SRVID=n5; path=/"]));
         let s = c.summary();
         assert_eq!(
             (s.pins, s.moves, s.clients_moved, s.max_moves_per_client),
@@ -235,15 +238,30 @@ mod tests {
     }
 
     #[test]
+    fn first_requests_sent_together_without_the_cookie_are_not_moves() {
+        let c = StickyClients::new("SRVID", 1).unwrap();
+        // Two requests left without a cookie; their answers name two nodes.
+        c.observe(0, false, &response(&["SRVID=n1; path=/"]));
+        c.observe(0, false, &response(&["SRVID=n2; path=/"]));
+        assert_eq!(c.cookie_header(0).unwrap(), "SRVID=n2");
+        let s = c.summary();
+        assert_eq!((s.pins, s.moves), (1, 0));
+        // With the cookie sent, another node is a move.
+        c.observe(0, true, &response(&["SRVID=n4; path=/"]));
+        assert_eq!(c.summary().moves, 1);
+    }
+
+    #[test]
     fn a_deletion_empties_the_jar_and_the_next_value_is_a_pin() {
         let c = StickyClients::new("SRV", 1).unwrap();
-        c.observe(0, &response(&["SRV=s1; path=/"]));
+        c.observe(0, true, &response(&["SRV=s1; path=/"]));
         c.observe(
             0,
+            true,
             &response(&["SRV=; Expires=Thu, 01-Jan-1970 00:00:01 GMT; path=/"]),
         );
         assert_eq!(c.cookie_header(0), None);
-        c.observe(0, &response(&["SRV=s2; path=/"]));
+        c.observe(0, true, &response(&["SRV=s2; path=/"]));
         let s = c.summary();
         assert_eq!((s.pins, s.moves, s.clears), (2, 0, 1));
     }
@@ -254,7 +272,7 @@ mod tests {
         let picked: Vec<usize> = (0..9).map(|k| c.client_of(k)).collect();
         assert_eq!(picked, [0, 1, 2, 3, 0, 1, 2, 3, 0]);
         // Out-of-range clients are ignored, not a panic.
-        c.observe(9, &response(&["SRV=s1"]));
+        c.observe(9, true, &response(&["SRV=s1"]));
         assert_eq!(c.cookie_header(9), None);
     }
 
