@@ -41,7 +41,7 @@ pub const KEYS: &[&str] = &[
 #[allow(dead_code)] // only its schema is used
 enum RawCondition {
     Expression(String),
-    Test(RawTest),
+    Test(Box<RawTest>),
 }
 
 /// `[[acl]]`, or an anonymous test in a rule's `if`/`unless`.
