@@ -7,7 +7,10 @@
 #    (scripts/layout-check.sh), builds the appliance without the verbs feature and checks that it refuses a
 #    verbs config with a clear message
 # 4. runs every unit test and the end-to-end tests (real sockets, real nginx,
-#    the real rdmalb and rdmalb-testbed binaries)
+#    the real rdmalb and rdmalb-testbed binaries), then checks that
+#    docs/configuration.md is what the code generates, that conf/ uses only
+#    its keys and that the benchmark headline table is current
+#    (scripts/docs-check.sh)
 # 5. runs a short seeded fault-injection campaign over shm and over tcp
 #    (rdmalb-testbed chaos) and the demo cluster's smoke check (scripts/demo.sh --smoke)
 # 6. runs the verbs transport for real inside a Soft-RoCE QEMU guest (scripts/rxe-test.sh,
@@ -85,6 +88,12 @@ if [ "$rc" -ne 0 ]; then
     failed=$((failed > 0 ? failed : 1))
     exit 1
 fi
+
+stage "docs: the configuration reference and the benchmark headline match the code (scripts/docs-check.sh)"
+# The binary the tests just built (a plain `cargo build` would build the
+# workspace again without the dev-dependencies' features).
+RDMALB_BIN=${CARGO_TARGET_DIR:-target}/debug/rdmalb bash scripts/docs-check.sh
+passed=$((passed + 1))
 
 stage "fault-injection campaign, short run (rdmalb-testbed chaos; docs/reliability.md)"
 # 12 s of faults each over shm and over tcp (about 25 s per run with start-up,

@@ -7,14 +7,25 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 
+mod config_reference;
+
 /// mimalloc instead of the C library's malloc: per-request buffers, header
-/// maps and task frames come and go on every request (docs/benchmarks.md,
+/// maps and task frames come and go on every request (docs/benchmarks-history.md,
 /// "Where rdmalb's time goes").
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[derive(Parser)]
-#[command(name = "rdmalb", version, about = "RDMA-aware layer-7 load balancer")]
+#[command(
+    name = "rdmalb",
+    version,
+    about = "RDMA-aware layer-7 load balancer",
+    long_about = "RDMA-aware layer-7 load balancer: an HTTP front end (`rdmalb proxy`) that \
+reads its backend nodes' load per request from windows their sidecars (`rdmalb sidecar`) \
+publish, and moves idle nodes to hot sites. README.md has a minimal config; \
+docs/configuration.md every key.",
+    after_help = "Example:\n  rdmalb check -c rdmalb.toml && rdmalb proxy -c rdmalb.toml"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -23,19 +34,31 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the HTTP front end (proxy, health checks, metrics).
+    ///
+    /// Reloads the config on SIGHUP, restarts without dropping connections on
+    /// SIGUSR2, drains on SIGTERM (docs/operations.md).
+    #[command(after_help = "Example:\n  rdmalb proxy -c /etc/rdmalb/rdmalb.toml")]
     Proxy {
         /// Proxy config file (TOML); see conf/rdmalb.toml.
         #[arg(short, long)]
         config: PathBuf,
     },
     /// Run the sidecar beside a backend app: publish its load into the node window.
+    ///
+    /// It also applies the roles proxies write into the window (renders the
+    /// site's template, reloads the app; docs/sidecar.md).
+    #[command(after_help = "Example:\n  rdmalb sidecar -c /etc/rdmalb/sidecar.toml")]
     Sidecar {
         /// Sidecar config file (TOML); see conf/sidecar.toml.
         #[arg(short, long)]
         config: PathBuf,
     },
     /// Validate a config file and print every problem found.
+    ///
+    /// Exit status 2 when the file has problems, each named with its key.
+    #[command(after_help = "Example:\n  rdmalb check --sidecar -c conf/sidecar.toml")]
     Check {
+        /// The config file (TOML).
         #[arg(short, long)]
         config: PathBuf,
         /// The file is a sidecar config (default: a proxy config).
@@ -45,6 +68,9 @@ enum Command {
     /// Send runtime commands to a running proxy (`show stat`, `show info`,
     /// `set node NAME state ready|drain|maint`, `set node NAME weight N`,
     /// `move node NAME site SITE`, `help`) through its admin listener.
+    #[command(
+        after_help = "Example:\n  rdmalb ctl -c /etc/rdmalb/rdmalb.toml set node web1 state drain"
+    )]
     Ctl {
         /// The proxy's config file: its [admin] listen and token_file.
         #[arg(short, long, conflicts_with = "admin")]
@@ -62,6 +88,7 @@ enum Command {
     /// Convert an HAProxy configuration to a proxy config: the TOML is
     /// printed (or written), every directive not mapped exactly is named on
     /// stderr; exit status 3 when one changes which backend a request reaches.
+    #[command(after_help = "Example:\n  rdmalb import /etc/haproxy/haproxy.cfg -o rdmalb.toml")]
     Import {
         /// The HAProxy configuration file.
         haproxy_cfg: PathBuf,
@@ -72,8 +99,25 @@ enum Command {
         #[arg(long)]
         allow_partial: bool,
     },
+    /// Print the configuration reference (docs/configuration.md), generated
+    /// from the config types and their doc comments; with --check and the
+    /// --*-conf options, check the committed file and example configs
+    /// instead (exit 1 naming each problem).
+    #[command(after_help = "Example:\n  rdmalb config-reference > docs/configuration.md")]
+    ConfigReference {
+        /// Compare this file with what the code generates.
+        #[arg(long)]
+        check: Option<PathBuf>,
+        /// Proxy config files whose keys must all be in the reference.
+        #[arg(long, num_args = 1..)]
+        proxy_conf: Vec<PathBuf>,
+        /// Sidecar config files whose keys must all be in the reference.
+        #[arg(long, num_args = 1..)]
+        sidecar_conf: Vec<PathBuf>,
+    },
     /// Generate a pre-shared key for the tcp and verbs windows (256 random
     /// bits as `rdmalb-psk-v1:` and hex): printed, or written to a new file.
+    #[command(after_help = "Example:\n  rdmalb psk --out /etc/rdmalb/cluster.psk")]
     Psk {
         /// Write the key to this new file (mode 0600; never overwrites)
         /// instead of printing it.
@@ -109,6 +153,26 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
                 None => println!("{}", key.to_text()),
             }
             Ok(ExitCode::SUCCESS)
+        }
+        Command::ConfigReference {
+            check,
+            proxy_conf,
+            sidecar_conf,
+        } => {
+            let files = config_reference::Files::new();
+            if check.is_none() && proxy_conf.is_empty() && sidecar_conf.is_empty() {
+                println!("{}", files.markdown());
+                return Ok(ExitCode::SUCCESS);
+            }
+            let problems = files.check(check.as_deref(), &proxy_conf, &sidecar_conf);
+            for p in &problems {
+                eprintln!("{p}");
+            }
+            Ok(if problems.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
         }
         Command::Ctl {
             config,

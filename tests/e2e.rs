@@ -6,6 +6,7 @@
 mod support;
 
 mod balance;
+mod docs;
 mod import;
 mod proxy;
 mod qos;

@@ -3,7 +3,8 @@
 //! human-readable durations ([`duration`]), wall-clock integers
 //! ([`time`]), the one shutdown signal background loops wait on
 //! ([`shutdown`]), the process's Prometheus recorder ([`metrics`]) and
-//! one-line error chains ([`error`]).
+//! one-line error chains ([`error`]), and the configuration reference
+//! rendered from the config structs' schemas ([`reference`]).
 #![deny(unsafe_code)]
 
 pub mod cpu;
@@ -12,5 +13,6 @@ pub mod error;
 pub mod logging;
 pub mod metrics;
 pub mod problems;
+pub mod reference;
 pub mod shutdown;
 pub mod time;

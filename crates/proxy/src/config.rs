@@ -18,6 +18,7 @@ pub mod files;
 mod qos;
 pub mod raw;
 mod reconfig;
+pub mod reference;
 pub mod stats_socket;
 pub mod types;
 pub mod validate;

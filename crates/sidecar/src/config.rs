@@ -18,6 +18,7 @@
 //! one (see [`crate::collect`]).
 
 pub mod raw;
+pub mod reference;
 pub mod validate;
 
 use std::net::SocketAddr;

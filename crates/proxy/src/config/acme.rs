@@ -12,29 +12,76 @@ use serde::Deserialize;
 use rdmalb_base::problems::ConfigCheck;
 
 /// `[acme]` as written.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawAcme {
+    /// The ACME server's directory URL.
+    ///
+    /// Default: `"https://acme-v02.api.letsencrypt.org/directory"`. Example: `"https://127.0.0.1:14000/dir"`.
     pub directory: Option<String>,
+    /// Contact addresses given to the ACME server (`mailto:` optional).
+    ///
+    /// Default: `[]`. Example: `["ops@example.com"]`.
     pub contact: Option<Vec<String>>,
+    /// The folder of the account key, certificates and keys (files 0600).
+    /// Proxies serving the same names share it: one orders, all serve.
+    ///
+    /// Default: none (required). Example: `"/var/lib/rdmalb/acme"`.
     pub storage: Option<String>,
+    /// The ACME server's HTTPS root certificate, when it is private (pebble).
+    ///
+    /// Default: none (the system's roots). Example: `"pebble-ca.pem"`.
     pub ca_root: Option<String>,
+    /// `"http-01"` (the server fetches a token over HTTP on port 80) or
+    /// `"tls-alpn-01"` (a TLS handshake on port 443).
+    ///
+    /// Default: `"http-01"`. Example: `"tls-alpn-01"`.
     pub challenge: Option<String>,
+    /// How often certificates are checked for renewal (renewed two thirds into
+    /// their lifetime).
+    ///
+    /// Default: `"1m"`.
     pub check_interval: Option<String>,
+    /// The first wait after a failed order; doubled after each failure.
+    ///
+    /// Default: `"1m"`.
     pub retry_min: Option<String>,
+    /// The longest wait between failed orders.
+    ///
+    /// Default: `"6h"`.
     pub retry_max: Option<String>,
+    /// How long one proxy holds the order lock in `storage`.
+    ///
+    /// Default: `"10m"`.
     pub lock_lease: Option<String>,
+    /// Certificates ordered at the first TLS handshake for a name, when
+    /// `allow_file` lists it or `ask` allows it.
     pub on_demand: Option<RawOnDemand>,
 }
 
 /// `[acme.on_demand]` as written.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawOnDemand {
+    /// A file of names (one a line) that may get a certificate on demand.
+    ///
+    /// Default: none. Example: `"ondemand-names.txt"`.
     pub allow_file: Option<String>,
+    /// A URL asked `GET <ask>?domain=<name>`; 200 allows the name.
+    ///
+    /// Default: none. Example: `"http://127.0.0.1:9000/allowed"`.
     pub ask: Option<String>,
+    /// How long an answer of `ask` is kept.
+    ///
+    /// Default: `"5m"`.
     pub ask_cache: Option<String>,
+    /// New names ordered per minute at most. Accepted: 1 to 10000.
+    ///
+    /// Default: `10`.
     pub rate: Option<i64>,
+    /// How long a first handshake for a name being ordered waits for it.
+    ///
+    /// Default: `"10s"`.
     pub wait: Option<String>,
 }
 

@@ -15,57 +15,121 @@ use rdmalb_base::problems::ConfigCheck;
 use super::Balance;
 
 /// `[site.hash]` as written.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawHash {
-    /// "map-based" (default, as HAProxy) or "consistent".
+    /// `"map-based"` (as HAProxy's default) or `"consistent"`.
+    ///
+    /// Default: `"map-based"`. Example: `"consistent"`.
     #[serde(rename = "type")]
     pub kind: Option<String>,
-    /// "sdbm" (default), "djb2", "wt6" or "crc32".
-    pub function: Option<String>,
-    /// Default: on for `type = "consistent"` without a `function`, as
+    /// `"sdbm"`, `"djb2"`, `"wt6"` or `"crc32"`. Writing one, even `"sdbm"`,
+    /// turns `avalanche`'s default off for `type = "consistent"`, as in
     /// HAProxy.
+    ///
+    /// Default: sdbm. Example: `"crc32"`.
+    pub function: Option<String>,
+    /// Mix the hash before use (HAProxy's `avalanche`).
+    ///
+    /// Default: on for `type = "consistent"` without a `function`, as HAProxy. Example: `true`.
     pub avalanche: Option<bool>,
-    /// HAProxy's `hash-balance-factor`: 0 (off) or >= 100.
+    /// HAProxy's `hash-balance-factor` (consistent only): 0 (off) or at least
+    /// 100; a node above this percent of the mean load is skipped.
+    ///
+    /// Default: `0`. Example: `150`.
     pub balance_factor: Option<i64>,
-    /// What the bound counts: "published" (default) or "own".
+    /// What `balance_factor` counts: `"own"` (this proxy's requests, as HAProxy)
+    /// or `"published"` (the nodes' published work).
+    ///
+    /// Default: `"own"`. Example: `"published"`.
     pub bound_load: Option<String>,
-    /// `balance = "uri"`: the query string too (HAProxy's `whole`).
+    /// `balance = "uri"`: hash the query string too (HAProxy's `whole`).
+    ///
+    /// Default: `false`. Example: `true`.
     pub whole: Option<bool>,
     /// `balance = "uri"`: the path only, never the authority (`path-only`).
+    ///
+    /// Default: `false`. Example: `true`.
     pub path_only: Option<bool>,
-    /// `balance = "uri"`: at most this many characters (`len`).
+    /// `balance = "uri"`: at most this many characters (`len`). Accepted: 1 to
+    /// 1048576.
+    ///
+    /// Default: none (all). Example: `64`.
     pub len: Option<i64>,
-    /// `balance = "uri"`: at most this many directories (`depth`).
+    /// `balance = "uri"`: at most this many directories (`depth`). Accepted: 1 to
+    /// 1024.
+    ///
+    /// Default: none (all). Example: `2`.
     pub depth: Option<i64>,
     /// `balance = "hdr"`: the header hashed.
+    ///
+    /// Default: none (required with `"hdr"`). Example: `"host"`.
     pub header: Option<String>,
     /// `balance = "hdr"`: only the domain name between the last two dots.
+    ///
+    /// Default: `false`. Example: `true`.
     pub use_domain_only: Option<bool>,
     /// `balance = "url_param"`: the query parameter hashed.
+    ///
+    /// Default: none (required with `"url_param"`). Example: `"userid"`.
     pub param: Option<String>,
     /// `balance = "cookie"`: the cookie hashed.
+    ///
+    /// Default: none (required with `"cookie"`). Example: `"session"`.
     pub cookie: Option<String>,
 }
 
 /// `[site.sticky]` as written.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawSticky {
+    /// The sticky cookie's name.
+    ///
+    /// Default: none (required). Example: `"SRV"`.
     pub cookie: Option<String>,
-    /// "insert" (default), "rewrite", "prefix" or "passive".
+    /// `"insert"` (the proxy sets the cookie), `"rewrite"` (the app sets it; the
+    /// proxy writes the node's value into it), `"prefix"` (the node's value is
+    /// prefixed to the app's cookie) or `"passive"` (read, never written).
+    ///
+    /// Default: `"insert"`. Example: `"prefix"`.
     pub mode: Option<String>,
+    /// Do not pass the cookie to the node (HAProxy's `indirect`).
+    ///
+    /// Default: `false`. Example: `true`.
     pub indirect: Option<bool>,
+    /// Mark responses that set the cookie uncacheable (HAProxy's `nocache`).
+    ///
+    /// Default: `false`. Example: `true`.
     pub nocache: Option<bool>,
+    /// Set the cookie's `HttpOnly` attribute.
+    ///
+    /// Default: `false`. Example: `true`.
     pub httponly: Option<bool>,
+    /// Set the cookie's `Secure` attribute.
+    ///
+    /// Default: `false`. Example: `true`.
     pub secure: Option<bool>,
+    /// `mode = "insert"` only: a session idle longer than this is dropped.
+    ///
+    /// Default: none. Example: `"30m"`.
     pub maxidle: Option<String>,
+    /// `mode = "insert"` only: a session older than this is dropped.
+    ///
+    /// Default: none. Example: `"8h"`.
     pub maxlife: Option<String>,
+    /// The cookie's `Domain` attributes.
+    ///
+    /// Default: `[]`. Example: `[".shops.example.com"]`.
     #[serde(default)]
     pub domain: Vec<String>,
-    /// Load index (0..=1) above which a session leaves its node.
+    /// A load index (above 0, at most 1) above which a session leaves its node,
+    /// once it stays there for `max_load_for`.
+    ///
+    /// Default: none (sessions stay). Example: `0.9`.
     pub max_load: Option<f64>,
-    /// How long the load must stay above `max_load` (default 2s).
+    /// How long the load must stay above `max_load` (1ms to 1h).
+    ///
+    /// Default: `"2s"`.
     pub max_load_for: Option<String>,
 }
 

@@ -29,13 +29,30 @@ impl Coding {
 }
 
 /// `[site.compression]` as written.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawCompression {
+    /// Codings offered, the preferred first: `"zstd"`, `"br"`, `"gzip"`. The
+    /// client's Accept-Encoding q-values decide, ties go to the earlier.
+    ///
+    /// Default: `["zstd", "br", "gzip"]`. Example: `["gzip"]`.
     pub codings: Option<Vec<String>>,
+    /// Media types compressed; `"text/*"` a whole top type, `"*/*"` every type.
+    ///
+    /// Default: html, plain, css, xml, javascript, json, xhtml and svg. Example: `["text/html", "application/json"]`.
     pub types: Option<Vec<String>>,
+    /// Responses whose Content-Length is below this (bytes) go out as they are.
+    ///
+    /// Default: `256`.
     pub min_size: Option<i64>,
+    /// 1 (fastest) to 9 (smallest), one scale for every coding.
+    ///
+    /// Default: `1`. Example: `6`.
     pub level: Option<i64>,
+    /// Remove Accept-Encoding from requests so the nodes never compress and the
+    /// proxy does it (HAProxy's `compression offload`).
+    ///
+    /// Default: `false`. Example: `true`.
     pub offload: Option<bool>,
 }
 

@@ -13,18 +13,35 @@ use serde::Deserialize;
 use rdmalb_base::problems::ConfigCheck;
 
 /// `[[stats_socket]]` as written.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawStatsSocket {
+    /// A UNIX socket path (HAProxy's `stats socket /path`). One of `path` and
+    /// `listen`.
+    ///
+    /// Default: none. Example: `"/run/rdmalb/admin.sock"`.
     pub path: Option<String>,
+    /// A loopback TCP address instead of `path` (HAProxy's `stats socket
+    /// ipv4@...`).
+    ///
+    /// Default: none. Example: `"127.0.0.1:9999"`.
     pub listen: Option<String>,
-    /// Octal, as HAProxy's `mode 660`.
+    /// The socket file's mode, octal (HAProxy's `mode 660`); `path` only.
+    ///
+    /// Default: none (as the process makes it). Example: `"660"`.
     pub mode: Option<String>,
-    /// A user name or a numeric uid.
+    /// The socket file's owner: a user name or a numeric uid; `path` only.
+    ///
+    /// Default: none (the process's). Example: `"haproxy"`.
     pub user: Option<String>,
-    /// A group name or a numeric gid.
+    /// The socket file's group: a group name or a numeric gid; `path` only.
+    ///
+    /// Default: none (the process's). Example: `"adm"`.
     pub group: Option<String>,
-    /// `user`, `operator` or `admin`.
+    /// What sessions may run (HAProxy's `level`): `"user"` (show), `"operator"`
+    /// (also clear counters) or `"admin"` (also set and move).
+    ///
+    /// Default: `"operator"`. Example: `"admin"`.
     pub level: Option<String>,
 }
 

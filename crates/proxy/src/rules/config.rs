@@ -33,116 +33,300 @@ pub const KEYS: &[&str] = &[
     "stick_share",
 ];
 
+/// A rule's `if` / `unless` as the reference shows it (the validator reads
+/// the `toml::Value`): an expression of `[[acl]]` names, or one anonymous
+/// test written as a table.
+#[derive(schemars::JsonSchema)]
+#[serde(untagged)]
+#[allow(dead_code)] // only its schema is used
+enum RawCondition {
+    Expression(String),
+    Test(Box<RawTest>),
+}
+
 /// `[[acl]]`, or an anonymous test in a rule's `if`/`unless`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawTest {
+    /// The test's name, used in rules' `if` / `unless` (letters, digits, `-`,
+    /// `_`, `.`).
+    ///
+    /// Default: none (required in `[[acl]]`). Example: `"admin_path"`.
     pub name: Option<String>,
+    /// What is tested: `"host"`, `"header"`, `"path"`, `"query"`, `"url"`,
+    /// `"param"`, `"method"`, `"src"`, `"tls"`, `"sni"`, `"cookie"`,
+    /// `"client_cert"`, `"client_cert_verify"`, `"status"`, `"response_header"`,
+    /// `"listener"` or a stick fetch (`"sc0_http_req_rate"`, `"src_conn_cur"`,
+    /// `"table_cnt"`, ...; docs/rules.md).
+    ///
+    /// Default: none (required). Example: `"path"`.
     pub fetch: Option<String>,
-    /// The header of `fetch = "header"` / `"response_header"`.
+    /// The header of `fetch = "header"` or `"response_header"`.
+    ///
+    /// Default: none. Example: `"user-agent"`.
     pub header: Option<String>,
-    /// The parameter of `fetch = "param"`.
+    /// The query parameter of `fetch = "param"`.
+    ///
+    /// Default: none. Example: `"debug"`.
     pub param: Option<String>,
     /// The cookie of `fetch = "cookie"`.
+    ///
+    /// Default: none. Example: `"session"`.
     pub cookie: Option<String>,
-    /// The stick counter of `fetch = "sc_..."` (0, 1 or 2).
+    /// The stick counter of `fetch = "sc_..."`: 0, 1 or 2.
+    ///
+    /// Default: none. Example: `0`.
     pub counter: Option<i64>,
     /// The `[[stick_table]]` of `fetch = "src_..."` or `"table_cnt"`.
+    ///
+    /// Default: none. Example: `"per_ip"`.
     pub table: Option<String>,
+    /// How values match: `"exact"`, `"prefix"`, `"suffix"`, `"substring"`,
+    /// `"domain"`, `"dir"`, `"regex"`, `"found"`, `"int"`, `"ip"` or `"bool"`.
+    ///
+    /// Default: by fetch: `"ip"` for `src`; `"bool"` for `tls` and
+    /// `client_cert`; `"int"` for `client_cert_verify`, `status` and stick
+    /// fetches; `"exact"` for the others. Example: `"prefix"`.
     #[serde(rename = "match")]
     pub match_kind: Option<String>,
+    /// The values matched; any one matching makes the test true.
+    ///
+    /// Default: `[]`. Example: `["/admin", "/wp-admin"]`.
     #[serde(default)]
     pub values: Vec<String>,
-    /// A file of values, one a line (HAProxy's `-f`).
+    /// A file of values, one a line, `#` comments (HAProxy's `-f`).
+    ///
+    /// Default: none. Example: `"office-networks.lst"`.
     pub file: Option<String>,
+    /// Match text without regard to case (HAProxy's `-i`).
+    ///
+    /// Default: `false`. Example: `true`.
     pub ignore_case: Option<bool>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawMap {
+    /// The map's name, used as `map:NAME` in values.
+    ///
+    /// Default: none (required). Example: `"hosts"`.
     pub name: Option<String>,
+    /// The map file: one `key value` a line.
+    ///
+    /// Default: none (required). Example: `"/etc/rdmalb/hosts.map"`.
     pub file: Option<String>,
+    /// How keys match: `"exact"`, `"prefix"`, `"suffix"`, `"substring"`,
+    /// `"domain"`, `"dir"` or `"regex"`.
+    ///
+    /// Default: `"exact"`. Example: `"prefix"`.
     #[serde(rename = "match")]
     pub match_kind: Option<String>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawUserlist {
+    /// The list's name, used by `auth` rules' `userlist`.
+    ///
+    /// Default: none (required). Example: `"admins"`.
     pub name: Option<String>,
+    /// The users, e.g. `users = [{ name = "ann", password = "$2b$12$..." }]`.
+    ///
+    /// Default: `[]`.
     #[serde(default)]
     pub users: Vec<RawUser>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawUser {
+    /// The user name.
+    ///
+    /// Default: none (required). Example: `"ann"`.
     pub name: Option<String>,
     /// A crypt(3) hash: bcrypt, SHA-256-crypt or SHA-512-crypt.
+    ///
+    /// Default: none. Example: `"$2b$12$..."`.
     pub password: Option<String>,
+    /// The password in clear text (HAProxy's `insecure-password`).
+    ///
+    /// Default: none. Example: `"secret"`.
     pub insecure_password: Option<String>,
 }
 
 /// `[[request_rule]]` and `[[response_rule]]`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawRule {
+    /// What the rule does. Request rules: `"deny"`, `"return"`, `"redirect"`,
+    /// `"auth"`, `"set-header"`, `"add-header"`, `"del-header"`,
+    /// `"replace-header"`, `"replace-value"`, `"set-path"`, `"replace-path"`,
+    /// `"set-query"`, `"track-sc0"`..`"track-sc2"`, `"sc-inc-gpc0"`,
+    /// `"sc-inc-gpc1"`. Response rules: `"deny"`, `"return"`, `"set-header"`,
+    /// `"add-header"`, `"del-header"`, `"replace-header"`, `"replace-value"`.
+    ///
+    /// Default: none (required). Example: `"deny"`.
     pub action: Option<String>,
+    /// The condition: an expression of `[[acl]]` names (`"admin_path !office"`;
+    /// side by side is and, `||` is or, `!` negates) or one anonymous test as a
+    /// table (`{ fetch = "tls" }`).
+    ///
+    /// Default: none (always). Example: `"admin_path !office"`.
     #[serde(rename = "if")]
+    #[schemars(with = "Option<RawCondition>")]
     pub if_: Option<toml::Value>,
+    /// The negated condition, as `if`.
+    ///
+    /// Default: none. Example: `{ fetch = "tls" }`.
+    #[schemars(with = "Option<RawCondition>")]
     pub unless: Option<toml::Value>,
     /// Only for requests routed to this site (after the site is chosen).
+    ///
+    /// Default: none (every site). Example: `"shop"`.
     pub site: Option<String>,
-    /// Only for requests on these listeners.
+    /// Only for requests on these `[[listener]]`s.
+    ///
+    /// Default: none (every listener). Example: `["web"]`.
     pub listeners: Option<Vec<String>>,
+    /// `deny`, `return`: the status answered.
+    ///
+    /// Default: 403 for `deny`, 200 for `return`. Example: `429`.
     pub status: Option<i64>,
+    /// `return`: the answer's Content-Type.
+    ///
+    /// Default: none. Example: `"text/plain"`.
     pub content_type: Option<String>,
+    /// `return`, `deny`: the answer's body.
+    ///
+    /// Default: none. Example: `"slow down\n"`.
     pub body: Option<String>,
+    /// `return`, `deny`: a file holding the answer's body.
+    ///
+    /// Default: none. Example: `"pages/maintenance.html"`.
     pub body_file: Option<String>,
+    /// `return`, `deny`: headers added to the answer.
+    ///
+    /// Default: none. Example: `{ "cache-control" = "no-store" }`.
     pub headers: Option<BTreeMap<String, String>>,
+    /// `redirect`: the new location (a value: `{path}`, `{host}` ...).
+    ///
+    /// Default: none. Example: `"https://www.example.com{path}"`.
     pub location: Option<String>,
+    /// `redirect`: a prefix put before the request's path.
+    ///
+    /// Default: none. Example: `"https://www.example.com"`.
     pub prefix: Option<String>,
+    /// `redirect`: the new scheme, same host and path.
+    ///
+    /// Default: none. Example: `"https"`.
     pub scheme: Option<String>,
+    /// `redirect` (request rules; response rules do not redirect): 301, 302,
+    /// 303, 307 or 308.
+    ///
+    /// Default: 302 (request rules only). Example: `301`.
     pub code: Option<i64>,
+    /// `redirect` (request rules): leave out the query string.
+    ///
+    /// Default: false. Example: `true`.
     pub drop_query: Option<bool>,
+    /// `redirect` (request rules): add a `/` to the path.
+    ///
+    /// Default: false. Example: `true`.
     pub append_slash: Option<bool>,
+    /// Header actions: the header's name.
+    ///
+    /// Default: none. Example: `"Strict-Transport-Security"`.
     pub name: Option<String>,
+    /// `set-header`, `add-header`, `set-path`, `set-query`: the new value (a
+    /// value: literal text and `{fetch|converter}` parts).
+    ///
+    /// Default: none. Example: `"max-age=63072000"`.
     pub value: Option<String>,
+    /// `replace-header`, `replace-value`, `replace-path`: what is replaced.
+    ///
+    /// Default: none. Example: `"^/old/(.*)"`.
     pub regex: Option<String>,
+    /// The replacement (`$1` refers to a group of `regex`).
+    ///
+    /// Default: none. Example: `"/new/$1"`.
     pub replacement: Option<String>,
+    /// `auth`: the realm named in the 401 answer.
+    ///
+    /// Default: none. Example: `"admin"`.
     pub realm: Option<String>,
+    /// `auth`: the `[[userlist]]` checked.
+    ///
+    /// Default: none. Example: `"admins"`.
     pub userlist: Option<String>,
-    /// `track-scN`: what the entry is keyed by (`src`, `hdr(NAME)`, ...).
+    /// `track-scN`: what the entry is keyed by (`"src"`, `"hdr(NAME)"`, ...).
+    ///
+    /// Default: none. Example: `"src"`.
     pub key: Option<String>,
     /// `track-scN`: the `[[stick_table]]`.
+    ///
+    /// Default: none. Example: `"per_ip"`.
     pub table: Option<String>,
-    /// `sc-inc-gpc0`: the stick counter (0, 1 or 2).
+    /// `sc-inc-gpc0`, `sc-inc-gpc1`: the stick counter, 0, 1 or 2.
+    ///
+    /// Default: none. Example: `0`.
     pub counter: Option<i64>,
-    /// `deny`: the `Retry-After` seconds (default: from the condition).
+    /// `deny`: the Retry-After seconds.
+    ///
+    /// Default: from the condition. Example: `10`.
     pub retry_after: Option<i64>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawSiteRule {
+    /// The site chosen: a name, or a value such as `"{host|lower|map:hosts}"`.
+    ///
+    /// Default: none (this or `status`). Example: `"api"`.
     pub site: Option<String>,
     /// Instead of a site: answer with this status.
+    ///
+    /// Default: none. Example: `503`.
     pub status: Option<i64>,
+    /// Only for requests on these `[[listener]]`s.
+    ///
+    /// Default: none (every listener). Example: `["web"]`.
     pub listeners: Option<Vec<String>>,
+    /// The condition, as a request rule's `if`.
+    ///
+    /// Default: none (always). Example: `"is_api"`.
     #[serde(rename = "if")]
+    #[schemars(with = "Option<RawCondition>")]
     pub if_: Option<toml::Value>,
+    /// The negated condition.
+    ///
+    /// Default: none. Example: `"is_api"`.
+    #[schemars(with = "Option<RawCondition>")]
     pub unless: Option<toml::Value>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawErrorPage {
+    /// The status whose answers this page replaces (400, 403, 404, 408, 429,
+    /// 431, 500, 502, 503, 504, ...).
+    ///
+    /// Default: none (required). Example: `503`.
     pub status: Option<i64>,
+    /// The page's Content-Type.
+    ///
+    /// Default: none. Example: `"text/html"`.
     pub content_type: Option<String>,
+    /// The page's body.
+    ///
+    /// Default: none. Example: `"<h1>Back soon</h1>"`.
     pub body: Option<String>,
+    /// A file holding the page's body.
+    ///
+    /// Default: none. Example: `"pages/503.html"`.
     pub body_file: Option<String>,
     /// A whole HTTP response (HAProxy's `errorfile` format).
+    ///
+    /// Default: none. Example: `"errors/503.http"`.
     pub file: Option<String>,
 }
 

@@ -14,19 +14,41 @@ use super::{Data, KeyKind, StickTable, Store};
 use rdmalb_base::problems::ConfigCheck;
 
 /// `[[stick_table]]`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawTable {
+    /// The table's name (rules' `table`).
+    ///
+    /// Default: none (required). Example: `"per_ip"`.
     pub name: Option<String>,
-    /// "ip", "ipv6" or "string".
+    /// What entries are keyed by: `"ip"`, `"ipv6"` or `"string"`.
+    ///
+    /// Default: none (required). Example: `"ip"`.
     pub key: Option<String>,
-    /// Longest string key kept (bytes; `key = "string"` only).
+    /// Longest string key kept, in bytes (`key = "string"` only).
+    ///
+    /// Default: `32`. Example: `64`.
     pub len: Option<i64>,
+    /// Most entries (HAProxy's `size`), up to 16777216; the least recently used
+    /// goes first.
+    ///
+    /// Default: none (required). Example: `100000`.
     pub size: Option<i64>,
+    /// An entry not touched for this long is dropped.
+    ///
+    /// Default: none (required). Example: `"10m"`.
     pub expire: Option<String>,
+    /// The counters each entry keeps: `"http_req_rate(10s)"`, `"http_req_cnt"`,
+    /// `"http_err_rate(10s)"`, `"http_err_cnt"`, `"conn_cur"`, `"conn_cnt"`,
+    /// `"conn_rate(10s)"`, `"gpc0"`, `"gpc0_rate(10s)"`, `"gpc1"`,
+    /// `"gpc1_rate(10s)"`.
+    ///
+    /// Default: `[]`. Example: `["http_req_rate(10s)", "conn_cur"]`.
     #[serde(default)]
     pub store: Vec<String>,
     /// Counted across the proxies of `[stick_share]`.
+    ///
+    /// Default: `false`. Example: `true`.
     pub shared: Option<bool>,
 }
 

@@ -12,16 +12,24 @@ use rdmalb_base::problems::ConfigCheck;
 use rdmalb_window::{DatagramKey, Psk};
 
 /// `[stick_share]`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawShare {
     /// The UDP address this proxy receives on and sends from.
+    ///
+    /// Default: none (required). Example: `"10.0.0.1:7400"`.
     pub listen: Option<String>,
     /// The other proxies' `listen` addresses.
+    ///
+    /// Default: none (required). Example: `["10.0.0.2:7400"]`.
     pub peers: Option<Vec<String>>,
     /// The pre-shared key (`rdmalb psk --out FILE`).
+    ///
+    /// Default: none (required). Example: `"share.key"`.
     pub key_file: Option<String>,
-    /// How often increments are sent (default 50ms).
+    /// How often increments are sent.
+    ///
+    /// Default: `"50ms"`.
     pub interval: Option<String>,
 }
 
