@@ -127,9 +127,11 @@ pub struct RawSticky {
     ///
     /// Default: none (sessions stay). Example: `0.9`.
     pub max_load: Option<f64>,
-    /// How long the load must stay above `max_load` (1ms to 1h).
+    /// How long the load must stay above `max_load` (1ms to 1h). The
+    /// default is the measured winner against co-tenants busy for about a
+    /// second at a time; a longer hold moves fewer sessions.
     ///
-    /// Default: `"2s"`.
+    /// Default: `"250ms"`. Example: `"1s"`.
     pub max_load_for: Option<String>,
 }
 
