@@ -42,9 +42,9 @@ enum Command {
         #[arg(long)]
         sidecar: bool,
     },
-    /// Send runtime commands to a running proxy (`show stat`, `show info`,
-    /// `set node NAME state ready|drain|maint`, `set node NAME weight N`,
-    /// `move node NAME site SITE`, `help`) through its admin listener.
+    /// Send runtime commands to a running proxy through its admin listener
+    /// (the commands are listed below).
+    #[command(after_help = rdmalb_proxy::front::admin::runtime::command::help_text())]
     Ctl {
         /// The proxy's config file: its [admin] listen and token_file.
         #[arg(short, long, conflicts_with = "admin")]
