@@ -210,12 +210,7 @@ fn node_name(r: &mut ConfigCheck, v: Option<&toml::Value>) -> Option<String> {
         return None;
     }
     let name: String = r.field("node", v, "a string")?;
-    let ok = !name.is_empty()
-        && name.len() <= 64
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-    if !ok {
+    if !rdmalb_base::name::is_valid(&name) {
         r.add(
             "node",
             format!("`{name}` is not a node name (accepted: 1 to 64 of A-Z a-z 0-9 - _ .)"),
