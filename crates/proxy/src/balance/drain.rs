@@ -282,10 +282,7 @@ impl LoadRule for ShortestWait {
     }
 
     fn choose(&self, d: &Decision<'_, '_>, scores: &mut Vec<f64>) -> usize {
-        let now_ns = d
-            .now
-            .duration_since(std::time::SystemTime::UNIX_EPOCH)
-            .map_or(0, |t| u64::try_from(t.as_nanos()).unwrap_or(u64::MAX));
+        let now_ns = rdmalb_base::time::unix_ns(d.now);
         // A fresh decision folds its reads into the drain rates; a
         // synchronous one only looks at them. `rank_with` asks for each
         // candidate's part once, so each read is folded once.

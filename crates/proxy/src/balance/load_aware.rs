@@ -341,7 +341,7 @@ impl LoadAware {
         }
         if count {
             if let Some(w) = &slots[best].window {
-                w.dispatches().record(unseen::unix_ns(now));
+                w.dispatches().record(rdmalb_base::time::unix_ns(now));
             }
         }
         Arc::clone(slots[best].node)

@@ -335,7 +335,7 @@ fn window(r: &mut ConfigCheck, v: Option<&toml::Value>) -> WindowServing {
         }
     }
     if t.contains_key("verbs") && (t.contains_key("shm") || t.contains_key("tcp")) {
-        // One atomicity domain per node (issue 12, defect 1): a verbs peer's
+        // One atomicity domain per node (docs/window.md, "Role word"): a verbs peer's
         // CAS/FAA runs on the NIC, an shm peer's and the tcp responder's on
         // the CPU, and the two are not atomic with each other on the same
         // control word, so two proxies could both win one claim.
