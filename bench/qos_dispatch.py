@@ -112,7 +112,7 @@ def main():
                 qs = "n/a" if q is None else f"{q:.1f}%"
                 lines.append(f"{c:>18} {g:>8.0f} {b:>9.0f} {qs:>13} {e:>6.0f}")
     lines.append("seed 004 Fig. 5: at high load VirtualClock (QoS VIA) keeps the QoS channels' jitter fraction "
-                 "below FCFS's (PVIA), at a small latency cost to the best-effort channel; DESIGN.md: "
+                 "below FCFS's (PVIA), at a small latency cost to the best-effort channel; docs/operations.md: "
                  "Vtick = 1/guarantee, best-effort sites keep a floor share.")
     rx.write_table(base, lines)
     for i, (label, _) in enumerate(SCENARIOS):

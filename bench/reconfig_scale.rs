@@ -1,4 +1,4 @@
-//! Reconfiguration at scale (issue 16): the real agent of 4 proxies against
+//! Reconfiguration at scale (docs/benchmarks.md): the real agent of 4 proxies against
 //! 256 and 1024 emulated nodes, over shm.
 //!
 //! Each proxy runs on its own thread and Tokio runtime with the wiring of

@@ -1,4 +1,4 @@
-//! Switching time of role application (issue 6): from a proxy's CAS on a
+//! Switching time of role application (docs/benchmarks.md, "Role switching time"): from a proxy's CAS on a
 //! node's role word to the node's `ROLE_APPLIED` reaching the new epoch,
 //! i.e. template rendered, config file replaced, app reloaded and the new
 //! site verified by the probe. Transport: shm (the CAS and the polling of
@@ -14,7 +14,7 @@
 //! - `nginx-plain`: bare `nginx -s reload`, not waiting for nginx's old
 //!   workers; comparison only (such a switch can be published while old
 //!   workers still answer with the old site);
-//! - `nginx-warm`: warm roles (`[role] mode = "warm"`, issue 16): every site
+//! - `nginx-warm`: warm roles (`[role] mode = "warm"`): every site
 //!   in one file from `conf/role/nginx-warm-site.conf.tpl`, loaded once at
 //!   start-up; a switch renames the gate marker and probes, no reload;
 //! - `testsrv`: `rdmalb-testbed testsrv`, `sh -c "kill -HUP $(cat pid)"`;

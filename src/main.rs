@@ -65,12 +65,9 @@ enum Command {
         #[arg(long)]
         sidecar: bool,
     },
-    /// Send runtime commands to a running proxy (`show stat`, `show info`,
-    /// `set node NAME state ready|drain|maint`, `set node NAME weight N`,
-    /// `move node NAME site SITE`, `help`) through its admin listener.
-    #[command(
-        after_help = "Example:\n  rdmalb ctl -c /etc/rdmalb/rdmalb.toml set node web1 state drain"
-    )]
+    /// Send runtime commands to a running proxy through its admin listener
+    /// (the commands are listed below).
+    #[command(after_help = ctl_help())]
     Ctl {
         /// The proxy's config file: its [admin] listen and token_file.
         #[arg(short, long, conflicts_with = "admin")]
@@ -285,4 +282,13 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// `rdmalb ctl --help`'s text after the options: the runtime commands (from
+/// their one table) and an example.
+fn ctl_help() -> String {
+    format!(
+        "{}\nExample:\n  rdmalb ctl -c /etc/rdmalb/rdmalb.toml set node web1 state drain",
+        rdmalb_proxy::front::admin::runtime::command::help_text().trim_end()
+    )
 }

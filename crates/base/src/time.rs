@@ -11,7 +11,7 @@ pub fn since_epoch(t: SystemTime) -> Duration {
 
 /// Now, in nanoseconds since the Unix epoch (the load block's `updated_at`).
 pub fn unix_now_ns() -> u64 {
-    since_epoch(SystemTime::now()).as_nanos() as u64
+    unix_ns(SystemTime::now())
 }
 
 /// The environment variable that offsets this process's [`unix_now_ms`] by
@@ -49,6 +49,11 @@ pub fn unix_ms(t: SystemTime) -> u64 {
 /// `t` in whole seconds since the Unix epoch.
 pub fn unix_secs(t: SystemTime) -> u64 {
     since_epoch(t).as_secs()
+}
+
+/// `t` in nanoseconds since the Unix epoch (`u64::MAX` past the year 2554).
+pub fn unix_ns(t: SystemTime) -> u64 {
+    u64::try_from(since_epoch(t).as_nanos()).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]

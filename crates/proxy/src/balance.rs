@@ -5,7 +5,10 @@
 //!   every request and carried across reloads;
 //! - [`Selector`] (in `selector`): the selection policy trait and the
 //!   baselines [`RoundRobin`], [`LeastConn`], [`RandomTwo`]; [`Policy`]
-//!   (in `policy`): a baseline or the load-aware [`WeightedLeastLoad`];
+//!   (in `policy`): the registry from `balance` names to policies, a
+//!   baseline or a [`LoadAware`] one (in `load_aware`: the window reads)
+//!   with its [`LoadRule`]: [`LeastLoad`] (in `least_load`), [`HotCold`]
+//!   (in `hot_cold`), [`ShortestWait`] (in `drain`);
 //! - [`Backends`] (in `backends`): the immutable per-snapshot view (nodes per
 //!   site + selector) the data path picks from, swapped with `ArcSwap` on
 //!   reload;
@@ -18,7 +21,7 @@
 //!   state, up/down and cap from a node's agent);
 //! - [`node_windows`]: [`NodeWindows`], the connections to the nodes' windows
 //!   (reconnecting, interval reads) the load-aware policy reads;
-//! - [`load`]: the load index of `weighted-least-load`;
+//! - [`load`]: the load index the load-aware rules score;
 //! - [`hash`]: hash balancing as HAProxy's (`balance source|uri|hdr|…`,
 //!   map-based and consistent, bounded loads);
 //! - [`sticky`]: whether the node a persistence cookie names keeps the
@@ -37,6 +40,7 @@ mod hot_cold;
 mod latency;
 mod least_load;
 pub mod load;
+mod load_aware;
 mod node;
 mod node_loop;
 pub mod node_windows;
@@ -50,7 +54,10 @@ mod unseen;
 
 pub use backends::{Backends, NoNode, PickError, PickKey, SiteBackends};
 pub use control::{AdminState, ControlSnapshot, Source as ControlSource};
-pub use least_load::WeightedLeastLoad;
+pub use drain::ShortestWait;
+pub use hot_cold::HotCold;
+pub use least_load::LeastLoad;
+pub use load_aware::{Decision, LoadAware, LoadRule, Slot};
 pub use node::{DownReason, HealthSnapshot, NodeState, Outcome, Pick, Thresholds, Transition};
 pub use node_windows::NodeWindows;
 pub use policy::Policy;

@@ -10,7 +10,7 @@
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use http::{header, Method, Request, Response, StatusCode};
@@ -29,6 +29,7 @@ use super::role::RoleReport;
 use super::serve::Peers;
 use super::{BoundAddrs, SidecarConfig};
 use rdmalb_base::duration;
+use rdmalb_base::time::unix_ms;
 use rdmalb_window::layout::word;
 use rdmalb_window::{seqlock, LoadBlock, RoleState, RoleStatus, RoleWord, SiteSlot, WindowMemory};
 
@@ -214,11 +215,6 @@ fn refresh_gauges(state: &AdminState) {
         metrics::gauge!("rdmalb_sidecar_peers", "node" => node.clone(), "transport" => kind)
             .set(list.len() as f64);
     }
-}
-
-fn unix_ms(t: SystemTime) -> u64 {
-    t.duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
 }
 
 fn site_name(cfg: &SidecarConfig, slot: SiteSlot) -> Value {

@@ -98,7 +98,7 @@ fn peer_json(p: &VerbsPeer) -> serde_json::Value {
         "addr": p.addr.to_string(),
         "qpn": p.qpn,
         "remote_qpn": p.remote_qpn,
-        "since_unix_ms": p.since.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64),
+        "since_unix_ms": rdmalb_base::time::unix_ms(p.since),
     })
 }
 

@@ -1,5 +1,5 @@
 //! `rdmalb-testbed abuse`: an attack client for one listener, the hostile
-//! half of the "service under attack" measurement (issue 27; the
+//! half of the "service under attack" measurement (docs/reliability.md; the
 //! well-behaved half is wrk or h2load, run beside it by
 //! `bench/abuse/run.sh`, which also runs HAProxy under the same attacks).
 //!

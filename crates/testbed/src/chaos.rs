@@ -1,4 +1,4 @@
-//! `rdmalb-testbed chaos`: the seeded fault-injection campaign (issue 12).
+//! `rdmalb-testbed chaos`: the seeded fault-injection campaign (docs/reliability.md).
 //!
 //! In the style of Jepsen and of FoundationDB's simulation tests, with real
 //! processes: 3 `rdmalb proxy` (proxy 1 is the lock home), 9 testsrv nodes

@@ -14,7 +14,7 @@
 //! files are validated by the components themselves, so a bad key is
 //! reported by the component that owns it.
 //!
-//! Reconfiguration (seed 001 §4.3, issue 7): `mode = "rigid" |
+//! Reconfiguration (seed 001 §4.3; docs/testbed.md): `mode = "rigid" |
 //! "reconfigure"` sets every proxy's `[reconfig] mode`; every sidecar gets
 //! a `[role]` section that renders its testsrv site file and reloads the
 //! node with SIGHUP, so a proxy's claim really moves the node. `idle = N`

@@ -504,12 +504,7 @@ pub fn parse_node(text: &str, path: &Path) -> Result<NodeConfig, ConfigErrors> {
     })
 }
 
-fn valid_name(n: &str) -> bool {
-    !n.is_empty()
-        && n.len() <= 64
-        && n.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
-}
+use rdmalb_base::name::is_valid as valid_name;
 
 fn valid_host(h: &str) -> bool {
     !h.is_empty()

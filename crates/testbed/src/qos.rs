@@ -1,5 +1,5 @@
 //! QoS-meeting accounting from the replay client's per-interval figures
-//! (seed 003 §5.3, Fig. 17/19; issue 7).
+//! (seed 003 §5.3, Fig. 17/19).
 //!
 //! A site with a throughput guarantee G (requests/s) *meets* it in an
 //! interval when its served rate is at least G. Only intervals in which the
@@ -11,7 +11,7 @@
 //! and requests still in flight at the deadline are not counted as served,
 //! so it is left out.
 //!
-//! **Burst edges** (issue 16). An interval whose demand reached G while the
+//! **Burst edges**. An interval whose demand reached G while the
 //! interval before it did not is where the site's burst began, somewhere
 //! inside it: its offered rate averages the quiet part in, and the requests
 //! that arrived in its last tens of milliseconds end after it, so its served

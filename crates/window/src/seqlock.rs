@@ -20,7 +20,7 @@
 //! Acquire fence before `seq_end`.
 
 use std::sync::atomic::{fence, AtomicU64, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use super::layout::{self, word, READ_WORDS};
 use super::load::Field;
@@ -45,10 +45,7 @@ pub struct LoadBlock {
 impl LoadBlock {
     /// Age of the block at `now` (zero if the owner's clock is ahead).
     pub fn age(&self, now: SystemTime) -> Duration {
-        let now_ns = now
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_nanos().min(u128::from(u64::MAX)) as u64)
-            .unwrap_or(0);
+        let now_ns = rdmalb_base::time::unix_ns(now);
         Duration::from_nanos(now_ns.saturating_sub(self.updated_at_ns))
     }
 }

@@ -63,7 +63,9 @@ use std::time::Duration;
 
 use rdmalb_window::{LoadBlock, LoadSample};
 
-use super::load::Normalised;
+use super::load::{rank_with, Normalised, WAIT_TIE};
+use super::load_aware::{Decision, LoadRule};
+use crate::config::{Balance, FullQueue};
 
 /// An estimate needs at least this share of one window of folded time.
 const MIN_SHARE: f64 = 0.2;
@@ -263,6 +265,49 @@ pub fn nearly_full(s: &LoadSample, rate: Option<f64>, age_s: f64) -> bool {
 pub fn score(s: &LoadSample, rate: Option<f64>) -> Option<f64> {
     let wait = expected_wait(s, rate)?;
     Some(wait * 1e3 + APP_TIE * Normalised::of(s).app)
+}
+
+/// The `shortest-wait` policy's rule: the lowest expected wait
+/// ([`score`]), drain rates measured from the reads with a time constant
+/// (`routing.drain_window`), per unit of the node's weight when weights
+/// differ.
+#[derive(Debug)]
+pub struct ShortestWait {
+    pub drain_window: Duration,
+}
+
+impl LoadRule for ShortestWait {
+    fn balance(&self) -> Balance {
+        Balance::ShortestWait
+    }
+
+    fn choose(&self, d: &Decision<'_, '_>, scores: &mut Vec<f64>) -> usize {
+        let now_ns = rdmalb_base::time::unix_ns(d.now);
+        // A fresh decision folds its reads into the drain rates; a
+        // synchronous one only looks at them. `rank_with` asks for each
+        // candidate's part once, so each read is folded once.
+        let part = |i: usize| {
+            let s = &d.slots[i];
+            // The rate from the block as published; the wait from it with
+            // this proxy's unseen requests.
+            let block = s.load.fresh()?;
+            let rate = s.window.as_ref().and_then(|w| {
+                if d.fresh {
+                    w.drain().observe(block, self.drain_window)
+                } else {
+                    w.drain().last()
+                }
+            });
+            let scored = &s.scored().fresh()?.sample;
+            let wait = score(scored, rate)?;
+            let age_s = now_ns.saturating_sub(block.updated_at_ns) as f64 / 1e9;
+            let full = d.full_queue == FullQueue::Avoid
+                && nearly_full(scored, rate.or_else(|| nominal_rate(scored)), age_s);
+            Some(if full { wait + FULL } else { wait })
+        };
+        let best = rank_with(d.view, part, |_| 0.0, WAIT_TIE, d.start, scores).unwrap_or(0);
+        d.per_weight(scores, best)
+    }
 }
 
 #[cfg(test)]

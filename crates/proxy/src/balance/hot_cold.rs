@@ -1,7 +1,7 @@
 //! Prequal's hot-cold lexicographic rule (HCL; Wydrowski, Kleinberg,
 //! Rumble, NSDI 2024), shared by the `prequal` policy (asynchronous,
-//! reusable probes, as published) and the `hot-cold` policy (the same rule
-//! on every request, fed by fresh window reads).
+//! reusable probes, as published) and the `hot-cold` policy ([`HotCold`]:
+//! the same rule on every request, fed by fresh window reads).
 //!
 //! Each candidate carries its requests in flight (RIF) and a latency
 //! estimate. A candidate is *hot* when its RIF is above the [`Q_RIF`]
@@ -18,8 +18,10 @@
 
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
-use super::load::NodeLoad;
+use super::load::{rank, NodeLoad};
+use super::load_aware::{Decision, LoadRule};
 use super::NodeState;
+use crate::config::Balance;
 
 /// The hot threshold's quantile (the paper's default).
 pub const Q_RIF: f64 = 0.84;
@@ -120,6 +122,48 @@ pub(crate) fn probe_of(node: &NodeState, load: &NodeLoad) -> Probe {
     Probe {
         rif: rif_of(load).unwrap_or(node.inflight() as f64),
         latency_ns: app_latency.map_or_else(|| node.latency_ns(), |us| us as f64 * 1000.0),
+    }
+}
+
+/// The `hot-cold` policy's rule: HCL on the candidates' fresh reads, with
+/// each site's recent RIFs for the threshold.
+#[derive(Debug)]
+pub struct HotCold {
+    /// Per site, plus one for unknown indices.
+    history: Vec<RifHistory>,
+}
+
+impl HotCold {
+    pub fn new(sites: usize) -> HotCold {
+        HotCold {
+            history: (0..=sites).map(|_| RifHistory::default()).collect(),
+        }
+    }
+}
+
+impl LoadRule for HotCold {
+    fn balance(&self) -> Balance {
+        Balance::HotCold
+    }
+
+    fn choose(&self, d: &Decision<'_, '_>, scores: &mut Vec<f64>) -> usize {
+        // The load index is still scored: /status shows it.
+        let best = rank(d.weights, d.view, d.start, scores).unwrap_or(0);
+        let history = &self.history[d.site.min(self.history.len() - 1)];
+        let n = d.slots.len();
+        // From the rotating start, so ties take turns.
+        let probes: Vec<Probe> = (0..n)
+            .map(|k| {
+                let s = &d.slots[(d.start + k) % n];
+                let p = probe_of(s.node, s.scored());
+                history.record(p.rif);
+                p
+            })
+            .collect();
+        match choose(&probes, history.threshold()) {
+            Some(k) => (d.start + k) % n,
+            None => best,
+        }
     }
 }
 

@@ -4,7 +4,7 @@
 //! ([`rank`]).
 //!
 //! `L = Σ w_k · x_k` over normalised indices plus this proxy's own in-flight
-//! requests to the node (DESIGN.md "Routing"). It is the IBM WebSphere scheme
+//! requests to the node (docs/routing.md, "The load index"). It is the IBM WebSphere scheme
 //! seed 002 uses in section 5.2.1 (weighted CPU, memory, network and
 //! connection load; the lowest wins), with the run queue, pending interrupts
 //! (seed 002's e-RDMA-Sync, section 5.1.4) and the application's own

@@ -537,9 +537,10 @@ impl NodeState {
         drop(m);
         self.publish_up();
         if applied {
-            // A newly applied role: the node's first check of it should not
-            // wait for the next `health.interval` (issue 16: up to 200 ms
-            // of a landed node's first interval went by unused).
+            // A newly applied role: the node's first check of it does not
+            // wait for the next `health.interval`, or a landed node serves
+            // nothing for up to one interval (docs/reconfiguration.md,
+            // "Routing follows roles").
             s.role_wake.notify_one();
         }
         tracing::info!(

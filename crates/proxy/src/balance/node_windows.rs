@@ -37,7 +37,7 @@ use tokio::sync::{watch, Notify};
 
 use super::drain::Drain;
 use super::load::{NodeLoad, Unknown};
-use super::unseen::{self, Dispatches};
+use super::unseen::Dispatches;
 use crate::config::{Config, ReadMode, WindowEndpoint};
 use rdmalb_window::link::{Link, Peer};
 use rdmalb_window::{Expect, LoadBlock, Psk, RemoteWindow, Torn, UnknownReason, WindowError};
@@ -298,7 +298,7 @@ impl NodeWindow {
     /// is not fresh (stale, torn, timed out, …) at once, and an index at
     /// most [`RECORD_EVERY`] older than the last decision's.
     pub fn record(&self, o: Observation) {
-        let at = unseen::unix_ns(o.at);
+        let at = rdmalb_base::time::unix_ns(o.at);
         let seq = o.load.fresh().map_or(0, |b| b.seq);
         if seq != 0
             && seq == self.recorded_seq.load(Ordering::Relaxed)
@@ -611,8 +611,8 @@ async fn pause(
     tokio::select! {
         _ = tokio::time::sleep(d) => {}
         _ = woken => {}
-        _ = stop.wait_for(|s| *s) => return true,
-        _ = shutdown.wait_for(|s| *s) => return true,
+        _ = rdmalb_base::shutdown::requested(stop) => return true,
+        _ = rdmalb_base::shutdown::requested(shutdown) => return true,
     }
     *stop.borrow() || *shutdown.borrow()
 }

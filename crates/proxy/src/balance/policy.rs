@@ -1,13 +1,20 @@
 //! The policy a [`Backends`](super::Backends) snapshot picks with, built
-//! from `global.balance`: a baseline [`Selector`] deciding from what the
-//! proxy holds (in-flight counts, cursors), or the load-aware
-//! [`WeightedLeastLoad`], which reads the candidates' windows on the request
-//! path and so may await. The one place that tells them apart, so neither
-//! the trait nor the snapshot names an implementation.
+//! from `global.balance` or a site's `balance`: a [`Selector`] deciding
+//! from what the proxy holds (in-flight counts, cursors), or a
+//! [`LoadAware`] one, which reads the candidates' windows on the request
+//! path (and so may await) before its [`LoadRule`] chooses.
+//!
+//! [`Policy::of`] is the registry from config name ([`Balance`], whose
+//! `parse` and `as_str` hold the names) to implementation: the one place
+//! that tells them apart, so neither the traits nor the snapshot name an
+//! implementation. Adding a policy: CONTRIBUTING.md.
 
 use std::sync::Arc;
 
-use super::least_load::WeightedLeastLoad;
+use super::drain::ShortestWait;
+use super::hot_cold::HotCold;
+use super::least_load::LeastLoad;
+use super::load_aware::{LoadAware, LoadRule};
 use super::prequal::Prequal;
 use super::selector::{LeastConn, PeakEwma, RandomTwo, RoundRobin, Selector};
 use super::{NodeState, NodeWindows};
@@ -21,7 +28,7 @@ pub enum Policy {
     Local(Arc<dyn Selector>),
     /// `weighted-least-load`, `hot-cold`, `shortest-wait`: read node
     /// windows per request.
-    LoadAware(Arc<WeightedLeastLoad>),
+    LoadAware(Arc<LoadAware>),
 }
 
 impl Policy {
@@ -34,19 +41,20 @@ impl Policy {
     /// The policy `balance` names (`global.balance` or a site's own).
     pub fn of(balance: Balance, config: &Config, windows: &Arc<NodeWindows>) -> Policy {
         let sites = config.sites.len();
+        let load_aware = |rule: Box<dyn LoadRule>| {
+            Policy::LoadAware(Arc::new(LoadAware::new(config, Arc::clone(windows), rule)))
+        };
         match balance {
             Balance::RoundRobin => Policy::Local(Arc::new(RoundRobin::new(sites))),
             Balance::LeastConn => Policy::Local(Arc::new(LeastConn::new(sites))),
             Balance::Random => Policy::Local(Arc::new(RandomTwo)),
             Balance::PeakEwma => Policy::Local(Arc::new(PeakEwma)),
             Balance::Prequal => Policy::Local(Arc::new(Prequal::new(sites, Arc::clone(windows)))),
-            Balance::WeightedLeastLoad | Balance::HotCold | Balance::ShortestWait => {
-                Policy::LoadAware(Arc::new(WeightedLeastLoad::for_balance(
-                    config,
-                    Arc::clone(windows),
-                    balance,
-                )))
-            }
+            Balance::WeightedLeastLoad => load_aware(Box::new(LeastLoad)),
+            Balance::HotCold => load_aware(Box::new(HotCold::new(sites))),
+            Balance::ShortestWait => load_aware(Box::new(ShortestWait {
+                drain_window: config.routing.drain_window,
+            })),
         }
     }
 

@@ -30,6 +30,7 @@ use super::hot_cold::{self, Probe, RifHistory};
 use super::load::NodeLoad;
 use super::node_windows::{read_now, NodeWindows};
 use super::{NodeState, Selector};
+use crate::config::Balance;
 
 /// Probes sent per request (the paper's r_probe is a small constant).
 pub const PROBES_PER_REQUEST: usize = 2;
@@ -178,7 +179,7 @@ impl Prequal {
 
 impl Selector for Prequal {
     fn name(&self) -> &'static str {
-        "prequal"
+        Balance::Prequal.as_str()
     }
 
     fn select(&self, site: usize, candidates: &[Arc<NodeState>]) -> Option<Arc<NodeState>> {

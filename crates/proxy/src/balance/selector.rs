@@ -24,6 +24,7 @@ use std::sync::Arc;
 use rand::Rng;
 
 use super::NodeState;
+use crate::config::Balance;
 
 /// A selection policy. Implementations must be cheap and lock-free: `select`
 /// runs once per request attempt.
@@ -185,7 +186,7 @@ impl RoundRobin {
 
 impl Selector for RoundRobin {
     fn name(&self) -> &'static str {
-        "roundrobin"
+        Balance::RoundRobin.as_str()
     }
 
     fn select(&self, site: usize, candidates: &[Arc<NodeState>]) -> Option<Arc<NodeState>> {
@@ -220,7 +221,7 @@ impl LeastConn {
 
 impl Selector for LeastConn {
     fn name(&self) -> &'static str {
-        "leastconn"
+        Balance::LeastConn.as_str()
     }
 
     fn select(&self, site: usize, candidates: &[Arc<NodeState>]) -> Option<Arc<NodeState>> {
@@ -265,7 +266,7 @@ pub struct RandomTwo;
 
 impl Selector for RandomTwo {
     fn name(&self) -> &'static str {
-        "random"
+        Balance::Random.as_str()
     }
 
     fn select(&self, _site: usize, candidates: &[Arc<NodeState>]) -> Option<Arc<NodeState>> {
@@ -292,7 +293,7 @@ fn ewma_cost(n: &NodeState) -> f64 {
 
 impl Selector for PeakEwma {
     fn name(&self) -> &'static str {
-        "peak-ewma"
+        Balance::PeakEwma.as_str()
     }
 
     fn select(&self, _site: usize, candidates: &[Arc<NodeState>]) -> Option<Arc<NodeState>> {

@@ -24,7 +24,6 @@
 //! in-flight requests to the node.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use rdmalb_window::LoadSample;
 
@@ -72,12 +71,6 @@ impl Dispatches {
         }
         n
     }
-}
-
-/// `t` as nanoseconds since the Unix epoch (0 before it).
-pub fn unix_ns(t: SystemTime) -> u64 {
-    t.duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
 
 /// This proxy's requests to a node that a block published at `updated_ns`

@@ -10,7 +10,7 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::raw::{RawPeerProxy, RawReconfig};
+use super::raw::{RawPeerProxy, RawProxyWindow, RawReconfig};
 use super::types::*;
 use rdmalb_base::duration;
 use rdmalb_base::problems::ConfigCheck;
@@ -28,8 +28,23 @@ pub(super) fn validate(
     cluster: &Cluster,
     nodes: &[Node],
 ) -> Reconfig {
-    let d = Reconfig::default();
-    let mode = match raw.mode.as_deref() {
+    let mode = mode(c, raw.mode.as_deref());
+    let mut r = Reconfig {
+        mode,
+        ..Reconfig::default()
+    };
+    timing(c, &raw, &mut r);
+    watermarks_and_lock(c, &raw, &mut r);
+    holds(c, &raw, &mut r);
+    r.window = raw.window.map(|w| window(c, w)).unwrap_or_default();
+    (r.peers, r.lock_home) = peers(c, raw.peer, raw.lock_home, global.proxy_id);
+    keys_and_mode(c, &r, cluster, nodes);
+    r
+}
+
+/// `mode`: rigid or reconfigure.
+fn mode(c: &mut ConfigCheck, mode: Option<&str>) -> ReconfigMode {
+    match mode {
         None | Some("rigid") => ReconfigMode::Rigid,
         Some("reconfigure") => ReconfigMode::Reconfigure,
         Some(m) => {
@@ -39,7 +54,13 @@ pub(super) fn validate(
             );
             ReconfigMode::Rigid
         }
-    };
+    }
+}
+
+/// The rounds (S, seed 001 section 3.1.3), the role poll and the history
+/// (T, section 3.1.4) with its longest stretch.
+fn timing(c: &mut ConfigCheck, raw: &RawReconfig, r: &mut Reconfig) {
+    let d = Reconfig::default();
     let sensitivity = c.duration(
         "reconfig.sensitivity",
         raw.sensitivity.as_deref(),
@@ -78,6 +99,16 @@ pub(super) fn validate(
         ("reconfig.history", history),
         "equal fixes T",
     );
+    r.sensitivity = sensitivity;
+    r.role_poll = role_poll;
+    r.history = history;
+    r.history_max = history_max;
+}
+
+/// The watermarks a site's load is judged by, and the site lock's lease
+/// and clock skew.
+fn watermarks_and_lock(c: &mut ConfigCheck, raw: &RawReconfig, r: &mut Reconfig) {
+    let d = Reconfig::default();
     let high = watermark(
         c,
         "reconfig.high_watermark",
@@ -127,6 +158,17 @@ pub(super) fn validate(
             ),
         );
     }
+    r.high_watermark = high;
+    r.low_watermark = low;
+    r.lock_lease = lock_lease;
+    r.lock_skew = lock_skew;
+}
+
+/// How long moved nodes stay, return, are held for guarantees, and how
+/// claims and switches are paced (each at least one round, S).
+fn holds(c: &mut ConfigCheck, raw: &RawReconfig, r: &mut Reconfig) {
+    let d = Reconfig::default();
+    let sensitivity = r.sensitivity;
     let cooldown = duration_or_zero(c, "reconfig.cooldown", &raw.cooldown, d.cooldown);
     let manual_pin = match raw.manual_pin.as_deref() {
         Some("off") => Duration::ZERO,
@@ -210,68 +252,83 @@ pub(super) fn validate(
         raw.rollback_backoff_max.as_deref(),
         d.rollback_backoff_max,
     );
+    r.cooldown = cooldown;
+    r.manual_pin = manual_pin;
+    r.loan_return = loan_return;
+    r.claim_horizon = claim_horizon;
+    r.claim_batch = claim_batch;
+    r.guarantee_hold = guarantee_hold;
+    r.guarantee_history = guarantee_history;
+    r.switch_timeout = switch_timeout;
+    r.rollback_backoff_max = rollback_backoff_max;
+}
 
-    let window = match raw.window {
-        None => ProxyWindow::default(),
-        Some(w) => {
-            let shm = w.shm.as_deref().and_then(|p| {
-                if p.starts_with('/') {
-                    Some(PathBuf::from(p))
-                } else {
-                    c.add(
-                        "reconfig.window.shm",
-                        format!("`{p}` is not an absolute path (expected the window file, e.g. \"/dev/shm/rdmalb-proxy-1\")"),
-                    );
-                    None
-                }
-            });
-            let tcp = w
-                .tcp
-                .is_some()
-                .then(|| c.socket_addr("reconfig.window.tcp", w.tcp.as_deref()))
-                .flatten();
-            let verbs = w
-                .verbs
-                .is_some()
-                .then(|| c.socket_addr("reconfig.window.verbs", w.verbs.as_deref()))
-                .flatten();
-            if w.shm.is_none() && w.tcp.is_none() && w.verbs.is_none() {
-                c.add(
-                    "reconfig.window",
-                    "empty (expected `shm = \"/dev/shm/rdmalb-proxy-1\"` and/or `tcp = \"127.0.0.1:7101\"`, or `verbs = \"10.0.0.1:7102\"`)",
-                );
-            }
-            if w.verbs.is_some() && (w.shm.is_some() || w.tcp.is_some()) {
-                c.add(
-                    "reconfig.window.verbs",
-                    "set together with shm or tcp (expected verbs alone: peers over verbs change the window with the NIC's atomics, which are not atomic with the CPU atomics shm and tcp peers use)",
-                );
-            }
-            if w.device.is_some() && w.verbs.is_none() {
-                c.add(
-                    "reconfig.window.device",
-                    "set without `verbs` (expected it only with `verbs = \"host:port\"`)",
-                );
-            }
-            ProxyWindow {
-                shm,
-                tcp,
-                verbs,
-                device: w.device,
-            }
+/// `[reconfig.window]`: the window this proxy serves to its peers.
+fn window(c: &mut ConfigCheck, w: RawProxyWindow) -> ProxyWindow {
+    let shm = w.shm.as_deref().and_then(|p| {
+        if p.starts_with('/') {
+            Some(PathBuf::from(p))
+        } else {
+            c.add(
+                "reconfig.window.shm",
+                format!("`{p}` is not an absolute path (expected the window file, e.g. \"/dev/shm/rdmalb-proxy-1\")"),
+            );
+            None
         }
-    };
+    });
+    let tcp = w
+        .tcp
+        .is_some()
+        .then(|| c.socket_addr("reconfig.window.tcp", w.tcp.as_deref()))
+        .flatten();
+    let verbs = w
+        .verbs
+        .is_some()
+        .then(|| c.socket_addr("reconfig.window.verbs", w.verbs.as_deref()))
+        .flatten();
+    if w.shm.is_none() && w.tcp.is_none() && w.verbs.is_none() {
+        c.add(
+            "reconfig.window",
+            "empty (expected `shm = \"/dev/shm/rdmalb-proxy-1\"` and/or `tcp = \"127.0.0.1:7101\"`, or `verbs = \"10.0.0.1:7102\"`)",
+        );
+    }
+    if w.verbs.is_some() && (w.shm.is_some() || w.tcp.is_some()) {
+        c.add(
+            "reconfig.window.verbs",
+            "set together with shm or tcp (expected verbs alone: peers over verbs change the window with the NIC's atomics, which are not atomic with the CPU atomics shm and tcp peers use)",
+        );
+    }
+    if w.device.is_some() && w.verbs.is_none() {
+        c.add(
+            "reconfig.window.device",
+            "set without `verbs` (expected it only with `verbs = \"host:port\"`)",
+        );
+    }
+    ProxyWindow {
+        shm,
+        tcp,
+        verbs,
+        device: w.device,
+    }
+}
 
-    let own = global.proxy_id;
+/// `[[reconfig.peer]]` and `lock_home`: the other proxies, and which
+/// one's window holds the site locks.
+fn peers(
+    c: &mut ConfigCheck,
+    raw: Vec<RawPeerProxy>,
+    lock_home: Option<i64>,
+    own: u16,
+) -> (Vec<PeerProxy>, u16) {
     let mut ids = HashSet::from([own]);
     let mut peers = Vec::new();
-    for (i, p) in raw.peer.into_iter().enumerate() {
+    for (i, p) in raw.into_iter().enumerate() {
         if let Some(peer) = peer(c, &format!("reconfig.peer[{i}]"), p, &mut ids) {
             peers.push(peer);
         }
     }
 
-    let lock_home = match raw.lock_home {
+    let lock_home = match lock_home {
         // The lowest id of the cluster, so every proxy agrees without
         // configuring it.
         None => ids.iter().copied().min().unwrap_or(own),
@@ -291,7 +348,13 @@ pub(super) fn validate(
             }
         },
     };
+    (peers, lock_home)
+}
 
+/// Keyed transports need `cluster.psk_file`; "reconfigure" needs a
+/// window to serve (with peers) and nodes it can move.
+fn keys_and_mode(c: &mut ConfigCheck, r: &Reconfig, cluster: &Cluster, nodes: &[Node]) {
+    let (window, peers, mode) = (&r.window, &r.peers, r.mode);
     let keyed = window.tcp.is_some()
         || window.verbs.is_some()
         || peers.iter().any(|p| {
@@ -319,30 +382,6 @@ pub(super) fn validate(
                 "\"reconfigure\" needs nodes with a sidecar window (set `transport` and `sidecar` on the [[node]]s it may move), or use \"rigid\"",
             );
         }
-    }
-
-    Reconfig {
-        mode,
-        sensitivity,
-        role_poll,
-        history,
-        history_max,
-        high_watermark: high,
-        low_watermark: low,
-        lock_lease,
-        lock_skew,
-        cooldown,
-        manual_pin,
-        loan_return,
-        claim_horizon,
-        claim_batch,
-        guarantee_hold,
-        guarantee_history,
-        switch_timeout,
-        rollback_backoff_max,
-        lock_home,
-        window,
-        peers,
     }
 }
 

@@ -452,7 +452,7 @@ impl HostPattern {
     }
 }
 
-/// Per-site load-index weights (DESIGN.md "Routing"); each multiplies one
+/// Per-site load-index weights (docs/routing.md, "The load index"); each multiplies one
 /// normalised index (see `balance::load` and docs/routing.md). Relative:
 /// they need not sum to 1, only their ratios matter.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -712,7 +712,7 @@ impl std::fmt::Display for ReadMode {
 
 /// `[qos]`: a proxy-wide limit on requests forwarded at once, with a queue
 /// per site dispatched in VirtualClock order when the limit is reached
-/// (`balance::admission`, DESIGN.md "QoS", seed 004 section 3).
+/// (`qos::admission`, docs/operations.md "The admission queue", seed 004 section 3).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Qos {
     /// Requests in flight to nodes, all sites together (0 = no limit and

@@ -24,7 +24,7 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use tokio::sync::mpsc;
 
@@ -273,7 +273,7 @@ const MONTHS: [&str; 12] = [
 /// A UTC date broken down: year, month (1-12), day, hour, minute, second,
 /// millisecond.
 fn civil(t: SystemTime) -> (i64, usize, u32, u64, u64, u64, u32) {
-    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let d = rdmalb_base::time::since_epoch(t);
     let secs = d.as_secs();
     let (y, m, day) = civil_from_days((secs / 86_400) as i64);
     let rem = secs % 86_400;

@@ -134,6 +134,15 @@ impl AdminState {
     }
 }
 
+impl AdminState {
+    /// Whole seconds since the process started (`/status`, `show info`).
+    pub fn uptime_secs(&self) -> u64 {
+        SystemTime::now()
+            .duration_since(self.started_at)
+            .map_or(0, |d| d.as_secs())
+    }
+}
+
 impl std::fmt::Debug for AdminState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AdminState")
@@ -313,10 +322,7 @@ pub fn status(state: &AdminState) -> Status {
         config_file: config.source.display().to_string(),
         loaded_at_unix: rdmalb_base::time::unix_secs(loaded),
         loaded_at: httpdate::fmt_http_date(loaded),
-        uptime_seconds: SystemTime::now()
-            .duration_since(state.started_at)
-            .map(|d| d.as_secs())
-            .unwrap_or(0),
+        uptime_seconds: state.uptime_secs(),
         generated_at_unix_ms: rdmalb_base::time::unix_now_ms(),
         balance: backends.balance(),
         sites,

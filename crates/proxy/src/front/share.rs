@@ -15,7 +15,7 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime};
 
 use tokio::net::UdpSocket;
 use tokio::sync::watch;
@@ -45,9 +45,7 @@ pub const MAX_AGE: Duration = Duration::from_secs(30);
 pub const LOG_EVERY: Duration = Duration::from_secs(10);
 
 fn unix_micros() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_micros() as u64)
+    rdmalb_base::time::since_epoch(SystemTime::now()).as_micros() as u64
 }
 
 /// The socket bound to a `[stick_share] listen` address.

@@ -31,7 +31,7 @@ pub(super) struct Routed {
 pub(super) fn site_name(name: &str) -> String {
     name.chars()
         .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+            if rdmalb_base::name::is_name_char(c) {
                 c
             } else {
                 '_'

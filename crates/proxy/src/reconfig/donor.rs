@@ -2,91 +2,46 @@
 //! [`choose_donor`], with everything it looks at in one [`DonorQuery`], so
 //! the locking protocol around it never changes with the policy.
 //!
-//! The rules (docs/reconfiguration.md step 4 and "QoS"; seed 001
-//! section 3.2, seed 003 sections 4.3-4.4, seed 000 chapter 6):
+//! The rules (seed 001 section 3.2, seed 003 sections 4.3-4.4, seed 000
+//! chapter 6); why each is there, and the runs that showed it, are in
+//! docs/reconfiguration.md ("One round" step 4, "QoS: priorities and
+//! guarantees", "Loans: nodes go home between bursts", "Guarantees kept"):
 //!
 //! - Never a node that is FAILED, SWITCHING, unset, has a stale or unknown
-//!   load block (sidecar gone) or is cooling down after a move; never a node
-//!   of the hot site itself; nothing for a site already at `max_nodes`.
-//! - A donor site never goes below its `min_nodes`, nor below the nodes it
-//!   needs for the part of its own guarantee its demand uses now
-//!   ([`SiteQos::nodes_needed`]: per-node capacity estimated from its served
-//!   rate over its active nodes), nor below its guarantee *reserve*: the
-//!   most it needed within the last `guarantee_hold` (issue 16; the agent
-//!   keeps it from [`guarantee_needs`] each round).
-//! - **Take-back**: a legal candidate that the hot site itself gave away
-//!   within the recent past ([`DonorQuery::given`]; the agent remembers for
-//!   two `cooldown`s after the move, since the node cannot move during the
-//!   first) goes before any other idle node (an idle node still goes
-//!   before a busy one: it disturbs no request): when a site that gave a node
-//!   becomes hot again, the mistake costs one move back, not a third
-//!   site's (or a second of the borrower's) node. It must still pass every
-//!   rule here (idle at its borrower, not cooling), except that the
-//!   borrower is judged spare on this view alone (see below). Of
-//!   otherwise equal candidates, a node whose home (its `[[node]]` entry's
-//!   site) is the hot site goes next: its loan comes back. Both fold into
-//!   one rank, the hot site's *claim* on the node: given by it, then its
-//!   home, then none (loans that come back without a hot site are
-//!   [`choose_return`]'s). A node going back where it came from (its
-//!   home, or the hot site that just gave it) needs its borrower's work to
-//!   fit on one node fewer in this view only, not over T: moves away from
-//!   the configured split are judged over T, moves back towards it are not
-//!   made sticky (experiment 5's world-cup runs alternate between the
-//!   sites faster than T, so a borrower is never spare over T and a node
-//!   that left home could never come back).
-//! - **Idle** nodes (load under the low watermark) first: the idle pool, then
-//!   the lowest-priority site's, then the lowest load; a site's idle node
-//!   only if the site is *spare*: its work on one node fewer stays at or
-//!   under the high watermark in this view **and** did so in every round of
-//!   the last T ([`DonorQuery::spare`]; T is the longer of the hot site's
-//!   and the donor's history window, the one the hot trigger uses). A node
-//!   idle for a moment in a loaded site is not spare, nor is a site whose
-//!   work dipped for a round or two: judging the donor on one round's
-//!   sample let a one-round dip give a node away that the donor claimed
-//!   back (from a third node) a few rounds later (issue 16, experiment 5's
-//!   Zipf runs). The spare rule does not hold back a site short of its
-//!   guarantee from a strictly lower-priority site, which it could take
-//!   a busy node of anyway (below): at start-up no site has a spare
-//!   streak of T yet, and gold, short from its first round, waited T for
-//!   bronze's idle node (issue 16, experiment 3 at 1200/s). Idle nodes of any
-//!   priority may go, so when high-priority demand falls its idle nodes flow
-//!   back to a lower-priority site that is hot (seed 000 chapter 6: "when
-//!   the number of high-priority requests is low, the idle nodes can be
-//!   re-allocated to serve lower priority requests").
-//! - **Busy** nodes only for a site that is short of its guarantee while its
-//!   demand exceeds what it is served ([`SiteQos::short`]), and only from
-//!   strictly lower-priority sites, lowest priority first, then the lowest
-//!   load. A site of middle priority that lost a node this way and is then
-//!   short itself pulls from the level below: the multi-stage scheme of seed
-//!   000 chapter 6 ("nodes at priority i + 1 can pull nodes from priority
-//!   i"). Unlike the seed, whose shared state spans only two consecutive
-//!   levels, the agent sees every node each round, so a top site takes
-//!   straight from the lowest level that can give (one move instead of a
-//!   chain of them); the chain remains for when the lowest level cannot.
+//!   load block or is cooling down after a move; never a node of the hot
+//!   site itself; nothing for a site already at `max_nodes`.
+//! - A donor site never goes below its `min_nodes`, the nodes its own
+//!   guarantee needs now ([`SiteQos::nodes_needed`]), nor its guarantee
+//!   reserve: the most it needed within the last `guarantee_hold`
+//!   ([`guarantee_needs`], kept by the agent each round).
+//! - Of the legal candidates, the hot site's *claim* on a node ranks first:
+//!   a node it gave away recently ([`DonorQuery::given`]), then a node whose
+//!   home (its `[[node]]` site) it is, then none. A node going back towards
+//!   the configured split needs its borrower to fit on one node fewer in
+//!   this view only; a move away from it is judged over T.
+//! - **Idle** nodes (load under the low watermark) before busy ones: the
+//!   idle pool, then the lowest-priority site's, then the lowest load; a
+//!   site's idle node only if the site is *spare* — its work on one node
+//!   fewer stays at or under the high watermark now and in every round of
+//!   the last T ([`DonorQuery::spare`]) — except for a site short of its
+//!   guarantee taking from a strictly lower-priority site.
+//! - **Busy** nodes only for a site short of its guarantee while its demand
+//!   exceeds what it is served ([`SiteQos::short`]), only from strictly
+//!   lower-priority sites, lowest priority first, then the lowest load (seed
+//!   000's multi-stage pull, one move instead of a chain).
 //!
-//! **How many** ([`shortfall`], issue 16): a hot site is short by its
-//! guarantee's need beyond its nodes when it is short of its guarantee, or
-//! by the work queued beyond its nodes' capacity (mean load above 1), else
-//! by one node; the agent claims up to `claim_batch` of them in a round
-//! (a site not short of its guarantee, one per `claim_horizon` its burst
-//! is expected to last: `reconfig::agent::policy`).
+//! **How many** ([`shortfall`]): a site short of its guarantee by its
+//! guarantee's need beyond its nodes, else by the work queued beyond its
+//! nodes' capacity (mean load above 1), else one node; the agent claims up
+//! to `claim_batch` a round (`reconfig::agent::policy`).
 //!
-//! **Loans** ([`choose_return`], issue 16). A node serving another site
-//! than the one its `[[node]]` entry gives it (its *home*) is on loan. A
-//! claim answers a burst; when the burst has moved on, the node stays where
-//! it landed, and its home serves its next burst with fewer nodes than the
-//! rigid split gives it (experiment 1 at short bursts: 0.85x rigid). So a
-//! loaned node goes home when all of these hold: its home has fewer nodes
-//! than configured (its *share*); the site it serves (the *borrower*) has
-//! been cool for `loan_return`; the node is idle, live, ACTIVE and not
-//! cooling down; the borrower can give it by the donor rules (`min_nodes`,
-//! its guarantee's need); and the borrower's load spread over one node
-//! fewer stays at or under the high watermark (in this view: a node going
-//! home is not judged over T, see "Take-back"), so that the return does
-//! not make the borrower hot and pull the node back (no ping-pong). Each
-//! return
-//! brings one node home, so a chain of them ends. Home is the config, the
-//! same on every proxy: no state beyond the role words is shared.
+//! **Loans** ([`choose_return`]): a node serving another site than its
+//! home goes home when its home has fewer nodes than configured, its
+//! borrower has been cool for `loan_return`, the node is idle, live, ACTIVE
+//! and not cooling down, the borrower may give it by the donor rules, and
+//! the borrower's load over one node fewer stays at or under the high
+//! watermark (no ping-pong). One node a return, so a chain of them ends;
+//! home is the config, the same on every proxy.
 
 use super::view::{Effective, NodeView};
 use crate::qos::guarantee::SiteQos;
@@ -359,10 +314,9 @@ pub fn choose_donor(q: &DonorQuery<'_>) -> Option<usize> {
                     // priority whether or not its node is spare (it could
                     // take the node busy): the spare rule guards against
                     // thrash between peers, not against a priority pull
-                    // (issue 16: at start-up no site has a spare streak
-                    // of T yet, so gold, short from its first round, waited
-                    // T for bronze's idle node while a busy one would
-                    // have gone at once).
+                    // (at start-up no site has a spare streak of T yet, and
+                    // a short site must not wait T for an idle node when a
+                    // busy one would go at once).
                     let spare = pulls
                         || if claim < 2 {
                             tally.without_one(s) <= q.high_watermark
@@ -445,9 +399,9 @@ pub fn shortfall(q: &DonorQuery<'_>, short: bool) -> usize {
 /// ([`choose_donor`]) is a node of its own home or one it gave away within
 /// the take-back window. Such a move restores the rigid split, which
 /// serves the site's burst with that node whatever the burst estimate
-/// says; the agent lets it past the estimate's gate (`claim_horizon`,
-/// issue 16 goal 1: world-cup 10 ms 2:2 served a web burst on one node of
-/// its two for 1.1 s because its bursts were short, 0.95x rigid).
+/// says; the agent lets it past the estimate's gate (`claim_horizon`), or a
+/// site of short bursts serves them below its configured share
+/// (docs/reconfiguration.md, "Burst estimate").
 pub fn choose_home_claim(q: &DonorQuery<'_>, shares: &[usize]) -> Option<usize> {
     let members = Tally::new(q).members.get(q.hot_site).copied().unwrap_or(0);
     if members >= shares.get(q.hot_site).copied().unwrap_or(0) {

@@ -15,7 +15,7 @@
 //! `history`. Bursts that keep ending just after a move stop moving nodes;
 //! long bursts keep the short reaction time.
 //!
-//! **Burst estimate** (issue 16). Each site's *loaded periods* (rounds in a
+//! **Burst estimate** (docs/reconfiguration.md, "Burst estimate"). Each site's *loaded periods* (rounds in a
 //! row loaded or short, from the first to the first cool round; a claim
 //! does not cut one) are its bursts as the agent sees them. The last
 //! [`BURSTS_KEPT`] of them that lasted at least the base T (a shorter one
@@ -37,7 +37,7 @@
 //! sizes a loaded site's claim batch: one node per `claim_horizon` of
 //! expected burst.
 //!
-//! **Spare streaks** (issue 16). The donor side of the same history: since
+//! **Spare streaks**. The donor side of the same history: since
 //! when each site's work has fitted on one node fewer in every round
 //! ([`observe_spare`](HotTracker::observe_spare)). A site gives an idle
 //! node only once that has held for T (`reconfig::donor`), as a hot site

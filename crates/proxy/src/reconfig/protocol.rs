@@ -174,8 +174,8 @@ pub enum Fence {
     HomeRestarted,
 }
 
-/// Re-validates `held` before a write made under it (fencing, issue 12
-/// defect 4): enough lease left for one more operation, the lock home's
+/// Re-validates `held` before a write made under it (fencing,
+/// docs/reconfiguration.md "Faults"): enough lease left for one more operation, the lock home's
 /// generation unchanged, and the lock word still ours (its value is unique
 /// to this acquisition: owner and deadline).
 pub async fn fence(home: &dyn RemoteWindow, held: &HeldLock) -> Result<Fence, ProtocolError> {

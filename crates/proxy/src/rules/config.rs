@@ -570,12 +570,7 @@ fn listener_names(
     list.to_vec()
 }
 
-pub(super) fn valid_name(n: &str) -> bool {
-    !n.is_empty()
-        && n.len() <= 64
-        && n.chars()
-            .all(|ch| ch.is_ascii_alphanumeric() || matches!(ch, '-' | '_' | '.'))
-}
+pub(super) use rdmalb_base::name::is_valid as valid_name;
 
 fn map(c: &mut ConfigCheck, key: &str, m: RawMap) -> Option<Map> {
     let name = match m.name {

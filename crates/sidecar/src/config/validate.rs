@@ -210,12 +210,7 @@ fn node_name(r: &mut ConfigCheck, v: Option<&toml::Value>) -> Option<String> {
         return None;
     }
     let name: String = r.field("node", v, "a string")?;
-    let ok = !name.is_empty()
-        && name.len() <= 64
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-    if !ok {
+    if !rdmalb_base::name::is_valid(&name) {
         r.add(
             "node",
             format!("`{name}` is not a node name (accepted: 1 to 64 of A-Z a-z 0-9 - _ .)"),
@@ -340,7 +335,7 @@ fn window(r: &mut ConfigCheck, v: Option<&toml::Value>) -> WindowServing {
         }
     }
     if t.contains_key("verbs") && (t.contains_key("shm") || t.contains_key("tcp")) {
-        // One atomicity domain per node (issue 12, defect 1): a verbs peer's
+        // One atomicity domain per node (docs/window.md, "Role word"): a verbs peer's
         // CAS/FAA runs on the NIC, an shm peer's and the tcp responder's on
         // the CPU, and the two are not atomic with each other on the same
         // control word, so two proxies could both win one claim.

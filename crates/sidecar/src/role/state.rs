@@ -1,5 +1,5 @@
 //! The role a node holds, kept on disk so that a sidecar restart neither
-//! undoes a move nor reuses an epoch (issue 12, defect 2).
+//! undoes a move nor reuses an epoch (docs/sidecar.md, "Restarts").
 //!
 //! The window lives in the sidecar's memory (or in an shm file it creates
 //! afresh), so without this file a restart would put the role word back to

@@ -1,4 +1,4 @@
-//! Warm roles (`[role] mode = "warm"`, issue 16): the app keeps every site
+//! Warm roles (`[role] mode = "warm"`, docs/sidecar.md "Role application"): the app keeps every site
 //! of `[role.site.*]` configured, and a switch changes only which one it
 //! accepts, without a reload.
 //!

@@ -1,4 +1,4 @@
-//! What the campaign's clients saw, classified (issue 27, defect 10): every
+//! What the campaign's clients saw, classified (docs/reliability.md, "What the errors were"): every
 //! request by the state of the proxy it went to — live, killed, stopped
 //! (SIGSTOP) or restarting, as the fault plan made it — and every failed
 //! request by cause: no answer (connection refused, reset, closed, timed

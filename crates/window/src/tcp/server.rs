@@ -229,7 +229,7 @@ pub fn serve_with(
                 };
                 let signalled = rt.block_on(async {
                     tokio::select! {
-                        _ = shutdown.wait_for(|stop| *stop) => true,
+                        _ = rdmalb_base::shutdown::requested(&mut shutdown) => true,
                         _ = cancel_rx => false,
                     }
                 });

@@ -164,13 +164,19 @@ fn random_two_spreads_over_equal_nodes() {
     assert_eq!(seen.len(), 4);
 }
 
+/// The registry (`Policy::of`): every config name builds the policy that
+/// reports that name, reading windows exactly for the load-aware ones.
 #[test]
 fn from_config_names_match() {
-    for (balance, name) in [
-        ("roundrobin", "roundrobin"),
-        ("leastconn", "leastconn"),
-        ("random", "random"),
-        ("weighted-least-load", "weighted-least-load"),
+    for (balance, load_aware) in [
+        ("roundrobin", false),
+        ("leastconn", false),
+        ("random", false),
+        ("peak-ewma", false),
+        ("prequal", false),
+        ("weighted-least-load", true),
+        ("hot-cold", true),
+        ("shortest-wait", true),
     ] {
         let text = format!(
             "[global]\nbalance = \"{balance}\"\n[[listener]]\nlisten = \"127.0.0.1:1\"\n\
@@ -179,10 +185,11 @@ fn from_config_names_match() {
         let config = crate::fixtures::config(&text);
         let windows = crate::balance::NodeWindows::none();
         let policy = crate::balance::Policy::from_config(&config, &windows);
-        assert_eq!(policy.name(), name);
+        assert_eq!(policy.name(), balance);
         assert_eq!(
             matches!(policy, crate::balance::Policy::LoadAware(_)),
-            balance == "weighted-least-load"
+            load_aware,
+            "{balance}"
         );
     }
 }

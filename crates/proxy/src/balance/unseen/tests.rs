@@ -57,13 +57,3 @@ fn unseen_requests_fill_free_workers_then_the_queue() {
     // Without a capacity every request is busy.
     assert_eq!(with_unseen(&sample(3, 0, 1), 2), sample(5, 0, 1));
 }
-
-#[test]
-fn unix_ns_of_the_epoch_and_after() {
-    assert_eq!(unix_ns(UNIX_EPOCH), 0);
-    assert_eq!(
-        unix_ns(UNIX_EPOCH + std::time::Duration::from_nanos(1_500)),
-        1_500
-    );
-    assert_eq!(unix_ns(UNIX_EPOCH - std::time::Duration::from_secs(1)), 0);
-}

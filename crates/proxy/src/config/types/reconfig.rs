@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::WindowEndpoint;
 
-/// Whether the proxy moves nodes between sites (DESIGN.md "Reconfiguration").
+/// Whether the proxy moves nodes between sites (docs/reconfiguration.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReconfigMode {
     /// The agent never moves a node: every node keeps the site its role word

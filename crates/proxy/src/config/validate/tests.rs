@@ -1,6 +1,8 @@
 //! One test per rejected value: each checks the key path and that the message
 //! says what would be accepted.
 
+use std::net::SocketAddr;
+
 use super::*;
 use crate::config::parse;
 use crate::fixtures::{config as ok, rejects};

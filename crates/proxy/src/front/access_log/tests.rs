@@ -1,5 +1,5 @@
 use super::*;
-use std::time::Duration;
+use std::time::{Duration, UNIX_EPOCH};
 
 fn tag() -> SyslogTag {
     SyslogTag {

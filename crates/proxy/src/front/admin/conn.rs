@@ -1,7 +1,8 @@
 //! How the admin listener holds its connections, so that no client that
-//! can connect locks the operators out (issue 27, defect 1: 64 connections
-//! pipelining thousands of `GET /stats` and never reading held every slot
-//! for ever, and `rdmalb ctl` hung with them).
+//! can connect locks the operators out: connections that pipeline requests
+//! and never read their answers must not hold every slot, nor keep `rdmalb
+//! ctl` out (docs/operations.md, "Admin listener"; docs/reliability.md,
+//! "Service under attack").
 //!
 //! - **Slots.** [`Limits::connections`] connections at once; all but one
 //!   are open to anyone. The last one ([`Slot::Reserved`]) is taken only

@@ -46,11 +46,7 @@ fn params(query: Option<&str>) -> Result<(String, String), String> {
     let (mut node, mut site) = (None, None);
     for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        if v.is_empty()
-            || !v
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-        {
+        if v.is_empty() || !v.chars().all(rdmalb_base::name::is_name_char) {
             return Err(format!("`{k}` needs a plain name (got `{v}`)"));
         }
         match k {

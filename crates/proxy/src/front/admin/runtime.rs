@@ -6,35 +6,15 @@
 //! level). Both run each command through a [`Session`]; the answers are
 //! HAProxy 2.6's text, each followed by an empty line.
 //!
-//! Commands ([`keywords`] holds the table, the level each needs, and
-//! prints `help`; an unknown command gets HAProxy's usage answer):
-//! - `show stat [<proxy> <type> <sid>] [typed|json|up|no-maint]` —
-//!   [`stat`]: FRONTEND, server and BACKEND rows in HAProxy's CSV columns;
-//! - `show info [typed|json]`, `show backend`, `show servers state
-//!   [<backend>]`, `show cli level`;
-//! - `set node NODE state ready|drain|maint` — also `set server
-//!   SITE/NODE state …`, `enable server SITE/NODE`, `disable server
-//!   SITE/NODE` (maint);
-//! - `set node NODE weight N|N%` — also `set weight SITE/NODE N|N%`, `set
-//!   server SITE/NODE weight N|N%` (N % of the configured weight);
-//! - `set server SITE/NODE addr IP [port PORT]` (only the address in
-//!   force: a node's address is config);
-//! - `get weight NODE` — also `get weight SITE/NODE`: `current (initial
-//!   initial)` as HAProxy answers;
-//! - `move node NODE site SITE` — through the reconfiguration agent's
-//!   site lock and role-word CAS (`site idle`: the idle pool), then pinned
-//!   there for `reconfig.manual_pin`; `release node NODE` lifts the pin;
-//! - `show map [MAP]`, `add map MAP KEY VALUE`, `set map MAP KEY VALUE`,
-//!   `del map MAP KEY`, `clear map MAP` — [`maps`]: the rules' maps
-//!   (docs/rules.md), changed at once for every worker, not in the file (a
-//!   reload drops the change, as HAProxy's);
-//! - `acme status`, `acme renew <certificate>` — [`acme`]: HAProxy
-//!   3.2's, over the certificates of `[acme]` (docs/tls.md);
-//! - `show table [TABLE [data.<type> <op> <value>]* [key K]]`, `clear
-//!   table TABLE [filters]` — [`tables`]: the `[[stick_table]]`s as
-//!   HAProxy prints them (docs/rate-limits.md);
-//! - `help`, and the session commands `prompt`, `quit`, `user`,
-//!   `operator` ([`session`]).
+//! The commands are [`Command`]: [`command::COMMANDS`] names each one,
+//! its usage, the level it needs and how its words parse (and prints
+//! `help`; an unknown command gets HAProxy's usage answer), [`execute`]
+//! holds one handler per command. Their answers are HAProxy's (`show
+//! stat` [`stat`], `show info`, `show servers state`, the maps
+//! [`maps`] (docs/rules.md: a change is for every worker, not in the
+//! file), the stick tables [`tables`] (docs/rate-limits.md), `acme`
+//! [`acme`] (docs/tls.md)); `set node`, `move node` and `release node`
+//! are ours (docs/operations.md).
 //!
 //! `POST /runtime` answers 200 with the commands' output when all succeeded; otherwise
 //! the status of the first failure (400 unknown command or bad argument,
@@ -61,8 +41,8 @@ use crate::balance::{AdminState, ControlSource, NodeState};
 use crate::reconfig::ClaimOutcome;
 
 mod acme;
+pub mod command;
 mod info;
-mod keywords;
 mod maps;
 mod servers;
 pub mod session;
@@ -70,7 +50,7 @@ pub mod stat;
 pub mod tables;
 
 use crate::config::Level;
-pub use keywords::usage;
+pub use command::{bad, usage, Command, Outcome};
 pub use session::Session;
 
 /// The endpoint's path.
@@ -83,13 +63,6 @@ const MAX_BODY: usize = 64 * 1024;
 pub const MAX_COMMANDS: usize = 100;
 /// Largest answer: a request stops at the command that passes it.
 pub const MAX_ANSWER: usize = 8 * 1024 * 1024;
-
-/// What a command produced, or why it failed.
-type Outcome = Result<String, (StatusCode, String)>;
-
-fn bad(message: impl Into<String>) -> (StatusCode, String) {
-    (StatusCode::BAD_REQUEST, message.into())
-}
 
 fn text(status: StatusCode, body: String) -> Response<Full<Bytes>> {
     let mut r = Response::new(Full::new(Bytes::from(body)));
@@ -219,60 +192,63 @@ fn floor_char_boundary(s: &str, at: usize) -> usize {
         .unwrap_or(0)
 }
 
-/// Runs one command at the admin level (the HTTP door's).
+/// Runs one command at the admin level (the HTTP door's), in a session
+/// of its own (`quit` answers nothing).
 pub async fn run(state: &Admin, command: &str) -> Outcome {
-    run_at(state, command, Level::Admin).await
+    Session::new(Level::Admin)
+        .run(state, command)
+        .await
+        .map(Option::unwrap_or_default)
 }
 
-/// Runs one command for a session at `level`: HAProxy's `Permission
-/// denied` when the command needs more, HAProxy's usage text for an
-/// unknown one.
-pub async fn run_at(state: &Admin, command: &str, level: Level) -> Outcome {
-    let words: Vec<&str> = command.split_whitespace().collect();
-    let Some(keyword) = keywords::lookup(&words) else {
-        return match words.as_slice() {
-            ["help", rest @ ..] => Ok(usage(rest, true)),
-            _ => Err(bad(usage(&words, false))),
-        };
-    };
-    if keyword.level > level {
-        return Err((StatusCode::FORBIDDEN, "Permission denied".into()));
-    }
-    match words.as_slice() {
-        ["show", "stat", rest @ ..] => show_stat(state, rest),
-        ["show", "info", rest @ ..] => info::show_info(state, rest),
-        ["show", "backend"] => servers::show_backend(state),
-        ["show", "servers", "state"] => servers::show_servers_state(state, None),
-        ["show", "servers", "state", b] => servers::show_servers_state(state, Some(b)),
-        ["show", "cli", "level"] => Ok(format!("{}\n", level.as_str())),
-        ["set", "node", node, "state", s] | ["set", "server", node, "state", s] => {
-            set_state(state, node, s)
-        }
-        ["enable", "server", node] => set_state(state, node, "ready"),
-        ["disable", "server", node] => set_state(state, node, "maint"),
-        ["set", "node", node, "weight", w]
-        | ["set", "server", node, "weight", w]
-        | ["set", "weight", node, w] => set_weight(state, node, w),
-        ["set", "server", node, "addr", rest @ ..] => servers::set_addr(&*find(state, node)?, rest),
-        ["set", "server", node, ..] => {
+/// Runs `command` for `session`: the one handler of each [`Command`];
+/// `Ok(None)` after `quit`, else the command's answer.
+pub(crate) async fn execute(
+    state: &Admin,
+    command: Command<'_>,
+    session: &mut Session,
+) -> Result<Option<String>, command::Refusal> {
+    let outcome = match command {
+        Command::ShowStat { args } => show_stat(state, args),
+        Command::ShowInfo { args } => info::show_info(state, args),
+        Command::ShowBackend => servers::show_backend(state),
+        Command::ShowServersState { backend } => servers::show_servers_state(state, backend),
+        Command::ShowCliLevel => Ok(format!("{}\n", session.level.as_str())),
+        Command::SetState { node, state: word } => set_state(state, node, word),
+        Command::SetWeight { node, weight } => set_weight(state, node, weight),
+        Command::SetAddr { node, args } => servers::set_addr(&*find(state, node)?, args),
+        Command::SetServerUsage { node } => {
             find(state, node)?;
             Err(bad(
                 "usage: set server <backend>/<server> addr | state | weight",
             ))
         }
-        ["get", "weight", node] => {
+        Command::GetWeight { node } => {
             let n = find(state, node)?;
             let c = n.control();
             Ok(format!("{} (initial {})\n", c.weight, c.initial_weight))
         }
-        ["move", "node", node, "site", site] => move_node(state, node, site).await,
-        ["release", "node", node] => release_node(state, node).await,
-        ["acme", "status"] => acme::status(state),
-        ["acme", "renew", certificate] => acme::renew(state, certificate),
-        w => maps::run(state, w)
-            .or_else(|| tables::run(state, w))
-            .unwrap_or_else(|| Err(bad(usage(&words, false)))),
-    }
+        Command::MoveNode { node, site } => move_node(state, node, site).await,
+        Command::ReleaseNode { node } => release_node(state, node).await,
+        Command::AcmeStatus => acme::status(state),
+        Command::AcmeRenew { certificate } => acme::renew(state, certificate),
+        Command::ShowMap { map } => maps::show(state, map),
+        Command::EditMap { map, edit } => maps::edit(state, map, edit),
+        Command::ShowTable { table, filters } => tables::show(state, table, filters),
+        Command::ClearTable { table, filters } => tables::clear(state, table, filters),
+        Command::Help { words } => Ok(usage(words, true)),
+        Command::Lower(to) => session.lower(to),
+        Command::Prompt => {
+            session.prompt = !session.prompt;
+            Ok(String::new())
+        }
+        Command::SetTimeout(timeout) => {
+            session.timeout = timeout;
+            Ok(String::new())
+        }
+        Command::Quit => return Ok(None),
+    };
+    outcome.map(Some)
 }
 
 /// Finds a node by `NODE` or HAProxy's `SITE/NODE` (the site must then be

@@ -13,7 +13,6 @@
 //! move between HAProxy and rdmalb without losing its session.
 
 use std::net::IpAddr;
-use std::time::SystemTime;
 
 use http::header::{self, HeaderValue};
 use http::{HeaderMap, Method, Request, StatusCode};
@@ -373,9 +372,7 @@ fn server_cookies(st: &Sticky, headers: &mut HeaderMap, node_cookie: Option<&str
 }
 
 fn unix_now() -> u32 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as u32)
+    rdmalb_base::time::unix_now_secs() as u32
 }
 
 #[cfg(test)]

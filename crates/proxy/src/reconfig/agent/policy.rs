@@ -177,7 +177,8 @@ impl Agent {
     /// estimate (`reconfig.guarantee_history`), hot or not. A site both
     /// loaded and short is urgent too: the burst estimate, which would hold
     /// a loaded site's claim for `claim_horizon` in its first burst, never
-    /// holds back a missed guarantee (issue 16, experiment 3 at 1200/s).
+    /// holds back a missed guarantee (docs/reconfiguration.md, "Guarantees
+    /// kept").
     pub(super) fn urgent(&self, work: &Work, short: &[bool], now: Instant) -> Vec<usize> {
         let Some(after) = self.settings.reconfig.guarantee_history() else {
             return Vec::new();

@@ -19,9 +19,7 @@ use super::{Admin, Outcome};
 fn fields(state: &Admin) -> Vec<(&'static str, String)> {
     let config = state.config.load();
     let backends = state.backends.load();
-    let uptime = SystemTime::now()
-        .duration_since(state.started_at)
-        .map_or(0, |d| d.as_secs());
+    let uptime = state.uptime_secs();
     let (d, h, m, s) = (
         uptime / 86400,
         uptime % 86400 / 3600,

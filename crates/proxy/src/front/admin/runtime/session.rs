@@ -4,15 +4,17 @@
 //! [`Session::run`], so the two doors run the same commands with the same
 //! answers.
 //!
-//! Besides the commands of [`super::run_at`], a session takes HAProxy's
-//! session commands: `prompt` (toggles interactive mode), `quit` (ends the
+//! Besides the commands of [`super::command`] that read or change the
+//! proxy, a session takes HAProxy's session commands (run by
+//! [`super::execute`] on the session): `prompt` (toggles interactive mode), `quit` (ends the
 //! session), `user` and `operator` (lower the session's level; raising it
 //! is refused with `Permission denied`), `set timeout cli <seconds>` (the
 //! session's idle timeout, at most a day).
 
 use http::StatusCode;
 
-use super::{run_at, Admin, Outcome};
+use super::command::Refusal;
+use super::{execute, Admin, Command, Outcome};
 use crate::config::Level;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,9 +28,6 @@ pub struct Session {
     pub timeout: std::time::Duration,
 }
 
-/// Longest `set timeout cli` taken: a day.
-const MAX_TIMEOUT_SECS: u64 = 86_400;
-
 impl Session {
     pub fn new(level: Level) -> Session {
         Session {
@@ -40,41 +39,20 @@ impl Session {
 
     /// Runs one command: `Ok(None)` after `quit`, else its answer (an
     /// empty line follows it on the wire).
-    pub async fn run(
-        &mut self,
-        state: &Admin,
-        command: &str,
-    ) -> Result<Option<String>, (StatusCode, String)> {
+    pub async fn run(&mut self, state: &Admin, command: &str) -> Result<Option<String>, Refusal> {
         let words: Vec<&str> = command.split_whitespace().collect();
-        match words.as_slice() {
-            ["quit"] => Ok(None),
-            ["prompt"] => {
-                self.prompt = !self.prompt;
-                Ok(Some(String::new()))
-            }
-            ["set", "timeout", rest @ ..] => {
-                let seconds = match rest {
-                    ["cli", s] => s
-                        .parse::<u64>()
-                        .ok()
-                        .filter(|s| (1..=MAX_TIMEOUT_SECS).contains(s))
-                        .ok_or("Invalid timeout value."),
-                    ["cli"] => Err("Expects an integer value."),
-                    _ => Err("'set timeout' only supports 'cli'."),
-                }
-                .map_err(|m| (StatusCode::BAD_REQUEST, m.to_string()))?;
-                self.timeout = std::time::Duration::from_secs(seconds);
-                Ok(Some(String::new()))
-            }
-            [lower @ ("user" | "operator")] => {
-                let Some(to) = Level::parse(lower).filter(|l| *l <= self.level) else {
-                    return Err((StatusCode::FORBIDDEN, "Permission denied".into()));
-                };
-                self.level = to;
-                Ok(Some(String::new()))
-            }
-            _ => run_at(state, command, self.level).await.map(Some),
+        let command = Command::parse(&words, self.level)?;
+        execute(state, command, self).await
+    }
+
+    /// `user`, `operator`: lowers the session's level; raising it is
+    /// refused.
+    pub(super) fn lower(&mut self, to: Level) -> Outcome {
+        if to > self.level {
+            return Err((StatusCode::FORBIDDEN, "Permission denied".into()));
         }
+        self.level = to;
+        Ok(String::new())
     }
 
     /// Runs one command for the socket: its answer, or its error text, as

@@ -5,32 +5,38 @@
 
 use http::StatusCode;
 
+use super::command::Refusal;
 use super::{Admin, Outcome};
-use crate::rules::stick::show;
+use crate::rules::stick::{show, StickTable};
 
-/// Runs a table command; `None` when the words are not one.
-pub fn run(state: &Admin, words: &[&str]) -> Option<Outcome> {
+/// The table named `name` and the entries `filters` select in it.
+fn select<'c>(
+    rules: &'c crate::rules::Rules,
+    name: &str,
+    filters: &[&str],
+) -> Result<(&'c StickTable, show::Selection), Refusal> {
+    let t = rules
+        .table(name)
+        .ok_or_else(|| (StatusCode::NOT_FOUND, "No such table".to_string()))?;
+    let selection = show::selection(t, filters).map_err(|e| (StatusCode::BAD_REQUEST, e))?;
+    Ok((t, selection))
+}
+
+/// `show table`: the tables; `show table TABLE [filters]`: its entries.
+pub fn show(state: &Admin, table: Option<&str>, filters: &[&str]) -> Outcome {
     let config = state.config.load();
-    let rules = &config.rules;
-    let find = |name: &str| {
-        rules
-            .table(name)
-            .ok_or_else(|| (StatusCode::NOT_FOUND, "No such table".to_string()))
+    let Some(name) = table else {
+        return Ok(show::list(&config.rules.tables));
     };
-    let select =
-        |t, rest: &[&str]| show::selection(t, rest).map_err(|e| (StatusCode::BAD_REQUEST, e));
-    Some(match words {
-        ["show", "table"] => Ok(show::list(&rules.tables)),
-        ["show", "table", name, rest @ ..] => {
-            find(name).and_then(|t| select(t, rest).map(|s| show::entries(t, &s)))
-        }
-        ["clear", "table", name, rest @ ..] => find(name).and_then(|t| {
-            let s = select(t, rest)?;
-            let n = show::clear(t, &s);
-            tracing::info!(table = %t.name, removed = n, "runtime table clear");
-            Ok(String::new())
-        }),
-        ["clear", "table"] => Err((StatusCode::BAD_REQUEST, "table name expected".to_string())),
-        _ => return None,
-    })
+    let (t, selection) = select(&config.rules, name, filters)?;
+    Ok(show::entries(t, &selection))
+}
+
+/// `clear table TABLE [filters]`.
+pub fn clear(state: &Admin, table: &str, filters: &[&str]) -> Outcome {
+    let config = state.config.load();
+    let (t, selection) = select(&config.rules, table, filters)?;
+    let n = show::clear(t, &selection);
+    tracing::info!(table = %t.name, removed = n, "runtime table clear");
+    Ok(String::new())
 }
