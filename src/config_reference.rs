@@ -113,19 +113,8 @@ impl Files {
 /// The sidecar's links to its own tables: a heading both files have
 /// (`[admin]`) gets GitHub's anchor with `-1` the second time it appears.
 fn second_anchors(first: &str, second: &str) -> String {
-    let anchor = |heading: &str| -> String {
-        heading
-            .trim_start_matches('#')
-            .trim()
-            .to_lowercase()
-            .chars()
-            .filter_map(|c| match c {
-                ' ' => Some('-'),
-                c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
-                _ => None,
-            })
-            .collect()
-    };
+    let anchor =
+        |heading: &str| rdmalb_base::reference::anchor(heading.trim_start_matches('#').trim());
     let taken: std::collections::HashSet<String> = first
         .lines()
         .filter(|l| l.starts_with('#'))

@@ -73,13 +73,18 @@ pub fn parse_value(text: &str) -> Option<toml::Value> {
     table.get("v").cloned()
 }
 
-/// Builds the reference from a schema (`schemars::schema_for!(RawFile)`).
-pub fn build(schema: &Value) -> Reference {
-    let defs = schema
+/// The schema's named types (`$defs`), which its `$ref`s point at.
+fn definitions(schema: &Value) -> Map<String, Value> {
+    schema
         .get("$defs")
         .and_then(Value::as_object)
         .cloned()
-        .unwrap_or_default();
+        .unwrap_or_default()
+}
+
+/// Builds the reference from a schema (`schemars::schema_for!(RawFile)`).
+pub fn build(schema: &Value) -> Reference {
+    let defs = definitions(schema);
     let walker = Walker { defs: &defs };
     let mut sections = Vec::new();
     walker.table(schema, "", false, String::new(), &mut sections);
@@ -354,11 +359,7 @@ impl Reference {
         let table: toml::Table = text
             .parse()
             .map_err(|e: toml::de::Error| format!("TOML syntax error: {}", e.message().trim()))?;
-        let defs = schema
-            .get("$defs")
-            .and_then(Value::as_object)
-            .cloned()
-            .unwrap_or_default();
+        let defs = definitions(schema);
         let walker = Walker { defs: &defs };
         let mut unknown = Vec::new();
         walker.check(schema, &toml::Value::Table(table), "", &mut unknown);
@@ -408,7 +409,7 @@ impl Section {
 
 /// The anchor GitHub gives a heading: lower case, spaces to `-`, other
 /// punctuation dropped.
-fn anchor(heading: &str) -> String {
+pub fn anchor(heading: &str) -> String {
     heading
         .to_lowercase()
         .chars()
