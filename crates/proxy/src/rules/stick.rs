@@ -562,9 +562,20 @@ impl StickTable {
     /// Removes the expired entries no request tracks (run periodically,
     /// as HAProxy's expiry task, and before `show table`).
     pub fn purge(&self, now: u32) -> usize {
-        let before = self.map.len();
-        self.map.retain(|_, e| !(e.expired(now) && untracked(e)));
-        let removed = before.saturating_sub(self.map.len());
+        self.remove_where(|e| e.expired(now) && untracked(e))
+    }
+
+    /// Removes the entries `gone` picks, counting them as it goes (not as
+    /// a difference of lengths, which an insertion meanwhile would throw
+    /// off, leaving `used` above the entries held until the table refuses
+    /// every new key).
+    fn remove_where(&self, mut gone: impl FnMut(&Arc<Entry>) -> bool) -> usize {
+        let mut removed = 0;
+        self.map.retain(|_, e| {
+            let g = gone(e);
+            removed += usize::from(g);
+            !g
+        });
         self.used.fetch_sub(removed, Ordering::AcqRel);
         removed
     }
@@ -572,16 +583,14 @@ impl StickTable {
     /// Removes every entry no request tracks, or only `key`'s (`clear
     /// table`).
     pub fn clear(&self, key: Option<&Key>) -> usize {
-        let before = self.map.len();
         match key {
             Some(k) => {
-                self.map.remove_if(k, |_, e| untracked(e));
+                let removed = usize::from(self.map.remove_if(k, |_, e| untracked(e)).is_some());
+                self.used.fetch_sub(removed, Ordering::AcqRel);
+                removed
             }
-            None => self.map.retain(|_, e| !untracked(e)),
+            None => self.remove_where(untracked),
         }
-        let removed = before.saturating_sub(self.map.len());
-        self.used.fetch_sub(removed, Ordering::AcqRel);
-        removed
     }
 
     /// A copy of the entries (key, whether tracked, remaining ms,

@@ -397,6 +397,12 @@ fn the_reported_entry_size_counts_the_key_text() {
     assert_eq!(entry_bytes(KeyKind::Str { len: 32 }), ip + 32);
 }
 
+/// A shared IPv4 table of 10 entries expiring after `expire` ms, storing
+/// `types`.
+fn ip_table(expire: u32, types: &[&str]) -> Arc<StickTable> {
+    Arc::new(StickTable::new("t", KeyKind::Ip, 10, expire, store(types)))
+}
+
 /// One request of a connection remembering `recent`, tracking `key` in
 /// slot 0 of `t`; its count of requests after it.
 fn track_on(recent: &track::Recent, t: &Arc<StickTable>, key: Key, now: u32) -> u32 {
@@ -413,13 +419,7 @@ fn track_on(recent: &track::Recent, t: &Arc<StickTable>, key: Key, now: u32) -> 
 
 #[test]
 fn a_connection_remembers_its_entry_but_the_table_still_owns_it() {
-    let t = Arc::new(StickTable::new(
-        "t",
-        KeyKind::Ip,
-        10,
-        1_000,
-        store(&["http_req_cnt"]),
-    ));
+    let t = ip_table(1_000, &["http_req_cnt"]);
     let recent = track::Recent::default();
     assert_eq!(track_on(&recent, &t, v4(1), 100), 1);
     assert_eq!(track_on(&recent, &t, v4(1), 200), 2, "the same entry again");
@@ -444,13 +444,7 @@ fn a_connection_remembers_its_entry_but_the_table_still_owns_it() {
 
     // A reload's new table (same definition) adopts the entry: the
     // connection finds it there, not through the old table.
-    let t2 = Arc::new(StickTable::new(
-        "t",
-        KeyKind::Ip,
-        10,
-        1_000,
-        store(&["http_req_cnt"]),
-    ));
+    let t2 = ip_table(1_000, &["http_req_cnt"]);
     t2.adopt(&t);
     drop(t);
     assert_eq!(track_on(&recent, &t2, v4(1), 5_200), 2);
@@ -459,13 +453,7 @@ fn a_connection_remembers_its_entry_but_the_table_still_owns_it() {
 
 #[test]
 fn a_connection_reuses_the_room_of_its_last_counters() {
-    let t = Arc::new(StickTable::new(
-        "t",
-        KeyKind::Ip,
-        10,
-        1_000,
-        store(&["http_req_cnt", "conn_cur"]),
-    ));
+    let t = ip_table(1_000, &["http_req_cnt", "conn_cur"]);
     let recent = track::Recent::default();
     let mut slots = None;
     track::start(&mut slots, 0, (0, &t), v4(1), Some(&recent), 100);
@@ -487,13 +475,7 @@ fn a_connection_reuses_the_room_of_its_last_counters() {
 
 #[test]
 fn a_remembered_entry_being_removed_is_looked_up_again() {
-    let t = Arc::new(StickTable::new(
-        "t",
-        KeyKind::Ip,
-        10,
-        1_000,
-        store(&["http_req_cnt"]),
-    ));
+    let t = ip_table(1_000, &["http_req_cnt"]);
     let recent = track::Recent::default();
     assert_eq!(track_on(&recent, &t, v4(1), 100), 1);
     // The table marks an entry gone while it removes it: a connection
@@ -513,13 +495,7 @@ fn a_connection_never_counts_in_an_entry_the_table_removed() {
     // One thread tracks through its connection's memory while another
     // clears the table over and over: every tracked entry is the map's
     // (a removed one would be an orphan, its counts lost).
-    let t = Arc::new(StickTable::new(
-        "t",
-        KeyKind::Ip,
-        10,
-        60_000,
-        store(&["http_req_cnt"]),
-    ));
+    let t = ip_table(60_000, &["http_req_cnt"]);
     let stop = Arc::new(AtomicBool::new(false));
     let clearer = {
         let (t, stop) = (Arc::clone(&t), Arc::clone(&stop));
@@ -561,13 +537,7 @@ fn a_connection_never_counts_in_an_entry_the_table_removed() {
 
 #[test]
 fn streams_of_one_connection_at_once_look_up_the_map() {
-    let t = Arc::new(StickTable::new(
-        "t",
-        KeyKind::Ip,
-        10,
-        1_000,
-        store(&["http_req_cnt"]),
-    ));
+    let t = ip_table(1_000, &["http_req_cnt"]);
     let recent = track::Recent::default();
     let busy = recent.lock_for_test();
     assert_eq!(track_on(&recent, &t, v4(1), 100), 1);
