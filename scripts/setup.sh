@@ -40,8 +40,9 @@ PACKAGES=(
     # linux-image-amd64, is fetched by the runner with `apt-get download` into
     # its cache and never installed on this machine.
     qemu-system-x86 busybox-static cpio kmod xz-utils
-    # plots of benchmark results; the reconfiguration experiments' driver
-    gnuplot-nox python3
+    # plots of benchmark results (bench/plot.py draws docs/img/ with
+    # matplotlib); the reconfiguration experiments' driver
+    gnuplot-nox python3 python3-matplotlib
     # the stats page's browser test (tests/browser/): Debian's Chromium, and
     # a venv for Playwright (below)
     chromium python3-venv
