@@ -7,7 +7,9 @@
 Every row names the result file it comes from (under bench/results/) and the
 section that shows it; both must exist, so a row cannot point at nothing.
 When a result file matching a row's `newer` glob is newer than its `source`,
-the command lists it: that row may need the newer run's figures.
+the command lists it: that row may need the newer run's figures. A newer
+file that was looked at and measures something else goes in the row's
+`seen` list (with the reason in a comment), and is not listed again.
 """
 import glob
 import os
@@ -73,6 +75,9 @@ def problems_of(rows, doc_text):
             problems.append(f'{where}: docs/benchmarks.md has no section #{frag}')
         if r.get('source') and not os.path.exists(os.path.join(RESULTS, r['source'])):
             problems.append(f'{where}: bench/results/{r["source"]} does not exist')
+        for s in r.get('seen', []):
+            if not os.path.exists(os.path.join(RESULTS, s)):
+                problems.append(f'{where}: `seen` names bench/results/{s}, which does not exist')
     return problems
 
 
@@ -83,8 +88,10 @@ def newer_results(rows):
         source = os.path.join(RESULTS, r.get('source', ''))
         if not pattern or not os.path.exists(source):
             continue
+        seen = set(r.get('seen', []))
         later = [p for p in glob.glob(os.path.join(RESULTS, pattern))
-                 if os.path.basename(p) > os.path.basename(source)]
+                 if os.path.basename(p) > os.path.basename(source)
+                 and os.path.basename(p) not in seen]
         for p in sorted(later):
             notes.append(f'note: bench/results/{os.path.basename(p)} is newer than the row '
                          f'"{r["comparison"]}" ({r["source"]})')

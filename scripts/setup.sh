@@ -40,8 +40,12 @@ PACKAGES=(
     # linux-image-amd64, is fetched by the runner with `apt-get download` into
     # its cache and never installed on this machine.
     qemu-system-x86 busybox-static cpio kmod xz-utils
-    # plots of benchmark results; the reconfiguration experiments' driver
-    gnuplot-nox python3
+    # plots of benchmark results (bench/plot.py draws docs/img/ with
+    # matplotlib); the reconfiguration experiments' driver
+    gnuplot-nox python3 python3-matplotlib
+    # the operations recipes (docs/recipes.md, run by tests/docs/recipes.rs)
+    # read /status with jq
+    jq
     # the stats page's browser test (tests/browser/): Debian's Chromium, and
     # a venv for Playwright (below)
     chromium python3-venv
@@ -108,7 +112,7 @@ else
 fi
 
 # Tools the scripts call directly must now resolve.
-for tool in nginx haproxy halog wrk httperf curl cmake clang pgrep ss taskset chromium; do
+for tool in nginx haproxy halog wrk httperf curl jq cmake clang pgrep ss taskset chromium; do
     command -v "$tool" >/dev/null 2>&1 || [ -x "/usr/sbin/$tool" ] ||
         die "$tool is still not on PATH after installing; check the apt output above"
 done

@@ -12,7 +12,7 @@ mod nginx;
 mod ops;
 mod protocols;
 mod proxy_protocol;
-mod restart;
+pub(crate) mod restart;
 mod retries;
 mod routing;
 mod rules;

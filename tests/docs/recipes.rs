@@ -1,27 +1,38 @@
 //! docs/recipes.md, run as written: a proxy on the page's config in a
-//! fresh folder, each recipe's `sh` block run there with `bash` (with
-//! `rdmalb` on the PATH and `$PID` the proxy's pid), and what the recipe
-//! says happens checked through the proxy. The ports are the page's
-//! (8090-8093, 9190), below the range the test suite draws its own from.
+//! fresh folder, started as the page says (`rdmalb proxy -c rdmalb.toml`
+//! there, `rdmalb` the folder's own `bin/rdmalb`, so that installing a new
+//! build over it touches nothing else), each recipe's `sh` blocks run
+//! there with `bash` (that `bin` first on the PATH, `$PID` the serving
+//! proxy's pid), and what the recipe says happens checked through the
+//! proxy. Node web2 is Debian's nginx, a real process the stuck-node
+//! recipe stops (SIGSTOP) and resumes. The ports are the page's
+//! (8090-8093, 8443, 9190), below the range the test suite draws its own
+//! from.
 
 use std::net::SocketAddr;
-use std::path::Path;
-use std::process::Command;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
+use crate::proxy::restart::{number_after, Successor};
 use crate::support::*;
 
 /// The page: the setup block and the config of its introduction, then each
-/// recipe's title and `sh` block.
+/// recipe's title and `sh` blocks, in order.
 struct Page {
     setup: String,
     config: String,
-    recipes: Vec<(String, String)>,
+    recipes: Vec<(String, Vec<String>)>,
 }
 
-fn block(text: &str, lang: &str) -> Option<String> {
-    let rest = text.split(&format!("```{lang}\n")).nth(1)?;
-    Some(rest.split("\n```").next()?.to_string() + "\n")
+fn blocks(text: &str, lang: &str) -> Vec<String> {
+    text.split(&format!("```{lang}\n"))
+        .skip(1)
+        .filter_map(|rest| Some(rest.split("\n```").next()?.to_string() + "\n"))
+        .collect()
 }
 
 fn page() -> Page {
@@ -33,23 +44,25 @@ fn page() -> Page {
     let recipes = parts
         .map(|p| {
             let title = p.lines().next().unwrap().to_string();
-            let sh = block(p, "sh").unwrap_or_else(|| panic!("recipe `{title}` has no sh block"));
+            let sh = blocks(p, "sh");
+            assert!(!sh.is_empty(), "recipe `{title}` has no sh block");
             (title, sh)
         })
         .collect();
+    let first = |lang: &str, what: &str| blocks(intro, lang).into_iter().next().expect(what);
     Page {
-        setup: block(intro, "sh").expect("the introduction's sh block"),
-        config: block(intro, "toml").expect("the introduction's config"),
+        setup: first("sh", "the introduction's sh block"),
+        config: first("toml", "the introduction's config"),
         recipes,
     }
 }
 
-/// Runs `script` with bash in `dir`: (success, stdout, stderr).
+/// Runs `script` with bash in `dir`, `dir/bin` first on the PATH:
+/// (success, stdout, stderr).
 fn run(dir: &Path, script: &str, pid: Option<u32>) -> (bool, String, String) {
-    let bin_dir = Path::new(RDMALB).parent().unwrap();
     let path = format!(
         "{}:{}",
-        bin_dir.display(),
+        dir.join("bin").display(),
         std::env::var("PATH").unwrap_or_default()
     );
     let mut cmd = Command::new("bash");
@@ -75,6 +88,74 @@ async fn bind(addr: &str) -> tokio::net::TcpListener {
         })
 }
 
+/// `bin/rdmalb` in `dir`: the test's build, linked (copied across file
+/// systems) under the name the recipes install over.
+fn own_binary(dir: &Path, name: &str) -> PathBuf {
+    let to = dir.join(name);
+    std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+    if std::fs::hard_link(RDMALB, &to).is_err() {
+        std::fs::copy(RDMALB, &to).expect("copy the rdmalb binary");
+    }
+    to
+}
+
+/// Starts `bin/rdmalb proxy -c rdmalb.toml` in `dir` (stderr to
+/// `dir/stderr.log`, which the processes a restart starts share) and waits
+/// until every address in `wait_for` accepts connections.
+fn start_proxy(dir: &Path, wait_for: &[SocketAddr]) -> ChildGuard {
+    let child = Command::new(dir.join("bin/rdmalb"))
+        .args(["proxy", "-c", "rdmalb.toml"])
+        .current_dir(dir)
+        .env("RDMALB_LOG", "info,rdmalb=debug")
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(dir.join("stdout.log")).unwrap())
+        .stderr(std::fs::File::create(dir.join("stderr.log")).unwrap())
+        .spawn()
+        .expect("spawn rdmalb");
+    let mut guard = ChildGuard { child };
+    for addr in wait_for {
+        let mut tries = 0;
+        while std::net::TcpStream::connect(addr).is_err() {
+            if let Ok(Some(status)) = guard.child.try_wait() {
+                panic!("rdmalb exited early ({status}):\n{}", log(dir));
+            }
+            tries += 1;
+            assert!(
+                tries < 400,
+                "rdmalb does not listen on {addr}:\n{}",
+                log(dir)
+            );
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    }
+    guard
+}
+
+fn log(dir: &Path) -> String {
+    std::fs::read_to_string(dir.join("stderr.log")).unwrap_or_default()
+}
+
+/// Sends `sig` (`STOP`, `CONT`) to the process group `pgid`.
+fn signal_group(pgid: u32, sig: &str) {
+    let status = Command::new("kill")
+        .args([&format!("-{sig}"), "--", &format!("-{pgid}")])
+        .status()
+        .expect("run kill");
+    assert!(status.success(), "kill -{sig} -{pgid} failed");
+}
+
+/// `openssl x509 -fingerprint -sha256` of the certificate file `pem`.
+fn fingerprint(pem: &Path) -> String {
+    let out = Command::new("openssl")
+        .args(["x509", "-noout", "-fingerprint", "-sha256", "-in"])
+        .arg(pem)
+        .output()
+        .expect("run openssl");
+    assert!(out.status.success(), "openssl x509 -in {}", pem.display());
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
 /// Which node answers a request for `host` (its `x-backend`), or the status.
 async fn served_by(c: &reqwest::Client, listen: SocketAddr, host: &str) -> Result<String, String> {
     let resp = c
@@ -89,44 +170,91 @@ async fn served_by(c: &reqwest::Client, listen: SocketAddr, host: &str) -> Resul
     }
 }
 
+/// Requests for shop.localhost, one after the other, until `stop`: how many
+/// were answered by a node, and the failures.
+fn load(
+    listen: SocketAddr,
+    stop: Arc<AtomicBool>,
+) -> tokio::task::JoinHandle<(usize, Vec<String>)> {
+    tokio::spawn(async move {
+        let c = client();
+        let (mut ok, mut failed) = (0, Vec::new());
+        while !stop.load(Ordering::SeqCst) {
+            match served_by(&c, listen, "shop.localhost").await {
+                Ok(_) => ok += 1,
+                Err(e) => failed.push(e),
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        (ok, failed)
+    })
+}
+
+fn node<'a>(status: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    status["nodes"]
+        .as_array()
+        .and_then(|n| n.iter().find(|n| n["name"] == name))
+        .unwrap_or_else(|| panic!("no node {name} in {status:#}"))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_recipe_runs_as_written() {
+    const TEST: &str = "docs::recipes::every_recipe_runs_as_written";
     let page = page();
     let titles: Vec<&str> = page.recipes.iter().map(|(t, _)| t.as_str()).collect();
     assert_eq!(
         titles,
         [
-            "Read the state of every node",
+            "Read the stats page and the state of every node",
             "Drain a node for a deploy, then bring it back",
             "Take a node out for maintenance",
             "Add a site (reload)",
             "Refuse a broken edit (reload)",
+            "Recover from a stuck node",
+            "Restart the binary without dropping connections",
+            "Rotate a certificate",
         ],
         "a recipe was added or renamed: give it its checks here"
     );
-    let dir = tempfile::tempdir().unwrap();
-    let (ok, _, err) = run(dir.path(), &page.setup, None);
+    for tool in ["/usr/bin/jq", "/usr/bin/openssl", "/usr/bin/ss"] {
+        if !Path::new(tool).exists() {
+            skip(TEST, &format!("{tool} is not installed (scripts/setup.sh)"));
+            return;
+        }
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let folder = tmp.path().to_path_buf();
+    let bin = own_binary(&folder, "bin/rdmalb");
+    let (ok, _, err) = run(&folder, &page.setup, None);
     assert!(ok, "setup: {err}");
+    std::fs::write(folder.join("rdmalb.toml"), &page.config).unwrap();
 
     let _web1 = Backend::start_on("web1", bind("127.0.0.1:8091").await);
-    let _web2 = Backend::start_on("web2", bind("127.0.0.1:8092").await);
+    let nginx_dir = tempfile::tempdir().unwrap();
+    let web2 = "127.0.0.1:8092".parse().unwrap();
+    let site = format!(
+        "server {{ listen {web2}; location / {{ add_header x-backend web2; return 200 \"ok\\n\"; }} }}\n"
+    );
+    let Some(nginx) = GroupNginx::start_with(nginx_dir.path(), web2, &site) else {
+        return;
+    };
+    let nginx = nginx.into_child();
     let _blog1 = Backend::start_on("blog1", bind("127.0.0.1:8093").await);
     let listen: SocketAddr = "127.0.0.1:8090".parse().unwrap();
+    let tls: SocketAddr = "127.0.0.1:8443".parse().unwrap();
     let admin: SocketAddr = "127.0.0.1:9190".parse().unwrap();
-    let proxy = Proxy::start_in(dir, &page.config, &[listen, admin]);
-    let pid = Some(proxy.pid());
-    let folder = proxy.dir.path().to_path_buf();
-    let c = client();
-    let recipe = |i: usize| {
+    let first = start_proxy(&folder, &[listen, tls, admin]);
+    let step = |i: usize, j: usize, pid: u32| {
         let (title, sh) = &page.recipes[i];
-        let (ok, out, err) = run(&folder, sh, pid);
+        let (ok, out, err) = run(&folder, &sh[j], Some(pid));
         assert!(
             ok,
-            "recipe `{title}` failed:\n{err}\nproxy log:\n{}",
-            proxy.stderr_text()
+            "recipe `{title}`, block {j}, failed:\n{err}\nproxy log:\n{}",
+            log(&folder)
         );
         out
     };
+    let recipe = |i: usize, pid: u32| step(i, 0, pid);
     let spread = |c: reqwest::Client| async move {
         let mut seen = Vec::new();
         for _ in 0..8 {
@@ -136,33 +264,37 @@ async fn every_recipe_runs_as_written() {
         seen.dedup();
         seen
     };
+    let c = client();
     assert_eq!(spread(c.clone()).await, ["web1", "web2"]);
+    let pid = first.pid();
 
-    // Read the state of every node: both nodes, both UP, in the CSV and /status.
-    let out = recipe(0);
+    // The stats page is served; both nodes UP in the CSV, up and ready in
+    // /status.
+    let out = recipe(0, pid);
+    assert!(out.contains("<title>rdmalb stats</title>"), "{out}");
     assert!(
         out.contains("shop,web1,UP") && out.contains("shop,web2,UP"),
         "{out}"
     );
     assert!(
-        out.contains("\"name\": \"web1\"") && out.contains("\"name\": \"web2\""),
+        out.contains("web1 up ready") && out.contains("web2 up ready"),
         "{out}"
     );
 
     // Drain: the CSV line the recipe prints shows 0 sessions and DRAIN, and
     // web1 is back in the rotation at the end.
-    let out = recipe(1);
+    let out = recipe(1, pid);
     assert_eq!(out.trim(), "0,DRAIN", "{out}");
     assert_eq!(spread(c.clone()).await, ["web1", "web2"]);
 
     // Maintenance: MAINT while it lasts, both nodes serve afterwards.
-    let out = recipe(2);
+    let out = recipe(2, pid);
     assert_eq!(out.trim(), "MAINT", "{out}");
     assert_eq!(spread(c.clone()).await, ["web1", "web2"]);
 
     // Add a site: blog.localhost reaches blog1 once the reload is in force.
     assert!(served_by(&c, listen, "blog.localhost").await.is_err());
-    recipe(3);
+    recipe(3, pid);
     eventually(
         "blog.localhost served by blog1 after the reload",
         Duration::from_secs(10),
@@ -177,10 +309,15 @@ async fn every_recipe_runs_as_written() {
         },
     )
     .await;
+    assert!(
+        !log(&folder).contains("apply only after a restart"),
+        "adding a site is all a reload's: {}",
+        log(&folder)
+    );
 
     // A broken edit: refused by the check, the file restored, both sites serve.
     let before = std::fs::read_to_string(folder.join("rdmalb.toml")).unwrap();
-    recipe(4);
+    recipe(4, pid);
     assert_eq!(
         std::fs::read_to_string(folder.join("rdmalb.toml")).unwrap(),
         before
@@ -191,8 +328,130 @@ async fn every_recipe_runs_as_written() {
     );
     assert_eq!(spread(c.clone()).await, ["web1", "web2"]);
     assert!(
-        !proxy.stderr_text().contains("reload rejected"),
+        !log(&folder).contains("reload rejected"),
         "{}",
-        proxy.stderr_text()
+        log(&folder)
     );
+
+    // A stuck node: nginx stopped (it still accepts, the kernel queues the
+    // connections, nothing answers). Its checks time out and take it down;
+    // the recipe reads DOWN and why; web1 takes every request.
+    signal_group(nginx.id(), "STOP");
+    eventually(
+        "web2 down after its checks time out",
+        Duration::from_secs(60),
+        || async move {
+            let s = admin_status(admin).await;
+            let n = node(&s, "web2");
+            if n["state"] == "down" {
+                Ok(())
+            } else {
+                Err(format!("{:#}", n["health"]))
+            }
+        },
+    )
+    .await;
+    let out = step(5, 0, pid);
+    assert_eq!(
+        out.lines().collect::<Vec<_>>(),
+        ["DOWN", "checks: no response within 1s"],
+        "{out}"
+    );
+    assert_eq!(spread(c.clone()).await, ["web1"]);
+    // Into maint while the app is repaired (resumed), then ready: UP again
+    // after its checks pass, and back in the rotation.
+    let out = step(5, 1, pid);
+    assert_eq!(out.trim(), "");
+    assert_eq!(
+        node(&admin_status(admin).await, "web2")["admin_state"],
+        "maint"
+    );
+    signal_group(nginx.id(), "CONT");
+    let out = step(5, 2, pid);
+    assert_eq!(out.trim(), "UP", "{out}");
+    assert_eq!(spread(c.clone()).await, ["web1", "web2"]);
+
+    // Restart the binary: a new build (another file of the same build) is
+    // installed over bin/rdmalb; SIGUSR2; the old process drains and exits
+    // 0 (reaped here, so that `kill -0` in the recipe sees it go); the pid
+    // the recipe prints listens and runs the installed file; requests sent
+    // all along are answered.
+    own_binary(&folder, "rdmalb.new");
+    let old_inode = std::fs::metadata(&bin).unwrap().ino();
+    let old_pid = first.pid();
+    let reaper = std::thread::spawn(move || {
+        let mut first = first;
+        for _ in 0..1800 {
+            if let Ok(Some(status)) = first.child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        None // dropping the guard kills it
+    });
+    let stop = Arc::new(AtomicBool::new(false));
+    let traffic = load(listen, Arc::clone(&stop));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let script = page.recipes[6].1[0].clone();
+    let dir = folder.clone();
+    let (ok, out, err) = tokio::task::spawn_blocking(move || run(&dir, &script, Some(old_pid)))
+        .await
+        .unwrap();
+    let logged = number_after(&log(&folder), "new_pid=");
+    let _second = logged.map(Successor);
+    assert!(
+        ok,
+        "recipe `Restart the binary`: failed:\n{err}\nproxy log:\n{}",
+        log(&folder)
+    );
+    let new_pid: u32 = out
+        .lines()
+        .last()
+        .and_then(|l| l.strip_prefix("pid="))
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("the recipe prints one pid=N: {out}"));
+    assert_eq!(Some(new_pid), logged, "{}", log(&folder));
+    assert_ne!(new_pid, old_pid);
+    let exit = reaper.join().unwrap();
+    assert!(
+        exit.is_some_and(|s| s.success()),
+        "the old process: {exit:?}"
+    );
+    let exe = std::fs::read_link(format!("/proc/{new_pid}/exe")).unwrap();
+    assert_eq!(exe, bin, "the new process runs the installed binary");
+    let installed = std::fs::metadata(&bin).unwrap().ino();
+    assert_ne!(installed, old_inode, "install wrote a new file");
+    assert_eq!(
+        std::fs::metadata(format!("/proc/{new_pid}/exe"))
+            .unwrap()
+            .ino(),
+        installed
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop.store(true, Ordering::SeqCst);
+    let (answered, failed) = traffic.await.unwrap();
+    assert!(
+        failed.is_empty() && answered > 10,
+        "{answered} answered, failed: {failed:?}\n{}",
+        log(&folder)
+    );
+    assert_eq!(spread(c.clone()).await, ["web1", "web2"]);
+
+    // Rotate a certificate: the recipe prints the fingerprint served once
+    // it is the new file's; the old one is served no more, and a third
+    // process serves.
+    let old_fingerprint = fingerprint(&folder.join("shop.pem"));
+    let out = step(7, 0, new_pid);
+    let third = number_after(&log(&folder), "new_pid=").unwrap();
+    let _third = Successor(third);
+    let new_fingerprint = fingerprint(&folder.join("shop.pem"));
+    assert_ne!(new_fingerprint, old_fingerprint);
+    assert_eq!(
+        out.lines().last(),
+        Some(new_fingerprint.as_str()),
+        "{out}\n{}",
+        log(&folder)
+    );
+    assert_ne!(third, new_pid);
+    assert_eq!(spread(c.clone()).await, ["web1", "web2"]);
 }

@@ -474,9 +474,15 @@ fn restart_only_changes(old: &Config, new: &Config) -> Vec<&'static str> {
         changed.push("reconfig");
     }
     // The ACME runtime (its settings, the certificates it keeps: the
-    // sites' `acme`) starts once, with the process.
+    // sites' `acme`) starts once, with the process. Sites without `acme`
+    // do not count: adding one is a reload's business.
     let acme = |c: &Config| {
-        let sites: Vec<_> = c.sites.iter().map(|s| s.acme_names.clone()).collect();
+        let sites: Vec<_> = c
+            .sites
+            .iter()
+            .filter(|s| !s.acme_names.is_empty())
+            .map(|s| (s.name.clone(), s.acme_names.clone()))
+            .collect();
         (c.acme.clone(), sites)
     };
     if acme(old) != acme(new) {
