@@ -29,6 +29,7 @@ pub mod forward;
 pub mod headers;
 pub mod io;
 pub mod listener;
+pub mod serve1;
 pub mod metrics;
 pub mod monitor;
 pub mod response;
