@@ -244,7 +244,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> ConnIo<S> {
     fn poll_drain(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let mut this = self.project();
         while *this.out_at < this.out.len() {
-            match this.inner.as_mut().poll_write(cx, &this.out[*this.out_at..]) {
+            match this
+                .inner
+                .as_mut()
+                .poll_write(cx, &this.out[*this.out_at..])
+            {
                 Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
                 Poll::Ready(Ok(n)) => *this.out_at += n,
                 Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),

@@ -29,10 +29,10 @@ use super::access_log::{AccessRecord, Counts, Timers};
 use super::error::ProxyError;
 use super::io::{ConnIo, ConnShared, IoTimeouts, Protocol};
 use super::restart::Inherited;
+use super::serve1::{self, Socket};
 use super::state::{ConnCtx, Runtime};
 use super::streams::{StreamExec, Streams};
-use super::serve1::{self, Socket};
-use super::{forward, headers, stats, tls, upstream};
+use super::{forward, stats, tls, upstream};
 use crate::config::{Config, IpNetwork, Listener};
 use crate::proxy_protocol::{self, Header};
 
@@ -654,7 +654,12 @@ enum Woke<T> {
 }
 
 /// Accounts for a request whose head never reached the service.
-pub(super) fn head_failure(ctx: &ConnCtx, status: u16, termination: &'static str, kind: &'static str) {
+pub(super) fn head_failure(
+    ctx: &ConnCtx,
+    status: u16,
+    termination: &'static str,
+    kind: &'static str,
+) {
     stats::client_error(kind);
     ctx.frontend.request_errors.fetch_add(1, Ordering::Relaxed);
     ctx.frontend.answered(stats::class_index(status, false), 0);

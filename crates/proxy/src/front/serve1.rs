@@ -41,8 +41,8 @@ use super::io::IoTimeouts;
 use super::response::ResponseBody;
 use super::state::ConnCtx;
 use head::{Framing, HeadError, Parsed};
-pub use recv::{RecvBody, RecvError};
 use recv::{Decoder, Pipe, Step};
+pub use recv::{RecvBody, RecvError};
 use send::{Asked, BodyLen, Encoding};
 
 /// A client stream: plain TCP or TLS over it.
@@ -116,7 +116,10 @@ impl OnUpgrade {
         let rx = self.0.lock().unwrap_or_else(|e| e.into_inner()).take();
         match rx {
             Some(rx) => rx.await.map_err(|_| {
-                io::Error::new(io::ErrorKind::BrokenPipe, "the connection ended before the upgrade")
+                io::Error::new(
+                    io::ErrorKind::BrokenPipe,
+                    "the connection ended before the upgrade",
+                )
             }),
             None => Err(io::Error::other("upgrade already taken")),
         }
@@ -195,7 +198,11 @@ struct Conn<S> {
 }
 
 /// Writes `100 Continue` from byte `at` on, and flushes it.
-fn poll_continue<S: Socket>(io: &mut S, at: &mut usize, cx: &mut Context<'_>) -> Poll<Result<(), ()>> {
+fn poll_continue<S: Socket>(
+    io: &mut S,
+    at: &mut usize,
+    cx: &mut Context<'_>,
+) -> Poll<Result<(), ()>> {
     while *at < CONTINUE.len() {
         match Pin::new(&mut *io).poll_write(cx, &CONTINUE[*at..]) {
             Poll::Ready(Ok(n)) if n > 0 => *at += n,
@@ -317,8 +324,9 @@ impl<S: Socket> Conn<S> {
                 return Next::Closed;
             }
             if self.buf.is_empty() && self.buf.capacity() > 0 && !got_bytes {
-                // Idle: the buffer goes until the next bytes come.
+                // Idle: the buffers go until the next bytes come.
                 self.buf = BytesMut::new();
+                self.queue = Default::default();
                 self.limits.parked.increment(1);
             }
             let sleep = tokio::time::sleep_until(deadline.into());
@@ -438,7 +446,7 @@ impl<S: Socket> Conn<S> {
         let wants_upgrade = version == Version::HTTP_11
             && (parts.headers.contains_key(http::header::UPGRADE)
                 || parts.method == http::Method::CONNECT);
-        let decoder = Decoder::new(framing);
+        let decoder = framing.decoder();
         let body = if decoder.is_done() {
             self.body = None;
             super::body::ClientBody::Empty
@@ -662,6 +670,7 @@ impl<S: Socket> Conn<S> {
                 _ => 0,
             },
             ended: false,
+            closed: false,
         };
         let ok = std::future::poll_fn(|cx| self.poll_respond(&mut writer, cx)).await;
         // The response body is settled (complete or aborted) when dropped.
@@ -685,65 +694,12 @@ impl<S: Socket> Conn<S> {
                         break;
                     }
                     Poll::Ready(None) => {
-                        w.ended = true;
-                        match w.encoding {
-                            Encoding::Chunked => {
-                                let mut end = Vec::with_capacity(5);
-                                send::encode_trailers(
-                                    &http::HeaderMap::new(),
-                                    &[],
-                                    &mut end,
-                                );
-                                self.push(Bytes::from(end));
-                            }
-                            Encoding::Length(n) if w.left > 0 && n > 0 => {
-                                // The body ended short of its length: the
-                                // client must see the response as cut.
-                                return Poll::Ready(false);
-                            }
-                            _ => {}
+                        if !self.end_body(w) {
+                            return Poll::Ready(false);
                         }
                     }
                     Poll::Ready(Some(Err(_))) => return Poll::Ready(false),
-                    Poll::Ready(Some(Ok(frame))) => {
-                        match frame.into_data() {
-                            Ok(data) => {
-                                if data.is_empty() {
-                                    continue;
-                                }
-                                match w.encoding {
-                                    Encoding::Length(_) => {
-                                        let n = (data.len() as u64).min(w.left) as usize;
-                                        if n == 0 {
-                                            continue;
-                                        }
-                                        w.left -= n as u64;
-                                        self.push(data.slice(..n));
-                                    }
-                                    Encoding::Chunked => {
-                                        let mut line = Vec::with_capacity(10);
-                                        send::chunk_line(data.len(), &mut line);
-                                        self.push(Bytes::from(line));
-                                        self.push(data);
-                                        self.push(Bytes::from_static(b"\r\n"));
-                                    }
-                                    Encoding::Close => self.push(data),
-                                }
-                            }
-                            Err(frame) => {
-                                if let (Ok(t), Encoding::Chunked) = (frame.into_trailers(), w.encoding) {
-                                    let mut end = Vec::new();
-                                    send::encode_trailers(
-                                        &t,
-                                        w.trailers.as_deref().unwrap_or(&[]),
-                                        &mut end,
-                                    );
-                                    w.ended = true;
-                                    self.push(Bytes::from(end));
-                                }
-                            }
-                        }
-                    }
+                    Poll::Ready(Some(Ok(frame))) => self.take_frame(w, frame),
                 }
             }
             // Everything queued is out: the end, or the body's turn (and
@@ -756,6 +712,59 @@ impl<S: Socket> Conn<S> {
                 Poll::Ready(Err(_)) => return Poll::Ready(false),
                 Poll::Pending => return Poll::Pending,
             }
+        }
+    }
+
+    /// Queues a frame of the response body as its encoding writes it.
+    fn take_frame(&mut self, w: &mut Writer, frame: hyper::body::Frame<Bytes>) {
+        let data = match frame.into_data() {
+            Ok(data) => data,
+            Err(frame) => {
+                // Trailer fields end a chunked body (sent when the client
+                // said `TE: trailers`, as declared by `Trailer`).
+                if let (Ok(t), Encoding::Chunked) = (frame.into_trailers(), w.encoding) {
+                    let mut end = Vec::new();
+                    send::encode_trailers(&t, w.trailers.as_deref().unwrap_or(&[]), &mut end);
+                    w.closed = true;
+                    self.push(Bytes::from(end));
+                }
+                return;
+            }
+        };
+        if data.is_empty() {
+            return;
+        }
+        match w.encoding {
+            Encoding::Length(_) => {
+                let n = (data.len() as u64).min(w.left) as usize;
+                if n > 0 {
+                    w.left -= n as u64;
+                    self.push(data.slice(..n));
+                }
+            }
+            Encoding::Chunked if !w.closed => {
+                let mut line = Vec::with_capacity(10);
+                send::chunk_line(data.len(), &mut line);
+                self.push(Bytes::from(line));
+                self.push(data);
+                self.push(Bytes::from_static(b"\r\n"));
+            }
+            Encoding::Chunked => {}
+            Encoding::Close => self.push(data),
+        }
+    }
+
+    /// The response body ended: the chunked end is queued. False: it
+    /// ended short of its length, and the client must see it cut.
+    fn end_body(&mut self, w: &mut Writer) -> bool {
+        w.ended = true;
+        match w.encoding {
+            Encoding::Chunked if !w.closed => {
+                self.push(Bytes::from_static(b"0\r\n\r\n"));
+                true
+            }
+            Encoding::Length(n) => w.left == 0 || n == 0,
+            _ => true,
         }
     }
 
@@ -788,7 +797,9 @@ impl<S: Socket> Conn<S> {
                     self.write_timer = None;
                     self.queued -= n;
                     while n > 0 {
-                        let Some(front) = self.queue.front_mut() else { break };
+                        let Some(front) = self.queue.front_mut() else {
+                            break;
+                        };
                         if n >= front.len() {
                             n -= front.len();
                             self.queue.pop_front();
@@ -832,7 +843,10 @@ struct Writer {
     trailers: Option<Vec<http::HeaderName>>,
     /// Body bytes the length still allows.
     left: u64,
+    /// The body ended.
     ended: bool,
+    /// The chunked end (with trailers) is written already.
+    closed: bool,
 }
 
 #[cfg(test)]

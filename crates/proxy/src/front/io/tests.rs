@@ -17,12 +17,7 @@ fn conn(protocol: Protocol) -> Conn {
     let shared = Arc::new(ConnShared::new(Instant::now()));
     let io = ConnIo::new(server, Arc::clone(&shared), timeouts(), protocol);
     let (cr, cw) = tokio::io::split(client);
-    Conn {
-        io,
-        shared,
-        cr,
-        cw,
-    }
+    Conn { io, shared, cr, cw }
 }
 
 fn timeouts() -> IoTimeouts {
@@ -268,42 +263,4 @@ async fn h2_large_writes_arrive_in_order() {
     assert_eq!(got.len(), data.len() + 4);
     assert_eq!(&got[..data.len()], &data[..]);
     assert_eq!(&got[data.len()..], b"tail");
-}
-
-/// A stream that counts the reads that returned bytes (each one a system
-/// call on a socket).
-struct CountingReads {
-    inner: tokio::io::DuplexStream,
-    reads: Arc<AtomicUsize>,
-}
-
-impl AsyncRead for CountingReads {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let before = buf.filled().len();
-        let res = Pin::new(&mut self.inner).poll_read(cx, buf);
-        if matches!(res, Poll::Ready(Ok(()))) && buf.filled().len() > before {
-            self.reads.fetch_add(1, Ordering::Relaxed);
-        }
-        res
-    }
-}
-
-impl AsyncWrite for CountingReads {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
-    }
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
 }

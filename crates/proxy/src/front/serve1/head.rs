@@ -2,9 +2,13 @@
 //! the connection's read buffer: the fields are slices of the head's bytes
 //! (no copy), and the framing of the body follows RFC 9112 section 6.
 
-use bytes::BytesMut;
+use std::ops::Range;
+
+use bytes::{Bytes, BytesMut};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Uri, Version};
+
+use super::super::decode::Decoder;
 
 /// Headers parsed on the stack; a limit above this takes a heap array.
 const STACK_HEADERS: usize = 128;
@@ -22,6 +26,16 @@ pub enum Framing {
     Length(u64),
     /// `Transfer-Encoding: chunked`.
     Chunked,
+}
+
+impl Framing {
+    /// The decoder of a body so framed.
+    pub fn decoder(self) -> Decoder {
+        match self {
+            Framing::Length(n) => Decoder::length(n),
+            Framing::Chunked => Decoder::chunked(),
+        }
+    }
 }
 
 /// A request head as read.
@@ -97,113 +111,141 @@ pub fn parse(
     if len > max_bytes {
         return Err(HeadError::TooLarge);
     }
-    let method = req.method.unwrap_or_default();
-    let target = req.path.unwrap_or_default();
-    if target.len() > MAX_URI_LEN {
-        return Err(HeadError::UriTooLong);
-    }
-    let method =
-        Method::from_bytes(method.as_bytes()).map_err(|_| HeadError::Bad("invalid method"))?;
-    let http11 = req.version == Some(1);
-    let base = buf.as_ptr() as usize;
-    let target_at = target.as_ptr() as usize - base..target.as_ptr() as usize - base + target.len();
-    let mut at = Vec::with_capacity(req.headers.len());
-    for h in req.headers.iter() {
-        let name = h.name.as_ptr() as usize - base;
-        let value = h.value.as_ptr() as usize - base;
-        at.push((name..name + h.name.len(), value..value + h.value.len()));
-    }
+    let raw = Raw::of(&req, buf.as_ptr() as usize)?;
     let head = buf.split_to(len).freeze();
-    let uri = Uri::from_maybe_shared(head.slice(target_at))
-        .map_err(|_| HeadError::Bad("invalid request target"))?;
-    let mut headers = HeaderMap::with_capacity(at.len());
-    for (name, value) in at {
-        let name = HeaderName::from_bytes(&head[name])
-            .map_err(|_| HeadError::Bad("invalid header name"))?;
-        // httparse checked the value's bytes (visible ASCII, obs-text, SP
-        // and HTAB only); `http` checks them again.
-        let value = HeaderValue::from_maybe_shared(head.slice(value))
-            .map_err(|_| HeadError::Bad("invalid header value"))?;
-        headers.append(name, value);
+    raw.build(head).map(Some)
+}
+
+/// Where a parsed head's parts lie in its bytes, before they are taken
+/// out of the buffer.
+struct Raw {
+    method: Method,
+    http11: bool,
+    target: Range<usize>,
+    /// Name and value of each field kept.
+    fields: Vec<(Range<usize>, Range<usize>)>,
+    /// The `Content-Length`, checked.
+    length: Option<u64>,
+}
+
+impl Raw {
+    /// The request line's parts and the fields of `req`, whose slices
+    /// start at `base`. The lengths are checked here, and with
+    /// `Transfer-Encoding` they are left out (RFC 9112 section 6.1).
+    fn of(req: &httparse::Request<'_, '_>, base: usize) -> Result<Raw, HeadError> {
+        let at = |s: &[u8]| s.as_ptr() as usize - base..s.as_ptr() as usize - base + s.len();
+        let target = req.path.unwrap_or_default();
+        if target.len() > MAX_URI_LEN {
+            return Err(HeadError::UriTooLong);
+        }
+        let method = Method::from_bytes(req.method.unwrap_or_default().as_bytes())
+            .map_err(|_| HeadError::Bad("invalid method"))?;
+        let mut length = None;
+        let mut chunked = false;
+        for h in req.headers.iter() {
+            if h.name.eq_ignore_ascii_case("content-length") {
+                let n = content_length(h.value).ok_or(HeadError::Bad("invalid Content-Length"))?;
+                if length.is_some_and(|l| l != n) {
+                    return Err(HeadError::Bad("Content-Length values that differ"));
+                }
+                length = Some(n);
+            } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
+                chunked = true;
+            }
+        }
+        let fields = req
+            .headers
+            .iter()
+            .filter(|h| !(chunked && h.name.eq_ignore_ascii_case("content-length")))
+            .map(|h| (at(h.name.as_bytes()), at(h.value)))
+            .collect();
+        Ok(Raw {
+            method,
+            http11: req.version == Some(1),
+            target: at(target.as_bytes()),
+            fields,
+            length,
+        })
     }
-    let (framing, mut keep_alive) = framing(&mut headers, http11)?;
-    let expect_continue = headers
-        .get(header::EXPECT)
-        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
-    let trailers = headers.get_all(header::TE).iter().any(|v| {
-        v.as_bytes()
-            .split(|&b| b == b',')
-            .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"trailers"))
-    });
-    if super::super::headers::closes_after(
-        if http11 {
+
+    /// The request's parts over `head`, the head's bytes (shared, not
+    /// copied), and what its fields say of the body and the connection.
+    fn build(self, head: Bytes) -> Result<Parsed, HeadError> {
+        let uri = Uri::from_maybe_shared(head.slice(self.target))
+            .map_err(|_| HeadError::Bad("invalid request target"))?;
+        let mut headers = HeaderMap::with_capacity(self.fields.len());
+        for (name, value) in self.fields {
+            let name = HeaderName::from_bytes(&head[name])
+                .map_err(|_| HeadError::Bad("invalid header name"))?;
+            // httparse checked the value's bytes (visible ASCII, obs-text,
+            // SP and HTAB only); `http` checks them again.
+            let value = HeaderValue::from_maybe_shared(head.slice(value))
+                .map_err(|_| HeadError::Bad("invalid header value"))?;
+            headers.append(name, value);
+        }
+        let version = if self.http11 {
             Version::HTTP_11
         } else {
             Version::HTTP_10
-        },
-        &headers,
-    ) {
-        keep_alive = false;
+        };
+        let (framing, keep_alive) = framing(&headers, self.http11, self.length)?;
+        let keep_alive = keep_alive && !super::super::headers::closes_after(version, &headers);
+        let expect_continue = headers
+            .get(header::EXPECT)
+            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+        let trailers = headers.get_all(header::TE).iter().any(|v| {
+            v.as_bytes()
+                .split(|&b| b == b',')
+                .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"trailers"))
+        });
+        let mut parts = http::Request::new(()).into_parts().0;
+        parts.method = self.method;
+        parts.uri = uri;
+        parts.version = version;
+        parts.headers = headers;
+        Ok(Parsed {
+            parts,
+            framing,
+            keep_alive,
+            expect_continue,
+            trailers,
+        })
     }
-    let mut parts = http::Request::new(()).into_parts().0;
-    parts.method = method;
-    parts.uri = uri;
-    parts.version = if http11 {
-        Version::HTTP_11
-    } else {
-        Version::HTTP_10
-    };
-    parts.headers = headers;
-    Ok(Some(Parsed {
-        parts,
-        framing,
-        keep_alive,
-        expect_continue,
-        trailers,
-    }))
 }
 
 /// The body's framing (RFC 9112 section 6.3) and whether the connection
-/// may stay open for it: `Transfer-Encoding` wins over `Content-Length`
-/// (which is then removed, and the connection closes after the response:
+/// may stay open for it. `length` is the requests's `Content-Length`,
+/// already checked: every line one decimal number, all the same (a list
+/// such as `5, 5` is refused, as hyper did: RFC 9110 section 8.6 allows
+/// either). `Transfer-Encoding` wins over `Content-Length` (left out of
+/// the head, and the connection closes after the response: RFC 9112
 /// section 6.1); chunked must be the last coding; HTTP/1.0 has no
-/// transfer codings (a message carrying one is faulty: section 6.1);
-/// several `Content-Length`s must agree.
-fn framing(headers: &mut HeaderMap, http11: bool) -> Result<(Framing, bool), HeadError> {
-    if headers.contains_key(header::TRANSFER_ENCODING) {
-        if !http11 {
-            return Err(HeadError::Bad("Transfer-Encoding in an HTTP/1.0 request"));
-        }
-        let last = headers
-            .get_all(header::TRANSFER_ENCODING)
-            .iter()
-            .next_back()
-            .map(|v| v.as_bytes());
-        let chunked_last = last.is_some_and(|v| {
-            v.rsplit(|&b| b == b',')
-                .next()
-                .map(|c| c.split(|&b| b == b';').next().unwrap_or(&[]))
-                .is_some_and(|c| c.trim_ascii().eq_ignore_ascii_case(b"chunked"))
-        });
-        if !chunked_last {
-            return Err(HeadError::Bad(
-                "Transfer-Encoding whose last coding is not chunked",
-            ));
-        }
-        let had_length = headers.remove(header::CONTENT_LENGTH).is_some();
-        return Ok((Framing::Chunked, !had_length));
+/// transfer codings (a message carrying one is faulty: section 6.1).
+fn framing(
+    headers: &HeaderMap,
+    http11: bool,
+    length: Option<u64>,
+) -> Result<(Framing, bool), HeadError> {
+    let mut codings = headers.get_all(header::TRANSFER_ENCODING).iter().peekable();
+    if codings.peek().is_none() {
+        return Ok((Framing::Length(length.unwrap_or(0)), true));
     }
-    let mut length = None;
-    for v in headers.get_all(header::CONTENT_LENGTH) {
-        for part in v.as_bytes().split(|&b| b == b',') {
-            let n = content_length(part.trim_ascii()).ok_or(HeadError::Bad("invalid Content-Length"))?;
-            if length.is_some_and(|l| l != n) {
-                return Err(HeadError::Bad("Content-Length values that differ"));
-            }
-            length = Some(n);
-        }
+    if !http11 {
+        return Err(HeadError::Bad("Transfer-Encoding in an HTTP/1.0 request"));
     }
-    Ok((Framing::Length(length.unwrap_or(0)), true))
+    let chunked_last = codings.next_back().is_some_and(|v| {
+        v.as_bytes()
+            .rsplit(|&b| b == b',')
+            .next()
+            .map(|c| c.split(|&b| b == b';').next().unwrap_or(&[]))
+            .is_some_and(|c| c.trim_ascii().eq_ignore_ascii_case(b"chunked"))
+    });
+    if !chunked_last {
+        return Err(HeadError::Bad(
+            "Transfer-Encoding whose last coding is not chunked",
+        ));
+    }
+    Ok((Framing::Chunked, length.is_none()))
 }
 
 /// A `Content-Length` value: digits only, no sign, no overflow.
@@ -212,8 +254,7 @@ fn content_length(v: &[u8]) -> Option<u64> {
         return None;
     }
     v.iter().try_fold(0u64, |n, &b| {
-        b.is_ascii_digit()
-            .then(|| n * 10 + u64::from(b - b'0'))
+        b.is_ascii_digit().then(|| n * 10 + u64::from(b - b'0'))
     })
 }
 

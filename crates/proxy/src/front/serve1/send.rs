@@ -75,9 +75,46 @@ pub fn encode(
     asked: Asked<'_>,
     out: &mut Vec<u8>,
 ) -> Head {
+    let last = keep_alive_fix(headers, status, version, asked);
+    let http10 = asked.version == Version::HTTP_10 || version == Version::HTTP_10;
+    status_line(status, http10, out);
+    let chunk_ok = !http10 && can_have_body(asked.method, status);
+    let written = fields(headers, len, asked.method, chunk_ok, out);
+    let mut encoding = match written.encoding {
+        Some(e) => e,
+        None => implied(len, chunk_ok, asked.method, status, out),
+    };
+    if !can_have_body(asked.method, status) {
+        encoding = Encoding::Length(0);
+    }
+    if !written.date {
+        out.extend_from_slice(b"date: ");
+        now_date(out);
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+    Head {
+        encoding,
+        last: last || written.close || encoding == Encoding::Close,
+        trailers: if asked.trailers && encoding == Encoding::Chunked {
+            written.trailers
+        } else {
+            None
+        },
+    }
+}
+
+/// Whether the connection ends after the response, as the request and
+/// the status say; an HTTP/1.0 client kept alive is told so with
+/// `Connection: keep-alive` (it assumes a close otherwise), and one
+/// answered in HTTP/1.0 without it is closed.
+fn keep_alive_fix(
+    headers: &mut HeaderMap,
+    status: StatusCode,
+    version: Version,
+    asked: Asked<'_>,
+) -> bool {
     let mut last = !asked.keep_alive || status == StatusCode::SWITCHING_PROTOCOLS;
-    // An HTTP/1.0 client gets HTTP/1.0, and `Connection: keep-alive` when
-    // the connection stays open (it assumes a close otherwise).
     if asked.version == Version::HTTP_10
         && !headers
             .get_all(header::CONNECTION)
@@ -90,45 +127,66 @@ pub fn encode(
             headers.insert(header::CONNECTION, HeaderValue::from_static("keep-alive"));
         }
     }
-    let http10 = asked.version == Version::HTTP_10 || version == Version::HTTP_10;
+    last
+}
+
+fn status_line(status: StatusCode, http10: bool, out: &mut Vec<u8>) {
     if !http10 && status == StatusCode::OK {
         out.extend_from_slice(b"HTTP/1.1 200 OK\r\n");
-    } else {
-        out.extend_from_slice(if http10 { b"HTTP/1.0 " } else { b"HTTP/1.1 " });
-        out.extend_from_slice(status.as_str().as_bytes());
-        out.push(b' ');
-        out.extend_from_slice(status.canonical_reason().unwrap_or("<none>").as_bytes());
-        out.extend_from_slice(b"\r\n");
+        return;
     }
-    let head_req = asked.method == Method::HEAD;
-    let chunk_ok = !http10 && can_have_body(asked.method, status);
-    let mut encoding = Encoding::Length(0);
-    let mut wrote_len = false;
-    let mut trailers: Option<Vec<HeaderName>> = None;
-    let mut date = false;
+    out.extend_from_slice(if http10 { b"HTTP/1.0 " } else { b"HTTP/1.1 " });
+    out.extend_from_slice(status.as_str().as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(status.canonical_reason().unwrap_or("<none>").as_bytes());
+    out.extend_from_slice(b"\r\n");
+}
+
+/// What writing the fields decided.
+struct Written {
+    /// From a `Content-Length` or `Transfer-Encoding` field.
+    encoding: Option<Encoding>,
+    trailers: Option<Vec<HeaderName>>,
+    date: bool,
+    /// `Connection: close`.
+    close: bool,
+}
+
+/// Writes the fields; the framing ones once, as the body allows.
+fn fields(
+    headers: &HeaderMap,
+    len: BodyLen,
+    method: &Method,
+    chunk_ok: bool,
+    out: &mut Vec<u8>,
+) -> Written {
+    let mut w = Written {
+        encoding: None,
+        trailers: None,
+        date: false,
+        close: false,
+    };
     for (name, value) in headers.iter() {
         match *name {
             header::CONTENT_LENGTH => {
-                if wrote_len {
+                if w.encoding.is_some() {
                     continue;
                 }
-                match len {
-                    BodyLen::Known(n) => encoding = Encoding::Length(n),
+                w.encoding = Some(match len {
+                    BodyLen::Known(n) => Encoding::Length(n),
                     BodyLen::Unknown => match parse_length(value.as_bytes()) {
-                        Some(n) => encoding = Encoding::Length(n),
+                        Some(n) => Encoding::Length(n),
                         None => continue,
                     },
-                    BodyLen::Empty if head_req => {}
+                    BodyLen::Empty if method == Method::HEAD => Encoding::Length(0),
                     BodyLen::Empty => continue,
-                }
-                wrote_len = true;
+                });
             }
             header::TRANSFER_ENCODING => {
-                if !chunk_ok || len == BodyLen::Empty || wrote_len {
+                if !chunk_ok || len == BodyLen::Empty || w.encoding.is_some() {
                     continue;
                 }
-                wrote_len = true;
-                encoding = Encoding::Chunked;
+                w.encoding = Some(Encoding::Chunked);
                 field(out, name, value);
                 if !has_token(value, b"chunked") {
                     out.truncate(out.len() - 2);
@@ -136,68 +194,53 @@ pub fn encode(
                 }
                 continue;
             }
-            header::CONNECTION if has_token(value, b"close") => last = true,
+            header::CONNECTION if has_token(value, b"close") => w.close = true,
             header::TRAILER => {
                 if !chunk_ok {
                     continue;
                 }
                 if let Ok(s) = value.to_str() {
-                    trailers.get_or_insert_with(Vec::new).extend(
+                    w.trailers.get_or_insert_with(Vec::new).extend(
                         s.split(',')
                             .filter_map(|t| HeaderName::from_bytes(t.trim().as_bytes()).ok()),
                     );
                 }
             }
-            header::DATE => date = true,
+            header::DATE => w.date = true,
             _ => {}
         }
         field(out, name, value);
     }
-    if !wrote_len {
-        encoding = match len {
-            BodyLen::Unknown if chunk_ok => {
-                out.extend_from_slice(b"transfer-encoding: chunked\r\n");
-                Encoding::Chunked
+    w
+}
+
+/// The framing when no field gave it, and its field.
+fn implied(
+    len: BodyLen,
+    chunk_ok: bool,
+    method: &Method,
+    status: StatusCode,
+    out: &mut Vec<u8>,
+) -> Encoding {
+    match len {
+        BodyLen::Unknown if chunk_ok => {
+            out.extend_from_slice(b"transfer-encoding: chunked\r\n");
+            Encoding::Chunked
+        }
+        BodyLen::Unknown => Encoding::Close,
+        BodyLen::Empty | BodyLen::Known(0) => {
+            if can_have_length(method, status) && method != Method::HEAD {
+                out.extend_from_slice(b"content-length: 0\r\n");
             }
-            BodyLen::Unknown => Encoding::Close,
-            BodyLen::Empty | BodyLen::Known(0) => {
-                if can_have_length(asked.method, status) && !head_req {
-                    out.extend_from_slice(b"content-length: 0\r\n");
-                }
-                Encoding::Length(0)
-            }
-            BodyLen::Known(n) => {
-                if can_have_length(asked.method, status) {
-                    out.extend_from_slice(b"content-length: ");
-                    push_u64(out, n);
-                    out.extend_from_slice(b"\r\n");
-                    Encoding::Length(n)
-                } else {
-                    Encoding::Length(0)
-                }
-            }
-        };
-    }
-    if !can_have_body(asked.method, status) {
-        encoding = Encoding::Length(0);
-    }
-    if encoding == Encoding::Close {
-        last = true;
-    }
-    if !date {
-        out.extend_from_slice(b"date: ");
-        now_date(out);
-        out.extend_from_slice(b"\r\n");
-    }
-    out.extend_from_slice(b"\r\n");
-    Head {
-        encoding,
-        last,
-        trailers: if asked.trailers && encoding == Encoding::Chunked {
-            trailers
-        } else {
-            None
-        },
+            Encoding::Length(0)
+        }
+        BodyLen::Known(n) if can_have_length(method, status) => {
+            out.extend_from_slice(b"content-length: ");
+            push_u64(out, n);
+            out.extend_from_slice(b"\r\n");
+            Encoding::Length(n)
+        }
+        BodyLen::Known(_) => Encoding::Length(0),
     }
 }
 
@@ -230,7 +273,10 @@ thread_local! {
 /// Appends the current `Date` value.
 pub fn now_date(out: &mut Vec<u8>) {
     let now = SystemTime::now();
-    let secs = now.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO).as_secs();
+    let secs = now
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or(Duration::ZERO)
+        .as_secs();
     DATE.with(|d| {
         let mut d = d.borrow_mut();
         if d.0 != secs {

@@ -6,8 +6,14 @@ use bytes::BytesMut;
 use http::{HeaderMap, HeaderValue, Method, StatusCode, Version};
 
 use super::head::{self, Framing, HeadError};
-use super::recv::{Decoder, Step};
+use super::recv::Step;
 use super::send::{self, Asked, BodyLen, Encoding};
+
+/// A head's framing and whether the connection stays open, or why not.
+type Outcome = Result<(Framing, bool), HeadError>;
+
+/// An encoded head, its encoding and whether the connection ends.
+type Encoded = (String, Encoding, bool);
 
 fn parse(raw: &str) -> Result<Option<head::Parsed>, HeadError> {
     head::parse(&mut BytesMut::from(raw.as_bytes()), 100, 8192)
@@ -15,9 +21,15 @@ fn parse(raw: &str) -> Result<Option<head::Parsed>, HeadError> {
 
 #[test]
 fn framing_follows_rfc_9112_section_6() {
-    let cases: &[(&str, Result<(Framing, bool), HeadError>)] = &[
-        ("GET / HTTP/1.1\r\nHost: a\r\n\r\n", Ok((Framing::Length(0), true))),
-        ("GET / HTTP/1.0\r\nHost: a\r\n\r\n", Ok((Framing::Length(0), false))),
+    let cases: &[(&str, Outcome)] = &[
+        (
+            "GET / HTTP/1.1\r\nHost: a\r\n\r\n",
+            Ok((Framing::Length(0), true)),
+        ),
+        (
+            "GET / HTTP/1.0\r\nHost: a\r\n\r\n",
+            Ok((Framing::Length(0), false)),
+        ),
         (
             "GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
             Ok((Framing::Length(0), true)),
@@ -36,7 +48,7 @@ fn framing_follows_rfc_9112_section_6() {
         ),
         (
             "POST / HTTP/1.1\r\nContent-Length: 5, 5\r\n\r\n",
-            Ok((Framing::Length(5), true)),
+            Err(HeadError::Bad("invalid Content-Length")),
         ),
         (
             "POST / HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n",
@@ -69,7 +81,10 @@ fn framing_follows_rfc_9112_section_6() {
             "GET / HTTP/1.1\r\nX-Folded: a\r\n b\r\n\r\n",
             Err(HeadError::Bad("invalid header name")),
         ),
-        ("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", Err(HeadError::H2Preface)),
+        (
+            "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
+            Err(HeadError::H2Preface),
+        ),
     ];
     for (raw, want) in cases {
         let got = parse(raw).map(|p| {
@@ -100,8 +115,11 @@ fn a_parsed_head_leaves_the_next_request_in_the_buffer() {
     assert_eq!(&buf[..], b"GET /b HTTP/1.1\r\n");
 }
 
-fn decode(framing: Framing, wire: &[u8]) -> Result<(Vec<u8>, Option<HeaderMap>, bool), &'static str> {
-    let mut d = Decoder::new(framing);
+fn decode(
+    framing: Framing,
+    wire: &[u8],
+) -> Result<(Vec<u8>, Option<HeaderMap>, bool), &'static str> {
+    let mut d = framing.decoder();
     let mut buf = BytesMut::from(wire);
     let (mut body, mut trailers) = (Vec::new(), None);
     loop {
@@ -133,7 +151,10 @@ fn chunked_bodies_decode_with_extensions_and_trailers() {
         decode(Framing::Chunked, b"3\nabc\r\n").unwrap_err(),
         "chunk-size line without CRLF"
     );
-    assert_eq!(decode(Framing::Chunked, b"zz\r\n").unwrap_err(), "bad chunk size");
+    assert_eq!(
+        decode(Framing::Chunked, b"zz\r\n").unwrap_err(),
+        "bad chunk size"
+    );
     let (body, _, done) = decode(Framing::Length(4), b"abcdef").unwrap();
     assert_eq!((body.as_slice(), done), (&b"abcd"[..], true));
     let (body, _, done) = decode(Framing::Length(4), b"ab").unwrap();
@@ -146,7 +167,7 @@ fn encode(
     len: BodyLen,
     method: Method,
     version: Version,
-) -> (String, Encoding, bool) {
+) -> Encoded {
     let mut h = HeaderMap::new();
     for (k, v) in headers {
         h.append(*k, HeaderValue::from_static(v));
@@ -175,7 +196,7 @@ fn response_framing_is_what_hypers_server_wrote() {
     use BodyLen::*;
     let get = || Method::GET;
     let v11 = Version::HTTP_11;
-    let cases: Vec<((String, Encoding, bool), &str, Encoding, bool)> = vec![
+    let cases: Vec<(Encoded, &str, Encoding, bool)> = vec![
         (
             encode(200, &[], Known(5), get(), v11),
             "HTTP/1.1 200 OK\r\ndate: D\r\ncontent-length: 5\r\n\r\n",
@@ -248,7 +269,10 @@ fn an_http10_client_kept_alive_is_told_so() {
         &mut out,
     );
     let text = String::from_utf8(out).unwrap();
-    assert!(text.starts_with("HTTP/1.0 200 OK\r\nconnection: keep-alive\r\n"), "{text}");
+    assert!(
+        text.starts_with("HTTP/1.0 200 OK\r\nconnection: keep-alive\r\n"),
+        "{text}"
+    );
     assert!(!head.last);
 }
 
