@@ -548,9 +548,9 @@ async fn get_on<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
     }
 }
 
-/// An idle HTTP/1.1 connection over TLS parks (hyper's state dropped, the
-/// TLS session and socket kept) and serves its next requests on the same
-/// TLS session.
+/// An idle HTTP/1.1 connection over TLS parks (its read buffer released,
+/// the TLS session and socket kept) and serves its next requests on the
+/// same TLS session.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_tls_http1_connection_parks_and_keeps_its_session() {
     let backend = Backend::start("a").await;

@@ -23,7 +23,7 @@ pub type BoxError = Box<dyn StdError + Send + Sync>;
 #[derive(Debug, thiserror::Error)]
 pub enum ClientBodyError {
     #[error("client request body failed: {0}")]
-    Aborted(#[source] hyper::Error),
+    Aborted(#[source] BoxError),
     #[error("client stopped sending its request body (timeouts.client)")]
     Timeout,
 }
@@ -49,10 +49,50 @@ pub(super) fn idle_expired(
         .is_some_and(|t| t.as_mut().poll(cx).is_ready())
 }
 
+/// The client's request body as the connection delivers it: HTTP/2's
+/// stream (hyper's), HTTP/1's ([`super::serve1`]), or none.
+pub enum ClientBody {
+    Empty,
+    H1(super::serve1::RecvBody),
+    H2(Incoming),
+}
+
+impl Body for ClientBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        match self.get_mut() {
+            ClientBody::Empty => Poll::Ready(None),
+            ClientBody::H1(b) => Pin::new(b).poll_frame(cx).map_err(|e| e.into()),
+            ClientBody::H2(b) => Pin::new(b).poll_frame(cx).map_err(|e| e.into()),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            ClientBody::Empty => true,
+            ClientBody::H1(b) => b.is_end_stream(),
+            ClientBody::H2(b) => b.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            ClientBody::Empty => SizeHint::with_exact(0),
+            ClientBody::H1(b) => b.size_hint(),
+            ClientBody::H2(b) => b.size_hint(),
+        }
+    }
+}
+
 /// The client's request body, forwarded to the node.
 pub struct RequestBody {
     /// `None`: a request without a body, replayed to another node.
-    inner: Option<Incoming>,
+    inner: Option<ClientBody>,
     idle: Duration,
     timer: Option<Pin<Box<Sleep>>>,
     armed: bool,
@@ -67,7 +107,7 @@ impl RequestBody {
     /// there the time of each chunk forwarded, in milliseconds since
     /// `start` (see the field doc).
     pub fn new(
-        inner: Incoming,
+        inner: ClientBody,
         idle: Duration,
         progress: Option<Arc<AtomicU64>>,
         start: Instant,

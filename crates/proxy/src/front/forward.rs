@@ -38,10 +38,10 @@ use std::time::{Duration, Instant};
 
 use http::header::{self, HeaderValue};
 use http::{Request, Response, Uri, Version};
-use hyper::body::{Body, Incoming};
+use hyper::body::Body;
 
 use super::access_log::ms;
-use super::body::RequestBody;
+use super::body::{ClientBody, RequestBody};
 use super::compress;
 use super::error::ErrorKind;
 use super::exchange::Exchange;
@@ -88,7 +88,7 @@ macro_rules! phase {
 /// costs copies of the request's state (measured with callgrind).
 pub async fn handle(
     ctx: Arc<ConnCtx>,
-    req: Request<Incoming>,
+    req: Request<ClientBody>,
 ) -> Result<Response<ResponseBody>, Infallible> {
     let start = Instant::now();
     ctx.conn.request_started();
@@ -123,7 +123,7 @@ pub async fn handle(
     let admit_wait = phase!(ex, admit(&mut ex, &snap, site).await);
     let key = sticky::pick_key(&mut ex, &snap, site, &req, ctx.client.ip());
     let upgrade = headers::is_upgrade_request(req.version(), req.headers(), present);
-    let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
+    let client_upgrade = upgrade.then(|| attempt::ClientUpgrade::of(&mut req));
     let mut out = upstream_request(&mut ex, &ctx, &snap, req, present, host, upgrade);
     let forwarded = attempt::forward(&mut ex, &ctx, &snap, site, &mut out, admit_wait, key).await;
     let mut answered = phase!(ex, forwarded);
@@ -286,7 +286,7 @@ fn upstream_request(
     ex: &mut Exchange,
     ctx: &ConnCtx,
     snap: &Snapshot,
-    req: Request<Incoming>,
+    req: Request<ClientBody>,
     present: Present,
     host: Option<HeaderValue>,
     upgrade: bool,

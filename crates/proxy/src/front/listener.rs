@@ -27,11 +27,12 @@ use tokio::sync::{mpsc, watch, Semaphore};
 
 use super::access_log::{AccessRecord, Counts, Timers};
 use super::error::ProxyError;
-use super::io::{ConnIo, ConnShared, IoTimeouts, Parked, Protocol};
+use super::io::{ConnIo, ConnShared, IoTimeouts, Protocol};
 use super::restart::Inherited;
+use super::serve1::{self, Socket};
 use super::state::{ConnCtx, Runtime};
 use super::streams::{StreamExec, Streams};
-use super::{forward, headers, stats, tls, upstream};
+use super::{forward, stats, tls, upstream};
 use crate::config::{Config, IpNetwork, Listener};
 use crate::proxy_protocol::{self, Header};
 
@@ -152,6 +153,8 @@ pub struct Shared {
     /// FRONTEND `stot` and `smax`).
     counters: Arc<FrontendCounters>,
     timeouts: IoTimeouts,
+    /// What its HTTP/1 connections are held to.
+    h1: serve1::Limits,
 }
 
 /// A listener's totals, read by `show stat` (its FRONTEND row):
@@ -222,6 +225,16 @@ impl Shared {
                 keep_alive: config.timeouts.keep_alive,
                 client: config.timeouts.client,
             },
+            h1: serve1::Limits {
+                max_headers: config.limits.max_headers,
+                max_header_bytes: config.limits.max_header_bytes,
+                timeouts: IoTimeouts {
+                    http_request: config.timeouts.http_request,
+                    keep_alive: config.timeouts.keep_alive,
+                    client: config.timeouts.client,
+                },
+                parked: metrics::counter!("rdmalb_connections_parked_total"),
+            },
         }
     }
 }
@@ -268,17 +281,9 @@ pub fn worker(
 
 fn builder(config: &Config) -> auto::Builder<StreamExec> {
     let limits = &config.limits;
-    // HTTP/2 streams are served in their connection's task (`streams`).
-    let mut b = auto::Builder::new(StreamExec);
-    b.http1()
-        .timer(TokioTimer::new())
-        // The head timeout is enforced by `ConnIo`, which answers 408.
-        .header_read_timeout(None)
-        .keep_alive(true)
-        .max_headers(limits.max_headers)
-        // hyper's floor is 8 KiB; heads between the configured limit and
-        // that floor are refused by the service with the same 431.
-        .max_buf_size(limits.max_header_bytes.max(8192));
+    // HTTP/1 is served by `serve1`; hyper serves HTTP/2 only, its streams
+    // in their connection's task (`streams`).
+    let mut b = auto::Builder::new(StreamExec).http2_only();
     b.http2()
         .timer(TokioTimer::new())
         .max_header_list_size(limits.max_header_bytes.min(u32::MAX as usize) as u32)
@@ -430,7 +435,11 @@ async fn connection(
     shutdown: watch::Receiver<bool>,
 ) {
     match &l.tls {
-        None => serve_stream(stream, Protocol::Detect, ctx, l, shutdown).await,
+        None => match sniff(&stream, ctx.conn.accepted + l.timeouts.http_request).await {
+            Some(Protocol::Http2) => serve_h2(stream, Protocol::Detect, ctx, l, shutdown).await,
+            Some(_) => serve1::serve(stream, ctx, l.h1.clone(), shutdown).await,
+            None => {}
+        },
         // Boxed: the handshake and the TLS session are large, and a plain
         // connection's task (all of it, while the connection is parked)
         // should not carry room for them.
@@ -473,152 +482,79 @@ async fn serve_tls(
         },
     });
     // ALPN decides (RFC 9113 section 3.2); no ALPN is HTTP/1.1.
-    let protocol = match stream.get_ref().1.alpn_protocol() {
-        Some(b"h2") => Protocol::Http2,
-        _ => Protocol::Http1,
-    };
-    serve_stream(stream, protocol, ctx, l, shutdown).await;
-}
-
-/// How long an HTTP/1 keep-alive connection waits between requests with
-/// hyper's connection state (its 8 KiB read and write buffers, the task's
-/// parts) before it is parked: then only the socket is kept, and hyper
-/// starts afresh on the client's next bytes ([`ConnIo::parking`]). Idle
-/// connections cost memory like HAProxy's, which holds no buffer for them.
-const PARK_AFTER: std::time::Duration = std::time::Duration::from_millis(250);
-
-/// A client stream: plain TCP or TLS over it.
-trait Socket: AsyncRead + AsyncWrite + Unpin + Send + 'static {
-    /// The TCP socket, waited on while the connection is parked.
-    fn tcp(&self) -> &TcpStream;
-}
-
-impl Socket for TcpStream {
-    fn tcp(&self) -> &TcpStream {
-        self
+    match stream.get_ref().1.alpn_protocol() {
+        Some(b"h2") => serve_h2(stream, Protocol::Http2, ctx, l, shutdown).await,
+        _ => serve1::serve(stream, ctx, l.h1.clone(), shutdown).await,
     }
 }
 
-impl Socket for tokio_rustls::server::TlsStream<TcpStream> {
-    fn tcp(&self) -> &TcpStream {
-        self.get_ref().0
+/// The HTTP/2 connection preface (RFC 9113 section 3.4).
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// On a cleartext listener: whether the client starts with the HTTP/2
+/// preface (prior knowledge), looking at its first bytes without taking
+/// them. `None`: it closed first. A client that sends nothing by
+/// `deadline` is left to the HTTP/1 server's own timers.
+async fn sniff(stream: &TcpStream, deadline: Instant) -> Option<Protocol> {
+    let mut first = [0u8; 24];
+    loop {
+        let peeked = tokio::time::timeout_at(deadline.into(), stream.peek(&mut first)).await;
+        let n = match peeked {
+            Err(_) => return Some(Protocol::Http1),
+            Ok(Ok(0)) | Ok(Err(_)) => return None,
+            Ok(Ok(n)) => n,
+        };
+        if first[..n] != H2_PREFACE[..n] {
+            return Some(Protocol::Http1);
+        }
+        if n == H2_PREFACE.len() {
+            return Some(Protocol::Http2);
+        }
+        // A preface in pieces (or a slow "P..."): look again shortly.
+        if Instant::now() >= deadline {
+            return Some(Protocol::Http1);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
     }
 }
 
-/// Serves a client stream until it ends: HTTP/1 connections park between
-/// requests after [`PARK_AFTER`] and come back on their next bytes, for at
-/// most `timeouts.keep_alive` of idleness in all.
-async fn serve_stream<S: Socket>(
-    mut stream: S,
-    mut protocol: Protocol,
+/// Serves an HTTP/2 connection (hyper's server, held to the protocol by
+/// [`ConnIo`]).
+async fn serve_h2<S: Socket>(
+    stream: S,
+    protocol: Protocol,
     ctx: Arc<ConnCtx>,
     l: &Shared,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) {
-    let timeouts = l.timeouts;
-    let slot: Parked<S> = Arc::default();
-    loop {
-        let io = ConnIo::new(stream, Arc::clone(&ctx.conn), timeouts, protocol)
-            .parking(PARK_AFTER, Arc::clone(&slot));
-        // Boxed, like the handshake: a parked connection's task keeps
-        // only the stream and the wait for its next bytes.
-        let served = Box::pin(drive(
-            io,
-            Arc::clone(&ctx),
-            &l.builder,
-            timeouts.keep_alive,
-            shutdown.clone(),
-        ));
-        if !served.await {
-            return;
-        }
-        let parked = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
-        let Some(parked) = parked else { return };
-        ctx.conn.parked.store(false, Ordering::Relaxed);
-        metrics::counter!("rdmalb_connections_parked_total").increment(1);
-        stream = parked;
-        // It spoke HTTP/1.x: a later HTTP/2 preface is answered 400.
-        protocol = Protocol::Http1;
-        let deadline = tokio::time::Instant::now() + timeouts.keep_alive.saturating_sub(PARK_AFTER);
-        let mut stay = false;
-        let woke = loop {
-            tokio::select! {
-                r = stream.tcp().readable() => break r.is_ok(),
-                _ = tokio::time::sleep_until(deadline) => break false,
-                _ = rdmalb_base::shutdown::requested(&mut shutdown), if !stay => {
-                    // As in `drive`: after a restart an idle HTTP/1
-                    // connection is not closed under a client that may be
-                    // sending (its next response says `Connection: close`).
-                    if ctx.proxy.handed_over.load(Ordering::Relaxed) {
-                        stay = true;
-                        continue;
-                    }
-                    break false;
-                }
-            }
-        };
-        if !woke {
-            // Idle for `timeouts.keep_alive`, or shutting down: closed
-            // quietly, as an idle keep-alive connection is.
-            return;
-        }
-    }
+    let io = ConnIo::new(stream, Arc::clone(&ctx.conn), l.timeouts, protocol);
+    // Boxed, like the handshake.
+    Box::pin(drive(io, ctx, &l.builder, l.timeouts.keep_alive, shutdown)).await;
 }
 
-/// Serves one connection; on shutdown asks it to finish gracefully (HTTP/1
-/// closes after the in-flight response, HTTP/2 sends GOAWAY). True when
-/// it ended because the stream parked (see [`serve_stream`]).
+/// Serves one HTTP/2 connection; on shutdown asks it to finish
+/// gracefully (GOAWAY, then the streams in flight end).
 async fn drive<I>(
     io: I,
     ctx: Arc<ConnCtx>,
     builder: &auto::Builder<StreamExec>,
     idle_limit: std::time::Duration,
     mut shutdown: watch::Receiver<bool>,
-) -> bool
-where
+) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let svc_ctx = Arc::clone(&ctx);
     let svc = service_fn(move |req| {
         let ctx = Arc::clone(&svc_ctx);
-        // Read before the service strips the hop-by-hop headers: whether
-        // hyper ends the connection after this response (no idle timer
-        // then, see `ConnShared::closing`).
-        ctx.conn.closing.store(
-            headers::closes_after(req.version(), req.headers()),
-            Ordering::Relaxed,
-        );
-        async move {
-            let mut resp = forward::handle(Arc::clone(&ctx), req).await?;
-            // Handed over to a new process: an HTTP/1 client learns from
-            // this response that the connection ends after it, and opens
-            // its next one to the new process (HAProxy before 2.4, and
-            // its `idle-close-on-response`).
-            if ctx.proxy.handed_over.load(Ordering::Relaxed)
-                && resp.version() != http::Version::HTTP_2
-                && resp.status() != http::StatusCode::SWITCHING_PROTOCOLS
-            {
-                resp.headers_mut().insert(
-                    http::header::CONNECTION,
-                    http::HeaderValue::from_static("close"),
-                );
-                ctx.conn.closing.store(true, Ordering::Relaxed);
-            }
-            Ok::<_, std::convert::Infallible>(resp)
-        }
+        forward::handle(ctx, req.map(super::body::ClientBody::H2))
     });
-    // Boxed: while the stream is parked the task keeps none of it.
+    // Boxed: the connection state is large and lives as long as it does.
     let mut conn = Box::pin(builder.serve_connection_with_upgrades(TokioIo::new(io), svc));
-    // HTTP/2 has no per-request read to time out on: an HTTP/2 connection
-    // that started no request for `keep_alive` is sent GOAWAY instead. The
-    // timer exists only on HTTP/2 connections (`ConnIo` times HTTP/1's
-    // idleness), from the poll that learns the protocol: ALPN's at once,
-    // prior knowledge's with the first bytes. An HTTP/1 connection arms
-    // and clears no timer here.
+    // HTTP/2 has no per-request read to time out on: a connection that
+    // started no request for `keep_alive` is sent GOAWAY instead.
     let mut idle = std::pin::pin!(None::<tokio::time::Sleep>);
     let mut streams = Streams::default();
     let mut seen = u64::MAX;
-    let mut stopping = false;
     let result = loop {
         let mut stop = std::pin::pin!(rdmalb_base::shutdown::requested(&mut shutdown));
         let woke = std::future::poll_fn(|cx| {
@@ -627,10 +563,10 @@ where
             if let Poll::Ready(r) = streams.poll_conn(conn.as_mut(), cx) {
                 return Poll::Ready(Woke::Served(r));
             }
-            if !stopping && stop.as_mut().poll(cx).is_ready() {
+            if stop.as_mut().poll(cx).is_ready() {
                 return Poll::Ready(Woke::Shutdown);
             }
-            if idle.is_none() && ctx.conn.h2.load(Ordering::Relaxed) {
+            if idle.is_none() {
                 idle.set(Some(tokio::time::sleep(idle_limit)));
             }
             if let Some(t) = idle.as_mut().as_pin_mut() {
@@ -644,17 +580,6 @@ where
         match woke {
             Woke::Served(r) => break r,
             Woke::Shutdown => {
-                // After a restart an HTTP/1 connection is not closed while
-                // idle (a request may be on its way: the client would see
-                // the close as an error); its next response says
-                // `Connection: close`, or it ends by `timeouts.keep_alive`
-                // or with the grace period.
-                if ctx.proxy.handed_over.load(Ordering::Relaxed)
-                    && !ctx.conn.h2.load(Ordering::Relaxed)
-                {
-                    stopping = true;
-                    continue;
-                }
                 conn.as_mut().graceful_shutdown();
                 break streams.finish(conn.as_mut()).await;
             }
@@ -672,38 +597,19 @@ where
             }
         }
     };
-    if ctx.conn.parked.load(Ordering::Relaxed) {
-        return true;
-    }
-    if ctx.conn.timed_out.load(Ordering::Relaxed) {
-        head_failure(&ctx, 408, "cR", "408");
-        return false;
-    }
     if ctx.conn.bad_preface.load(Ordering::Relaxed) {
-        if ctx.conn.h2.load(Ordering::Relaxed) {
-            // ALPN chose h2 but the client did not start HTTP/2.
-            stats::client_error("h2_preface");
-            tracing::debug!(client = %ctx.client, listener = %ctx.listener, "no HTTP/2 connection preface where ALPN chose h2: closed");
-        } else {
-            head_failure(&ctx, 400, "PR", "400");
-        }
-        return false;
+        // ALPN chose h2 but the client did not start HTTP/2.
+        stats::client_error("h2_preface");
+        tracing::debug!(client = %ctx.client, listener = %ctx.listener, "no HTTP/2 connection preface where ALPN chose h2: closed");
+        return;
     }
-    let Err(e) = result else { return false };
-    match e.downcast_ref::<hyper::Error>() {
-        // hyper answered these itself (431/400) before closing.
-        Some(h) if h.is_parse_too_large() => head_failure(&ctx, 431, "PR", "431"),
-        Some(h) if h.is_parse() => head_failure(&ctx, 400, "PR", "400"),
-        _ => {
-            if let Some(kind) = h2_goaway_kind(&*e) {
-                stats::client_error(kind);
-                tracing::debug!(client = %ctx.client, listener = %ctx.listener, error = %e, "HTTP/2 connection error: GOAWAY sent");
-                return false;
-            }
-            tracing::debug!(client = %ctx.client, listener = %ctx.listener, error = %e, "client connection ended with an error")
-        }
+    let Err(e) = result else { return };
+    if let Some(kind) = h2_goaway_kind(&*e) {
+        stats::client_error(kind);
+        tracing::debug!(client = %ctx.client, listener = %ctx.listener, error = %e, "HTTP/2 connection error: GOAWAY sent");
+        return;
     }
-    false
+    tracing::debug!(client = %ctx.client, listener = %ctx.listener, error = %e, "client connection ended with an error")
 }
 
 /// The `rdmalb_client_errors_total` kind of an HTTP/2 connection this
@@ -748,7 +654,12 @@ enum Woke<T> {
 }
 
 /// Accounts for a request whose head never reached the service.
-fn head_failure(ctx: &ConnCtx, status: u16, termination: &'static str, kind: &'static str) {
+pub(super) fn head_failure(
+    ctx: &ConnCtx,
+    status: u16,
+    termination: &'static str,
+    kind: &'static str,
+) {
     stats::client_error(kind);
     ctx.frontend.request_errors.fetch_add(1, Ordering::Relaxed);
     ctx.frontend.answered(stats::class_index(status, false), 0);

@@ -16,7 +16,7 @@ use super::super::headers::{self, Present};
 use super::super::response::ResponseBody;
 use super::super::upstream::NodeBody;
 use super::super::{compress, stats};
-use super::attempt::Answered;
+use super::attempt::{Answered, ClientUpgrade};
 
 /// A response the proxy makes itself (an error, or what a rule answers):
 /// `Content-Length` and `Via` are added when it is sent.
@@ -120,15 +120,23 @@ fn compression(
 
 /// Copies bytes both ways between an upgraded client and node connection;
 /// `early` is what the node sent right after its 101, already read.
-async fn tunnel(client: hyper::upgrade::OnUpgrade, (mut node, early): (TcpStream, Bytes)) {
-    let client = match client.await {
-        Ok(c) => c,
-        Err(e) => {
-            tracing::warn!(error = %e, "protocol upgrade failed");
-            return;
-        }
-    };
-    let mut client = TokioIo::new(client);
+async fn tunnel(client: ClientUpgrade, node: (TcpStream, Bytes)) {
+    match client {
+        ClientUpgrade::H1(c) => match c.get().await {
+            Ok(c) => splice(c, node).await,
+            Err(e) => tracing::warn!(error = %e, "protocol upgrade failed"),
+        },
+        ClientUpgrade::Hyper(c) => match c.await {
+            Ok(c) => splice(TokioIo::new(c), node).await,
+            Err(e) => tracing::warn!(error = %e, "protocol upgrade failed"),
+        },
+    }
+}
+
+async fn splice<C>(mut client: C, (mut node, early): (TcpStream, Bytes))
+where
+    C: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
     if !early.is_empty() {
         if let Err(e) = client.write_all(&early).await {
             tracing::debug!(error = %e, "upgraded connection ended with an error");

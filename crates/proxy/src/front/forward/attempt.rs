@@ -55,7 +55,24 @@ impl Outgoing {
 pub(in super::super) struct Answered {
     pub resp: Response<NodeBody>,
     /// The client's side of a protocol upgrade it asked for.
-    pub client_upgrade: Option<hyper::upgrade::OnUpgrade>,
+    pub client_upgrade: Option<ClientUpgrade>,
+}
+
+/// The client's side of a protocol upgrade: an HTTP/1 connection's own
+/// ([`super::super::serve1`]), or hyper's (HTTP/2).
+pub(in super::super) enum ClientUpgrade {
+    H1(super::super::serve1::OnUpgrade),
+    Hyper(hyper::upgrade::OnUpgrade),
+}
+
+impl ClientUpgrade {
+    /// Takes the upgrade out of `req`.
+    pub fn of<B>(req: &mut http::Request<B>) -> ClientUpgrade {
+        match super::super::serve1::on_upgrade(req) {
+            Some(u) => ClientUpgrade::H1(u),
+            None => ClientUpgrade::Hyper(hyper::upgrade::on(req)),
+        }
+    }
 }
 
 /// Phase 5: tries nodes until one answers, or a failure is final.

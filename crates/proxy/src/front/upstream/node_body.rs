@@ -11,20 +11,14 @@ use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 use std::time::Instant;
 
-use bytes::{Buf, Bytes};
-use http::header::{HeaderMap, HeaderName, HeaderValue};
+use bytes::Bytes;
 use hyper::body::{Body, Frame, SizeHint};
 use tokio::net::TcpStream;
 
+use super::super::decode::{Decoder, Step};
 use super::h1::{NodeConn, Upload};
 use super::{NodePool, UPSTREAM_MAX_BUF};
 
-/// Longest chunk-size line (size and extensions) accepted.
-const MAX_CHUNK_LINE: usize = 4 * 1024;
-/// Most bytes of trailer fields accepted.
-const MAX_TRAILERS: usize = 16 * 1024;
-/// Most trailer fields accepted.
-const MAX_TRAILER_FIELDS: usize = 32;
 /// Smallest read while a body is streamed.
 const BODY_READ: usize = 16 * 1024;
 
@@ -51,13 +45,8 @@ pub enum NodeBodyError {
 }
 
 enum State {
-    Length(u64),
-    /// Expecting a chunk-size line.
-    ChunkSize,
-    ChunkData(u64),
-    /// Expecting the CRLF after a chunk's data.
-    ChunkEnd,
-    Trailers,
+    /// A length-delimited or chunked body.
+    Decode(Decoder),
     Close,
     Done,
 }
@@ -85,8 +74,8 @@ impl NodeBody {
             conn: Some(conn),
             state: match framing {
                 Framing::Empty | Framing::Length(0) => State::Done,
-                Framing::Length(n) => State::Length(n),
-                Framing::Chunked => State::ChunkSize,
+                Framing::Length(n) => State::Decode(Decoder::length(n)),
+                Framing::Chunked => State::Decode(Decoder::chunked()),
                 Framing::Close => State::Close,
             },
             pool,
@@ -148,12 +137,12 @@ impl NodeBody {
         let Some(conn) = self.conn.as_mut() else {
             return Poll::Ready(Err(NodeBodyError::Incomplete));
         };
-        let want = match self.state {
-            State::Length(n) | State::ChunkData(n) => {
+        let want = match &self.state {
+            State::Decode(d) => d.data_left().map_or(BODY_READ, |n| {
                 (n as usize).clamp(BODY_READ, UPSTREAM_MAX_BUF)
-            }
+            }),
             State::Close => UPSTREAM_MAX_BUF,
-            _ => BODY_READ,
+            State::Done => BODY_READ,
         };
         if conn.buf.capacity() - conn.buf.len() < 1024 {
             conn.buf.reserve(want);
@@ -165,103 +154,6 @@ impl NodeBody {
         ))
         .map_err(NodeBodyError::Read)?;
         Poll::Ready(Ok(n > 0))
-    }
-
-    fn buffered(&self) -> &[u8] {
-        self.conn.as_ref().map_or(&[], |c| &c.buf[..])
-    }
-
-    fn consume(&mut self, n: usize) {
-        if let Some(c) = self.conn.as_mut() {
-            c.buf.advance(n);
-        }
-    }
-
-    /// One step of the chunked decoder over what is buffered: a frame,
-    /// `Ok(None)` to read more, or the state moved on.
-    fn step_chunked(&mut self) -> Result<Step, NodeBodyError> {
-        match self.state {
-            State::ChunkSize => {
-                let buf = self.buffered();
-                let Some(eol) = buf.iter().position(|&b| b == b'\n') else {
-                    return if buf.len() > MAX_CHUNK_LINE {
-                        Err(NodeBodyError::Chunk("chunk-size line too long"))
-                    } else {
-                        Ok(Step::Read)
-                    };
-                };
-                if eol > MAX_CHUNK_LINE {
-                    return Err(NodeBodyError::Chunk("chunk-size line too long"));
-                }
-                if eol == 0 || buf[eol - 1] != b'\r' {
-                    return Err(NodeBodyError::Chunk("chunk-size line without CRLF"));
-                }
-                let (used, size) = match httparse::parse_chunk_size(&buf[..=eol]) {
-                    Ok(httparse::Status::Complete(c)) => c,
-                    _ => return Err(NodeBodyError::Chunk("bad chunk size")),
-                };
-                self.consume(used);
-                self.state = if size == 0 {
-                    State::Trailers
-                } else {
-                    State::ChunkData(size)
-                };
-                Ok(Step::Again)
-            }
-            State::ChunkData(left) => match self.data(left) {
-                Some(d) => {
-                    let left = left - d.len() as u64;
-                    self.state = if left == 0 {
-                        State::ChunkEnd
-                    } else {
-                        State::ChunkData(left)
-                    };
-                    Ok(Step::Frame(Frame::data(d)))
-                }
-                None => Ok(Step::Read),
-            },
-            State::ChunkEnd => match self.buffered() {
-                [b'\r', b'\n', ..] => {
-                    self.consume(2);
-                    self.state = State::ChunkSize;
-                    Ok(Step::Again)
-                }
-                [] | [b'\r'] => Ok(Step::Read),
-                _ => Err(NodeBodyError::Chunk("chunk data longer than its size")),
-            },
-            State::Trailers => self.step_trailers(),
-            _ => Ok(Step::Again),
-        }
-    }
-
-    fn step_trailers(&mut self) -> Result<Step, NodeBodyError> {
-        let buf = self.buffered();
-        if buf.starts_with(b"\r\n") {
-            self.consume(2);
-            self.ended();
-            return Ok(Step::End);
-        }
-        let mut fields = [httparse::EMPTY_HEADER; MAX_TRAILER_FIELDS];
-        match httparse::parse_headers(buf, &mut fields) {
-            Ok(httparse::Status::Complete((used, fields))) => {
-                let mut trailers = HeaderMap::with_capacity(fields.len());
-                for f in fields.iter() {
-                    let (Ok(name), Ok(value)) = (
-                        HeaderName::from_bytes(f.name.as_bytes()),
-                        HeaderValue::from_bytes(f.value),
-                    ) else {
-                        return Err(NodeBodyError::Chunk("bad trailer field"));
-                    };
-                    trailers.append(name, value);
-                }
-                self.consume(used);
-                self.ended();
-                Ok(Step::Frame(Frame::trailers(trailers)))
-            }
-            Ok(httparse::Status::Partial) if buf.len() <= MAX_TRAILERS => Ok(Step::Read),
-            Ok(httparse::Status::Partial) => Err(NodeBodyError::Chunk("trailers too large")),
-            Err(_) => Err(NodeBodyError::Chunk("bad trailer section")),
-        }
     }
 
     /// Writes what it can of the rest of the request. One that fails only
@@ -289,13 +181,6 @@ impl NodeBody {
     }
 }
 
-enum Step {
-    Frame(Frame<Bytes>),
-    Read,
-    Again,
-    End,
-}
-
 impl Body for NodeBody {
     type Data = Bytes;
     type Error = NodeBodyError;
@@ -309,32 +194,30 @@ impl Body for NodeBody {
             this.poll_upload(cx);
         }
         loop {
-            let step = match this.state {
+            let step = match &mut this.state {
                 State::Done => return Poll::Ready(None),
-                State::Length(left) => match this.data(left) {
-                    Some(d) => {
-                        let left = left - d.len() as u64;
-                        this.state = State::Length(left);
-                        if left == 0 {
-                            this.ended();
-                        }
-                        Step::Frame(Frame::data(d))
-                    }
-                    None => Step::Read,
-                },
                 State::Close => match this.data(u64::MAX) {
                     Some(d) => Step::Frame(Frame::data(d)),
                     None => Step::Read,
                 },
-                _ => match this.step_chunked() {
-                    Ok(s) => s,
-                    Err(e) => return this.fail(e),
-                },
+                State::Decode(d) => {
+                    let Some(conn) = this.conn.as_mut() else {
+                        return this.fail(NodeBodyError::Incomplete);
+                    };
+                    match d.step(&mut conn.buf) {
+                        Ok(s) => s,
+                        Err(e) => return this.fail(NodeBodyError::Chunk(e)),
+                    }
+                }
             };
+            if let State::Decode(d) = &this.state {
+                if d.is_done() {
+                    this.ended();
+                }
+            }
             match step {
                 Step::Frame(f) => return Poll::Ready(Some(Ok(f))),
                 Step::End => return Poll::Ready(None),
-                Step::Again => {}
                 Step::Read => match ready!(this.poll_fill(cx)) {
                     Ok(true) => {}
                     // The end of a body that runs until the node closes.
@@ -355,10 +238,12 @@ impl Body for NodeBody {
     }
 
     fn size_hint(&self) -> SizeHint {
-        match self.state {
+        match &self.state {
             State::Done => SizeHint::with_exact(0),
-            State::Length(n) => SizeHint::with_exact(n),
-            _ => SizeHint::default(),
+            State::Decode(d) => d
+                .remaining()
+                .map_or_else(SizeHint::default, SizeHint::with_exact),
+            State::Close => SizeHint::default(),
         }
     }
 }

@@ -1,0 +1,855 @@
+//! HTTP/1.x client connections, served by the proxy's own code on
+//! `httparse` (the parser hyper uses) in one task per connection: the
+//! head is parsed from the connection's read buffer ([`head`]), the
+//! request runs through the phases of [`forward::handle`] polled by this
+//! task, which also reads the request body for it when it asks ([`recv`])
+//! and writes the response with gathered writes ([`send`]).
+//!
+//! Between requests a connection holds no buffer: it waits for its
+//! socket to become readable and takes a buffer then, so an idle
+//! keep-alive connection costs its socket, its TLS session and this
+//! task's small state (HAProxy holds none either).
+//!
+//! Timeouts, as HAProxy's: the request head must arrive within
+//! `timeouts.http_request` of its first byte (of the connection's start
+//! for the first request), else `408`; an idle keep-alive connection
+//! closes quietly after `timeouts.keep_alive`; a client that stops
+//! reading its response for `timeouts.client` is cut. A head that does
+//! not parse is answered `400` (`431` over the limits, `414` for a
+//! target over 64 KiB) and the connection closes.
+
+mod head;
+mod recv;
+mod send;
+
+use std::future::Future;
+use std::io::{self, IoSlice};
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::task::{ready, Context, Poll};
+use std::time::Instant;
+
+use bytes::{Buf, Bytes, BytesMut};
+use http::{Request, Response, StatusCode, Version};
+use hyper::body::Body;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+
+use super::io::IoTimeouts;
+use super::response::ResponseBody;
+use super::state::ConnCtx;
+use head::{Framing, HeadError, Parsed};
+use recv::{Decoder, Pipe, Step};
+pub use recv::{RecvBody, RecvError};
+use send::{Asked, BodyLen, Encoding};
+
+/// A client stream: plain TCP or TLS over it.
+pub trait Socket: AsyncRead + AsyncWrite + Unpin + Send + 'static {
+    /// The TCP socket, waited on while the connection is idle.
+    fn tcp(&self) -> &TcpStream;
+    /// Whether bytes already read from the socket wait inside the stream
+    /// (TLS plaintext decrypted but not read yet).
+    fn buffered(&self) -> bool;
+}
+
+impl Socket for TcpStream {
+    fn tcp(&self) -> &TcpStream {
+        self
+    }
+    fn buffered(&self) -> bool {
+        false
+    }
+}
+
+impl Socket for tokio_rustls::server::TlsStream<TcpStream> {
+    fn tcp(&self) -> &TcpStream {
+        self.get_ref().0
+    }
+    fn buffered(&self) -> bool {
+        !self.get_ref().1.wants_read()
+    }
+}
+
+/// The first read of a head, and each read after it.
+const HEAD_READ: usize = 8 * 1024;
+/// A request body is read in pieces of at most this.
+const BODY_READ: usize = 64 * 1024;
+/// Most response bytes queued before the body is polled again.
+const QUEUE_MAX: usize = 64 * 1024;
+/// Most bytes of a request body the proxy reads and discards after the
+/// response (the node did not want them) to keep the connection open.
+const DRAIN_MAX: u64 = 256 * 1024;
+
+/// Written when a request head does not arrive in time.
+const REQUEST_TIMEOUT_REPLY: &[u8] = b"HTTP/1.1 408 Request Timeout\r\ncontent-type: text/plain\r\ncontent-length: 16\r\nconnection: close\r\n\r\nrequest timeout\n";
+/// Written to the HTTP/2 preface on an HTTP/1.x-only connection.
+const H2_ON_HTTP1_REPLY: &[u8] = b"HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain\r\ncontent-length: 65\r\nconnection: close\r\n\r\nbad request: HTTP/2 was not negotiated (ALPN) on this connection\n";
+const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
+
+/// What a connection needs of its listener.
+#[derive(Clone)]
+pub struct Limits {
+    pub max_headers: usize,
+    pub max_header_bytes: usize,
+    pub timeouts: IoTimeouts,
+    /// `rdmalb_connections_parked_total`: idle waits that released the
+    /// connection's read buffer.
+    pub parked: metrics::Counter,
+}
+
+/// The client's side of a protocol upgrade, in the request's extensions
+/// until the phases take it ([`on_upgrade`]); it resolves once the `101`
+/// has been written.
+#[derive(Clone)]
+pub struct OnUpgrade(Arc<Mutex<Option<tokio::sync::oneshot::Receiver<Upgraded>>>>);
+
+/// Takes the client's side of an upgrade out of an HTTP/1 request.
+pub fn on_upgrade<B>(req: &mut Request<B>) -> Option<OnUpgrade> {
+    req.extensions_mut().remove::<OnUpgrade>()
+}
+
+impl OnUpgrade {
+    /// The upgraded connection, once the `101` is out.
+    pub async fn get(self) -> io::Result<Upgraded> {
+        let rx = self.0.lock().unwrap_or_else(|e| e.into_inner()).take();
+        match rx {
+            Some(rx) => rx.await.map_err(|_| {
+                io::Error::new(
+                    io::ErrorKind::BrokenPipe,
+                    "the connection ended before the upgrade",
+                )
+            }),
+            None => Err(io::Error::other("upgrade already taken")),
+        }
+    }
+}
+
+/// An HTTP/1 connection after `101 Switching Protocols`: the client's
+/// stream, and what it had sent after its request head.
+pub struct Upgraded {
+    io: Box<dyn Stream>,
+    early: Bytes,
+}
+
+trait Stream: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Stream for T {}
+
+impl AsyncRead for Upgraded {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        if !self.early.is_empty() {
+            let n = self.early.len().min(buf.remaining());
+            buf.put_slice(&self.early[..n]);
+            self.early.advance(n);
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Upgraded {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
+
+/// How the wait for a head ended.
+enum Next {
+    Head(Box<Parsed>),
+    /// Closed quietly: the client left, idle too long, or shutdown.
+    Closed,
+    /// Refused with a status.
+    Refused(HeadError),
+    /// Bytes of a head came, not all of it, in `timeouts.http_request`.
+    TimedOut,
+}
+
+/// One client connection.
+struct Conn<S> {
+    io: S,
+    buf: BytesMut,
+    ctx: Arc<ConnCtx>,
+    limits: Limits,
+    /// The client's end of the stream was seen.
+    eof: bool,
+    /// Requests served.
+    served: u64,
+    // The current request's body, while it is read.
+    body: Option<Inbound>,
+    // Response bytes to write (`queued` of them), and the write timer.
+    queue: std::collections::VecDeque<Bytes>,
+    queued: usize,
+    write_timer: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+/// Writes `100 Continue` from byte `at` on, and flushes it.
+fn poll_continue<S: Socket>(
+    io: &mut S,
+    at: &mut usize,
+    cx: &mut Context<'_>,
+) -> Poll<Result<(), ()>> {
+    while *at < CONTINUE.len() {
+        match Pin::new(&mut *io).poll_write(cx, &CONTINUE[*at..]) {
+            Poll::Ready(Ok(n)) if n > 0 => *at += n,
+            Poll::Ready(_) => return Poll::Ready(Err(())),
+            Poll::Pending => return Poll::Pending,
+        }
+    }
+    match Pin::new(io).poll_flush(cx) {
+        Poll::Ready(Ok(())) => Poll::Ready(Ok(())),
+        Poll::Ready(Err(_)) => Poll::Ready(Err(())),
+        Poll::Pending => Poll::Pending,
+    }
+}
+
+/// The body of the request being served.
+struct Inbound {
+    pipe: Pipe,
+    decoder: Decoder,
+    /// `100 Continue` still owed, and how much of it is written.
+    expect: Option<usize>,
+    /// Decoding failed or the client left: the connection cannot go on.
+    broken: bool,
+}
+
+/// Serves an HTTP/1 client connection until it ends.
+pub async fn serve<S: Socket>(
+    io: S,
+    ctx: Arc<ConnCtx>,
+    limits: Limits,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut conn = Conn {
+        io,
+        buf: BytesMut::new(),
+        ctx,
+        limits,
+        eof: false,
+        served: 0,
+        body: None,
+        queue: Default::default(),
+        queued: 0,
+        write_timer: None,
+    };
+    loop {
+        let parsed = match conn.next_head(&mut shutdown).await {
+            Next::Head(p) => p,
+            Next::Closed => return,
+            Next::TimedOut => {
+                conn.ctx.conn.timed_out.store(true, Ordering::Relaxed);
+                conn.reply(REQUEST_TIMEOUT_REPLY).await;
+                super::listener::head_failure(&conn.ctx, 408, "cR", "408");
+                return;
+            }
+            Next::Refused(e) => {
+                conn.refuse(e).await;
+                return;
+            }
+        };
+        match Box::pin(conn.exchange(*parsed)).await {
+            Served::KeepAlive => {}
+            Served::Close => {
+                let limit = conn.limits.timeouts.client;
+                let _ = tokio::time::timeout(limit, conn.io.shutdown()).await;
+                return;
+            }
+            Served::Upgraded(tx) => {
+                let Conn { io, buf, .. } = conn;
+                let _ = tx.send(Upgraded {
+                    io: Box::new(io),
+                    early: buf.freeze(),
+                });
+                return;
+            }
+        }
+    }
+}
+
+/// How a request's exchange left the connection.
+enum Served {
+    KeepAlive,
+    Close,
+    /// Handed over to the tunnel waiting on this sender.
+    Upgraded(tokio::sync::oneshot::Sender<Upgraded>),
+}
+
+impl<S: Socket> Conn<S> {
+    /// Waits for the next request head: at once from bytes already
+    /// buffered (pipelining), else from the socket, with the head and
+    /// idle timeouts of the module doc.
+    async fn next_head(&mut self, shutdown: &mut watch::Receiver<bool>) -> Next {
+        let timeouts = self.limits.timeouts;
+        let now = Instant::now();
+        let mut got_bytes = !self.buf.is_empty();
+        // No byte yet: the first request may take `http_request` from the
+        // connection's start, a next one `keep_alive` of idleness. From
+        // the first byte on, the head has `http_request`.
+        let mut deadline = if got_bytes {
+            self.head_began(now);
+            now + timeouts.http_request
+        } else if self.served == 0 {
+            self.ctx.conn.accepted + timeouts.http_request
+        } else {
+            now + timeouts.keep_alive
+        };
+        let mut stay = false;
+        loop {
+            if !self.buf.is_empty() {
+                match head::parse(
+                    &mut self.buf,
+                    self.limits.max_headers,
+                    self.limits.max_header_bytes,
+                ) {
+                    Ok(Some(p)) => return Next::Head(Box::new(p)),
+                    Ok(None) => {}
+                    Err(e) => return Next::Refused(e),
+                }
+            }
+            if self.eof {
+                return Next::Closed;
+            }
+            if self.buf.is_empty() && self.buf.capacity() > 0 && !got_bytes {
+                // Idle: the buffers go until the next bytes come.
+                self.buf = BytesMut::new();
+                self.queue = Default::default();
+                self.limits.parked.increment(1);
+            }
+            let sleep = tokio::time::sleep_until(deadline.into());
+            let read = self.read_some(HEAD_READ);
+            tokio::select! {
+                biased;
+                r = read => match r {
+                    Ok(0) => {}
+                    Ok(_) => {
+                        if !got_bytes {
+                            got_bytes = true;
+                            let now = Instant::now();
+                            self.head_began(now);
+                            deadline = now + timeouts.http_request;
+                        }
+                    }
+                    Err(_) => return Next::Closed,
+                },
+                _ = sleep => {
+                    return if got_bytes { Next::TimedOut } else { Next::Closed };
+                }
+                _ = rdmalb_base::shutdown::requested(shutdown), if !got_bytes && !stay => {
+                    // After a restart an idle connection is not closed
+                    // under a client that may be sending: its next
+                    // response says `Connection: close`.
+                    if self.ctx.proxy.handed_over.load(Ordering::Relaxed) {
+                        stay = true;
+                        continue;
+                    }
+                    return Next::Closed;
+                }
+            }
+        }
+    }
+
+    /// Records when the current head's first byte came (the `Tq` timer).
+    fn head_began(&self, now: Instant) {
+        let since = now.saturating_duration_since(self.ctx.conn.accepted);
+        self.ctx
+            .conn
+            .head_at
+            .store(since.as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    /// Reads into the buffer (taking one when there is none, and only
+    /// once the socket is readable: an idle connection holds no buffer).
+    async fn read_some(&mut self, want: usize) -> io::Result<usize> {
+        if self.buf.capacity() == 0 && !self.io.buffered() {
+            self.io.tcp().readable().await?;
+        }
+        std::future::poll_fn(|cx| self.poll_fill(cx, want)).await
+    }
+
+    fn poll_fill(&mut self, cx: &mut Context<'_>, want: usize) -> Poll<io::Result<usize>> {
+        if self.buf.capacity() - self.buf.len() < 1024 {
+            self.buf.reserve(want);
+        }
+        let n = ready!(tokio_util::io::poll_read_buf(
+            Pin::new(&mut self.io),
+            cx,
+            &mut self.buf
+        ))?;
+        if n == 0 {
+            self.eof = true;
+        }
+        Poll::Ready(Ok(n))
+    }
+
+    /// Writes one of the connection's own replies, then the connection
+    /// ends.
+    async fn reply(&mut self, bytes: &'static [u8]) {
+        let write = async {
+            self.io.write_all(bytes).await?;
+            self.io.flush().await?;
+            self.io.shutdown().await
+        };
+        let _ = tokio::time::timeout(self.limits.timeouts.client, write).await;
+    }
+
+    /// Answers a head that does not parse, and accounts for it.
+    async fn refuse(&mut self, e: HeadError) {
+        if e == HeadError::H2Preface {
+            self.ctx.conn.bad_preface.store(true, Ordering::Relaxed);
+            self.reply(H2_ON_HTTP1_REPLY).await;
+            super::listener::head_failure(&self.ctx, 400, "PR", "400");
+            return;
+        }
+        tracing::debug!(client = %self.ctx.client, listener = %self.ctx.listener, error = ?e, "bad request head");
+        let reply: &'static [u8] = match e {
+            HeadError::TooLarge => b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: text/plain\r\ncontent-length: 32\r\nconnection: close\r\n\r\nrequest header fields too large\n",
+            HeadError::UriTooLong => b"HTTP/1.1 414 URI Too Long\r\ncontent-type: text/plain\r\ncontent-length: 13\r\nconnection: close\r\n\r\nuri too long\n",
+            _ => b"HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain\r\ncontent-length: 12\r\nconnection: close\r\n\r\nbad request\n",
+        };
+        self.reply(reply).await;
+        let status = e.status();
+        let kind = match status {
+            431 => "431",
+            414 => "414",
+            _ => "400",
+        };
+        super::listener::head_failure(&self.ctx, status, "PR", kind);
+    }
+
+    /// One request: its phases, its response, what is left of its body.
+    async fn exchange(&mut self, parsed: Parsed) -> Served {
+        let Parsed {
+            parts,
+            framing,
+            keep_alive,
+            expect_continue,
+            trailers,
+        } = parsed;
+        self.served += 1;
+        let ctx = Arc::clone(&self.ctx);
+        let method = parts.method.clone();
+        let version = parts.version;
+        let wants_upgrade = version == Version::HTTP_11
+            && (parts.headers.contains_key(http::header::UPGRADE)
+                || parts.method == http::Method::CONNECT);
+        let decoder = framing.decoder();
+        let body = if decoder.is_done() {
+            self.body = None;
+            super::body::ClientBody::Empty
+        } else {
+            let (pipe, body) = Pipe::new(decoder.remaining());
+            self.body = Some(Inbound {
+                pipe,
+                decoder,
+                expect: (expect_continue && framing != Framing::Length(0)).then_some(0),
+                broken: false,
+            });
+            super::body::ClientBody::H1(body)
+        };
+        let mut req = Request::from_parts(parts, body);
+        let upgrade_tx = wants_upgrade.then(|| {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            req.extensions_mut()
+                .insert(OnUpgrade(Arc::new(Mutex::new(Some(rx)))));
+            tx
+        });
+        let handled = super::forward::handle(Arc::clone(&ctx), req);
+        let mut handled = std::pin::pin!(handled);
+        let resp = std::future::poll_fn(|cx| loop {
+            if let Poll::Ready(r) = handled.as_mut().poll(cx) {
+                return Poll::Ready(r);
+            }
+            // A frame handed to the body wakes the phases: poll them again.
+            if !self.poll_inbound(cx) {
+                return Poll::Pending;
+            }
+        })
+        .await;
+        let Ok(resp) = resp;
+        let asked = Asked {
+            method: &method,
+            version,
+            keep_alive,
+            trailers,
+        };
+        let (status, last) = match self.respond(resp, asked).await {
+            Ok(x) => x,
+            Err(()) => return Served::Close,
+        };
+        if status == StatusCode::SWITCHING_PROTOCOLS {
+            return match upgrade_tx {
+                Some(tx) => Served::Upgraded(tx),
+                None => Served::Close,
+            };
+        }
+        if last || !self.finish_body().await {
+            return Served::Close;
+        }
+        Served::KeepAlive
+    }
+
+    /// Reads the request body for the phases when they ask for it, and
+    /// owes the client its `100 Continue` before the first read. True
+    /// when it handed the body a frame (or its end) and the phases should
+    /// be polled again. A body that fails is told so, and the connection
+    /// closes after the response.
+    fn poll_inbound(&mut self, cx: &mut Context<'_>) -> bool {
+        let mut handed = false;
+        loop {
+            let Some(inb) = self.body.as_mut() else {
+                return handed;
+            };
+            if inb.broken || inb.decoder.is_done() {
+                return handed;
+            }
+            match inb.pipe.wanted(cx) {
+                // Dropped: the rest is drained after the response.
+                None => return handed,
+                Some(false) => return handed,
+                Some(true) => {}
+            }
+            if let Some(mut at) = inb.expect {
+                if !self.buf.is_empty() {
+                    inb.expect = None;
+                } else {
+                    match poll_continue(&mut self.io, &mut at, cx) {
+                        Poll::Ready(Ok(())) => inb.expect = None,
+                        Poll::Ready(Err(())) => {
+                            inb.pipe.end(Err(RecvError::Io));
+                            inb.broken = true;
+                            return true;
+                        }
+                        Poll::Pending => {
+                            // Written up to `at`: the rest goes first.
+                            inb.expect = Some(at);
+                            return handed;
+                        }
+                    }
+                }
+            }
+            match inb.decoder.step(&mut self.buf) {
+                Ok(Step::Frame(f)) => {
+                    let left = inb.decoder.remaining();
+                    inb.pipe.send(f, left);
+                    if inb.decoder.is_done() {
+                        inb.pipe.end(Ok(()));
+                    }
+                    return true;
+                }
+                Ok(Step::End) => {
+                    inb.pipe.end(Ok(()));
+                    return true;
+                }
+                Ok(Step::Read) => {}
+                Err(e) => {
+                    tracing::debug!(client = %self.ctx.client, error = e, "malformed request body");
+                    inb.pipe.end(Err(RecvError::Malformed(e)));
+                    inb.broken = true;
+                    return true;
+                }
+            }
+            let failed = if self.eof {
+                Some(RecvError::Closed)
+            } else {
+                match self.poll_fill(cx, BODY_READ) {
+                    Poll::Ready(Ok(_)) => None,
+                    Poll::Ready(Err(_)) => Some(RecvError::Io),
+                    Poll::Pending => return handed,
+                }
+            };
+            if let Some(e) = failed {
+                if let Some(inb) = self.body.as_mut() {
+                    inb.pipe.end(Err(e));
+                    inb.broken = true;
+                }
+                return true;
+            }
+            handed = false;
+        }
+    }
+
+    /// After the response: the rest of a request body the node did not
+    /// read is read and discarded (up to [`DRAIN_MAX`], within
+    /// `timeouts.http_request`). False: the connection closes.
+    async fn finish_body(&mut self) -> bool {
+        let Some(mut inb) = self.body.take() else {
+            return true;
+        };
+        if inb.broken {
+            return false;
+        }
+        if inb.decoder.is_done() {
+            return true;
+        }
+        if inb.decoder.remaining().is_some_and(|n| n > DRAIN_MAX) {
+            return false;
+        }
+        let deadline = Instant::now() + self.limits.timeouts.http_request;
+        let mut drained = 0u64;
+        loop {
+            match inb.decoder.step(&mut self.buf) {
+                Ok(Step::Frame(f)) => {
+                    drained += f.data_ref().map_or(0, |d| d.len() as u64);
+                    if drained > DRAIN_MAX {
+                        return false;
+                    }
+                    continue;
+                }
+                Ok(Step::End) => return true,
+                Ok(Step::Read) => {}
+                Err(_) => return false,
+            }
+            if self.eof {
+                return false;
+            }
+            let read = std::future::poll_fn(|cx| self.poll_fill(cx, BODY_READ));
+            match tokio::time::timeout_at(deadline.into(), read).await {
+                Ok(Ok(n)) if n > 0 => {}
+                _ => return false,
+            }
+        }
+    }
+
+    /// Writes the response: its head, then its body as its framing says,
+    /// reading the request body meanwhile for a node that still takes it.
+    /// Returns the status and whether the connection ends after it.
+    async fn respond(
+        &mut self,
+        resp: Response<ResponseBody>,
+        asked: Asked<'_>,
+    ) -> Result<(StatusCode, bool), ()> {
+        let (mut parts, body) = resp.into_parts();
+        if self.ctx.proxy.handed_over.load(Ordering::Relaxed)
+            && parts.status != StatusCode::SWITCHING_PROTOCOLS
+        {
+            // Handed over to a new process: the client learns from this
+            // response that the connection ends after it.
+            parts.headers.insert(
+                http::header::CONNECTION,
+                http::HeaderValue::from_static("close"),
+            );
+        }
+        let len = if body.is_end_stream() {
+            BodyLen::Empty
+        } else {
+            match body.size_hint().exact() {
+                Some(n) => BodyLen::Known(n),
+                None => BodyLen::Unknown,
+            }
+        };
+        let mut head = Vec::with_capacity(256 + parts.headers.len() * 48);
+        let enc = send::encode(
+            parts.status,
+            parts.version,
+            &mut parts.headers,
+            len,
+            asked,
+            &mut head,
+        );
+        self.push(Bytes::from(head));
+        let mut writer = Writer {
+            body,
+            encoding: enc.encoding,
+            trailers: enc.trailers,
+            left: match enc.encoding {
+                Encoding::Length(n) => n,
+                _ => 0,
+            },
+            ended: false,
+            closed: false,
+        };
+        let ok = std::future::poll_fn(|cx| self.poll_respond(&mut writer, cx)).await;
+        // The response body is settled (complete or aborted) when dropped.
+        drop(writer);
+        if !ok {
+            return Err(());
+        }
+        Ok((parts.status, enc.last))
+    }
+
+    fn poll_respond(&mut self, w: &mut Writer, cx: &mut Context<'_>) -> Poll<bool> {
+        loop {
+            // The node may still be taking the request body.
+            self.poll_inbound(cx);
+            // Whether the body said Pending this round (its waker is set).
+            let mut waiting = false;
+            while !w.ended && self.queued < QUEUE_MAX {
+                match Pin::new(&mut w.body).poll_frame(cx) {
+                    Poll::Pending => {
+                        waiting = true;
+                        break;
+                    }
+                    Poll::Ready(None) => {
+                        if !self.end_body(w) {
+                            return Poll::Ready(false);
+                        }
+                    }
+                    Poll::Ready(Some(Err(_))) => return Poll::Ready(false),
+                    Poll::Ready(Some(Ok(frame))) => self.take_frame(w, frame),
+                }
+            }
+            // Everything queued is out: the end, or the body's turn (and
+            // when it waits, so does this). A write that waits wakes this
+            // task; so does the body if it was left waiting too.
+            match self.poll_queue(cx) {
+                Poll::Ready(Ok(())) if w.ended => return Poll::Ready(true),
+                Poll::Ready(Ok(())) if waiting => return Poll::Pending,
+                Poll::Ready(Ok(())) => {}
+                Poll::Ready(Err(_)) => return Poll::Ready(false),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+
+    /// Queues a frame of the response body as its encoding writes it.
+    fn take_frame(&mut self, w: &mut Writer, frame: hyper::body::Frame<Bytes>) {
+        let data = match frame.into_data() {
+            Ok(data) => data,
+            Err(frame) => {
+                // Trailer fields end a chunked body (sent when the client
+                // said `TE: trailers`, as declared by `Trailer`).
+                if let (Ok(t), Encoding::Chunked) = (frame.into_trailers(), w.encoding) {
+                    let mut end = Vec::new();
+                    send::encode_trailers(&t, w.trailers.as_deref().unwrap_or(&[]), &mut end);
+                    w.closed = true;
+                    self.push(Bytes::from(end));
+                }
+                return;
+            }
+        };
+        if data.is_empty() {
+            return;
+        }
+        match w.encoding {
+            Encoding::Length(_) => {
+                let n = (data.len() as u64).min(w.left) as usize;
+                if n > 0 {
+                    w.left -= n as u64;
+                    self.push(data.slice(..n));
+                }
+            }
+            Encoding::Chunked if !w.closed => {
+                let mut line = Vec::with_capacity(10);
+                send::chunk_line(data.len(), &mut line);
+                self.push(Bytes::from(line));
+                self.push(data);
+                self.push(Bytes::from_static(b"\r\n"));
+            }
+            Encoding::Chunked => {}
+            Encoding::Close => self.push(data),
+        }
+    }
+
+    /// The response body ended: the chunked end is queued. False: it
+    /// ended short of its length, and the client must see it cut.
+    fn end_body(&mut self, w: &mut Writer) -> bool {
+        w.ended = true;
+        match w.encoding {
+            Encoding::Chunked if !w.closed => {
+                self.push(Bytes::from_static(b"0\r\n\r\n"));
+                true
+            }
+            Encoding::Length(n) => w.left == 0 || n == 0,
+            _ => true,
+        }
+    }
+
+    /// Queues `b` for writing.
+    fn push(&mut self, b: Bytes) {
+        self.queued += b.len();
+        self.queue.push_back(b);
+    }
+
+    /// Writes the queued bytes, gathered; `Ready` once all are written
+    /// and flushed. A client that reads nothing for `timeouts.client`
+    /// fails the write.
+    fn poll_queue(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while !self.queue.is_empty() {
+            let mut slices = [IoSlice::new(&[]); 16];
+            let mut n = 0;
+            for b in self.queue.iter().take(slices.len()) {
+                slices[n] = IoSlice::new(b);
+                n += 1;
+            }
+            let res = if self.io.is_write_vectored() {
+                Pin::new(&mut self.io).poll_write_vectored(cx, &slices[..n])
+            } else {
+                let first = self.queue.front().map_or(&[][..], |b| &b[..]);
+                Pin::new(&mut self.io).poll_write(cx, first)
+            };
+            match res {
+                Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
+                Poll::Ready(Ok(mut n)) => {
+                    self.write_timer = None;
+                    self.queued -= n;
+                    while n > 0 {
+                        let Some(front) = self.queue.front_mut() else {
+                            break;
+                        };
+                        if n >= front.len() {
+                            n -= front.len();
+                            self.queue.pop_front();
+                        } else {
+                            front.advance(n);
+                            n = 0;
+                        }
+                    }
+                }
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return self.write_blocked(cx),
+            }
+        }
+        match Pin::new(&mut self.io).poll_flush(cx) {
+            Poll::Ready(r) => Poll::Ready(r),
+            Poll::Pending => self.write_blocked(cx),
+        }
+    }
+
+    /// A write that waits: fails once the client read nothing for
+    /// `timeouts.client`.
+    fn write_blocked(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let limit = self.limits.timeouts.client;
+        let timer = self
+            .write_timer
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
+        if timer.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "client stopped reading (timeouts.client)",
+            )));
+        }
+        Poll::Pending
+    }
+}
+
+/// The response being written.
+struct Writer {
+    body: ResponseBody,
+    encoding: Encoding,
+    trailers: Option<Vec<http::HeaderName>>,
+    /// Body bytes the length still allows.
+    left: u64,
+    /// The body ended.
+    ended: bool,
+    /// The chunked end (with trailers) is written already.
+    closed: bool,
+}
+
+#[cfg(test)]
+mod differential;
+#[cfg(test)]
+mod tests;
