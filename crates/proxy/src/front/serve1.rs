@@ -324,9 +324,9 @@ impl<S: Socket> Conn<S> {
                 return Next::Closed;
             }
             if self.buf.is_empty() && self.buf.capacity() > 0 && !got_bytes {
-                // Idle: the buffers go until the next bytes come.
-                self.buf = BytesMut::new();
-                self.queue = Default::default();
+                // Idle: the buffer goes back to the worker's pool until
+                // the next bytes come.
+                pool::put(std::mem::take(&mut self.buf));
                 self.limits.parked.increment(1);
             }
             let sleep = tokio::time::sleep_until(deadline.into());
@@ -381,7 +381,9 @@ impl<S: Socket> Conn<S> {
     }
 
     fn poll_fill(&mut self, cx: &mut Context<'_>, want: usize) -> Poll<io::Result<usize>> {
-        if self.buf.capacity() - self.buf.len() < 1024 {
+        if self.buf.capacity() == 0 {
+            self.buf = pool::take(want);
+        } else if self.buf.capacity() - self.buf.len() < 1024 {
             self.buf.reserve(want);
         }
         let n = ready!(tokio_util::io::poll_read_buf(
@@ -847,6 +849,45 @@ struct Writer {
     ended: bool,
     /// The chunked end (with trailers) is written already.
     closed: bool,
+}
+
+/// Each worker's read buffers of idle connections, lent to the next
+/// connection that has bytes to read (a worker is one thread).
+mod pool {
+    use std::cell::RefCell;
+
+    use bytes::BytesMut;
+
+    /// Most buffers a worker keeps.
+    const KEEP: usize = 256;
+
+    thread_local! {
+        static FREE: RefCell<Vec<BytesMut>> = const { RefCell::new(Vec::new()) };
+    }
+
+    /// A buffer with room for `want` bytes.
+    pub fn take(want: usize) -> BytesMut {
+        let mut b = FREE
+            .with(|f| f.borrow_mut().pop())
+            .unwrap_or_else(|| BytesMut::with_capacity(want));
+        // Reclaims the whole allocation when nothing shares it any more.
+        b.reserve(want);
+        b
+    }
+
+    /// Gives an empty buffer back.
+    pub fn put(mut b: BytesMut) {
+        if b.capacity() == 0 {
+            return;
+        }
+        b.clear();
+        FREE.with(|f| {
+            let mut f = f.borrow_mut();
+            if f.len() < KEEP {
+                f.push(b);
+            }
+        });
+    }
 }
 
 #[cfg(test)]

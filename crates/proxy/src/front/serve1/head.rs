@@ -5,7 +5,7 @@
 use std::ops::Range;
 
 use bytes::{Bytes, BytesMut};
-use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Uri, Version};
 
 use super::super::decode::Decoder;
@@ -116,21 +116,65 @@ pub fn parse(
     raw.build(head).map(Some)
 }
 
+/// A field's name and value, as offsets into the head.
+type Span = [u32; 4];
+
+/// Fields whose offsets are kept on the stack (more take a vector).
+const STACK_SPANS: usize = 32;
+
+/// Where the fields lie: on the stack for most requests.
+#[allow(clippy::large_enum_variant)] // a short-lived local, never moved
+enum Fields {
+    Stack([Span; STACK_SPANS]),
+    Heap(Vec<Span>),
+}
+
+impl Fields {
+    fn for_count(n: usize) -> Fields {
+        if n <= STACK_SPANS {
+            Fields::Stack([[0; 4]; STACK_SPANS])
+        } else {
+            Fields::Heap(vec![[0; 4]; n])
+        }
+    }
+
+    fn set(&mut self, i: usize, (name, value): (Range<usize>, Range<usize>)) {
+        // A head is at most `max_header_bytes`, far below 4 GiB.
+        let span = [name.start, name.end, value.start, value.end].map(|x| x as u32);
+        match self {
+            Fields::Stack(a) => a[i] = span,
+            Fields::Heap(v) => v[i] = span,
+        }
+    }
+
+    fn iter(&self, n: usize) -> impl Iterator<Item = (Range<usize>, Range<usize>)> + '_ {
+        let all: &[Span] = match self {
+            Fields::Stack(a) => a,
+            Fields::Heap(v) => v,
+        };
+        all[..n].iter().map(|s| {
+            let [a, b, c, d] = s.map(|x| x as usize);
+            (a..b, c..d)
+        })
+    }
+}
+
 /// Where a parsed head's parts lie in its bytes, before they are taken
 /// out of the buffer.
 struct Raw {
     method: Method,
     http11: bool,
     target: Range<usize>,
-    /// Name and value of each field kept.
-    fields: Vec<(Range<usize>, Range<usize>)>,
-    /// The `Content-Length`, checked.
-    length: Option<u64>,
+    /// Name and value of each field kept (`kept` of them).
+    fields: Fields,
+    kept: usize,
+    facts: Facts,
 }
 
 impl Raw {
     /// The request line's parts and the fields of `req`, whose slices
-    /// start at `base`. The lengths are checked here, and with
+    /// start at `base`, and in the same pass what the fields say of the
+    /// framing and the connection. The lengths are checked here, and with
     /// `Transfer-Encoding` they are left out (RFC 9112 section 6.1).
     fn of(req: &httparse::Request<'_, '_>, base: usize) -> Result<Raw, HeadError> {
         let at = |s: &[u8]| s.as_ptr() as usize - base..s.as_ptr() as usize - base + s.len();
@@ -140,31 +184,27 @@ impl Raw {
         }
         let method = Method::from_bytes(req.method.unwrap_or_default().as_bytes())
             .map_err(|_| HeadError::Bad("invalid method"))?;
-        let mut length = None;
-        let mut chunked = false;
+        let mut facts = Facts::default();
         for h in req.headers.iter() {
-            if h.name.eq_ignore_ascii_case("content-length") {
-                let n = content_length(h.value).ok_or(HeadError::Bad("invalid Content-Length"))?;
-                if length.is_some_and(|l| l != n) {
-                    return Err(HeadError::Bad("Content-Length values that differ"));
-                }
-                length = Some(n);
-            } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
-                chunked = true;
-            }
+            facts.read(h.name, h.value)?;
         }
-        let fields = req
-            .headers
-            .iter()
-            .filter(|h| !(chunked && h.name.eq_ignore_ascii_case("content-length")))
-            .map(|h| (at(h.name.as_bytes()), at(h.value)))
-            .collect();
+        let chunked = facts.chunked_last.is_some();
+        let mut fields = Fields::for_count(req.headers.len());
+        let mut kept = 0;
+        for h in req.headers.iter() {
+            if chunked && h.name.eq_ignore_ascii_case("content-length") {
+                continue;
+            }
+            fields.set(kept, (at(h.name.as_bytes()), at(h.value)));
+            kept += 1;
+        }
         Ok(Raw {
             method,
             http11: req.version == Some(1),
             target: at(target.as_bytes()),
             fields,
-            length,
+            kept,
+            facts,
         })
     }
 
@@ -173,8 +213,10 @@ impl Raw {
     fn build(self, head: Bytes) -> Result<Parsed, HeadError> {
         let uri = Uri::from_maybe_shared(head.slice(self.target))
             .map_err(|_| HeadError::Bad("invalid request target"))?;
-        let mut headers = HeaderMap::with_capacity(self.fields.len());
-        for (name, value) in self.fields {
+        let (framing, keep_alive) = self.facts.framing(self.http11)?;
+        // Room for the fields the phases add (forwarding, `Via`) too.
+        let mut headers = HeaderMap::with_capacity(self.kept + 6);
+        for (name, value) in self.fields.iter(self.kept) {
             let name = HeaderName::from_bytes(&head[name])
                 .map_err(|_| HeadError::Bad("invalid header name"))?;
             // httparse checked the value's bytes (visible ASCII, obs-text,
@@ -183,69 +225,91 @@ impl Raw {
                 .map_err(|_| HeadError::Bad("invalid header value"))?;
             headers.append(name, value);
         }
-        let version = if self.http11 {
+        let mut parts = http::Request::new(()).into_parts().0;
+        parts.method = self.method;
+        parts.uri = uri;
+        parts.version = if self.http11 {
             Version::HTTP_11
         } else {
             Version::HTTP_10
         };
-        let (framing, keep_alive) = framing(&headers, self.http11, self.length)?;
-        let keep_alive = keep_alive && !super::super::headers::closes_after(version, &headers);
-        let expect_continue = headers
-            .get(header::EXPECT)
-            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
-        let trailers = headers.get_all(header::TE).iter().any(|v| {
-            v.as_bytes()
-                .split(|&b| b == b',')
-                .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"trailers"))
-        });
-        let mut parts = http::Request::new(()).into_parts().0;
-        parts.method = self.method;
-        parts.uri = uri;
-        parts.version = version;
         parts.headers = headers;
         Ok(Parsed {
             parts,
             framing,
             keep_alive,
-            expect_continue,
-            trailers,
+            expect_continue: self.facts.expect_continue,
+            trailers: self.facts.te_trailers,
         })
     }
 }
 
-/// The body's framing (RFC 9112 section 6.3) and whether the connection
-/// may stay open for it. `length` is the requests's `Content-Length`,
-/// already checked: every line one decimal number, all the same (a list
-/// such as `5, 5` is refused, as hyper did: RFC 9110 section 8.6 allows
-/// either). `Transfer-Encoding` wins over `Content-Length` (left out of
-/// the head, and the connection closes after the response: RFC 9112
-/// section 6.1); chunked must be the last coding; HTTP/1.0 has no
-/// transfer codings (a message carrying one is faulty: section 6.1).
-fn framing(
-    headers: &HeaderMap,
-    http11: bool,
+/// What the fields say of the body and the connection, read in one pass
+/// over them (no map lookups).
+#[derive(Debug, Default)]
+struct Facts {
+    /// `Content-Length`, checked: every line one decimal number, all the
+    /// same (a list such as `5, 5` is refused, as hyper did: RFC 9110
+    /// section 8.6 allows either).
     length: Option<u64>,
-) -> Result<(Framing, bool), HeadError> {
-    let mut codings = headers.get_all(header::TRANSFER_ENCODING).iter().peekable();
-    if codings.peek().is_none() {
-        return Ok((Framing::Length(length.unwrap_or(0)), true));
+    /// With `Transfer-Encoding`: whether its last coding is `chunked`.
+    chunked_last: Option<bool>,
+    expect_continue: bool,
+    /// `TE: trailers`.
+    te_trailers: bool,
+    /// `Connection: close`, `Connection: keep-alive`.
+    close: bool,
+    keep_alive: bool,
+}
+
+impl Facts {
+    fn read(&mut self, name: &str, value: &[u8]) -> Result<(), HeadError> {
+        let tokens = || value.split(|&b| b == b',').map(<[u8]>::trim_ascii);
+        if name.eq_ignore_ascii_case("content-length") {
+            let n = content_length(value).ok_or(HeadError::Bad("invalid Content-Length"))?;
+            if self.length.is_some_and(|l| l != n) {
+                return Err(HeadError::Bad("Content-Length values that differ"));
+            }
+            self.length = Some(n);
+        } else if name.eq_ignore_ascii_case("transfer-encoding") {
+            let last = tokens().next_back().unwrap_or_default();
+            let coding = last.split(|&b| b == b';').next().unwrap_or_default();
+            self.chunked_last = Some(coding.trim_ascii().eq_ignore_ascii_case(b"chunked"));
+        } else if name.eq_ignore_ascii_case("connection") {
+            for t in tokens() {
+                self.close |= t.eq_ignore_ascii_case(b"close");
+                self.keep_alive |= t.eq_ignore_ascii_case(b"keep-alive");
+            }
+        } else if name.eq_ignore_ascii_case("expect") && !self.expect_continue {
+            self.expect_continue = value.eq_ignore_ascii_case(b"100-continue");
+        } else if name.eq_ignore_ascii_case("te") {
+            self.te_trailers |= tokens().any(|t| t.eq_ignore_ascii_case(b"trailers"));
+        }
+        Ok(())
     }
-    if !http11 {
-        return Err(HeadError::Bad("Transfer-Encoding in an HTTP/1.0 request"));
+
+    /// The body's framing (RFC 9112 section 6.3) and whether the
+    /// connection may stay open after it. `Transfer-Encoding` wins over
+    /// `Content-Length` (left out of the head, and the connection closes
+    /// after the response: section 6.1); chunked must be the last coding;
+    /// HTTP/1.0 has no transfer codings (a message carrying one is
+    /// faulty: section 6.1); HTTP/1.1 stays open unless `close`, HTTP/1.0
+    /// only with `keep-alive`.
+    fn framing(&self, http11: bool) -> Result<(Framing, bool), HeadError> {
+        let open = if http11 {
+            !self.close
+        } else {
+            self.keep_alive && !self.close
+        };
+        match self.chunked_last {
+            None => Ok((Framing::Length(self.length.unwrap_or(0)), open)),
+            Some(_) if !http11 => Err(HeadError::Bad("Transfer-Encoding in an HTTP/1.0 request")),
+            Some(false) => Err(HeadError::Bad(
+                "Transfer-Encoding whose last coding is not chunked",
+            )),
+            Some(true) => Ok((Framing::Chunked, open && self.length.is_none())),
+        }
     }
-    let chunked_last = codings.next_back().is_some_and(|v| {
-        v.as_bytes()
-            .rsplit(|&b| b == b',')
-            .next()
-            .map(|c| c.split(|&b| b == b';').next().unwrap_or(&[]))
-            .is_some_and(|c| c.trim_ascii().eq_ignore_ascii_case(b"chunked"))
-    });
-    if !chunked_last {
-        return Err(HeadError::Bad(
-            "Transfer-Encoding whose last coding is not chunked",
-        ));
-    }
-    Ok((Framing::Chunked, length.is_none()))
 }
 
 /// A `Content-Length` value: digits only, no sign, no overflow.
