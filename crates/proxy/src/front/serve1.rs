@@ -261,7 +261,7 @@ pub async fn serve<S: Socket>(
                 return;
             }
         };
-        match Box::pin(conn.exchange(*parsed)).await {
+        match Box::pin(conn.exchange(*parsed, &shutdown)).await {
             Served::KeepAlive => {}
             Served::Close => {
                 let limit = conn.limits.timeouts.client;
@@ -433,7 +433,7 @@ impl<S: Socket> Conn<S> {
     }
 
     /// One request: its phases, its response, what is left of its body.
-    async fn exchange(&mut self, parsed: Parsed) -> Served {
+    async fn exchange(&mut self, parsed: Parsed, shutdown: &watch::Receiver<bool>) -> Served {
         let Parsed {
             parts,
             framing,
@@ -482,10 +482,13 @@ impl<S: Socket> Conn<S> {
         })
         .await;
         let Ok(resp) = resp;
+        // Shutting down: this response is the connection's last (after a
+        // restart the handed-over rule below says so instead).
+        let stopping = *shutdown.borrow() && !ctx.proxy.handed_over.load(Ordering::Relaxed);
         let asked = Asked {
             method: &method,
             version,
-            keep_alive,
+            keep_alive: keep_alive && !stopping,
             trailers,
         };
         let (status, last) = match self.respond(resp, asked).await {

@@ -105,7 +105,8 @@ pub fn encode(
 }
 
 /// Whether the connection ends after the response, as the request and
-/// the status say; an HTTP/1.0 client kept alive is told so with
+/// the status say. An HTTP/1.1 client whose connection ends is told so
+/// with `Connection: close`; an HTTP/1.0 client kept alive is told so with
 /// `Connection: keep-alive` (it assumes a close otherwise), and one
 /// answered in HTTP/1.0 without it is closed.
 fn keep_alive_fix(
@@ -115,6 +116,17 @@ fn keep_alive_fix(
     asked: Asked<'_>,
 ) -> bool {
     let mut last = !asked.keep_alive || status == StatusCode::SWITCHING_PROTOCOLS;
+    if asked.version == Version::HTTP_11 && !asked.keep_alive {
+        // The client learns that the connection ends after this response
+        // (RFC 9112 section 9.6), as hyper's server told it.
+        if !headers
+            .get_all(header::CONNECTION)
+            .iter()
+            .any(|v| has_token(v, b"close"))
+        {
+            headers.append(header::CONNECTION, HeaderValue::from_static("close"));
+        }
+    }
     if asked.version == Version::HTTP_10
         && !headers
             .get_all(header::CONNECTION)

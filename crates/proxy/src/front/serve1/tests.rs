@@ -191,6 +191,28 @@ fn encode(
     (String::from_utf8(out).unwrap(), head.encoding, head.last)
 }
 
+/// A response to an HTTP/1.1 request that asked for the connection to
+/// close.
+fn encode_closing(status: u16, len: BodyLen) -> Encoded {
+    let mut h = HeaderMap::new();
+    h.insert("date", HeaderValue::from_static("D"));
+    let mut out = Vec::new();
+    let head = send::encode(
+        StatusCode::from_u16(status).unwrap(),
+        Version::HTTP_11,
+        &mut h,
+        len,
+        Asked {
+            method: &Method::GET,
+            version: Version::HTTP_11,
+            keep_alive: false,
+            trailers: false,
+        },
+        &mut out,
+    );
+    (String::from_utf8(out).unwrap(), head.encoding, head.last)
+}
+
 #[test]
 fn response_framing_is_what_hypers_server_wrote() {
     use BodyLen::*;
@@ -237,6 +259,12 @@ fn response_framing_is_what_hypers_server_wrote() {
             encode(200, &[("connection", "close")], Known(0), get(), v11),
             "HTTP/1.1 200 OK\r\nconnection: close\r\ndate: D\r\ncontent-length: 0\r\n\r\n",
             Encoding::Length(0),
+            true,
+        ),
+        (
+            encode_closing(200, Known(2)),
+            "HTTP/1.1 200 OK\r\ndate: D\r\nconnection: close\r\ncontent-length: 2\r\n\r\n",
+            Encoding::Length(2),
             true,
         ),
         (
