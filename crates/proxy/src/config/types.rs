@@ -266,11 +266,14 @@ pub enum Balance {
     /// requests ahead of a new one over the node's drain rate, measured
     /// from its window (`balance::drain`).
     ShortestWait,
+    /// HAProxy's `balance first`: the first node in config order with a
+    /// free in-flight slot (`max_inflight`, HAProxy's `maxconn`).
+    First,
 }
 
 impl Balance {
     pub const ACCEPTED: &'static str =
-        "\"roundrobin\", \"leastconn\", \"random\", \"peak-ewma\", \"weighted-least-load\", \"prequal\", \"hot-cold\" or \"shortest-wait\"";
+        "\"roundrobin\", \"leastconn\", \"random\", \"peak-ewma\", \"weighted-least-load\", \"prequal\", \"hot-cold\", \"shortest-wait\" or \"first\"";
 
     pub fn parse(s: &str) -> Option<Balance> {
         match s {
@@ -282,6 +285,7 @@ impl Balance {
             "prequal" => Some(Balance::Prequal),
             "hot-cold" => Some(Balance::HotCold),
             "shortest-wait" => Some(Balance::ShortestWait),
+            "first" => Some(Balance::First),
             _ => None,
         }
     }
@@ -296,6 +300,7 @@ impl Balance {
             Balance::Prequal => "prequal",
             Balance::HotCold => "hot-cold",
             Balance::ShortestWait => "shortest-wait",
+            Balance::First => "first",
         }
     }
 }
