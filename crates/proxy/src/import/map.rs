@@ -294,7 +294,7 @@ pub fn map(h: &Haproxy, dir: &Path, notes: &mut Vec<Note>, by_rules: bool) -> St
         h.global.crt_base.as_deref(),
         notes,
     );
-    super::stats::emit(&mut out, &h.global.stats_sockets);
+    super::stats::emit(&mut out, &h.global.stats);
     super::acme::section(&mut out, h, notes);
     let acme_domains = super::acme::domains(h);
     let health_path = most_common(

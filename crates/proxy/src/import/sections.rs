@@ -43,7 +43,8 @@ pub struct Global {
     pub nbthread: Option<At<u64>>,
     /// `crt-base`: the directory relative `crt` paths are in.
     pub crt_base: Option<String>,
-    pub stats_sockets: Vec<super::stats::StatsSocket>,
+    /// `stats socket` and `stats timeout`.
+    pub stats: super::stats::Stats,
     /// `maxcompcpuusage`: the CPU percentage above which compression stops.
     pub maxcompcpuusage: Option<At<u64>>,
     /// `tune.comp.maxlevel`.
@@ -403,7 +404,7 @@ fn global(g: &mut Global, line: &Line, notes: &mut Vec<Note>) {
             Kind::Unsupported,
             "not supported: rdmalb writes its access log to global.access_log (stdout)".into(),
         )),
-        "stats" => super::stats::global(&mut g.stats_sockets, line, notes),
+        "stats" => super::stats::global(&mut g.stats, line, notes),
         _ => notes.push(Note::new(
             line.number,
             kw,
