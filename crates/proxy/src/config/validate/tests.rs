@@ -492,7 +492,7 @@ fn site_max_below_min() {
 fn site_negative_weight() {
     rejects(
         &with("[[site]]\nname = \"x\"\nhosts = [\"x.com\"]\nweights = { cpu = -1.0 }"),
-        "site[2] (x).weights.window.cpu",
+        "site[2] (x).weights.cpu",
         ">= 0",
     );
 }
