@@ -56,8 +56,7 @@ use tokio::sync::watch as channel;
 
 use crate::cluster::gen::{self, NodePlan, IDLE};
 use crate::cluster::procs::{
-    appliance_binary, free_addr, io, plan_node, write, write_node, write_proxy, write_psk,
-    write_sidecar, write_templates,
+    free_addr, io, write, write_node, write_proxy, write_sidecar, write_templates, Setup,
 };
 use crate::cluster::{parse_spec, ClusterError, Spec, WindowTransport};
 use plan::{Fault, Kind, Shape};
