@@ -215,7 +215,10 @@ fn bind_admin(
     };
     // One handle serves, the other is kept to hand over.
     let serving = socket.try_clone().map_err(err)?;
-    Ok((Some(socket), Some(TcpListener::from_std(serving).map_err(err)?)))
+    Ok((
+        Some(socket),
+        Some(TcpListener::from_std(serving).map_err(err)?),
+    ))
 }
 
 /// Every `[[stats_socket]]`, bound (or taken over from the process before).
@@ -249,7 +252,8 @@ struct Signals {
 impl Signals {
     fn install() -> Result<Signals, ProxyError> {
         let on = |kind, signal| {
-            tokio::signal::unix::signal(kind).map_err(|source| ProxyError::Signal { signal, source })
+            tokio::signal::unix::signal(kind)
+                .map_err(|source| ProxyError::Signal { signal, source })
         };
         Ok(Signals {
             term: on(SignalKind::terminate(), "SIGTERM")?,
@@ -419,7 +423,9 @@ impl Restart {
             let mut stop = self.stopping.clone();
             let stop = async move { rdmalb_base::shutdown::requested(&mut stop).await };
             tokio::spawn(async move {
-                let _ = tx.send(successor.serving(restart::READY_WITHIN, stop).await).await;
+                let _ = tx
+                    .send(successor.serving(restart::READY_WITHIN, stop).await)
+                    .await;
             });
         }
     }
@@ -431,8 +437,13 @@ impl Restart {
         match result {
             Ok(pid) => {
                 ::metrics::counter!("rdmalb_restarts_total", "result" => "ok").increment(1);
-                tracing::info!(new_pid = pid, "restart: the new process serves; this one stops accepting and drains");
-                runtime.handed_over.store(true, std::sync::atomic::Ordering::Relaxed);
+                tracing::info!(
+                    new_pid = pid,
+                    "restart: the new process serves; this one stops accepting and drains"
+                );
+                runtime
+                    .handed_over
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
                 true
             }
             Err(e) => {

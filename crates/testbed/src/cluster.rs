@@ -487,10 +487,11 @@ fn load_mode(
             );
             closed
         }
-        (Some(c), None) => in_range(add, "load.connections", Some(c), 1, 10_000)
-            .map_or(closed, |c| Mode::Closed {
+        (Some(c), None) => {
+            in_range(add, "load.connections", Some(c), 1, 10_000).map_or(closed, |c| Mode::Closed {
                 connections: c as u32,
-            }),
+            })
+        }
         (None, None) => closed,
     }
 }
@@ -510,7 +511,6 @@ fn node_slots(v: Vec<i64>, add: &mut impl FnMut(&str, String)) -> Vec<u32> {
         })
         .collect()
 }
-
 
 /// Deep-merges `extra` into `base` (tables recursively; other values and
 /// arrays of tables replace).

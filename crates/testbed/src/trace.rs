@@ -430,7 +430,9 @@ fn zipf_files(
     rng: &mut StdRng,
 ) -> Result<Vec<String>, TraceError> {
     if !(0.0..=2.0).contains(&alpha) {
-        return Err(TraceError::Invalid(format!("alpha {alpha} is out of range (accepted: 0.0 to 2.0; the seeds use 0.25 to 0.9)")));
+        return Err(TraceError::Invalid(format!(
+            "alpha {alpha} is out of range (accepted: 0.0 to 2.0; the seeds use 0.25 to 0.9)"
+        )));
     }
     if files == 0 {
         return Err(TraceError::Invalid("files must be at least 1".into()));

@@ -375,7 +375,6 @@ fn hash_balance(c: &mut ConfigCheck, key: &str, name: &str, raw: RawHash) -> Has
     }
 }
 
-
 /// Options that belong to another key's hash are errors, not silently
 /// unused.
 fn misplaced_options(c: &mut ConfigCheck, key: &str, name: &str, raw: &RawHash) {
@@ -424,7 +423,13 @@ fn hash_key(c: &mut ConfigCheck, key: &str, name: &str, raw: &RawHash) -> HashKe
             depth: c.int(&format!("{key}.depth"), raw.depth, 0, 1, 1 << 10) as usize,
         },
         "hdr" => {
-            let text = required(c, "header", raw.header.clone(), "a request header", "x-tenant");
+            let text = required(
+                c,
+                "header",
+                raw.header.clone(),
+                "a request header",
+                "x-tenant",
+            );
             let name = http::HeaderName::from_bytes(text.as_bytes()).unwrap_or_else(|_| {
                 if !text.is_empty() {
                     c.add(
@@ -439,10 +444,20 @@ fn hash_key(c: &mut ConfigCheck, key: &str, name: &str, raw: &RawHash) -> HashKe
                 domain_only: raw.use_domain_only.unwrap_or(false),
             }
         }
-        "url_param" => {
-            HashKey::UrlParam(required(c, "param", raw.param.clone(), "a query parameter", "uid"))
-        }
-        _ => HashKey::Cookie(required(c, "cookie", raw.cookie.clone(), "a cookie", "session")),
+        "url_param" => HashKey::UrlParam(required(
+            c,
+            "param",
+            raw.param.clone(),
+            "a query parameter",
+            "uid",
+        )),
+        _ => HashKey::Cookie(required(
+            c,
+            "cookie",
+            raw.cookie.clone(),
+            "a cookie",
+            "session",
+        )),
     }
 }
 

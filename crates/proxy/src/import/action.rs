@@ -266,7 +266,11 @@ pub fn keys(
 
 /// The status of a `deny` (or of `tarpit`, `reject` and `silent-drop`,
 /// imported as one, noted in `approx`).
-fn deny_status(args: &[String], response: bool, approx: &mut Vec<String>) -> Result<String, String> {
+fn deny_status(
+    args: &[String],
+    response: bool,
+    approx: &mut Vec<String>,
+) -> Result<String, String> {
     let action = args.first().map_or("", String::as_str);
     let arg = |i: usize| args.get(i).map_or("", String::as_str);
     let mut st = if action == "tarpit" { "500" } else { "403" }.to_string();
@@ -282,7 +286,14 @@ fn deny_status(args: &[String], response: bool, approx: &mut Vec<String>) -> Res
         i += 2;
     }
     if action != "deny" {
-        approx.push(format!("`{action}` is imported as a deny with status {st} (rdmalb answers; it does not {})", if action == "tarpit" { "hold the connection first" } else { "close the connection without a response" }));
+        approx.push(format!(
+            "`{action}` is imported as a deny with status {st} (rdmalb answers; it does not {})",
+            if action == "tarpit" {
+                "hold the connection first"
+            } else {
+                "close the connection without a response"
+            }
+        ));
     }
     Ok(st)
 }
@@ -342,9 +353,7 @@ fn redirect_keys(
             }
             "code" => {
                 match v {
-                    "301" | "302" | "303" | "307" | "308" => {
-                        k.push(("code", v.to_string()))
-                    }
+                    "301" | "302" | "303" | "307" | "308" => k.push(("code", v.to_string())),
                     _ => return Err(format!("`code {v}` is not a redirect code")),
                 }
                 i += 1;

@@ -9,8 +9,8 @@ use std::fmt::Write;
 use std::path::Path;
 use std::time::Duration;
 
-use super::sections::{Haproxy, Proxy, Role, Server};
 use super::routes;
+use super::sections::{Haproxy, Proxy, Role, Server};
 use super::site::{backend_site_name, q, site_name, Site};
 use super::{Kind, Note};
 

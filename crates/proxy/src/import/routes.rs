@@ -106,9 +106,9 @@ fn frontend_rules(f: &Proxy, backends: &[&Proxy], notes: &mut Vec<Note>) -> Vec<
         .iter()
         .filter(|a| {
             f.rules.iter().any(|r| {
-                r.condition.as_ref().is_some_and(|(_, w)| {
-                    w.iter().any(|w| w.trim_start_matches('!') == a.name)
-                })
+                r.condition
+                    .as_ref()
+                    .is_some_and(|(_, w)| w.iter().any(|w| w.trim_start_matches('!') == a.name))
             })
         })
         .cloned()
@@ -145,7 +145,12 @@ fn frontend_rules(f: &Proxy, backends: &[&Proxy], notes: &mut Vec<Note>) -> Vec<
 }
 
 /// Whether the default backend `d` is an http backend; noted when not.
-fn known_default(d: &str, frontends: &[&Proxy], backends: &[&Proxy], notes: &mut Vec<Note>) -> bool {
+fn known_default(
+    d: &str,
+    frontends: &[&Proxy],
+    backends: &[&Proxy],
+    notes: &mut Vec<Note>,
+) -> bool {
     if backends.iter().any(|b| b.name == d) {
         return true;
     }

@@ -56,10 +56,26 @@ pub fn global(stats: &mut Stats, line: &Line, notes: &mut Vec<Note>) {
             Some(t) if (MIN_TIMEOUT..=StatsSocketConfig::MAX_TIMEOUT).contains(&t) => {
                 stats.timeout = Some(rdmalb_base::duration::format(t));
             }
-            _ => notes.push(note(line, Kind::Unsupported, format!("`{}` is not a timeout rdmalb's stats socket takes (1s to 1d); it keeps 10 s", line.word(2)))),
+            _ => notes.push(note(
+                line,
+                Kind::Unsupported,
+                format!(
+                    "`{}` is not a timeout rdmalb's stats socket takes (1s to 1d); it keeps 10 s",
+                    line.word(2)
+                ),
+            )),
         },
-        "maxconn" => notes.push(note(line, Kind::Approximated, "rdmalb's stats socket serves 10 sessions at once (HAProxy's default); the others wait".into())),
-        _ => notes.push(note(line, Kind::Unsupported, "not supported in the global section".into())),
+        "maxconn" => notes.push(note(
+            line,
+            Kind::Approximated,
+            "rdmalb's stats socket serves 10 sessions at once (HAProxy's default); the others wait"
+                .into(),
+        )),
+        _ => notes.push(note(
+            line,
+            Kind::Unsupported,
+            "not supported in the global section".into(),
+        )),
     }
 }
 

@@ -146,7 +146,11 @@ fn balance_first_and_stats_timeout_are_carried_exactly() {
     let timeouts: Vec<Duration> = c.stats_sockets.iter().map(|s| s.timeout).collect();
     assert_eq!(timeouts, [Duration::from_secs(120); 2]);
     let i = imported("global\n    stats socket /run/a.sock\n    stats timeout 2d\n");
-    assert!(has_note(&i, 3, "not a timeout rdmalb's stats socket takes"), "{:?}", notes(&i));
+    assert!(
+        has_note(&i, 3, "not a timeout rdmalb's stats socket takes"),
+        "{:?}",
+        notes(&i)
+    );
 }
 
 #[test]

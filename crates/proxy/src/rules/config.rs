@@ -543,7 +543,11 @@ fn site_rule(
 
 /// One `[[error_page]]`: its status and answer, from a whole HTTP
 /// response in `file` or from its parts.
-fn error_page(c: &mut ConfigCheck, key: &str, p: RawErrorPage) -> Option<(u16, super::action::Answer)> {
+fn error_page(
+    c: &mut ConfigCheck,
+    key: &str,
+    p: RawErrorPage,
+) -> Option<(u16, super::action::Answer)> {
     let status = status(c, &format!("{key}.status"), p.status, None)?;
     let answer = if let Some(f) = &p.file {
         for (k, v) in [

@@ -198,7 +198,13 @@ async fn start_proxies(c: &mut Cluster, spec: &Spec, setup: &Setup) -> Result<()
             }
         }
         let p = write_proxy(&t, &setup.conf.join(format!("proxy{id}.toml")))?;
-        let mut m = managed(&setup.appliance, &format!("proxy{id}"), "proxy", &p, &setup.logs);
+        let mut m = managed(
+            &setup.appliance,
+            &format!("proxy{id}"),
+            "proxy",
+            &p,
+            &setup.logs,
+        );
         m.start()?;
         c.proxies.push(m);
         c.proxy_addrs.push(addrs);

@@ -216,7 +216,13 @@ impl Setup {
         let tag = std::process::id();
         let mut nodes = Vec::new();
         for site in roles {
-            nodes.push(plan_node(&conf, nodes.len() + 1, site, &format!("{name}-{tag}"), tcp)?);
+            nodes.push(plan_node(
+                &conf,
+                nodes.len() + 1,
+                site,
+                &format!("{name}-{tag}"),
+                tcp,
+            )?);
         }
         Ok(Setup {
             exe,
@@ -527,9 +533,22 @@ async fn start(
     for id in 1..=spec.proxies {
         let (listen, admin) = (free_addr()?, free_addr()?);
         admins.push(admin);
-        let t = gen::proxy(spec, id, nodes, (listen, admin), setup.tag, setup.psk.as_deref());
+        let t = gen::proxy(
+            spec,
+            id,
+            nodes,
+            (listen, admin),
+            setup.tag,
+            setup.psk.as_deref(),
+        );
         let p = write_proxy(&t, &conf.join(format!("proxy{id}.toml")))?;
-        procs.spawn(&setup.appliance, &format!("proxy{id}"), &["proxy"], &p, logs)?;
+        procs.spawn(
+            &setup.appliance,
+            &format!("proxy{id}"),
+            &["proxy"],
+            &p,
+            logs,
+        )?;
         urls.push(format!("http://{listen}"));
     }
     let pids: String = procs

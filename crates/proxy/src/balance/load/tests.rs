@@ -136,7 +136,10 @@ fn index_is_the_weighted_sum() {
     };
     let w = LoadWeights::default();
     let got = Normalised::of(&s).weighted(&w);
-    assert!(close(got, w.window.cpu * 0.5 + w.window.memory * 0.25 + w.window.app * 0.5));
+    assert!(close(
+        got,
+        w.window.cpu * 0.5 + w.window.memory * 0.25 + w.window.app * 0.5
+    ));
     assert!(close(inflight_part(&w, 8), w.inflight * 0.5));
     assert_eq!(inflight_part(&w, 0), 0.0);
 }

@@ -186,7 +186,11 @@ async fn first_fills_each_node_to_its_cap_in_config_order() {
     );
     text.push_str(&crate::fixtures::site("s", &["s.test"]));
     for (i, name) in ["a", "b", "c"].iter().enumerate() {
-        text.push_str(&crate::fixtures::node(name, format!("127.0.0.1:{}", 9001 + i), "s"));
+        text.push_str(&crate::fixtures::node(
+            name,
+            format!("127.0.0.1:{}", 9001 + i),
+            "s",
+        ));
     }
     text.push_str("max_inflight = 1\n"); // c: a cap of its own
     let backends = crate::balance::Backends::build(&crate::fixtures::config(&text), None);
@@ -196,7 +200,10 @@ async fn first_fills_each_node_to_its_cap_in_config_order() {
         assert_eq!(pick.node.name, expected);
         held.push(pick);
     }
-    assert!(backends.pick_queued(0, &[]).await.is_err(), "every node full");
+    assert!(
+        backends.pick_queued(0, &[]).await.is_err(),
+        "every node full"
+    );
     drop(held.remove(0));
     assert_eq!(backends.pick_queued(0, &[]).await.unwrap().node.name, "a");
 }

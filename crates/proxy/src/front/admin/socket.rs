@@ -168,8 +168,7 @@ fn spawn<S>(
     state: AdminState,
     session: Session,
     permit: tokio::sync::OwnedSemaphorePermit,
-)
-where
+) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     tokio::spawn(async move {
@@ -205,7 +204,11 @@ fn command_text(line: &[u8]) -> String {
 
 /// Serves one connection, its session starting as `session` (see the
 /// module doc for the protocol).
-pub async fn connection<S>(mut stream: S, state: &AdminState, mut session: Session) -> io::Result<()>
+pub async fn connection<S>(
+    mut stream: S,
+    state: &AdminState,
+    mut session: Session,
+) -> io::Result<()>
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {

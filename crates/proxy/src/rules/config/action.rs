@@ -360,7 +360,12 @@ impl Fields<'_> {
 
     /// `deny`: its status, and a 429's `Retry-After` (the window of the
     /// limit its condition tests, unless `retry_after` is set).
-    fn deny(&self, c: &mut ConfigCheck, condition: Option<&Condition>, n: &Names) -> Option<Action> {
+    fn deny(
+        &self,
+        c: &mut ConfigCheck,
+        condition: Option<&Condition>,
+        n: &Names,
+    ) -> Option<Action> {
         let (key, r) = (self.key, self.r);
         let s = status(c, &format!("{key}.status"), r.status, Some(403))?;
         let retry = match r.retry_after {
@@ -401,7 +406,9 @@ impl Fields<'_> {
     fn redirect(&self, c: &mut ConfigCheck, n: &Names) -> Option<Action> {
         let (key, r) = (self.key, self.r);
         let to = match (&r.location, &r.prefix, &r.scheme) {
-            (Some(l), None, None) => RedirectTo::Location(self.template(c, "location", Some(l), n)?),
+            (Some(l), None, None) => {
+                RedirectTo::Location(self.template(c, "location", Some(l), n)?)
+            }
             (None, Some(p), None) => RedirectTo::Prefix(self.template(c, "prefix", Some(p), n)?),
             (None, None, Some(s))
                 if !s.is_empty()

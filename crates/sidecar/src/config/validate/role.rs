@@ -178,7 +178,11 @@ fn site_roles(
 fn verify(
     r: &mut ConfigCheck,
     raw: &RawRole,
-) -> (Option<std::net::SocketAddr>, Duration, Option<http::HeaderName>) {
+) -> (
+    Option<std::net::SocketAddr>,
+    Duration,
+    Option<http::HeaderName>,
+) {
     let verify = match raw.verify.as_deref() {
         None => {
             r.add("role.verify", "missing (expected the app's local address the verification probe connects to, e.g. \"127.0.0.1:8081\")");

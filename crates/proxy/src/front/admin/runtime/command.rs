@@ -706,7 +706,10 @@ mod tests {
         );
         assert_eq!(refusal("operator", User).0, StatusCode::FORBIDDEN);
         assert_eq!(refusal("show sess", User).0, StatusCode::FORBIDDEN);
-        assert_eq!(refusal("show sess all", Operator).0, StatusCode::BAD_REQUEST);
+        assert_eq!(
+            refusal("show sess all", Operator).0,
+            StatusCode::BAD_REQUEST
+        );
     }
 
     #[test]

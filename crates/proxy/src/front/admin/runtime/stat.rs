@@ -397,7 +397,14 @@ impl BackendSums {
             .num("bout", self.bout)
             .num("econ", self.econ)
             .num("eresp", self.eresp)
-            .text("status", if self.act + self.bck > 0 { "UP" } else { "DOWN" })
+            .text(
+                "status",
+                if self.act + self.bck > 0 {
+                    "UP"
+                } else {
+                    "DOWN"
+                },
+            )
             .num("weight", self.weight)
             .num("uweight", self.weight)
             .num("act", self.act)

@@ -277,7 +277,10 @@ async fn show_sess_counts_what_is_in_flight() {
         counters: Default::default(),
     });
     let backends = a.backends.load_full();
-    let _held = [backends.pick(0, &[]).unwrap(), backends.pick(0, &[]).unwrap()];
+    let _held = [
+        backends.pick(0, &[]).unwrap(),
+        backends.pick(0, &[]).unwrap(),
+    ];
     assert_eq!(
         run(&a, "show sess").await.unwrap(),
         "# listener connections\nweb 3\n\

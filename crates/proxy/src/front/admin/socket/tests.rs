@@ -17,7 +17,8 @@ use crate::front::admin::runtime::tests::admin;
 async fn exchange(input: &[u8], level: Level) -> String {
     let state = admin();
     let (mut client, server) = tokio::io::duplex(1 << 20);
-    let serving = tokio::spawn(async move { connection(server, &state, Session::new(level)).await });
+    let serving =
+        tokio::spawn(async move { connection(server, &state, Session::new(level)).await });
     client.write_all(input).await.unwrap();
     client.shutdown().await.unwrap();
     let mut out = Vec::new();
@@ -141,7 +142,9 @@ async fn a_silent_client_is_closed_after_the_idle_timeout() {
     let state = admin();
     let (_client, server) = tokio::io::duplex(1024);
     let started = tokio::time::Instant::now();
-    connection(server, &state, Session::new(Level::Admin)).await.unwrap();
+    connection(server, &state, Session::new(Level::Admin))
+        .await
+        .unwrap();
     assert!(started.elapsed() >= IDLE);
 }
 
@@ -170,7 +173,8 @@ async fn set_timeout_cli_changes_the_sessions_idle_timeout() {
         .await
         .unwrap();
     let started = tokio::time::Instant::now();
-    let serving = tokio::spawn(async move { connection(server, &state, Session::new(Level::User)).await });
+    let serving =
+        tokio::spawn(async move { connection(server, &state, Session::new(Level::User)).await });
     let mut answer = [0u8; 64];
     let mut got = 0;
     while !answer[..got].ends_with(b"Invalid timeout value.\n\n> ") {
@@ -189,7 +193,9 @@ async fn a_client_that_never_reads_is_closed_after_the_idle_timeout() {
     client.write_all(&b"show stat;".repeat(20)).await.unwrap();
     client.write_all(b"\n").await.unwrap();
     let started = tokio::time::Instant::now();
-    connection(server, &state, Session::new(Level::Admin)).await.unwrap();
+    connection(server, &state, Session::new(Level::Admin))
+        .await
+        .unwrap();
     assert!(started.elapsed() >= IDLE);
 }
 
