@@ -28,7 +28,7 @@ use std::time::Instant;
 use rdmalb_proxy::balance::{Backends, Outcome};
 
 const SIZES: [usize; 3] = [4, 16, 64];
-const POLICIES: [&str; 3] = ["roundrobin", "leastconn", "random"];
+const POLICIES: [&str; 4] = ["roundrobin", "leastconn", "random", "first"];
 
 fn config(balance: &str, nodes: usize) -> rdmalb_proxy::config::Config {
     windowed_config(balance, nodes, "", None)

@@ -155,133 +155,164 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             check,
             proxy_conf,
             sidecar_conf,
-        } => {
-            let files = config_reference::Files::new();
-            if check.is_none() && proxy_conf.is_empty() && sidecar_conf.is_empty() {
-                println!("{}", files.markdown());
-                return Ok(ExitCode::SUCCESS);
-            }
-            let problems = files.check(check.as_deref(), &proxy_conf, &sidecar_conf);
-            for p in &problems {
-                eprintln!("{p}");
-            }
-            Ok(if problems.is_empty() {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
-            })
-        }
+        } => Ok(config_reference(check, &proxy_conf, &sidecar_conf)),
         Command::Ctl {
             config,
             admin,
             token_file,
             command,
-        } => {
-            use rdmalb_proxy::front::admin::ctl;
-            let target = match (config, admin, token_file) {
-                (Some(c), _, _) => ctl::Target::from_config(&c),
-                (None, Some(a), Some(t)) => ctl::Target::new(a, &t),
-                _ => Err(
-                    "say where the proxy is: -c CONFIG, or --admin ADDR --token-file FILE".into(),
-                ),
-            }
-            .map_err(anyhow::Error::msg)?;
-            let answer = ctl::send(&target, &command.join(" ")).map_err(anyhow::Error::msg)?;
-            if answer.status == 200 {
-                print!("{}", answer.body);
-                Ok(ExitCode::SUCCESS)
-            } else {
-                eprint!("rdmalb ctl: {} {}", answer.status, answer.body);
-                Ok(ExitCode::FAILURE)
-            }
-        }
+        } => ctl(config, admin, token_file, &command),
         Command::Import {
             haproxy_cfg,
             out,
             allow_partial,
-        } => {
-            let text = std::fs::read_to_string(&haproxy_cfg)
-                .with_context(|| format!("cannot read {}", haproxy_cfg.display()))?;
-            let dir = haproxy_cfg.parent().unwrap_or(std::path::Path::new("."));
-            let imported = rdmalb_proxy::import::import(&text, dir);
-            for note in &imported.notes {
-                eprintln!("{}", note.render(&haproxy_cfg.display().to_string()));
-            }
-            match out {
-                Some(path) => std::fs::write(&path, &imported.toml)
-                    .with_context(|| format!("cannot write {}", path.display()))?,
-                None => print!("{}", imported.toml),
-            }
-            Ok(if imported.changes_routing() && !allow_partial {
-                ExitCode::from(IMPORT_PARTIAL)
-            } else {
-                ExitCode::SUCCESS
-            })
+        } => import(&haproxy_cfg, out, allow_partial),
+        Command::Check { config, sidecar } => Ok(check(&config, sidecar)),
+        Command::Proxy { config } => proxy(&config),
+        Command::Sidecar { config } => sidecar(config),
+    }
+}
+
+/// `rdmalb config-reference`: the reference, or the check of it and of
+/// example configs against the schemas.
+fn config_reference(
+    check: Option<PathBuf>,
+    proxy_conf: &[PathBuf],
+    sidecar_conf: &[PathBuf],
+) -> ExitCode {
+    let files = config_reference::Files::new();
+    if check.is_none() && proxy_conf.is_empty() && sidecar_conf.is_empty() {
+        println!("{}", files.markdown());
+        return ExitCode::SUCCESS;
+    }
+    let problems = files.check(check.as_deref(), proxy_conf, sidecar_conf);
+    for p in &problems {
+        eprintln!("{p}");
+    }
+    if problems.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// `rdmalb ctl`: sends runtime commands to a proxy's admin listener.
+fn ctl(
+    config: Option<PathBuf>,
+    admin: Option<std::net::SocketAddr>,
+    token_file: Option<PathBuf>,
+    command: &[String],
+) -> anyhow::Result<ExitCode> {
+    use rdmalb_proxy::front::admin::ctl;
+    let target = match (config, admin, token_file) {
+        (Some(c), _, _) => ctl::Target::from_config(&c),
+        (None, Some(a), Some(t)) => ctl::Target::new(a, &t),
+        _ => Err("say where the proxy is: -c CONFIG, or --admin ADDR --token-file FILE".into()),
+    }
+    .map_err(anyhow::Error::msg)?;
+    let answer = ctl::send(&target, &command.join(" ")).map_err(anyhow::Error::msg)?;
+    if answer.status == 200 {
+        print!("{}", answer.body);
+        Ok(ExitCode::SUCCESS)
+    } else {
+        eprint!("rdmalb ctl: {} {}", answer.status, answer.body);
+        Ok(ExitCode::FAILURE)
+    }
+}
+
+/// `rdmalb import`: an HAProxy configuration converted, its notes on
+/// stderr; [`IMPORT_PARTIAL`] when routing would change.
+fn import(
+    haproxy_cfg: &std::path::Path,
+    out: Option<PathBuf>,
+    allow_partial: bool,
+) -> anyhow::Result<ExitCode> {
+    let text = std::fs::read_to_string(haproxy_cfg)
+        .with_context(|| format!("cannot read {}", haproxy_cfg.display()))?;
+    let dir = haproxy_cfg.parent().unwrap_or(std::path::Path::new("."));
+    let imported = rdmalb_proxy::import::import(&text, dir);
+    for note in &imported.notes {
+        eprintln!("{}", note.render(&haproxy_cfg.display().to_string()));
+    }
+    match out {
+        Some(path) => std::fs::write(&path, &imported.toml)
+            .with_context(|| format!("cannot write {}", path.display()))?,
+        None => print!("{}", imported.toml),
+    }
+    Ok(if imported.changes_routing() && !allow_partial {
+        ExitCode::from(IMPORT_PARTIAL)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// `rdmalb check [--sidecar]`: every problem of a config, or `ok`.
+fn check(config: &std::path::Path, sidecar: bool) -> ExitCode {
+    let result = if sidecar {
+        rdmalb_sidecar::check(config)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    } else {
+        rdmalb_proxy::config::load(config)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    };
+    match result {
+        Ok(()) => {
+            println!("{}: ok", config.display());
+            ExitCode::SUCCESS
         }
-        Command::Check { config, sidecar } => {
-            let result = if sidecar {
-                rdmalb_sidecar::check(&config)
-                    .map(|_| ())
-                    .map_err(|e| e.to_string())
-            } else {
-                rdmalb_proxy::config::load(&config)
-                    .map(|_| ())
-                    .map_err(|e| e.to_string())
-            };
-            match result {
-                Ok(()) => {
-                    println!("{}: ok", config.display());
-                    Ok(ExitCode::SUCCESS)
-                }
-                Err(problems) => {
-                    eprintln!("{problems}");
-                    Ok(ExitCode::from(CONFIG_INVALID))
-                }
-            }
-        }
-        Command::Proxy { config } => {
-            let config = match rdmalb_proxy::config::load(&config) {
-                Ok(c) => c,
-                Err(problems) => {
-                    eprintln!("{problems}");
-                    return Ok(ExitCode::from(CONFIG_INVALID));
-                }
-            };
-            // The control plane (signals, reloads, health checks, admin)
-            // runs here; the data path starts its own `global.workers`
-            // threads with one current-thread runtime each (proxy::run).
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(1)
-                .thread_name("rdmalb-control")
-                .enable_all()
-                .build()
-                .context("cannot start the async runtime")?;
-            runtime.block_on(rdmalb_proxy::front::run(config))?;
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Sidecar { config } => {
-            if let Err(problems) = rdmalb_sidecar::check(&config) {
-                eprintln!("{problems}");
-                return Ok(ExitCode::from(CONFIG_INVALID));
-            }
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .thread_name("rdmalb-sidecar")
-                .enable_all()
-                .build()
-                .context("cannot start the async runtime")?;
-            runtime.block_on(async {
-                let (tx, rx) = tokio::sync::watch::channel(false);
-                tokio::spawn(async move {
-                    rdmalb_base::shutdown::termination().await;
-                    tracing::info!("sidecar: shutting down");
-                    let _ = tx.send(true);
-                });
-                rdmalb_sidecar::run(config, rx).await
-            })?;
-            Ok(ExitCode::SUCCESS)
+        Err(problems) => {
+            eprintln!("{problems}");
+            ExitCode::from(CONFIG_INVALID)
         }
     }
+}
+
+/// `rdmalb proxy`: runs the proxy until it is stopped.
+fn proxy(config: &std::path::Path) -> anyhow::Result<ExitCode> {
+    let config = match rdmalb_proxy::config::load(config) {
+        Ok(c) => c,
+        Err(problems) => {
+            eprintln!("{problems}");
+            return Ok(ExitCode::from(CONFIG_INVALID));
+        }
+    };
+    // The control plane (signals, reloads, health checks, admin)
+    // runs here; the data path starts its own `global.workers`
+    // threads with one current-thread runtime each (proxy::run).
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("rdmalb-control")
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(rdmalb_proxy::front::run(config))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `rdmalb sidecar`: runs the sidecar until SIGTERM or SIGINT.
+fn sidecar(config: PathBuf) -> anyhow::Result<ExitCode> {
+    if let Err(problems) = rdmalb_sidecar::check(&config) {
+        eprintln!("{problems}");
+        return Ok(ExitCode::from(CONFIG_INVALID));
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("rdmalb-sidecar")
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async {
+        let (tx, rx) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            rdmalb_base::shutdown::termination().await;
+            tracing::info!("sidecar: shutting down");
+            let _ = tx.send(true);
+        });
+        rdmalb_sidecar::run(config, rx).await
+    })?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `rdmalb ctl --help`'s text after the options: the runtime commands (from

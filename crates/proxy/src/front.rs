@@ -50,7 +50,7 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 use tokio::net::TcpListener;
-use tokio::signal::unix::{signal, SignalKind};
+use tokio::signal::unix::SignalKind;
 use tokio::sync::{mpsc, watch};
 
 pub use error::{ErrorKind, ErrorSource, ProxyError, RetryType};
@@ -76,32 +76,13 @@ pub async fn run(config: Config) -> Result<(), ProxyError> {
     let prometheus = metrics::install();
     let config = Arc::new(config);
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
-    // A verbs node on a host without an RDMA device stops start-up here,
-    // with a message naming the alternatives.
-    let windows = NodeWindows::start(&config, shutdown_rx.clone()).await?;
-    let backends = Arc::new(Backends::build_with_windows(&config, None, &windows));
-    let access = AccessLogger::start(&config.global.access_log)?;
-    let snapshot = Snapshot::build(Arc::clone(&config), Arc::clone(&backends), None);
-    let acme = crate::acme::Acme::start(&config).map_err(|message| ProxyError::Acme { message })?;
-    let runtime = Arc::new(Runtime {
-        snapshot: ArcSwap::from_pointee(snapshot),
-        config: Arc::new(ArcSwap::new(Arc::clone(&config))),
-        backends: Arc::new(ArcSwap::new(backends)),
-        access,
-        windows: Arc::clone(&windows),
-        connections: std::sync::atomic::AtomicUsize::new(0),
-        handed_over: std::sync::atomic::AtomicBool::new(false),
-        draining: std::sync::atomic::AtomicBool::new(false),
-        cpu: compress::CpuUse::default(),
-        acme: acme.clone(),
-    });
-
+    let runtime = start_runtime(&config, &shutdown_rx).await?;
     // This proxy's window and the agent: routing follows the nodes' role
     // words from here on (in every mode; only `reconfigure` moves nodes).
     let reconfig = crate::reconfig::Reconfiguration::start(
         &config,
         Arc::clone(&runtime.config),
-        Arc::clone(&windows),
+        Arc::clone(&runtime.windows),
         Arc::clone(&runtime.backends),
         Arc::clone(&runtime.snapshot.load().stats.demand),
         shutdown_rx.clone(),
@@ -110,61 +91,15 @@ pub async fn run(config: Config) -> Result<(), ProxyError> {
 
     // Bind everything first (or take the sockets a restart handed over): a
     // bad address or certificate stops start-up.
-    let bound = listener::bind_all(&config, &mut inherited, acme.as_ref())?;
-    let admin_socket = match &config.admin {
-        None => None,
-        Some(a) => {
-            let err = |source| ProxyError::AdminBind {
-                addr: a.listen,
-                source,
-            };
-            let socket = match inherited.take(a.listen) {
-                Some(s) => s,
-                None => listener::bind_std(a.listen).map_err(err)?,
-            };
-            // One handle serves, the other is kept to hand over.
-            let serving = socket.try_clone().map_err(err)?;
-            Some((socket, TcpListener::from_std(serving).map_err(err)?))
-        }
-    };
-    let (admin_socket, admin_listener) = match admin_socket {
-        Some((s, l)) => (Some(s), Some(l)),
-        None => (None, None),
-    };
-    let stats_sockets = config
-        .stats_sockets
-        .iter()
-        .map(|s| {
-            admin::socket::bind(s, &mut inherited).map_err(|source| ProxyError::StatsSocketBind {
-                socket: match &s.endpoint {
-                    crate::config::StatsEndpoint::Unix(p) => p.display().to_string(),
-                    crate::config::StatsEndpoint::Tcp(a) => a.to_string(),
-                },
-                source,
-            })
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let mut stats_handover = Vec::new();
-    let signal_err = |signal| move |source| ProxyError::Signal { signal, source };
-    let mut term = signal(SignalKind::terminate()).map_err(signal_err("SIGTERM"))?;
-    let mut int = signal(SignalKind::interrupt()).map_err(signal_err("SIGINT"))?;
-    let mut hup = signal(SignalKind::hangup()).map_err(signal_err("SIGHUP"))?;
-    let mut usr2 = signal(SignalKind::user_defined2()).map_err(signal_err("SIGUSR2"))?;
+    let bound = listener::bind_all(&config, &mut inherited, runtime.acme.as_ref())?;
+    let (admin_socket, admin_listener) = bind_admin(&config, &mut inherited)?;
+    let stats_sockets = bind_stats_sockets(&config, &mut inherited)?;
+    let mut signals = Signals::install()?;
 
     let (drain_tx, mut drain_rx) = mpsc::channel::<()>(1);
     let health =
         crate::balance::health::spawn_checks(Arc::clone(&runtime.backends), shutdown_rx.clone());
-    if let Some(acme) = &acme {
-        tokio::spawn(crate::acme::renew::run(
-            Arc::clone(acme),
-            shutdown_rx.clone(),
-        ));
-    }
-    if config.sites.iter().any(|s| s.compression.is_some()) {
-        tokio::spawn(sample_cpu(Arc::clone(&runtime), shutdown_rx.clone()));
-    }
-    tokio::spawn(expire_tables(Arc::clone(&runtime), shutdown_rx.clone()));
-    tokio::spawn(share::run(Arc::clone(&runtime), shutdown_rx.clone()));
+    spawn_background(&runtime, &config, &shutdown_rx);
     let listeners: Vec<Arc<listener::Shared>> = bound
         .into_iter()
         .map(|b| {
@@ -172,71 +107,15 @@ pub async fn run(config: Config) -> Result<(), ProxyError> {
             Arc::new(listener::Shared::new(b, &config))
         })
         .collect();
-    let file_certs = tls::file_certificates(&config);
-    tls::publish_expiry(&file_certs, acme.as_ref());
-    if admin_listener.is_some() || !stats_sockets.is_empty() {
-        let state = admin::AdminState::new(
-            Arc::clone(&runtime.config),
-            Arc::clone(&runtime.backends),
-            prometheus,
-        )
-        .with_windows(Arc::clone(&windows))
-        .with_admission(Arc::clone(&runtime.snapshot.load().admission))
-        .with_frontends(listeners.iter().map(|l| l.stats()).collect())
-        .with_acme(acme.clone())
-        .with_file_certs(file_certs);
-        let state = match &reconfig {
-            Some(r) => state.with_reconfig(Arc::clone(&r.agent)),
-            None => state,
-        };
-        for mut socket in stats_sockets {
-            stats_handover.extend(socket.handover.take());
-            tokio::spawn(admin::socket::serve(
-                socket,
-                state.clone(),
-                shutdown_rx.clone(),
-            ));
-        }
-        if let Some(l) = admin_listener {
-            tokio::spawn(admin::serve(l, state, shutdown_rx.clone()));
-        }
-    }
-    // The data path runs on `global.workers` threads, each with its own
-    // current-thread runtime; this (caller's) runtime keeps the control
-    // plane: signals, reloads, health checks, the admin listener.
-    for id in 0..config.global.workers.max(1) {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            // HTTP/2 clients' writes wait until the worker runs out of
-            // tasks, then leave together (`io::flush_held`).
-            .on_thread_park(io::flush_held)
-            .build()
-            .map_err(|source| ProxyError::Worker { source })?;
-        let listeners = listeners.clone();
-        let runtime = Arc::clone(&runtime);
-        let shutdown = shutdown_rx.clone();
-        let drain = drain_tx.clone();
-        std::thread::Builder::new()
-            .name(format!("rdmalb-worker-{id}"))
-            .spawn(move || listener::worker(id, rt, listeners, runtime, shutdown, drain))
-            .map_err(|source| ProxyError::Worker { source })?;
-    }
-    drop(drain_tx);
-    tracing::info!(
-        config = %config.source.display(),
-        sites = config.sites.len(),
-        nodes = config.nodes.len(),
-        balance = config.global.balance.as_str(),
-        pid = std::process::id(),
-        "proxy started"
-    );
-    if inherited.is_restart() {
-        // systemd (NotifyAccess=all) follows the service to this process.
-        restart::sd_notify(&format!("MAINPID={}\nREADY=1", std::process::id()));
-    } else {
-        restart::sd_notify("READY=1");
-    }
-    inherited.serving();
+    let doors = AdminDoors {
+        listener: admin_listener,
+        stats_sockets,
+        prometheus,
+        reconfig: reconfig.as_ref().map(|r| Arc::clone(&r.agent)),
+    };
+    let stats_handover = serve_admin(doors, &runtime, &config, &listeners, &shutdown_rx);
+    spawn_workers(&config, &listeners, &runtime, &shutdown_rx, drain_tx)?;
+    announce_start(&config, &mut inherited);
 
     // Sockets a restart hands over: the listeners and the admin listener.
     let mut handover: Vec<(std::net::SocketAddr, &std::net::TcpListener)> =
@@ -245,68 +124,25 @@ pub async fn run(config: Config) -> Result<(), ProxyError> {
         handover.push((a.listen, s));
     }
     handover.extend(stats_handover.iter().map(|(a, s)| (*a, s)));
-    let (restarted_tx, mut restarted) = mpsc::channel(1);
-    let mut restarting = false;
-    // A stop (SIGTERM, SIGINT) during a restart stops the new process too.
-    let (stopping_tx, stopping_rx) = watch::channel(false);
+    let mut restart = Restart::new();
     let signal_name = loop {
         tokio::select! {
-            _ = term.recv() => break "SIGTERM",
-            _ = int.recv() => break "SIGINT",
-            _ = hup.recv() => {
+            _ = signals.term.recv() => break "SIGTERM",
+            _ = signals.int.recv() => break "SIGINT",
+            _ = signals.hup.recv() => {
                 if reload(&runtime).await {
                     health.resync();
                 }
             }
-            _ = usr2.recv() => {
-                if restarting {
-                    tracing::warn!("SIGUSR2: a restart is already under way; ignored");
-                    continue;
-                }
-                if let Some(successor) = start_successor(&runtime, &exe, &args, &handover).await {
-                    restarting = true;
-                    let tx = restarted_tx.clone();
-                    let mut stop = stopping_rx.clone();
-                    let stop = async move { rdmalb_base::shutdown::requested(&mut stop).await };
-                    tokio::spawn(async move {
-                        let _ = tx.send(successor.serving(restart::READY_WITHIN, stop).await).await;
-                    });
-                }
-            }
-            Some(result) = restarted.recv() => {
-                restarting = false;
-                match result {
-                    Ok(pid) => {
-                        ::metrics::counter!("rdmalb_restarts_total", "result" => "ok").increment(1);
-                        tracing::info!(new_pid = pid, "restart: the new process serves; this one stops accepting and drains");
-                        runtime.handed_over.store(true, std::sync::atomic::Ordering::Relaxed);
-                        break "SIGUSR2";
-                    }
-                    Err(e) => {
-                        ::metrics::counter!("rdmalb_restarts_total", "result" => "failed").increment(1);
-                        tracing::error!(error = %e, "restart failed; this process keeps serving");
-                    }
-                }
-            }
+            _ = signals.usr2.recv() => restart.begin(&runtime, &exe, &args, &handover).await,
+            Some(result) = restart.done.recv() => if restart.finished(&runtime, result) {
+                break "SIGUSR2";
+            },
         }
     };
     drop(handover);
     // Whether another process accepts on the listening sockets from now on.
-    let mut successor_serves = signal_name == "SIGUSR2";
-    if restarting {
-        let _ = stopping_tx.send(true);
-        match tokio::time::timeout(std::time::Duration::from_secs(5), restarted.recv()).await {
-            Ok(Some(Err(e))) => tracing::warn!(error = %e, "restart abandoned"),
-            Ok(Some(Ok(pid))) => {
-                successor_serves = true;
-                tracing::warn!(
-                    new_pid = pid,
-                    "the new process came up as this one was told to stop; it keeps serving"
-                )
-            }
-            _ => {}
-        }
-    }
+    let successor_serves = signal_name == "SIGUSR2" || restart.abandon().await;
     runtime
         .draining
         .store(true, std::sync::atomic::Ordering::Relaxed);
@@ -333,6 +169,316 @@ pub async fn run(config: Config) -> Result<(), ProxyError> {
         let _ = tokio::time::timeout(std::time::Duration::from_secs(1), r.join()).await;
     }
     Ok(())
+}
+
+/// The node windows, the first snapshot, the access log and ACME: the
+/// runtime every request and every control task reads. A verbs node on a
+/// host without an RDMA device stops start-up here, with a message naming
+/// the alternatives.
+async fn start_runtime(
+    config: &Arc<Config>,
+    shutdown: &watch::Receiver<bool>,
+) -> Result<Arc<Runtime>, ProxyError> {
+    let windows = NodeWindows::start(config, shutdown.clone()).await?;
+    let backends = Arc::new(Backends::build_with_windows(config, None, &windows));
+    let access = AccessLogger::start(&config.global.access_log)?;
+    let snapshot = Snapshot::build(Arc::clone(config), Arc::clone(&backends), None);
+    let acme = crate::acme::Acme::start(config).map_err(|message| ProxyError::Acme { message })?;
+    Ok(Arc::new(Runtime {
+        snapshot: ArcSwap::from_pointee(snapshot),
+        config: Arc::new(ArcSwap::new(Arc::clone(config))),
+        backends: Arc::new(ArcSwap::new(backends)),
+        access,
+        windows,
+        connections: std::sync::atomic::AtomicUsize::new(0),
+        handed_over: std::sync::atomic::AtomicBool::new(false),
+        draining: std::sync::atomic::AtomicBool::new(false),
+        cpu: compress::CpuUse::default(),
+        acme,
+    }))
+}
+
+/// The admin listener's socket (kept to hand over on a restart) and the
+/// listener serving on a clone of it, or neither without `[admin]`.
+fn bind_admin(
+    config: &Config,
+    inherited: &mut restart::Inherited,
+) -> Result<(Option<std::net::TcpListener>, Option<TcpListener>), ProxyError> {
+    let Some(a) = &config.admin else {
+        return Ok((None, None));
+    };
+    let err = |source| ProxyError::AdminBind {
+        addr: a.listen,
+        source,
+    };
+    let socket = match inherited.take(a.listen) {
+        Some(s) => s,
+        None => listener::bind_std(a.listen).map_err(err)?,
+    };
+    // One handle serves, the other is kept to hand over.
+    let serving = socket.try_clone().map_err(err)?;
+    Ok((
+        Some(socket),
+        Some(TcpListener::from_std(serving).map_err(err)?),
+    ))
+}
+
+/// Every `[[stats_socket]]`, bound (or taken over from the process before).
+fn bind_stats_sockets(
+    config: &Config,
+    inherited: &mut restart::Inherited,
+) -> Result<Vec<admin::socket::Bound>, ProxyError> {
+    config
+        .stats_sockets
+        .iter()
+        .map(|s| {
+            admin::socket::bind(s, inherited).map_err(|source| ProxyError::StatsSocketBind {
+                socket: match &s.endpoint {
+                    crate::config::StatsEndpoint::Unix(p) => p.display().to_string(),
+                    crate::config::StatsEndpoint::Tcp(a) => a.to_string(),
+                },
+                source,
+            })
+        })
+        .collect()
+}
+
+/// The signals the control plane answers.
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+    usr2: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install() -> Result<Signals, ProxyError> {
+        let on = |kind, signal| {
+            tokio::signal::unix::signal(kind)
+                .map_err(|source| ProxyError::Signal { signal, source })
+        };
+        Ok(Signals {
+            term: on(SignalKind::terminate(), "SIGTERM")?,
+            int: on(SignalKind::interrupt(), "SIGINT")?,
+            hup: on(SignalKind::hangup(), "SIGHUP")?,
+            usr2: on(SignalKind::user_defined2(), "SIGUSR2")?,
+        })
+    }
+}
+
+/// The control plane's background loops, each stopping with `shutdown`:
+/// ACME renewals, the CPU sample compression reads, stick-table expiry
+/// and sharing.
+fn spawn_background(runtime: &Arc<Runtime>, config: &Config, shutdown: &watch::Receiver<bool>) {
+    if let Some(acme) = &runtime.acme {
+        tokio::spawn(crate::acme::renew::run(Arc::clone(acme), shutdown.clone()));
+    }
+    if config.sites.iter().any(|s| s.compression.is_some()) {
+        tokio::spawn(sample_cpu(Arc::clone(runtime), shutdown.clone()));
+    }
+    tokio::spawn(expire_tables(Arc::clone(runtime), shutdown.clone()));
+    tokio::spawn(share::run(Arc::clone(runtime), shutdown.clone()));
+}
+
+/// The admin doors bound at start, and what their state needs besides the
+/// runtime.
+struct AdminDoors {
+    listener: Option<TcpListener>,
+    stats_sockets: Vec<admin::socket::Bound>,
+    prometheus: metrics_exporter_prometheus::PrometheusHandle,
+    reconfig: Option<Arc<crate::reconfig::Agent>>,
+}
+
+/// Serves the admin listener and the stats sockets; returns the stats
+/// sockets' handles a restart hands over.
+fn serve_admin(
+    doors: AdminDoors,
+    runtime: &Runtime,
+    config: &Config,
+    listeners: &[Arc<listener::Shared>],
+    shutdown: &watch::Receiver<bool>,
+) -> Vec<(std::net::SocketAddr, std::net::TcpListener)> {
+    let file_certs = tls::file_certificates(config);
+    tls::publish_expiry(&file_certs, runtime.acme.as_ref());
+    let mut stats_handover = Vec::new();
+    if doors.listener.is_none() && doors.stats_sockets.is_empty() {
+        return stats_handover;
+    }
+    let state = admin::AdminState::new(
+        Arc::clone(&runtime.config),
+        Arc::clone(&runtime.backends),
+        doors.prometheus,
+    )
+    .with_windows(Arc::clone(&runtime.windows))
+    .with_admission(Arc::clone(&runtime.snapshot.load().admission))
+    .with_frontends(listeners.iter().map(|l| l.stats()).collect())
+    .with_acme(runtime.acme.clone())
+    .with_file_certs(file_certs);
+    let state = match doors.reconfig {
+        Some(agent) => state.with_reconfig(agent),
+        None => state,
+    };
+    for mut socket in doors.stats_sockets {
+        stats_handover.extend(socket.handover.take());
+        tokio::spawn(admin::socket::serve(
+            socket,
+            state.clone(),
+            shutdown.clone(),
+        ));
+    }
+    if let Some(l) = doors.listener {
+        tokio::spawn(admin::serve(l, state, shutdown.clone()));
+    }
+    stats_handover
+}
+
+/// The data path runs on `global.workers` threads, each with its own
+/// current-thread runtime; this (caller's) runtime keeps the control
+/// plane: signals, reloads, health checks, the admin listener.
+fn spawn_workers(
+    config: &Config,
+    listeners: &[Arc<listener::Shared>],
+    runtime: &Arc<Runtime>,
+    shutdown: &watch::Receiver<bool>,
+    drain: mpsc::Sender<()>,
+) -> Result<(), ProxyError> {
+    for id in 0..config.global.workers.max(1) {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            // HTTP/2 clients' writes wait until the worker runs out of
+            // tasks, then leave together (`io::flush_held`).
+            .on_thread_park(io::flush_held)
+            .build()
+            .map_err(|source| ProxyError::Worker { source })?;
+        let listeners = listeners.to_vec();
+        let runtime = Arc::clone(runtime);
+        let shutdown = shutdown.clone();
+        let drain = drain.clone();
+        std::thread::Builder::new()
+            .name(format!("rdmalb-worker-{id}"))
+            .spawn(move || listener::worker(id, rt, listeners, runtime, shutdown, drain))
+            .map_err(|source| ProxyError::Worker { source })?;
+    }
+    Ok(())
+}
+
+/// Logs the start and tells systemd (and a process that restarted into
+/// this one) that it serves.
+fn announce_start(config: &Config, inherited: &mut restart::Inherited) {
+    tracing::info!(
+        config = %config.source.display(),
+        sites = config.sites.len(),
+        nodes = config.nodes.len(),
+        balance = config.global.balance.as_str(),
+        pid = std::process::id(),
+        "proxy started"
+    );
+    if inherited.is_restart() {
+        // systemd (NotifyAccess=all) follows the service to this process.
+        restart::sd_notify(&format!("MAINPID={}\nREADY=1", std::process::id()));
+    } else {
+        restart::sd_notify("READY=1");
+    }
+    inherited.serving();
+}
+
+/// A SIGUSR2 restart: at most one under way; its outcome (the new
+/// process's pid once it serves) arrives on `done`. A stop (SIGTERM,
+/// SIGINT) during a restart stops the new process too.
+struct Restart {
+    done_tx: mpsc::Sender<Result<u32, restart::RestartError>>,
+    done: mpsc::Receiver<Result<u32, restart::RestartError>>,
+    under_way: bool,
+    stopping_tx: watch::Sender<bool>,
+    stopping: watch::Receiver<bool>,
+}
+
+impl Restart {
+    fn new() -> Restart {
+        let (done_tx, done) = mpsc::channel(1);
+        let (stopping_tx, stopping) = watch::channel(false);
+        Restart {
+            done_tx,
+            done,
+            under_way: false,
+            stopping_tx,
+            stopping,
+        }
+    }
+
+    /// SIGUSR2: starts the new process with `handover` (unless a restart
+    /// is under way) and waits for it in a task of its own.
+    async fn begin(
+        &mut self,
+        runtime: &Runtime,
+        exe: &std::path::Path,
+        args: &[std::ffi::OsString],
+        handover: &[(std::net::SocketAddr, &std::net::TcpListener)],
+    ) {
+        if self.under_way {
+            tracing::warn!("SIGUSR2: a restart is already under way; ignored");
+            return;
+        }
+        if let Some(successor) = start_successor(runtime, exe, args, handover).await {
+            self.under_way = true;
+            let tx = self.done_tx.clone();
+            let mut stop = self.stopping.clone();
+            let stop = async move { rdmalb_base::shutdown::requested(&mut stop).await };
+            tokio::spawn(async move {
+                let _ = tx
+                    .send(successor.serving(restart::READY_WITHIN, stop).await)
+                    .await;
+            });
+        }
+    }
+
+    /// The restart's outcome: whether the new process serves (this one
+    /// then drains), else logged and this one keeps serving.
+    fn finished(&mut self, runtime: &Runtime, result: Result<u32, restart::RestartError>) -> bool {
+        self.under_way = false;
+        match result {
+            Ok(pid) => {
+                ::metrics::counter!("rdmalb_restarts_total", "result" => "ok").increment(1);
+                tracing::info!(
+                    new_pid = pid,
+                    "restart: the new process serves; this one stops accepting and drains"
+                );
+                runtime
+                    .handed_over
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
+                true
+            }
+            Err(e) => {
+                ::metrics::counter!("rdmalb_restarts_total", "result" => "failed").increment(1);
+                tracing::error!(error = %e, "restart failed; this process keeps serving");
+                false
+            }
+        }
+    }
+
+    /// This process stops: a restart under way is told to stop its new
+    /// process; returns whether that process came up all the same (it then
+    /// keeps serving on the sockets).
+    async fn abandon(&mut self) -> bool {
+        if !self.under_way {
+            return false;
+        }
+        let _ = self.stopping_tx.send(true);
+        match tokio::time::timeout(std::time::Duration::from_secs(5), self.done.recv()).await {
+            Ok(Some(Err(e))) => {
+                tracing::warn!(error = %e, "restart abandoned");
+                false
+            }
+            Ok(Some(Ok(pid))) => {
+                tracing::warn!(
+                    new_pid = pid,
+                    "the new process came up as this one was told to stop; it keeps serving"
+                );
+                true
+            }
+            _ => false,
+        }
+    }
 }
 
 /// SIGUSR2: checks the config file (as a reload would), then starts the

@@ -27,6 +27,7 @@ mod lexer;
 mod map;
 mod peers;
 mod probe;
+mod routes;
 mod rules;
 mod sections;
 mod site;

@@ -56,8 +56,7 @@ use tokio::sync::watch as channel;
 
 use crate::cluster::gen::{self, NodePlan, IDLE};
 use crate::cluster::procs::{
-    appliance_binary, free_addr, io, plan_node, write, write_node, write_proxy, write_psk,
-    write_sidecar, write_templates,
+    free_addr, io, write, write_node, write_proxy, write_sidecar, write_templates, Setup,
 };
 use crate::cluster::{parse_spec, ClusterError, Spec, WindowTransport};
 use plan::{Fault, Kind, Shape};
@@ -215,85 +214,13 @@ pub async fn run(
         violations.clone(),
         stop_rx.clone(),
     );
-    // Claims each proxy's current run had already seen (claim records are
-    // attributed to the proxy's run that made them).
-    let mut baseline: BTreeMap<u64, BTreeSet<(usize, u64)>> = BTreeMap::new();
-    let mut history = Vec::new();
-    let mut active: Vec<Active> = Vec::new();
-    let mut next = 0;
-    let mut interrupted = false;
-    while t0.elapsed() < opts.duration || !active.is_empty() {
-        if *stop.borrow() {
-            interrupted = true;
-            break;
-        }
-        let now = Instant::now();
-        let mut i = 0;
-        while i < active.len() {
-            if active[i].until <= now {
-                let a = active.remove(i);
-                if c.heal(&a.fault)? {
-                    note_start(&mut baseline, a.fault.target, &findings);
-                }
-            } else {
-                i += 1;
-            }
-        }
-        while next < schedule.len() && t0 + schedule[next].at <= now {
-            let f = schedule[next].clone();
-            next += 1;
-            let line = {
-                let snapshot = findings.lock().map(|g| watch::Findings {
-                    nodes: g.nodes.clone(),
-                    ..Default::default()
-                });
-                let snapshot = snapshot.unwrap_or_default();
-                c.inject(&f, &snapshot)?
-            };
-            if f.kind == Kind::SkewProxy {
-                note_start(&mut baseline, f.target, &findings);
-            }
-            tracing::info!(fault = %line, "chaos: inject");
-            history.push(line);
-            active.push(Active {
-                until: now + f.lasts,
-                fault: f,
-            });
-        }
-        tokio::select! {
-            _ = tokio::time::sleep(Duration::from_millis(20)) => {}
-            _ = stop.changed() => {}
-        }
-    }
-    let fault_seconds = t0.elapsed().as_secs_f64();
-    for p in c.heal_all()? {
-        note_start(&mut baseline, p, &findings);
-    }
-
-    // Settle: every node ACTIVE and OK, read after the healing and so for
-    // a whole second, within the bound.
+    let faults = inject(&mut c, opts, &schedule, t0, &findings, &mut stop).await?;
     let settle_from = Instant::now();
-    let mut settled = None;
-    let mut steady_since: Option<Instant> = None;
-    while !interrupted && settle_from.elapsed() < opts.settle {
-        let left = findings
-            .lock()
-            .map(|f| watch::unsettled(&f, settle_from))
-            .unwrap_or_default();
-        let alive = c.proxies.iter_mut().all(Managed::alive)
-            && c.sidecars.iter_mut().all(Managed::alive)
-            && c.apps.iter_mut().all(Managed::alive);
-        if left.is_empty() && alive {
-            let since = *steady_since.get_or_insert_with(Instant::now);
-            if since.elapsed() >= Duration::from_secs(1) {
-                settled = Some(since.duration_since(settle_from).as_secs_f64());
-                break;
-            }
-        } else {
-            steady_since = None;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let settled = if faults.interrupted {
+        None
+    } else {
+        settle(&mut c, &findings, settle_from, opts.settle).await
+    };
     // Let traffic run on the settled cluster a little, then stop it.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let _ = stop_tx.send(true);
@@ -318,64 +245,213 @@ pub async fn run(
         .map(|g| g.clone())
         .map_err(|_| ClusterError::NotReady("checker poisoned".into()))?;
     all.extend(f.violations.iter().cloned());
-    if settled.is_none() && !interrupted {
-        let left: Vec<String> = watch::unsettled(&f, settle_from)
-            .into_iter()
-            .map(|i| {
-                let s = &f.nodes[i];
-                format!(
-                    "n{} (role {}, applied {}, status {})",
-                    i + 1,
-                    s.role.map_or("?".into(), |r| r.to_string()),
-                    s.applied,
-                    s.status.map_or("?".into(), |st| st.to_string())
-                )
-            })
-            .collect();
-        all.push(format!(
-            "node lost: not ACTIVE and OK {:.0}s after the faults stopped: {}",
-            opts.settle.as_secs_f64(),
-            left.join(", ")
-        ));
+    if settled.is_none() && !faults.interrupted {
+        all.push(node_lost(&f, settle_from, opts.settle));
     }
     // Counters and claim records agree, per proxy run.
-    let mut proxy_counts = Vec::new();
-    if !interrupted {
-        for i in 0..c.proxy_addrs.len() {
-            let id = i as u64 + 1;
-            let seen = f
-                .claims
-                .iter()
-                .filter(|((n, e), (p, _))| {
-                    *p == id && !baseline.get(&id).is_some_and(|b| b.contains(&(*n, *e)))
-                })
-                .count() as u64;
-            let got = counted.get(i).copied().flatten();
-            if let Some((claims, unrecorded)) = got {
-                proxy_counts.push((claims, seen, unrecorded));
-            }
-            match got {
-                Some((claims, unrecorded)) if claims == seen + unrecorded => {}
-                Some((claims, unrecorded)) => all.push(format!(
-                    "proxy{id}: counted {claims} claims ({unrecorded} without a claim record), the windows hold {seen} claim records of its run"
-                )),
-                None => all.push(format!("proxy{id}: /status did not answer after the faults")),
+    let proxy_counts = if faults.interrupted {
+        Vec::new()
+    } else {
+        claim_counts(&f, &faults.baseline, &counted, &mut all)
+    };
+    let outcome = outcome(opts, &faults, settled, &tally, &f, all, proxy_counts);
+    write_outcome(opts, out, &faults.history, &outcome)?;
+    drop(c);
+    Ok(outcome)
+}
+
+/// What the fault phase left: the faults injected (one line each), the
+/// claim records each proxy run had already seen, how long it lasted, and
+/// whether Ctrl-C cut it short.
+struct Faults {
+    history: Vec<String>,
+    baseline: BTreeMap<u64, BTreeSet<(usize, u64)>>,
+    fault_seconds: f64,
+    interrupted: bool,
+}
+
+/// Injects the `schedule`'s faults at their times and heals each when it
+/// ends, until the campaign's duration passed and none is in force (or
+/// `stop`); then heals what is left.
+async fn inject(
+    c: &mut Cluster,
+    opts: &Options,
+    schedule: &[Fault],
+    t0: Instant,
+    findings: &Mutex<watch::Findings>,
+    stop: &mut channel::Receiver<bool>,
+) -> Result<Faults, ClusterError> {
+    // Claims each proxy's current run had already seen (claim records are
+    // attributed to the proxy's run that made them).
+    let mut baseline: BTreeMap<u64, BTreeSet<(usize, u64)>> = BTreeMap::new();
+    let mut history = Vec::new();
+    let mut active: Vec<Active> = Vec::new();
+    let mut next = 0;
+    let mut interrupted = false;
+    while t0.elapsed() < opts.duration || !active.is_empty() {
+        if *stop.borrow() {
+            interrupted = true;
+            break;
+        }
+        let now = Instant::now();
+        let mut i = 0;
+        while i < active.len() {
+            if active[i].until <= now {
+                let a = active.remove(i);
+                if c.heal(&a.fault)? {
+                    note_start(&mut baseline, a.fault.target, findings);
+                }
+            } else {
+                i += 1;
             }
         }
+        while next < schedule.len() && t0 + schedule[next].at <= now {
+            let f = schedule[next].clone();
+            next += 1;
+            let line = {
+                let snapshot = findings.lock().map(|g| watch::Findings {
+                    nodes: g.nodes.clone(),
+                    ..Default::default()
+                });
+                let snapshot = snapshot.unwrap_or_default();
+                c.inject(&f, &snapshot)?
+            };
+            if f.kind == Kind::SkewProxy {
+                note_start(&mut baseline, f.target, findings);
+            }
+            tracing::info!(fault = %line, "chaos: inject");
+            history.push(line);
+            active.push(Active {
+                until: now + f.lasts,
+                fault: f,
+            });
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(20)) => {}
+            _ = stop.changed() => {}
+        }
     }
+    let fault_seconds = t0.elapsed().as_secs_f64();
+    for p in c.heal_all()? {
+        note_start(&mut baseline, p, findings);
+    }
+    Ok(Faults {
+        history,
+        baseline,
+        fault_seconds,
+        interrupted,
+    })
+}
+
+/// Waits until every node is ACTIVE and OK, read after the healing
+/// (`from`), and every process alive, for a whole second, within `bound`;
+/// returns when that began, in seconds after `from`.
+async fn settle(
+    c: &mut Cluster,
+    findings: &Mutex<watch::Findings>,
+    from: Instant,
+    bound: Duration,
+) -> Option<f64> {
+    let mut steady_since: Option<Instant> = None;
+    while from.elapsed() < bound {
+        let left = findings
+            .lock()
+            .map(|f| watch::unsettled(&f, from))
+            .unwrap_or_default();
+        let alive = c.proxies.iter_mut().all(Managed::alive)
+            && c.sidecars.iter_mut().all(Managed::alive)
+            && c.apps.iter_mut().all(Managed::alive);
+        if left.is_empty() && alive {
+            let since = *steady_since.get_or_insert_with(Instant::now);
+            if since.elapsed() >= Duration::from_secs(1) {
+                return Some(since.duration_since(from).as_secs_f64());
+            }
+        } else {
+            steady_since = None;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    None
+}
+
+/// The violation of nodes that did not settle within `bound`.
+fn node_lost(f: &watch::Findings, from: Instant, bound: Duration) -> String {
+    let left: Vec<String> = watch::unsettled(f, from)
+        .into_iter()
+        .map(|i| {
+            let s = &f.nodes[i];
+            format!(
+                "n{} (role {}, applied {}, status {})",
+                i + 1,
+                s.role.map_or("?".into(), |r| r.to_string()),
+                s.applied,
+                s.status.map_or("?".into(), |st| st.to_string())
+            )
+        })
+        .collect();
+    format!(
+        "node lost: not ACTIVE and OK {:.0}s after the faults stopped: {}",
+        bound.as_secs_f64(),
+        left.join(", ")
+    )
+}
+
+/// Per proxy: the claims it counted (and those without a record) against
+/// the claim records of its run in the windows; a mismatch, or a proxy
+/// that did not answer, goes into `all`.
+fn claim_counts(
+    f: &watch::Findings,
+    baseline: &BTreeMap<u64, BTreeSet<(usize, u64)>>,
+    counted: &[Option<(u64, u64)>],
+    all: &mut Vec<String>,
+) -> Vec<(u64, u64, u64)> {
+    let mut proxy_counts = Vec::new();
+    for (i, got) in counted.iter().enumerate() {
+        let id = i as u64 + 1;
+        let seen = f
+            .claims
+            .iter()
+            .filter(|((n, e), (p, _))| {
+                *p == id && !baseline.get(&id).is_some_and(|b| b.contains(&(*n, *e)))
+            })
+            .count() as u64;
+        if let Some((claims, unrecorded)) = *got {
+            proxy_counts.push((claims, seen, unrecorded));
+        }
+        match *got {
+            Some((claims, unrecorded)) if claims == seen + unrecorded => {}
+            Some((claims, unrecorded)) => all.push(format!(
+                "proxy{id}: counted {claims} claims ({unrecorded} without a claim record), the windows hold {seen} claim records of its run"
+            )),
+            None => all.push(format!("proxy{id}: /status did not answer after the faults")),
+        }
+    }
+    proxy_counts
+}
+
+/// The campaign's outcome from what it measured.
+fn outcome(
+    opts: &Options,
+    faults: &Faults,
+    settled: Option<f64>,
+    tally: &Tally,
+    f: &watch::Findings,
+    violations: Vec<String>,
+    proxy_claims: Vec<(u64, u64, u64)>,
+) -> Outcome {
     let mut by_kind = BTreeMap::new();
-    for line in &history {
+    for line in &faults.history {
         if let Some(k) = Kind::ALL.iter().find(|k| line.contains(k.name())) {
             *by_kind.entry(k.name()).or_insert(0) += 1;
         }
     }
     let classified = tally.report();
-    let outcome = Outcome {
+    Outcome {
         seed: opts.seed,
         transport: opts.transport.as_str(),
         retry_on: opts.retry_on.clone(),
-        fault_seconds,
-        faults: history.len(),
+        fault_seconds: faults.fault_seconds,
+        faults: faults.history.len(),
         faults_by_kind: by_kind,
         requests: classified.by_proxy_state.values().map(|r| r.requests).sum(),
         ok: classified.by_proxy_state.values().map(|r| r.ok).sum(),
@@ -385,21 +461,31 @@ pub async fn run(
         moves: f.moves.iter().sum(),
         sidecar_restarts: f.reopened.iter().sum(),
         settled_after_s: settled,
-        violations: all,
-        proxy_claims: proxy_counts,
+        violations,
+        proxy_claims,
         claim_records: f
             .claims
             .iter()
             .map(|((n, e), (p, t))| (*n + 1, *e, *p, *t))
             .collect(),
-    };
+    }
+}
+
+/// `faults.txt` (the fault history) and `chaos.json`; the history on
+/// stderr when an invariant was violated, to replay with the same seed.
+fn write_outcome(
+    opts: &Options,
+    out: &Path,
+    history: &[String],
+    outcome: &Outcome,
+) -> Result<(), ClusterError> {
     let mut faults_text = format!(
         "# rdmalb-testbed chaos --seed {} --transport {} --duration {}s\n",
         opts.seed,
         opts.transport.as_str(),
         opts.duration.as_secs()
     );
-    for l in &history {
+    for l in history {
         faults_text.push_str(l);
         faults_text.push('\n');
     }
@@ -416,8 +502,7 @@ pub async fn run(
             opts.transport.as_str()
         );
     }
-    drop(c);
-    Ok(outcome)
+    Ok(())
 }
 
 /// Marks proxy `p`'s run as starting now: the claim records it sees already

@@ -222,50 +222,8 @@ pub fn parse_spec(text: &str, path: &Path) -> Result<Spec, ConfigErrors> {
     let base = path.parent().unwrap_or(Path::new("."));
     let mut check = ConfigCheck::new(path);
     let mut add = |key: &str, message: String| check.add(key, message);
-    let sites = raw.sites.unwrap_or_default();
-    if sites.is_empty() || sites.len() > 64 {
-        add(
-            "sites",
-            "expected 1 to 64 site names, e.g. sites = [\"shop\", \"blog\", \"news\"]".into(),
-        );
-    }
-    for (i, s) in sites.iter().enumerate() {
-        if s.is_empty()
-            || !s
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"_-".contains(&b))
-            || sites[..i].contains(s)
-        {
-            add(
-                &format!("sites[{i}]"),
-                format!("`{s}` is empty, repeated or has characters other than a-z A-Z 0-9 _ -"),
-            );
-        }
-    }
-    let split_text = raw
-        .split
-        .unwrap_or_else(|| vec!["1"; sites.len().max(1)].join(":"));
-    let split: Vec<u32> = split_text
-        .split(':')
-        .map(|n| n.trim().parse::<u32>().unwrap_or(0))
-        .collect();
-    if split.len() != sites.len() || split.iter().any(|&n| n == 0 || n > 64) {
-        add(
-            "split",
-            format!(
-                "`{split_text}` must give 1 to 64 nodes for each of the {} sites, e.g. \"3:3:2\"",
-                sites.len()
-            ),
-        );
-    }
-    let idle = match raw.idle {
-        None => 0,
-        Some(n) if (0..=64).contains(&n) => n as u32,
-        Some(n) => {
-            add("idle", format!("{n} is out of range (accepted: 0 to 64)"));
-            0
-        }
-    };
+    let (sites, split) = sites_and_split(raw.sites, raw.split, &mut add);
+    let idle = in_range(&mut add, "idle", raw.idle, 0, 64).map_or(0, |n| n as u32);
     let reconfig = match raw.mode.as_deref() {
         None | Some("rigid") => ReconfigMode::Rigid,
         Some("reconfigure") => ReconfigMode::Reconfigure,
@@ -289,58 +247,9 @@ pub fn parse_spec(text: &str, path: &Path) -> Result<Spec, ConfigErrors> {
         }
     };
     let overprovision = raw.overprovision.unwrap_or(false);
-    if overprovision && reconfig == ReconfigMode::Reconfigure {
-        add(
-            "overprovision",
-            "over-provisioning is the rigid worst-case baseline: use it with mode = \"rigid\""
-                .into(),
-        );
-    }
-    let mut split = split;
-    let total: u32 = split.iter().sum::<u32>() + idle;
-    if overprovision && !sites.is_empty() {
-        // Every site gets what it could hold under reconfiguration: all
-        // nodes but one per other site (seed 001 §4.3: 6 of 8 for 3 sites,
-        // 5 of 8 for 4 sites).
-        let worst = total.saturating_sub(sites.len() as u32 - 1).max(1);
-        split = vec![worst; sites.len()];
-    }
-    let started: u32 = split.iter().sum::<u32>() + if overprovision { 0 } else { idle };
-    if started > MAX_NODES {
-        add(
-            "split",
-            format!(
-                "{started} nodes in all (with idle and over-provisioning) is more than {MAX_NODES}"
-            ),
-        );
-    }
-    let guarantees = per_site(&sites, raw.guarantee, "guarantee", &mut add, |v| {
-        match v.as_float().or_else(|| v.as_integer().map(|n| n as f64)) {
-            Some(g) if g > 0.0 && g <= 1e7 => Ok(g),
-            _ => Err(format!(
-                "`{v}` is not a rate (accepted: requests/s above 0, at most 10000000)"
-            )),
-        }
-    });
-    let priorities = per_site(&sites, raw.priority, "priority", &mut add, |v| {
-        match v.as_integer() {
-            Some(p) if (0..=1000).contains(&p) => Ok(p as u32),
-            _ => Err(format!(
-                "`{v}` is not a priority (accepted: an integer 0 to 1000)"
-            )),
-        }
-    });
-    let proxies = match raw.proxies {
-        None => 1,
-        Some(n) if (1..=16).contains(&n) => n as u32,
-        Some(n) => {
-            add(
-                "proxies",
-                format!("{n} is out of range (accepted: 1 to 16)"),
-            );
-            1
-        }
-    };
+    let split = provisioned(split, idle, sites.len(), overprovision, reconfig, &mut add);
+    let (guarantees, priorities) = site_targets(&sites, raw.guarantee, raw.priority, &mut add);
+    let proxies = in_range(&mut add, "proxies", raw.proxies, 1, 16).map_or(1, |n| n as u32);
     let mut dur =
         |key: &str, t: Option<String>, default: Duration, min: Duration, max: Duration| match t {
             None => default,
@@ -355,17 +264,7 @@ pub fn parse_spec(text: &str, path: &Path) -> Result<Spec, ConfigErrors> {
     let run_for = dur("duration", raw.duration, s(10), ms(100), s(86_400));
     let interval = dur("load.interval", load.interval, s(1), ms(10), s(3600));
     let timeout = dur("load.timeout", load.timeout, s(10), ms(1), s(600));
-    let requests = match raw.requests {
-        None => None,
-        Some(n) if (1..=100_000_000).contains(&n) => Some(n as u64),
-        Some(n) => {
-            add(
-                "requests",
-                format!("{n} is out of range (accepted: 1 to 100000000)"),
-            );
-            None
-        }
-    };
+    let requests = in_range(&mut add, "requests", raw.requests, 1, 100_000_000).map(|n| n as u64);
     let seed = match raw.seed {
         None => 1,
         Some(n) if n >= 0 => n as u64,
@@ -374,82 +273,9 @@ pub fn parse_spec(text: &str, path: &Path) -> Result<Spec, ConfigErrors> {
             1
         }
     };
-    let trace = match (raw.trace_file, raw.trace) {
-        (Some(_), Some(_)) => {
-            add(
-                "trace_file",
-                "give either trace_file or a [trace] generator, not both".into(),
-            );
-            TraceSource::Generate(Generator::SingleFile { size: "1k".into() })
-        }
-        (Some(f), None) => TraceSource::File(base.join(f)),
-        (None, None) => TraceSource::Generate(Generator::SingleFile { size: "1k".into() }),
-        (None, Some(v)) => match v.try_into::<Generator>() {
-            Ok(g) => TraceSource::Generate(g),
-            Err(e) => {
-                add("trace", format!("{} (kinds: single-file, zipf, bursty, world-cup; keys as the `rdmalb-testbed trace` options)", e.message().trim()));
-                TraceSource::Generate(Generator::SingleFile { size: "1k".into() })
-            }
-        },
-    };
-    let max_inflight = match load.max_inflight {
-        None => 1000,
-        Some(n) if (1..=1_000_000).contains(&n) => n as u32,
-        Some(n) => {
-            add(
-                "load.max_inflight",
-                format!("{n} is out of range (accepted: 1 to 1000000)"),
-            );
-            1000
-        }
-    };
-    let mode = match (load.connections, load.rate) {
-        (Some(_), Some(_)) => {
-            add(
-                "load.rate",
-                "give either load.connections (closed loop) or load.rate (open loop), not both"
-                    .into(),
-            );
-            Mode::Closed { connections: 16 }
-        }
-        (None, Some(r)) if r > 0.0 && r <= 1e6 => Mode::Open {
-            rate: r,
-            max_inflight,
-        },
-        (None, Some(r)) => {
-            add(
-                "load.rate",
-                format!("{r} is out of range (accepted: above 0, at most 1000000)"),
-            );
-            Mode::Closed { connections: 16 }
-        }
-        (Some(c), None) if (1..=10_000).contains(&c) => Mode::Closed {
-            connections: c as u32,
-        },
-        (Some(c), None) => {
-            add(
-                "load.connections",
-                format!("{c} is out of range (accepted: 1 to 10000)"),
-            );
-            Mode::Closed { connections: 16 }
-        }
-        (None, None) => Mode::Closed { connections: 16 },
-    };
-    let node_slots: Vec<u32> = raw
-        .node_slots
-        .unwrap_or_default()
-        .into_iter()
-        .filter_map(|v| match u32::try_from(v) {
-            Ok(v) if (1..=4096).contains(&v) => Some(v),
-            _ => {
-                add(
-                    "node_slots",
-                    format!("{v} is out of range (accepted: 1 to 4096 slots per node)"),
-                );
-                None
-            }
-        })
-        .collect();
+    let trace = trace_source(raw.trace_file, raw.trace, base, &mut add);
+    let mode = load_mode(load.connections, load.rate, load.max_inflight, &mut add);
+    let node_slots = node_slots(raw.node_slots.unwrap_or_default(), &mut add);
     let sticky = raw.sticky.and_then(|t| sticky::parse(t, &mut add));
     check.finish(Spec {
         file: path.to_path_buf(),
@@ -476,6 +302,214 @@ pub fn parse_spec(text: &str, path: &Path) -> Result<Spec, ConfigErrors> {
         timeout,
         sticky,
     })
+}
+
+/// `v` when it is within `lo..=hi`; out of range it is reported (and
+/// `None`), as is no value.
+fn in_range(
+    add: &mut impl FnMut(&str, String),
+    key: &str,
+    v: Option<i64>,
+    lo: i64,
+    hi: i64,
+) -> Option<i64> {
+    let n = v?;
+    if (lo..=hi).contains(&n) {
+        return Some(n);
+    }
+    add(key, format!("{n} is out of range (accepted: {lo} to {hi})"));
+    None
+}
+
+/// The site names (1 to 64, each a name once) and the nodes each gets
+/// (`split`, "3:3:2"; one each by default).
+fn sites_and_split(
+    sites: Option<Vec<String>>,
+    split: Option<String>,
+    add: &mut impl FnMut(&str, String),
+) -> (Vec<String>, Vec<u32>) {
+    let sites = sites.unwrap_or_default();
+    if sites.is_empty() || sites.len() > 64 {
+        add(
+            "sites",
+            "expected 1 to 64 site names, e.g. sites = [\"shop\", \"blog\", \"news\"]".into(),
+        );
+    }
+    for (i, s) in sites.iter().enumerate() {
+        if s.is_empty()
+            || !s
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"_-".contains(&b))
+            || sites[..i].contains(s)
+        {
+            add(
+                &format!("sites[{i}]"),
+                format!("`{s}` is empty, repeated or has characters other than a-z A-Z 0-9 _ -"),
+            );
+        }
+    }
+    let split_text = split.unwrap_or_else(|| vec!["1"; sites.len().max(1)].join(":"));
+    let split: Vec<u32> = split_text
+        .split(':')
+        .map(|n| n.trim().parse::<u32>().unwrap_or(0))
+        .collect();
+    if split.len() != sites.len() || split.iter().any(|&n| n == 0 || n > 64) {
+        add(
+            "split",
+            format!(
+                "`{split_text}` must give 1 to 64 nodes for each of the {} sites, e.g. \"3:3:2\"",
+                sites.len()
+            ),
+        );
+    }
+    (sites, split)
+}
+
+/// The nodes each site starts with: `split`, or with `overprovision` what
+/// each could hold under reconfiguration; at most [`MAX_NODES`] in all.
+fn provisioned(
+    split: Vec<u32>,
+    idle: u32,
+    sites: usize,
+    overprovision: bool,
+    reconfig: ReconfigMode,
+    add: &mut impl FnMut(&str, String),
+) -> Vec<u32> {
+    if overprovision && reconfig == ReconfigMode::Reconfigure {
+        add(
+            "overprovision",
+            "over-provisioning is the rigid worst-case baseline: use it with mode = \"rigid\""
+                .into(),
+        );
+    }
+    let mut split = split;
+    let total: u32 = split.iter().sum::<u32>() + idle;
+    if overprovision && sites > 0 {
+        // Every site gets what it could hold under reconfiguration: all
+        // nodes but one per other site (seed 001 §4.3: 6 of 8 for 3 sites,
+        // 5 of 8 for 4 sites).
+        let worst = total.saturating_sub(sites as u32 - 1).max(1);
+        split = vec![worst; sites];
+    }
+    let started: u32 = split.iter().sum::<u32>() + if overprovision { 0 } else { idle };
+    if started > MAX_NODES {
+        add(
+            "split",
+            format!(
+                "{started} nodes in all (with idle and over-provisioning) is more than {MAX_NODES}"
+            ),
+        );
+    }
+    split
+}
+
+/// Each site's `guarantee` (requests/s) and `priority`, where given.
+fn site_targets(
+    sites: &[String],
+    guarantee: Option<toml::Table>,
+    priority: Option<toml::Table>,
+    add: &mut impl FnMut(&str, String),
+) -> (Vec<Option<f64>>, Vec<Option<u32>>) {
+    let guarantees = per_site(sites, guarantee, "guarantee", add, |v| {
+        match v.as_float().or_else(|| v.as_integer().map(|n| n as f64)) {
+            Some(g) if g > 0.0 && g <= 1e7 => Ok(g),
+            _ => Err(format!(
+                "`{v}` is not a rate (accepted: requests/s above 0, at most 10000000)"
+            )),
+        }
+    });
+    let priorities = per_site(sites, priority, "priority", add, |v| match v.as_integer() {
+        Some(p) if (0..=1000).contains(&p) => Ok(p as u32),
+        _ => Err(format!(
+            "`{v}` is not a priority (accepted: an integer 0 to 1000)"
+        )),
+    });
+    (guarantees, priorities)
+}
+
+/// The trace replayed: a file, or a `[trace]` generator (one 1k file by
+/// default).
+fn trace_source(
+    file: Option<String>,
+    generator: Option<toml::Value>,
+    base: &Path,
+    add: &mut impl FnMut(&str, String),
+) -> TraceSource {
+    let default = || TraceSource::Generate(Generator::SingleFile { size: "1k".into() });
+    match (file, generator) {
+        (Some(_), Some(_)) => {
+            add(
+                "trace_file",
+                "give either trace_file or a [trace] generator, not both".into(),
+            );
+            default()
+        }
+        (Some(f), None) => TraceSource::File(base.join(f)),
+        (None, None) => default(),
+        (None, Some(v)) => match v.try_into::<Generator>() {
+            Ok(g) => TraceSource::Generate(g),
+            Err(e) => {
+                add("trace", format!("{} (kinds: single-file, zipf, bursty, world-cup; keys as the `rdmalb-testbed trace` options)", e.message().trim()));
+                default()
+            }
+        },
+    }
+}
+
+/// The load's loop: closed over `connections` (16 by default) or open at
+/// `rate` with at most `max_inflight` requests in flight.
+fn load_mode(
+    connections: Option<i64>,
+    rate: Option<f64>,
+    max_inflight: Option<i64>,
+    add: &mut impl FnMut(&str, String),
+) -> Mode {
+    let max_inflight =
+        in_range(add, "load.max_inflight", max_inflight, 1, 1_000_000).map_or(1000, |n| n as u32);
+    let closed = Mode::Closed { connections: 16 };
+    match (connections, rate) {
+        (Some(_), Some(_)) => {
+            add(
+                "load.rate",
+                "give either load.connections (closed loop) or load.rate (open loop), not both"
+                    .into(),
+            );
+            closed
+        }
+        (None, Some(r)) if r > 0.0 && r <= 1e6 => Mode::Open {
+            rate: r,
+            max_inflight,
+        },
+        (None, Some(r)) => {
+            add(
+                "load.rate",
+                format!("{r} is out of range (accepted: above 0, at most 1000000)"),
+            );
+            closed
+        }
+        (Some(c), None) => {
+            in_range(add, "load.connections", Some(c), 1, 10_000).map_or(closed, |c| Mode::Closed {
+                connections: c as u32,
+            })
+        }
+        (None, None) => closed,
+    }
+}
+
+/// `node_slots`: each 1 to 4096.
+fn node_slots(v: Vec<i64>, add: &mut impl FnMut(&str, String)) -> Vec<u32> {
+    v.into_iter()
+        .filter_map(|v| match u32::try_from(v) {
+            Ok(v) if (1..=4096).contains(&v) => Some(v),
+            _ => {
+                add(
+                    "node_slots",
+                    format!("{v} is out of range (accepted: 1 to 4096 slots per node)"),
+                );
+                None
+            }
+        })
+        .collect()
 }
 
 /// Deep-merges `extra` into `base` (tables recursively; other values and

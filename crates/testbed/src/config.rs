@@ -278,63 +278,15 @@ pub fn load_node(path: &Path) -> Result<NodeConfig, ConfigErrors> {
 pub fn parse_node(text: &str, path: &Path) -> Result<NodeConfig, ConfigErrors> {
     let raw: RawNode = deserialize(text, path)?;
     let mut r = ConfigCheck::new(path);
-    let name = match raw.name.as_deref() {
-        None => {
-            r.add(
-                "name",
-                "missing (expected the node's name, e.g. \"n1\", as in the proxy's [[node]] name)",
-            );
-            String::new()
-        }
-        Some(n) if !valid_name(n) => {
-            r.add(
-                "name",
-                format!("`{n}` is not a valid name (accepted: 1-64 of a-z A-Z 0-9 . _ -)"),
-            );
-            String::new()
-        }
-        Some(n) => n.to_string(),
-    };
-    let listen = match raw.listen.as_deref() {
-        None => {
-            r.add(
-                "listen",
-                "missing (expected an address such as \"127.0.0.1:8081\")",
-            );
-            None
-        }
-        Some(t) => match t.parse::<SocketAddr>() {
-            Ok(a) => Some(a),
-            Err(_) => {
-                r.add(
-                    "listen",
-                    format!("`{t}` is not an IP:port address (e.g. \"127.0.0.1:8081\")"),
-                );
-                None
-            }
-        },
-    };
+    let name = node_name(&mut r, raw.name.as_deref());
+    let listen = listen_address(&mut r, raw.listen.as_deref());
     let site_file = file_path(&mut r, "site_file", raw.site_file.as_deref());
     if raw.site_file.is_none() {
         r.add("site_file", "missing (expected the path of the site file, e.g. \"n1.site.toml\", holding site = \"...\")");
     }
     let pid_file = file_path(&mut r, "pid_file", raw.pid_file.as_deref());
     let timeline_file = file_path(&mut r, "timeline_file", raw.timeline_file.as_deref());
-    let push = match raw.push.as_deref() {
-        None => None,
-        Some(t) if t.starts_with('/') => Some(PushListen::Unix(PathBuf::from(t))),
-        Some(t) => match t.parse::<SocketAddr>() {
-            Ok(a) if a.ip().is_loopback() => Some(PushListen::Tcp(a)),
-            Ok(a) => {
-                r.add("push", format!("{a} is not a loopback address (the push protocol is unauthenticated; accepted: 127.0.0.1:PORT, [::1]:PORT or a unix socket path)"));
-                None
-            }
-            Err(_) => {
-                r.add("push", format!("`{t}` is neither an address nor an absolute unix socket path (e.g. \"127.0.0.1:7301\")"));
-                None
-            }
-        },
-    };
+    let push = push_listen(&mut r, raw.push.as_deref());
     let ms = Duration::from_millis;
     let publish_interval = r.duration_within(
         "publish_interval",
@@ -357,6 +309,95 @@ pub fn parse_node(text: &str, path: &Path) -> Result<NodeConfig, ConfigErrors> {
         ms(1),
         ms(10_000),
     );
+    let model = model(&mut r, &raw);
+    let antagonist = antagonist(&mut r, &raw, model.slots);
+    let (Some(listen), Some(site_file)) = (listen, site_file) else {
+        return Err(r.into_errors());
+    };
+    r.finish(NodeConfig {
+        file: path.to_path_buf(),
+        name,
+        listen,
+        site_file,
+        pid_file,
+        push,
+        publish_interval,
+        model,
+        shutdown_grace,
+        antagonist,
+        timeline_file,
+        timeline_every,
+    })
+}
+
+/// `name`: the node's, as the proxy's `[[node]] name`.
+fn node_name(r: &mut ConfigCheck, name: Option<&str>) -> String {
+    match name {
+        None => {
+            r.add(
+                "name",
+                "missing (expected the node's name, e.g. \"n1\", as in the proxy's [[node]] name)",
+            );
+            String::new()
+        }
+        Some(n) if !valid_name(n) => {
+            r.add(
+                "name",
+                format!("`{n}` is not a valid name (accepted: 1-64 of a-z A-Z 0-9 . _ -)"),
+            );
+            String::new()
+        }
+        Some(n) => n.to_string(),
+    }
+}
+
+/// `listen`: the address testsrv serves on.
+fn listen_address(r: &mut ConfigCheck, listen: Option<&str>) -> Option<SocketAddr> {
+    match listen {
+        None => {
+            r.add(
+                "listen",
+                "missing (expected an address such as \"127.0.0.1:8081\")",
+            );
+            None
+        }
+        Some(t) => match t.parse::<SocketAddr>() {
+            Ok(a) => Some(a),
+            Err(_) => {
+                r.add(
+                    "listen",
+                    format!("`{t}` is not an IP:port address (e.g. \"127.0.0.1:8081\")"),
+                );
+                None
+            }
+        },
+    }
+}
+
+/// `push`: where the node pushes its load, a loopback address or a unix
+/// socket path.
+fn push_listen(r: &mut ConfigCheck, push: Option<&str>) -> Option<PushListen> {
+    match push {
+        None => None,
+        Some(t) if t.starts_with('/') => Some(PushListen::Unix(PathBuf::from(t))),
+        Some(t) => match t.parse::<SocketAddr>() {
+            Ok(a) if a.ip().is_loopback() => Some(PushListen::Tcp(a)),
+            Ok(a) => {
+                r.add("push", format!("{a} is not a loopback address (the push protocol is unauthenticated; accepted: 127.0.0.1:PORT, [::1]:PORT or a unix socket path)"));
+                None
+            }
+            Err(_) => {
+                r.add("push", format!("`{t}` is neither an address nor an absolute unix socket path (e.g. \"127.0.0.1:7301\")"));
+                None
+            }
+        },
+    }
+}
+
+/// The capacity model: slots, queue and the costs of static and dynamic
+/// requests.
+fn model(r: &mut ConfigCheck, raw: &RawNode) -> Model {
+    let ms = Duration::from_millis;
     let d = Model::default();
     let slots = r.int("slots", raw.slots, u64::from(d.slots), 1, 100_000) as u32;
     let queue = r.int("queue", raw.queue, u64::from(d.queue), 0, 1_000_000) as u32;
@@ -413,12 +454,12 @@ pub fn parse_node(text: &str, path: &Path) -> Result<NodeConfig, ConfigErrors> {
             d.cpu_fraction
         }
     };
-    let max_body = size(&mut r, "max_body", raw.max_body.as_deref(), d.max_body);
+    let max_body = size(r, "max_body", raw.max_body.as_deref(), d.max_body);
     if max_body > 1 << 30 {
         r.add("max_body", "is above 1g (the largest accepted)");
     }
     let dynamic_size = size(
-        &mut r,
+        r,
         "dynamic_size",
         raw.dynamic_size.as_deref(),
         d.dynamic_size,
@@ -433,7 +474,7 @@ pub fn parse_node(text: &str, path: &Path) -> Result<NodeConfig, ConfigErrors> {
             ),
         );
     }
-    let model = Model {
+    Model {
         slots,
         queue,
         static_base,
@@ -443,8 +484,15 @@ pub fn parse_node(text: &str, path: &Path) -> Result<NodeConfig, ConfigErrors> {
         dynamic_size,
         cpu_fraction,
         max_body,
-    };
-    let antagonist = match raw.antagonist_slots {
+    }
+}
+
+/// The antagonist (`antagonist_slots` and its on and off times), which
+/// takes slots of the node's `slots` in bursts; its keys without
+/// `antagonist_slots` are reported.
+fn antagonist(r: &mut ConfigCheck, raw: &RawNode, slots: u32) -> Option<Antagonist> {
+    let ms = Duration::from_millis;
+    match raw.antagonist_slots {
         None | Some(0) => {
             for (set, key) in [
                 (raw.antagonist_on.is_some(), "antagonist_on"),
@@ -484,24 +532,7 @@ pub fn parse_node(text: &str, path: &Path) -> Result<NodeConfig, ConfigErrors> {
                 seed,
             })
         }
-    };
-    let (Some(listen), Some(site_file)) = (listen, site_file) else {
-        return Err(r.into_errors());
-    };
-    r.finish(NodeConfig {
-        file: path.to_path_buf(),
-        name,
-        listen,
-        site_file,
-        pid_file,
-        push,
-        publish_interval,
-        model,
-        shutdown_grace,
-        antagonist,
-        timeline_file,
-        timeline_every,
-    })
+    }
 }
 
 use rdmalb_base::name::is_valid as valid_name;

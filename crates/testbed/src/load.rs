@@ -148,18 +148,12 @@ pub async fn run(
     run_with_clients(trace, opts, None, shutdown).await
 }
 
-/// [`run`], each request sent by one of `clients` with its cookie jar
-/// ([`sticky`]); the caller reads what the clients saw from `clients`
-/// afterwards.
-pub async fn run_with_clients(
-    trace: Trace,
-    opts: LoadOptions,
-    clients: Option<Arc<StickyClients>>,
-    mut shutdown: watch::Receiver<bool>,
-) -> Result<Report, LoadError> {
-    if opts.urls.is_empty() {
-        return Err(LoadError::Invalid("no target URL".into()));
-    }
+/// What a run sends to: each URL's base, each site's `Host`, and how
+/// many connections the pool keeps per host (all checked).
+fn targets(
+    trace: &Trace,
+    opts: &LoadOptions,
+) -> Result<(Vec<String>, Vec<HeaderValue>, usize), LoadError> {
     let mut bases = Vec::new();
     for url in &opts.urls {
         let base = url.trim_end_matches('/').to_string();
@@ -193,6 +187,22 @@ pub async fn run_with_clients(
         }
         Mode::Open { max_inflight, .. } => max_inflight.max(1) as usize,
     };
+    Ok((bases, hosts, pool))
+}
+
+/// [`run`], each request sent by one of `clients` with its cookie jar
+/// ([`sticky`]); the caller reads what the clients saw from `clients`
+/// afterwards.
+pub async fn run_with_clients(
+    trace: Trace,
+    opts: LoadOptions,
+    clients: Option<Arc<StickyClients>>,
+    mut shutdown: watch::Receiver<bool>,
+) -> Result<Report, LoadError> {
+    if opts.urls.is_empty() {
+        return Err(LoadError::Invalid("no target URL".into()));
+    }
+    let (bases, hosts, pool) = targets(&trace, &opts)?;
     let mut connector = HttpConnector::new();
     connector.set_nodelay(true);
     connector.set_connect_timeout(Some(opts.timeout));

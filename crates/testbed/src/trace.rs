@@ -389,29 +389,8 @@ impl Generator {
                 dynamic_share,
                 cost,
             } => {
-                if !(0.0..=2.0).contains(alpha) {
-                    return Err(TraceError::Invalid(format!("alpha {alpha} is out of range (accepted: 0.0 to 2.0; the seeds use 0.25 to 0.9)")));
-                }
-                if *files == 0 {
-                    return Err(TraceError::Invalid("files must be at least 1".into()));
-                }
-                let (min, max) = (
-                    size_arg("min_size", min_size)?,
-                    size_arg("max_size", max_size)?,
-                );
-                if min > max {
-                    return Err(TraceError::Invalid(format!(
-                        "min_size {min_size} is above max_size {max_size}"
-                    )));
-                }
-                let set = file_set(
-                    *files,
-                    min,
-                    max,
-                    share_arg("dynamic_share", *dynamic_share)?,
-                    cost_arg(cost)?,
-                    &mut rng,
-                );
+                let sizes = (min_size.as_str(), max_size.as_str());
+                let set = zipf_files(*alpha, *files, sizes, *dynamic_share, cost, &mut rng)?;
                 let cdf = zipf_cdf(*files, *alpha);
                 for _ in 0..requests {
                     let site = rng.gen_range(0..n);
@@ -424,25 +403,8 @@ impl Generator {
                 size,
                 cost,
             } => {
-                if *burst == 0 {
-                    return Err(TraceError::Invalid("burst must be at least 1".into()));
-                }
-                let size = format_size(size_arg("size", size)?);
-                let stat = format!("/static/{size}");
-                let dyna = format!(
-                    "/dynamic/cgi?cost={}&size={size}",
-                    duration::format(cost_arg(cost)?)
-                );
-                for i in 0..requests {
-                    let run = (i / burst) as usize;
-                    match mode {
-                        BurstMode::Sites => t.requests.push((run % n, stat.clone())),
-                        BurstMode::Content => {
-                            let p = if run % 2 == 0 { &stat } else { &dyna };
-                            t.requests.push((rng.gen_range(0..n), p.clone()));
-                        }
-                    }
-                }
+                let out = &mut t.requests;
+                bursty(out, n, requests, (*burst, *mode), (size, cost), &mut rng)?
             }
             Generator::WorldCup {
                 dynamic_share,
@@ -450,44 +412,127 @@ impl Generator {
                 files,
                 cost,
             } => {
-                let p = share_arg("dynamic_share", *dynamic_share)?;
-                if !(0.0..1.0).contains(&p) || p == 0.0 {
-                    return Err(TraceError::Invalid(format!(
-                        "dynamic_share {p} is out of range (accepted: above 0.0, below 1.0)"
-                    )));
-                }
-                if *mean_burst == 0 || *files == 0 {
-                    return Err(TraceError::Invalid(
-                        "mean_burst and files must be at least 1".into(),
-                    ));
-                }
-                let cost = duration::format(cost_arg(cost)?);
-                let set = file_set(*files, 512, 64 << 10, 0.0, Duration::ZERO, &mut rng);
-                let cdf = zipf_cdf(*files, WORLD_CUP_STATIC_ALPHA);
-                // Dynamic runs mean L, static runs mean L·(1-p)/p: the
-                // expected dynamic share is p.
-                let (md, ms) = (*mean_burst as f64, *mean_burst as f64 * (1.0 - p) / p);
-                let mut dynamic = true;
-                while (t.requests.len() as u64) < requests {
-                    let len = run_length(if dynamic { md } else { ms }, &mut rng);
-                    for _ in 0..len.min(requests - t.requests.len() as u64) {
-                        let site = rng.gen_range(0..n);
-                        let path = if dynamic {
-                            format!(
-                                "/dynamic/cgi?cost={cost}&size={}",
-                                rng.gen_range(1..=8) * 1024
-                            )
-                        } else {
-                            set[draw(&cdf, &mut rng)].clone()
-                        };
-                        t.requests.push((site, path));
-                    }
-                    dynamic = !dynamic;
-                }
+                let shape = (*dynamic_share, *mean_burst, *files);
+                world_cup(&mut t.requests, n, requests, shape, cost, &mut rng)?
             }
         }
         Ok(t)
     }
+}
+
+/// A Zipf trace's file set (alpha, files and sizes checked).
+fn zipf_files(
+    alpha: f64,
+    files: u32,
+    (min_size, max_size): (&str, &str),
+    dynamic_share: f64,
+    cost: &str,
+    rng: &mut StdRng,
+) -> Result<Vec<String>, TraceError> {
+    if !(0.0..=2.0).contains(&alpha) {
+        return Err(TraceError::Invalid(format!(
+            "alpha {alpha} is out of range (accepted: 0.0 to 2.0; the seeds use 0.25 to 0.9)"
+        )));
+    }
+    if files == 0 {
+        return Err(TraceError::Invalid("files must be at least 1".into()));
+    }
+    let (min, max) = (
+        size_arg("min_size", min_size)?,
+        size_arg("max_size", max_size)?,
+    );
+    if min > max {
+        return Err(TraceError::Invalid(format!(
+            "min_size {min_size} is above max_size {max_size}"
+        )));
+    }
+    Ok(file_set(
+        files,
+        min,
+        max,
+        share_arg("dynamic_share", dynamic_share)?,
+        cost_arg(cost)?,
+        rng,
+    ))
+}
+
+/// A bursty trace: runs of `burst` requests to one site (`Sites`), or
+/// static and dynamic runs in turn (`Content`).
+fn bursty(
+    out: &mut Vec<(usize, String)>,
+    n: usize,
+    requests: u64,
+    (burst, mode): (u64, BurstMode),
+    (size, cost): (&str, &str),
+    rng: &mut StdRng,
+) -> Result<(), TraceError> {
+    if burst == 0 {
+        return Err(TraceError::Invalid("burst must be at least 1".into()));
+    }
+    let size = format_size(size_arg("size", size)?);
+    let stat = format!("/static/{size}");
+    let dyna = format!(
+        "/dynamic/cgi?cost={}&size={size}",
+        duration::format(cost_arg(cost)?)
+    );
+    for i in 0..requests {
+        let run = (i / burst) as usize;
+        match mode {
+            BurstMode::Sites => out.push((run % n, stat.clone())),
+            BurstMode::Content => {
+                let p = if run % 2 == 0 { &stat } else { &dyna };
+                out.push((rng.gen_range(0..n), p.clone()));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A World Cup-like trace: dynamic and static runs whose mean lengths
+/// give the dynamic share, the static files drawn by Zipf.
+fn world_cup(
+    out: &mut Vec<(usize, String)>,
+    n: usize,
+    requests: u64,
+    (dynamic_share, mean_burst, files): (f64, u64, u32),
+    cost: &str,
+    rng: &mut StdRng,
+) -> Result<(), TraceError> {
+    let p = share_arg("dynamic_share", dynamic_share)?;
+    if !(0.0..1.0).contains(&p) || p == 0.0 {
+        return Err(TraceError::Invalid(format!(
+            "dynamic_share {p} is out of range (accepted: above 0.0, below 1.0)"
+        )));
+    }
+    if mean_burst == 0 || files == 0 {
+        return Err(TraceError::Invalid(
+            "mean_burst and files must be at least 1".into(),
+        ));
+    }
+    let cost = duration::format(cost_arg(cost)?);
+    let set = file_set(files, 512, 64 << 10, 0.0, Duration::ZERO, rng);
+    let cdf = zipf_cdf(files, WORLD_CUP_STATIC_ALPHA);
+    // Dynamic runs mean L, static runs mean L·(1-p)/p: the
+    // expected dynamic share is p.
+    let (md, ms) = (mean_burst as f64, mean_burst as f64 * (1.0 - p) / p);
+    let mut dynamic = true;
+    while (out.len() as u64) < requests {
+        let len = run_length(if dynamic { md } else { ms }, rng);
+        for _ in 0..len.min(requests - out.len() as u64) {
+            let site = rng.gen_range(0..n);
+            let path = if dynamic {
+                format!(
+                    "/dynamic/cgi?cost={cost}&size={}",
+                    rng.gen_range(1..=8) * 1024
+                )
+            } else {
+                set[draw(&cdf, rng)].clone()
+            };
+            out.push((site, path));
+        }
+        dynamic = !dynamic;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

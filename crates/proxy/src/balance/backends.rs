@@ -244,117 +244,9 @@ impl Backends {
     /// (tests, benchmarks; a [`Selector`](super::Selector) converts with
     /// `.into()`).
     pub fn with_policy(config: &Config, previous: Option<&Backends>, policy: Policy) -> Backends {
-        let thresholds = Thresholds::from_config(&config.health);
-        let old: HashMap<(&str, SocketAddr), &Arc<NodeState>> = previous
-            .map(|p| {
-                p.nodes
-                    .iter()
-                    .map(|n| ((n.name.as_str(), n.address), n))
-                    .collect()
-            })
-            .unwrap_or_default();
-
-        let old_slots: HashMap<&str, &Arc<Slots>> = previous
-            .map(|p| {
-                p.sites
-                    .iter()
-                    .map(|s| (s.name.as_str(), &s.slots))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let slots: Vec<Arc<Slots>> = config
-            .sites
-            .iter()
-            .map(|site| {
-                old_slots
-                    .get(site.name.as_str())
-                    .map(|s| Arc::clone(s))
-                    .unwrap_or_default()
-            })
-            .collect();
-
-        let nodes: Vec<Arc<NodeState>> = config
-            .nodes
-            .iter()
-            .enumerate()
-            .map(|(i, n)| {
-                let site = n
-                    .site
-                    .and_then(|s| config.sites.get(s).map(|site| (s, site.name.clone())));
-                let site_slots = site.as_ref().map(|(s, _)| Arc::clone(&slots[*s]));
-                let node = match old.get(&(n.name.as_str(), n.address)) {
-                    // Same place, same site (by index and name): the very
-                    // same state object.
-                    Some(prev)
-                        if prev.index == i
-                            && prev.site == site.as_ref().map(|s| s.0)
-                            && prev.site_name.as_deref() == site.as_ref().map(|s| s.1.as_str()) =>
-                    {
-                        Arc::clone(prev)
-                    }
-                    Some(prev) => Arc::new(prev.relocated(i, site, site_slots)),
-                    None => Arc::new(
-                        NodeState::new(i, n.name.clone(), n.address, site, thresholds)
-                            .with_slots(site_slots),
-                    ),
-                };
-                node.set_thresholds(thresholds);
-                node.set_checked(n.check);
-                node.apply_configured(Configured::of(n));
-                node
-            })
-            .collect();
-
-        let sites = config
-            .sites
-            .iter()
-            .enumerate()
-            .map(|(s, site)| SiteBackends {
-                slots: Arc::clone(&slots[s]),
-                up: ArcSwap::from_pointee(UpList {
-                    // Never a current epoch: the first pick builds the list.
-                    epoch: u64::MAX,
-                    nodes: Vec::new(),
-                    hash: None,
-                }),
-                policy: policy.clone(),
-                hash: None,
-                sticky: None,
-                weights: site.weights,
-                index: s,
-                name: site.name.clone(),
-                health_path: site.health_path.clone(),
-                check_host: site.hosts.iter().find_map(|h| match h {
-                    HostPattern::Exact(name) => Some(name.clone()),
-                    HostPattern::Wildcard(_) => None,
-                }),
-                // Candidates: the site's configured nodes plus every node
-                // with a sidecar window, which may follow a role word here;
-                // `up_list` keeps those that serve the site now.
-                nodes: nodes
-                    .iter()
-                    .zip(&config.nodes)
-                    .filter(|(n, c)| n.site == Some(s) || c.window.is_some())
-                    .map(|(n, _)| Arc::clone(n))
-                    .collect(),
-            })
-            .collect();
-        let mut sites: Vec<SiteBackends> = sites;
-        for (sb, site) in sites.iter_mut().zip(&config.sites) {
-            sb.hash = site.balance.hash.clone().map(|h| {
-                let (ids, gcd) = hash_ids(config, sb);
-                (h, ids, gcd)
-            });
-            sb.sticky = site.sticky.clone().map(|st| {
-                let cookies = sb
-                    .nodes
-                    .iter()
-                    .map(|n| config.nodes[n.index].cookie.as_deref().map(Box::from))
-                    .collect();
-                (st, cookies)
-            });
-        }
-
+        let slots = site_slots(config, previous);
+        let nodes = node_states(config, previous, &slots);
+        let sites = site_backends(config, &nodes, &slots, &policy);
         Backends {
             bound: LoadBound::new(nodes.len()),
             windows: NodeWindows::none(),
@@ -719,6 +611,140 @@ impl Backends {
     pub fn find_same(&self, node: &NodeState) -> Option<&Arc<NodeState>> {
         self.nodes.iter().find(|n| n.same_node(node))
     }
+}
+
+/// Each site's queue of requests waiting for a node slot, carried over
+/// from `previous` by site name.
+fn site_slots(config: &Config, previous: Option<&Backends>) -> Vec<Arc<Slots>> {
+    let old_slots: HashMap<&str, &Arc<Slots>> = previous
+        .map(|p| {
+            p.sites
+                .iter()
+                .map(|s| (s.name.as_str(), &s.slots))
+                .collect()
+        })
+        .unwrap_or_default();
+    config
+        .sites
+        .iter()
+        .map(|site| {
+            old_slots
+                .get(site.name.as_str())
+                .map(|s| Arc::clone(s))
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+/// Each node's runtime state: the same object as in `previous` for a node
+/// at the same place serving the same site, carried over (health, counts)
+/// for one that moved, new otherwise; with the config's thresholds, check
+/// and control applied.
+fn node_states(
+    config: &Config,
+    previous: Option<&Backends>,
+    slots: &[Arc<Slots>],
+) -> Vec<Arc<NodeState>> {
+    let thresholds = Thresholds::from_config(&config.health);
+    let old: HashMap<(&str, SocketAddr), &Arc<NodeState>> = previous
+        .map(|p| {
+            p.nodes
+                .iter()
+                .map(|n| ((n.name.as_str(), n.address), n))
+                .collect()
+        })
+        .unwrap_or_default();
+    config
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            let site = n
+                .site
+                .and_then(|s| config.sites.get(s).map(|site| (s, site.name.clone())));
+            let site_slots = site.as_ref().map(|(s, _)| Arc::clone(&slots[*s]));
+            let node = match old.get(&(n.name.as_str(), n.address)) {
+                // Same place, same site (by index and name): the very
+                // same state object.
+                Some(prev)
+                    if prev.index == i
+                        && prev.site == site.as_ref().map(|s| s.0)
+                        && prev.site_name.as_deref() == site.as_ref().map(|s| s.1.as_str()) =>
+                {
+                    Arc::clone(prev)
+                }
+                Some(prev) => Arc::new(prev.relocated(i, site, site_slots)),
+                None => Arc::new(
+                    NodeState::new(i, n.name.clone(), n.address, site, thresholds)
+                        .with_slots(site_slots),
+                ),
+            };
+            node.set_thresholds(thresholds);
+            node.set_checked(n.check);
+            node.apply_configured(Configured::of(n));
+            node
+        })
+        .collect()
+}
+
+/// Each site's backends: its candidate nodes, policy, hash table and
+/// sticky cookies.
+fn site_backends(
+    config: &Config,
+    nodes: &[Arc<NodeState>],
+    slots: &[Arc<Slots>],
+    policy: &Policy,
+) -> Vec<SiteBackends> {
+    let sites = config
+        .sites
+        .iter()
+        .enumerate()
+        .map(|(s, site)| SiteBackends {
+            slots: Arc::clone(&slots[s]),
+            up: ArcSwap::from_pointee(UpList {
+                // Never a current epoch: the first pick builds the list.
+                epoch: u64::MAX,
+                nodes: Vec::new(),
+                hash: None,
+            }),
+            policy: policy.clone(),
+            hash: None,
+            sticky: None,
+            weights: site.weights,
+            index: s,
+            name: site.name.clone(),
+            health_path: site.health_path.clone(),
+            check_host: site.hosts.iter().find_map(|h| match h {
+                HostPattern::Exact(name) => Some(name.clone()),
+                HostPattern::Wildcard(_) => None,
+            }),
+            // Candidates: the site's configured nodes plus every node
+            // with a sidecar window, which may follow a role word here;
+            // `up_list` keeps those that serve the site now.
+            nodes: nodes
+                .iter()
+                .zip(&config.nodes)
+                .filter(|(n, c)| n.site == Some(s) || c.window.is_some())
+                .map(|(n, _)| Arc::clone(n))
+                .collect(),
+        })
+        .collect();
+    let mut sites: Vec<SiteBackends> = sites;
+    for (sb, site) in sites.iter_mut().zip(&config.sites) {
+        sb.hash = site.balance.hash.clone().map(|h| {
+            let (ids, gcd) = hash_ids(config, sb);
+            (h, ids, gcd)
+        });
+        sb.sticky = site.sticky.clone().map(|st| {
+            let cookies = sb
+                .nodes
+                .iter()
+                .map(|n| config.nodes[n.index].cookie.as_deref().map(Box::from))
+                .collect();
+            (st, cookies)
+        });
+    }
+    sites
 }
 
 /// HAProxy's server ids of `sb`'s nodes (its configured nodes 1, 2, … in

@@ -39,7 +39,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use crate::config::LoadWeights;
+use crate::config::{LoadIndices, LoadWeights};
 use rdmalb_window::{LoadBlock, LoadSample};
 
 /// Half point of the run-queue index, runnable tasks.
@@ -166,17 +166,9 @@ fn saturating(v: f64, half: f64) -> f64 {
     }
 }
 
-/// The published fields mapped onto comparable indices (module docs).
-#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize)]
-pub struct Normalised {
-    pub cpu: f64,
-    pub run_queue: f64,
-    pub memory: f64,
-    pub network: f64,
-    pub connections: f64,
-    pub irq: f64,
-    pub app: f64,
-}
+/// The published fields mapped onto comparable indices (module docs):
+/// the indices [`LoadWeights::window`] weighs, one type with them.
+pub type Normalised = LoadIndices;
 
 impl Normalised {
     /// Normalises one load sample.
@@ -203,13 +195,7 @@ impl Normalised {
 
     /// `Σ w_k · x_k` over the window's indices (in-flight excluded).
     pub fn weighted(&self, w: &LoadWeights) -> f64 {
-        w.cpu * self.cpu
-            + w.run_queue * self.run_queue
-            + w.memory * self.memory
-            + w.network * self.network
-            + w.connections * self.connections
-            + w.irq * self.irq
-            + w.app * self.app
+        w.window.dot(self)
     }
 }
 

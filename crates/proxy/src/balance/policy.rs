@@ -16,14 +16,14 @@ use super::hot_cold::HotCold;
 use super::least_load::LeastLoad;
 use super::load_aware::{LoadAware, LoadRule};
 use super::prequal::Prequal;
-use super::selector::{LeastConn, PeakEwma, RandomTwo, RoundRobin, Selector};
+use super::selector::{First, LeastConn, PeakEwma, RandomTwo, RoundRobin, Selector};
 use super::{NodeState, NodeWindows};
 use crate::config::{Balance, Config};
 
 /// A snapshot's selection policy.
 #[derive(Debug, Clone)]
 pub enum Policy {
-    /// Decides synchronously: roundrobin, leastconn, random(2), or any
+    /// Decides synchronously: roundrobin, leastconn, random(2), first, or any
     /// other [`Selector`].
     Local(Arc<dyn Selector>),
     /// `weighted-least-load`, `hot-cold`, `shortest-wait`: read node
@@ -49,6 +49,7 @@ impl Policy {
             Balance::LeastConn => Policy::Local(Arc::new(LeastConn::new(sites))),
             Balance::Random => Policy::Local(Arc::new(RandomTwo)),
             Balance::PeakEwma => Policy::Local(Arc::new(PeakEwma)),
+            Balance::First => Policy::Local(Arc::new(First)),
             Balance::Prequal => Policy::Local(Arc::new(Prequal::new(sites, Arc::clone(windows)))),
             Balance::WeightedLeastLoad => load_aware(Box::new(LeastLoad)),
             Balance::HotCold => load_aware(Box::new(HotCold::new(sites))),

@@ -8,7 +8,8 @@
 //!
 //! The baselines kept for HAProxy users and for comparison (docs/routing.md):
 //! [`RoundRobin`], [`LeastConn`], [`RandomTwo`] (power of two
-//! choices on in-flight counts, as in linkerd2-proxy `pool/p2c`). The
+//! choices on in-flight counts, as in linkerd2-proxy `pool/p2c`),
+//! [`First`] (HAProxy's `balance first`). The
 //! load-aware policy implements the same trait and reads node windows through
 //! the candidates it is given.
 //!
@@ -16,7 +17,8 @@
 //! API, an agent-check's `N%`) as HAProxy's do: round robin gives each node
 //! its weight's share of every cycle, leastconn compares in-flight counts
 //! per unit of weight, random draws by weight. With equal weights each is
-//! exactly the unweighted policy.
+//! exactly the unweighted policy. `first` alone ignores them, as
+//! HAProxy's does.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -298,6 +300,27 @@ impl Selector for PeakEwma {
 
     fn select(&self, _site: usize, candidates: &[Arc<NodeState>]) -> Option<Arc<NodeState>> {
         two_choices(candidates, |a, b| ewma_cost(b) < ewma_cost(a))
+    }
+}
+
+/// HAProxy's `balance first`: the first candidate in config order (HAProxy
+/// orders by server id, which defaults to the position in the backend).
+/// Under a per-node cap (`limits.max_inflight_per_node` or a node's
+/// `max_inflight`, HAProxy's `maxconn`) the candidates are the nodes with a
+/// free slot ([`Backends::pick_queued`](super::Backends::pick_queued) leaves
+/// out the full ones), so each node fills up before the next one takes a
+/// request and the rest can idle; without a cap the first up node takes
+/// every request. Weights are ignored, as HAProxy ignores them.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct First;
+
+impl Selector for First {
+    fn name(&self) -> &'static str {
+        Balance::First.as_str()
+    }
+
+    fn select(&self, _site: usize, candidates: &[Arc<NodeState>]) -> Option<Arc<NodeState>> {
+        candidates.first().cloned()
     }
 }
 

@@ -134,7 +134,7 @@ pub(crate) fn keep(
 /// A node's load index from its window: the weighted mean of its
 /// normalised indices (`None` without a fresh block).
 pub(crate) fn load_index(windows: &NodeWindows, node: usize, w: &LoadWeights) -> Option<f64> {
-    let sum = w.cpu + w.run_queue + w.memory + w.network + w.connections + w.irq + w.app;
+    let sum: f64 = w.window.named().iter().map(|(_, x)| x).sum();
     if sum <= 0.0 {
         return None;
     }

@@ -334,68 +334,8 @@ fn hash_names() -> String {
 }
 
 fn hash_balance(c: &mut ConfigCheck, key: &str, name: &str, raw: RawHash) -> HashBalance {
-    // Options that belong to another key are errors, not silently unused.
-    let owned: [(&str, bool, &str); 8] = [
-        ("whole", raw.whole.is_some(), "uri"),
-        ("path_only", raw.path_only.is_some(), "uri"),
-        ("len", raw.len.is_some(), "uri"),
-        ("depth", raw.depth.is_some(), "uri"),
-        ("header", raw.header.is_some(), "hdr"),
-        ("use_domain_only", raw.use_domain_only.is_some(), "hdr"),
-        ("param", raw.param.is_some(), "url_param"),
-        ("cookie", raw.cookie.is_some(), "cookie"),
-    ];
-    for (field, set, owner) in owned {
-        if set && owner != name {
-            c.add(
-                format!("{key}.{field}"),
-                format!(
-                    "only applies to balance = \"{owner}\" (this site has balance = \"{name}\")"
-                ),
-            );
-        }
-    }
-    let required = |c: &mut ConfigCheck, field: &str, v: Option<String>, what: &str, e: &str| {
-        match v.filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_graphic())) {
-            Some(v) => v,
-            None => {
-                c.add(
-                    format!("{key}.{field}"),
-                    format!("missing or empty: balance = \"{name}\" hashes {what} (expected e.g. {field} = \"{e}\")"),
-                );
-                String::new()
-            }
-        }
-    };
-    let hash_key = match name {
-        "source" => HashKey::Source,
-        "uri" => HashKey::Uri {
-            whole: raw.whole.unwrap_or(false),
-            path_only: raw.path_only.unwrap_or(false),
-            len: c.int(&format!("{key}.len"), raw.len, 0, 1, 1 << 20) as usize,
-            depth: c.int(&format!("{key}.depth"), raw.depth, 0, 1, 1 << 10) as usize,
-        },
-        "hdr" => {
-            let text = required(c, "header", raw.header, "a request header", "x-tenant");
-            let name = http::HeaderName::from_bytes(text.as_bytes()).unwrap_or_else(|_| {
-                if !text.is_empty() {
-                    c.add(
-                        format!("{key}.header"),
-                        format!("`{text}` is not a header name (expected e.g. \"host\")"),
-                    );
-                }
-                http::header::HOST
-            });
-            HashKey::Header {
-                name,
-                domain_only: raw.use_domain_only.unwrap_or(false),
-            }
-        }
-        "url_param" => {
-            HashKey::UrlParam(required(c, "param", raw.param, "a query parameter", "uid"))
-        }
-        _ => HashKey::Cookie(required(c, "cookie", raw.cookie, "a cookie", "session")),
-    };
+    misplaced_options(c, key, name, &raw);
+    let hash_key = hash_key(c, key, name, &raw);
     let consistent = match raw.kind.as_deref() {
         None | Some("map-based") => false,
         Some("consistent") => true,
@@ -420,6 +360,115 @@ fn hash_balance(c: &mut ConfigCheck, key: &str, name: &str, raw: RawHash) -> Has
             HashFunction::Sdbm
         }),
     };
+    let (balance_factor, bound_load) = bound(c, key, &raw, consistent);
+    HashBalance {
+        key: hash_key,
+        consistent,
+        function,
+        // HAProxy: `hash-type consistent` without a function is sdbm with
+        // avalanche.
+        avalanche: raw
+            .avalanche
+            .unwrap_or(consistent && raw.function.is_none()),
+        balance_factor,
+        bound_load,
+    }
+}
+
+/// Options that belong to another key's hash are errors, not silently
+/// unused.
+fn misplaced_options(c: &mut ConfigCheck, key: &str, name: &str, raw: &RawHash) {
+    let owned: [(&str, bool, &str); 8] = [
+        ("whole", raw.whole.is_some(), "uri"),
+        ("path_only", raw.path_only.is_some(), "uri"),
+        ("len", raw.len.is_some(), "uri"),
+        ("depth", raw.depth.is_some(), "uri"),
+        ("header", raw.header.is_some(), "hdr"),
+        ("use_domain_only", raw.use_domain_only.is_some(), "hdr"),
+        ("param", raw.param.is_some(), "url_param"),
+        ("cookie", raw.cookie.is_some(), "cookie"),
+    ];
+    for (field, set, owner) in owned {
+        if set && owner != name {
+            c.add(
+                format!("{key}.{field}"),
+                format!(
+                    "only applies to balance = \"{owner}\" (this site has balance = \"{name}\")"
+                ),
+            );
+        }
+    }
+}
+
+/// What the hash of `balance = name` reads from a request.
+fn hash_key(c: &mut ConfigCheck, key: &str, name: &str, raw: &RawHash) -> HashKey {
+    let required = |c: &mut ConfigCheck, field: &str, v: Option<String>, what: &str, e: &str| {
+        match v.filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_graphic())) {
+            Some(v) => v,
+            None => {
+                c.add(
+                    format!("{key}.{field}"),
+                    format!("missing or empty: balance = \"{name}\" hashes {what} (expected e.g. {field} = \"{e}\")"),
+                );
+                String::new()
+            }
+        }
+    };
+    match name {
+        "source" => HashKey::Source,
+        "uri" => HashKey::Uri {
+            whole: raw.whole.unwrap_or(false),
+            path_only: raw.path_only.unwrap_or(false),
+            len: c.int(&format!("{key}.len"), raw.len, 0, 1, 1 << 20) as usize,
+            depth: c.int(&format!("{key}.depth"), raw.depth, 0, 1, 1 << 10) as usize,
+        },
+        "hdr" => {
+            let text = required(
+                c,
+                "header",
+                raw.header.clone(),
+                "a request header",
+                "x-tenant",
+            );
+            let name = http::HeaderName::from_bytes(text.as_bytes()).unwrap_or_else(|_| {
+                if !text.is_empty() {
+                    c.add(
+                        format!("{key}.header"),
+                        format!("`{text}` is not a header name (expected e.g. \"host\")"),
+                    );
+                }
+                http::header::HOST
+            });
+            HashKey::Header {
+                name,
+                domain_only: raw.use_domain_only.unwrap_or(false),
+            }
+        }
+        "url_param" => HashKey::UrlParam(required(
+            c,
+            "param",
+            raw.param.clone(),
+            "a query parameter",
+            "uid",
+        )),
+        _ => HashKey::Cookie(required(
+            c,
+            "cookie",
+            raw.cookie.clone(),
+            "a cookie",
+            "session",
+        )),
+    }
+}
+
+/// The bound of a consistent hash (`balance_factor`, HAProxy's
+/// hash-balance-factor) and what it counts (`bound_load`).
+fn bound(
+    c: &mut ConfigCheck,
+    key: &str,
+    raw: &RawHash,
+    consistent: bool,
+) -> (Option<u32>, BoundLoad) {
     let balance_factor = match raw.balance_factor {
         None | Some(0) => None,
         Some(f) if (100..=65535).contains(&f) => {
@@ -458,18 +507,7 @@ fn hash_balance(c: &mut ConfigCheck, key: &str, name: &str, raw: RawHash) -> Has
             "only applies with a balance_factor (it says what the bound counts)",
         );
     }
-    HashBalance {
-        key: hash_key,
-        consistent,
-        function,
-        // HAProxy: `hash-type consistent` without a function is sdbm with
-        // avalanche.
-        avalanche: raw
-            .avalanche
-            .unwrap_or(consistent && raw.function.is_none()),
-        balance_factor,
-        bound_load,
-    }
+    (balance_factor, bound_load)
 }
 
 /// Validates `[site.sticky]` under `key` (`site[N].sticky`).

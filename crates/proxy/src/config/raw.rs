@@ -40,8 +40,10 @@ pub struct RawGlobal {
     /// proxy's latency estimate times in-flight), `"weighted-least-load"` (lowest
     /// load index read from the nodes' windows; `[routing]`, `[weights]`),
     /// `"prequal"` (Prequal's reusable probes and hot-cold rule), `"hot-cold"`
-    /// (the same rule on fresh window reads every request) or `"shortest-wait"`
-    /// (lowest expected wait from the app's queue and drain rate).
+    /// (the same rule on fresh window reads every request), `"shortest-wait"`
+    /// (lowest expected wait from the app's queue and drain rate) or `"first"`
+    /// (HAProxy's `balance first`: the first node in config order with a free
+    /// slot under `max_inflight`, so the others can idle).
     /// docs/routing.md says which to choose. A site's own `balance` wins.
     ///
     /// Default: `"roundrobin"`. Example: `"weighted-least-load"`.

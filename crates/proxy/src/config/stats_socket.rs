@@ -2,11 +2,15 @@
 //! `global` section), the text door to the runtime commands: a UNIX stream
 //! socket (`path`, with `mode`, `user` and `group` set on the file) or a
 //! TCP one (`listen`, as HAProxy's `stats socket ipv4@…`), and the `level`
-//! its sessions start at. Defaults are HAProxy's: level `operator`, the
-//! socket file's mode, owner and group as the process makes them.
+//! its sessions start at, and how long a session may stay idle
+//! (`timeout`, HAProxy's `stats timeout`). Defaults are HAProxy's: level
+//! `operator`, a 10 s timeout, the socket file's mode, owner and group as
+//! the process makes them. A session's `set timeout cli` wins over
+//! `timeout` for that session.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use serde::Deserialize;
 
@@ -43,6 +47,12 @@ pub struct RawStatsSocket {
     ///
     /// Default: `"operator"`. Example: `"admin"`.
     pub level: Option<String>,
+    /// How long a session may send nothing, or leave its answer unread, before
+    /// the socket closes it (HAProxy's `stats timeout`; 1s to 1d). `set timeout
+    /// cli` changes it for one session.
+    ///
+    /// Default: `"10s"`. Example: `"2m"`.
+    pub timeout: Option<String>,
 }
 
 /// What a session on a stats socket may run (HAProxy's `level`): `user`
@@ -93,6 +103,15 @@ pub struct StatsSocket {
     pub uid: Option<u32>,
     pub gid: Option<u32>,
     pub level: Level,
+    /// A session's idle timeout until its `set timeout cli`.
+    pub timeout: Duration,
+}
+
+impl StatsSocket {
+    /// `timeout` when not set: HAProxy's default `stats timeout`.
+    pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+    /// The longest `timeout` (and `set timeout cli`): a day.
+    pub const MAX_TIMEOUT: Duration = Duration::from_secs(86_400);
 }
 
 /// Validates every `[[stats_socket]]` entry.
@@ -157,6 +176,13 @@ pub(super) fn validate(c: &mut ConfigCheck, raw: Vec<Option<RawStatsSocket>>) ->
                 Level::Operator
             }),
         };
+        let timeout = c.duration_within(
+            &format!("{key}.timeout"),
+            r.timeout.as_deref(),
+            StatsSocket::DEFAULT_TIMEOUT,
+            Duration::from_secs(1),
+            StatsSocket::MAX_TIMEOUT,
+        );
         if let Some(endpoint) = endpoint {
             if out.iter().any(|s: &StatsSocket| s.endpoint == endpoint) {
                 c.add(
@@ -170,6 +196,7 @@ pub(super) fn validate(c: &mut ConfigCheck, raw: Vec<Option<RawStatsSocket>>) ->
                 uid,
                 gid,
                 level,
+                timeout,
             });
         }
     }

@@ -266,11 +266,14 @@ pub enum Balance {
     /// requests ahead of a new one over the node's drain rate, measured
     /// from its window (`balance::drain`).
     ShortestWait,
+    /// HAProxy's `balance first`: the first node in config order with a
+    /// free in-flight slot (`max_inflight`, HAProxy's `maxconn`).
+    First,
 }
 
 impl Balance {
     pub const ACCEPTED: &'static str =
-        "\"roundrobin\", \"leastconn\", \"random\", \"peak-ewma\", \"weighted-least-load\", \"prequal\", \"hot-cold\" or \"shortest-wait\"";
+        "\"roundrobin\", \"leastconn\", \"random\", \"peak-ewma\", \"weighted-least-load\", \"prequal\", \"hot-cold\", \"shortest-wait\" or \"first\"";
 
     pub fn parse(s: &str) -> Option<Balance> {
         match s {
@@ -282,6 +285,7 @@ impl Balance {
             "prequal" => Some(Balance::Prequal),
             "hot-cold" => Some(Balance::HotCold),
             "shortest-wait" => Some(Balance::ShortestWait),
+            "first" => Some(Balance::First),
             _ => None,
         }
     }
@@ -296,6 +300,7 @@ impl Balance {
             Balance::Prequal => "prequal",
             Balance::HotCold => "hot-cold",
             Balance::ShortestWait => "shortest-wait",
+            Balance::First => "first",
         }
     }
 }
@@ -452,11 +457,13 @@ impl HostPattern {
     }
 }
 
-/// Per-site load-index weights (docs/routing.md, "The load index"); each multiplies one
-/// normalised index (see `balance::load` and docs/routing.md). Relative:
-/// they need not sum to 1, only their ratios matter.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct LoadWeights {
+/// The seven indices a node's window yields for the load index
+/// (docs/routing.md, "The load index"), by name: what one load sample
+/// normalises to (`balance::load::Normalised` is this type) and the weight
+/// each of them gets ([`LoadWeights::window`]), so the two cannot drift
+/// apart.
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize)]
+pub struct LoadIndices {
     pub cpu: f64,
     pub run_queue: f64,
     pub memory: f64,
@@ -464,6 +471,42 @@ pub struct LoadWeights {
     pub connections: f64,
     pub irq: f64,
     pub app: f64,
+}
+
+impl LoadIndices {
+    /// `Σ self_k · other_k`: the weighted sum of `other`'s indices when
+    /// `self` holds weights (or the other way round).
+    pub fn dot(&self, other: &LoadIndices) -> f64 {
+        self.cpu * other.cpu
+            + self.run_queue * other.run_queue
+            + self.memory * other.memory
+            + self.network * other.network
+            + self.connections * other.connections
+            + self.irq * other.irq
+            + self.app * other.app
+    }
+
+    /// The indices with their config names, in the order of `[weights]`.
+    pub fn named(&self) -> [(&'static str, f64); 7] {
+        [
+            ("cpu", self.cpu),
+            ("run_queue", self.run_queue),
+            ("memory", self.memory),
+            ("network", self.network),
+            ("connections", self.connections),
+            ("irq", self.irq),
+            ("app", self.app),
+        ]
+    }
+}
+
+/// Per-site load-index weights (docs/routing.md, "The load index"); each multiplies one
+/// normalised index (see `balance::load` and docs/routing.md). Relative:
+/// they need not sum to 1, only their ratios matter.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LoadWeights {
+    /// The weights of the window's indices.
+    pub window: LoadIndices,
     /// This proxy's own requests in flight to the node.
     pub inflight: f64,
 }
@@ -471,13 +514,15 @@ pub struct LoadWeights {
 impl Default for LoadWeights {
     fn default() -> Self {
         LoadWeights {
-            cpu: 0.35,
-            run_queue: 0.15,
-            memory: 0.05,
-            network: 0.1,
-            connections: 0.1,
-            irq: 0.05,
-            app: 0.2,
+            window: LoadIndices {
+                cpu: 0.35,
+                run_queue: 0.15,
+                memory: 0.05,
+                network: 0.1,
+                connections: 0.1,
+                irq: 0.05,
+                app: 0.2,
+            },
             inflight: 0.2,
         }
     }

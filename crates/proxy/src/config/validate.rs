@@ -301,14 +301,17 @@ pub(super) fn weights(
             dflt
         }
     };
+    let b = base.window;
     let out = LoadWeights {
-        cpu: get("cpu", w.cpu, base.cpu),
-        run_queue: get("run_queue", w.run_queue, base.run_queue),
-        memory: get("memory", w.memory, base.memory),
-        network: get("network", w.network, base.network),
-        connections: get("connections", w.connections, base.connections),
-        irq: get("irq", w.irq, base.irq),
-        app: get("app", w.app, base.app),
+        window: LoadIndices {
+            cpu: get("cpu", w.cpu, b.cpu),
+            run_queue: get("run_queue", w.run_queue, b.run_queue),
+            memory: get("memory", w.memory, b.memory),
+            network: get("network", w.network, b.network),
+            connections: get("connections", w.connections, b.connections),
+            irq: get("irq", w.irq, b.irq),
+            app: get("app", w.app, b.app),
+        },
         inflight: get("inflight", w.inflight, base.inflight),
     };
     routing::weights_not_all_zero(c, key, &out);

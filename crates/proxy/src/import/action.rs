@@ -216,83 +216,11 @@ pub fn keys(
     let mut k: Vec<(&'static str, String)> = vec![("action", q(action))];
     match action {
         "deny" | "tarpit" | "reject" | "silent-drop" => {
-            let mut st = if action == "tarpit" { "500" } else { "403" }.to_string();
-            if response {
-                st = "502".into();
-            }
-            let mut i = 1;
-            while i < args.len() {
-                match arg(i) {
-                    "deny_status" => st = status(arg(i + 1))?,
-                    other => return Err(format!("`{action} {other}` is not supported")),
-                }
-                i += 2;
-            }
-            if action != "deny" {
-                approx.push(format!("`{action}` is imported as a deny with status {st} (rdmalb answers; it does not {})", if action == "tarpit" { "hold the connection first" } else { "close the connection without a response" }));
-            }
             k[0].1 = q("deny");
-            k.push(("status", st));
+            k.push(("status", deny_status(args, response, approx)?));
         }
-        "return" => {
-            let mut i = 1;
-            let mut headers = Vec::new();
-            while i < args.len() {
-                let v = arg(i + 1);
-                match arg(i) {
-                    "status" => k.push(("status", status(v)?)),
-                    "content-type" => k.push(("content_type", q(v))),
-                    "string" => k.push(("body", q(v))),
-                    "lf-string" if !v.contains('%') => k.push(("body", q(v))),
-                    "file" => k.push(("body_file", q(v))),
-                    "hdr" => {
-                        headers.push(format!("{} = {}", q(v), q(arg(i + 2))));
-                        i += 1;
-                    }
-                    other => return Err(format!("`return ... {other}` is not supported")),
-                }
-                i += 2;
-            }
-            if !headers.is_empty() {
-                k.push(("headers", format!("{{ {} }}", headers.join(", "))));
-            }
-        }
-        "redirect" if !response => {
-            let mut i = 1;
-            while i < args.len() {
-                let v = arg(i + 1);
-                match arg(i) {
-                    t @ ("location" | "prefix") => {
-                        k.push((
-                            if t == "location" {
-                                "location"
-                            } else {
-                                "prefix"
-                            },
-                            q(&log_format(v, maps)?),
-                        ));
-                        i += 1;
-                    }
-                    "scheme" => {
-                        k.push(("scheme", q(&log_format(v, maps)?)));
-                        i += 1;
-                    }
-                    "code" => {
-                        match v {
-                            "301" | "302" | "303" | "307" | "308" => {
-                                k.push(("code", v.to_string()))
-                            }
-                            _ => return Err(format!("`code {v}` is not a redirect code")),
-                        }
-                        i += 1;
-                    }
-                    "drop-query" => k.push(("drop_query", "true".into())),
-                    "append-slash" => k.push(("append_slash", "true".into())),
-                    other => return Err(format!("redirect option `{other}` is not supported")),
-                }
-                i += 1;
-            }
-        }
+        "return" => return_keys(args, &mut k)?,
+        "redirect" if !response => redirect_keys(args, maps, &mut k)?,
         "auth" if !response => {
             let r = if arg(1) == "realm" { arg(2) } else { realm };
             if args.len() > 3 || (args.len() > 1 && arg(1) != "realm") {
@@ -334,4 +262,107 @@ pub fn keys(
         other => return Err(format!("the action `{other}` is not supported")),
     }
     Ok(k)
+}
+
+/// The status of a `deny` (or of `tarpit`, `reject` and `silent-drop`,
+/// imported as one, noted in `approx`).
+fn deny_status(
+    args: &[String],
+    response: bool,
+    approx: &mut Vec<String>,
+) -> Result<String, String> {
+    let action = args.first().map_or("", String::as_str);
+    let arg = |i: usize| args.get(i).map_or("", String::as_str);
+    let mut st = if action == "tarpit" { "500" } else { "403" }.to_string();
+    if response {
+        st = "502".into();
+    }
+    let mut i = 1;
+    while i < args.len() {
+        match arg(i) {
+            "deny_status" => st = status(arg(i + 1))?,
+            other => return Err(format!("`{action} {other}` is not supported")),
+        }
+        i += 2;
+    }
+    if action != "deny" {
+        approx.push(format!(
+            "`{action}` is imported as a deny with status {st} (rdmalb answers; it does not {})",
+            if action == "tarpit" {
+                "hold the connection first"
+            } else {
+                "close the connection without a response"
+            }
+        ));
+    }
+    Ok(st)
+}
+
+/// A `return`'s keys: status, content type, body or body file, headers.
+fn return_keys(args: &[String], k: &mut Vec<(&'static str, String)>) -> Result<(), String> {
+    let arg = |i: usize| args.get(i).map_or("", String::as_str);
+    let mut i = 1;
+    let mut headers = Vec::new();
+    while i < args.len() {
+        let v = arg(i + 1);
+        match arg(i) {
+            "status" => k.push(("status", status(v)?)),
+            "content-type" => k.push(("content_type", q(v))),
+            "string" => k.push(("body", q(v))),
+            "lf-string" if !v.contains('%') => k.push(("body", q(v))),
+            "file" => k.push(("body_file", q(v))),
+            "hdr" => {
+                headers.push(format!("{} = {}", q(v), q(arg(i + 2))));
+                i += 1;
+            }
+            other => return Err(format!("`return ... {other}` is not supported")),
+        }
+        i += 2;
+    }
+    if !headers.is_empty() {
+        k.push(("headers", format!("{{ {} }}", headers.join(", "))));
+    }
+    Ok(())
+}
+
+/// A `redirect`'s keys: its target, code and options.
+fn redirect_keys(
+    args: &[String],
+    maps: &mut Maps,
+    k: &mut Vec<(&'static str, String)>,
+) -> Result<(), String> {
+    let arg = |i: usize| args.get(i).map_or("", String::as_str);
+    let mut i = 1;
+    while i < args.len() {
+        let v = arg(i + 1);
+        match arg(i) {
+            t @ ("location" | "prefix") => {
+                k.push((
+                    if t == "location" {
+                        "location"
+                    } else {
+                        "prefix"
+                    },
+                    q(&log_format(v, maps)?),
+                ));
+                i += 1;
+            }
+            "scheme" => {
+                k.push(("scheme", q(&log_format(v, maps)?)));
+                i += 1;
+            }
+            "code" => {
+                match v {
+                    "301" | "302" | "303" | "307" | "308" => k.push(("code", v.to_string())),
+                    _ => return Err(format!("`code {v}` is not a redirect code")),
+                }
+                i += 1;
+            }
+            "drop-query" => k.push(("drop_query", "true".into())),
+            "append-slash" => k.push(("append_slash", "true".into())),
+            other => return Err(format!("redirect option `{other}` is not supported")),
+        }
+        i += 1;
+    }
+    Ok(())
 }

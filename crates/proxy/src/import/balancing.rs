@@ -19,7 +19,8 @@ fn policy(algo: &str) -> Option<(&'static str, bool)> {
         "roundrobin" => Some(("roundrobin", false)),
         "leastconn" => Some(("leastconn", false)),
         "random" => Some(("random", false)),
-        "static-rr" | "first" => Some(("roundrobin", true)),
+        "first" => Some(("first", false)),
+        "static-rr" => Some(("roundrobin", true)),
         _ => None,
     }
 }

@@ -80,35 +80,12 @@ pub fn test_in(words: &[String], table: Option<&str>) -> Result<TestToml, String
         ),
         None => (fetch_word.to_ascii_lowercase(), None),
     };
-    let mut icase = false;
-    let mut method: Option<String> = None;
-    let mut files = Vec::new();
-    let mut values = Vec::new();
-    let mut i = 1;
-    let mut flags = true;
-    while i < words.len() {
-        let w = words[i].as_str();
-        match w {
-            "-i" if flags => icase = true,
-            "-n" if flags => {}
-            "--" if flags => flags = false,
-            "-m" if flags => {
-                method = words.get(i + 1).cloned();
-                i += 1;
-            }
-            "-f" if flags => {
-                files.push(words.get(i + 1).cloned().unwrap_or_default());
-                i += 1;
-            }
-            "-u" if flags => i += 1,
-            "-M" if flags => return Err("`-M` (a map file as patterns) is not supported".into()),
-            _ => {
-                flags = false;
-                values.push(w.to_string());
-            }
-        }
-        i += 1;
-    }
+    let Flags {
+        icase,
+        method,
+        files,
+        values,
+    } = flags(&words[1..])?;
     if let Some(t) = super::stick::fetch(&base, arg.as_deref(), table)? {
         return stick_test(t, method.as_deref(), values);
     }
@@ -155,7 +132,74 @@ pub fn test_in(words: &[String], table: Option<&str>) -> Result<TestToml, String
         }
         _ => return Err(format!("`{fetch_word}` is not a fetch rdmalb tests")),
     };
-    let kind = match method.as_deref().or(implied) {
+    let kind = match_kind(method.as_deref().or(implied))?;
+    if let Some(k) = kind {
+        t.keys.push(("match", q(k)));
+    }
+    if !values.is_empty() {
+        t.keys.push(("values", list(&values)));
+    }
+    match files.as_slice() {
+        [] => {}
+        [f] => t.keys.push(("file", q(f))),
+        _ => return Err("several `-f` files on one line (write one acl line per file)".into()),
+    }
+    if icase {
+        t.keys.push(("ignore_case", "true".into()));
+    }
+    Ok(t)
+}
+
+/// An ACL line's flags (`-i`, `-m`, `-f`, …) and its values, from the
+/// words after the fetch.
+struct Flags {
+    icase: bool,
+    method: Option<String>,
+    files: Vec<String>,
+    values: Vec<String>,
+}
+
+fn flags(words: &[String]) -> Result<Flags, String> {
+    let mut icase = false;
+    let mut method: Option<String> = None;
+    let mut files = Vec::new();
+    let mut values = Vec::new();
+    let mut i = 0;
+    let mut flags = true;
+    while i < words.len() {
+        let w = words[i].as_str();
+        match w {
+            "-i" if flags => icase = true,
+            "-n" if flags => {}
+            "--" if flags => flags = false,
+            "-m" if flags => {
+                method = words.get(i + 1).cloned();
+                i += 1;
+            }
+            "-f" if flags => {
+                files.push(words.get(i + 1).cloned().unwrap_or_default());
+                i += 1;
+            }
+            "-u" if flags => i += 1,
+            "-M" if flags => return Err("`-M` (a map file as patterns) is not supported".into()),
+            _ => {
+                flags = false;
+                values.push(w.to_string());
+            }
+        }
+        i += 1;
+    }
+    Ok(Flags {
+        icase,
+        method,
+        files,
+        values,
+    })
+}
+
+/// rdmalb's `match` for HAProxy's `-m` method (or a fetch's `_suffix`).
+fn match_kind(method: Option<&str>) -> Result<Option<&'static str>, String> {
+    Ok(match method {
         None => None,
         Some(m) => Some(match m {
             "str" => "exact",
@@ -175,22 +219,7 @@ pub fn test_in(words: &[String], table: Option<&str>) -> Result<TestToml, String
                 ))
             }
         }),
-    };
-    if let Some(k) = kind {
-        t.keys.push(("match", q(k)));
-    }
-    if !values.is_empty() {
-        t.keys.push(("values", list(&values)));
-    }
-    match files.as_slice() {
-        [] => {}
-        [f] => t.keys.push(("file", q(f))),
-        _ => return Err("several `-f` files on one line (write one acl line per file)".into()),
-    }
-    if icase {
-        t.keys.push(("ignore_case", "true".into()));
-    }
-    Ok(t)
+    })
 }
 
 /// A stick fetch's test: integer matches only.

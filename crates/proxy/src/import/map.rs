@@ -9,9 +9,9 @@ use std::fmt::Write;
 use std::path::Path;
 use std::time::Duration;
 
-use super::acl::{self, Area};
+use super::routes;
 use super::sections::{Haproxy, Proxy, Role, Server};
-use super::site::{backend_site_name, q, site_name, Routed, Site};
+use super::site::{backend_site_name, q, site_name, Site};
 use super::{Kind, Note};
 
 /// Whether the `use_backend` rules need `[[site_rule]]`s: a dynamic
@@ -35,250 +35,10 @@ pub fn map(h: &Haproxy, dir: &Path, notes: &mut Vec<Note>, by_rules: bool) -> St
     let mut out = String::from(
         "# Made by `rdmalb import` from an HAProxy configuration; review the notes it printed.\n",
     );
-    let mut tcp_notes = Vec::new();
-    let mut notes_push_tcp = |p: &Proxy, line: usize| {
-        tcp_notes.push(Note::new(line, "mode", Kind::Routing, format!("`{}` is not in mode http (HAProxy's default mode is tcp): not supported, {} dropped", p.name, if p.role == Role::Backend { "its servers are" } else { "its listeners are" })))
-    };
-    let frontends: Vec<&Proxy> = h
-        .proxies
-        .iter()
-        .filter(|p| p.role.has_frontend())
-        .filter(|p| {
-            if p.is_http() {
-                true
-            } else {
-                notes_push_tcp(p, p.mode_http.as_ref().map_or(p.line, |m| m.line));
-                false
-            }
-        })
-        .collect();
-    // A listen section without servers (a stats page) is no backend.
-    let backends: Vec<&Proxy> = h
-        .proxies
-        .iter()
-        .filter(|p| p.role == Role::Backend || (p.role == Role::Listen && !p.servers.is_empty()))
-        .filter(|p| {
-            if p.is_http() {
-                true
-            } else {
-                if p.role == Role::Backend {
-                    notes_push_tcp(p, p.mode_http.as_ref().map_or(p.line, |m| m.line));
-                }
-                false
-            }
-        })
-        .collect();
-    notes.append(&mut tcp_notes);
-
-    // Routing table: every frontend's rules, merged in file order.
-    let mut routed: Vec<Routed> = Vec::new();
-    let mut default: Option<String> = None;
-    let mut first_signature: Option<(String, String)> = None;
-    for f in &frontends {
-        let mut mine = Vec::new();
-        if !by_rules {
-            // Only the ACLs routing uses: the others are request rules'.
-            let routing: Vec<_> = f
-                .acls
-                .iter()
-                .filter(|a| {
-                    f.rules.iter().any(|r| {
-                        r.condition.as_ref().is_some_and(|(_, w)| {
-                            w.iter().any(|w| w.trim_start_matches('!') == a.name)
-                        })
-                    })
-                })
-                .cloned()
-                .collect();
-            acl::approximations(&routing, notes);
-        }
-        for r in f.rules.iter().filter(|_| !by_rules) {
-            if !backends.iter().any(|b| b.name == r.backend) {
-                notes.push(Note::new(
-                    r.line,
-                    "use_backend",
-                    Kind::Routing,
-                    format!("no http backend named `{}`; rule dropped", r.backend),
-                ));
-                continue;
-            }
-            let c = match &r.condition {
-                None => acl::Condition {
-                    areas: vec![Area::ALL],
-                    exact: None,
-                    left_out: Vec::new(),
-                },
-                Some((positive, words)) => acl::condition(r.line, *positive, words, &f.acls, notes),
-            };
-            mine.push(Routed {
-                line: r.line,
-                backend: r.backend.clone(),
-                areas: c.areas,
-                exact: c.exact,
-                left_out: c.left_out,
-            });
-        }
-        let own = (f.role == Role::Listen && !f.servers.is_empty()).then(|| f.name.clone());
-        let fdefault = f.default_backend.as_ref().map(|d| d.value.clone()).or(own);
-        let signature = (
-            format!(
-                "{:?}",
-                mine.iter()
-                    .map(|r| (&r.backend, &r.areas))
-                    .collect::<Vec<_>>()
-            ),
-            format!("{fdefault:?}"),
-        );
-        match &first_signature {
-            None => {
-                first_signature = Some(signature);
-                default = fdefault;
-            }
-            Some(first) if *first != signature && !f.binds.is_empty() && !by_rules => notes.push(Note::new(
-                f.line,
-                f.role_word(),
-                Kind::Routing,
-                format!("rdmalb routes every listener with one table: `{}` routes differently from the first frontend, and its listeners use the merged rules (default backend `{}`)", f.name, default.as_deref().unwrap_or("none")),
-            )),
-            Some(_) => {}
-        }
-        routed.extend(mine);
-    }
-    if let Some(d) = &default {
-        if !backends.iter().any(|b| &b.name == d) {
-            let line = frontends
-                .iter()
-                .find_map(|f| f.default_backend.as_ref().filter(|x| &x.value == d))
-                .map_or(0, |x| x.line);
-            notes.push(Note::new(
-                line,
-                "default_backend",
-                Kind::Routing,
-                format!("no http backend named `{d}`"),
-            ));
-            default = None;
-        }
-    }
-
-    // Sites: the (host, prefix) pairs each backend's rules reach, first claim wins.
-    let mut sites: Vec<Site> = backends
-        .iter()
-        .map(|b| Site {
-            name: {
-                let name = backend_site_name(&b.name);
-                if name != site_name(&b.name) {
-                    notes.push(Note::new(b.line, "backend", Kind::Approximated, format!("`{}` is reserved in rdmalb (it names the idle pool); its site is named `{name}`", b.name)));
-                }
-                name
-            },
-            backend: b,
-            pairs: Vec::new(),
-            hosts: Vec::new(),
-            paths: Vec::new(),
-            line: routed
-                .iter()
-                .find(|r| r.backend == b.name)
-                .map_or(b.line, |r| r.line),
-        })
-        .collect();
-    // A pattern also claims the more specific patterns other rules name
-    // (`*` every name, `*.a.com` `b.a.com`): rdmalb prefers those, so
-    // without them a later rule for `b.a.com` would win where HAProxy's
-    // earlier rule does. A pair inside an earlier claim is never reached in
-    // HAProxy (another backend's earlier rule takes it all) and is left out.
-    // `order`: the claims that shadow.
-    let mut named: Vec<String> = Vec::new();
-    for a in routed.iter().flat_map(|r| &r.areas) {
-        for h in a.hosts.iter().flatten() {
-            if !named.contains(h) {
-                named.push(h.clone());
-            }
-        }
-    }
-    let mut claimed: HashMap<(String, String), usize> = HashMap::new();
-    let mut order: Vec<(String, String)> = Vec::new();
-    for r in &routed {
-        let si = sites
-            .iter()
-            .position(|s| s.backend.name == r.backend)
-            .expect("checked above");
-        // Only a rule imported whole shadows later ones: one imported
-        // without a part matches more here than in HAProxy.
-        let covers = r.left_out.is_empty() && (r.exact.is_some() || r.areas == [Area::ALL]);
-        for a in &r.areas {
-            let hosts = a.hosts.clone().unwrap_or_else(|| vec!["*".into()]);
-            let paths = a.paths.clone().unwrap_or_else(|| vec![String::new()]);
-            let mut expanded = hosts.clone();
-            for h in &hosts {
-                for n in &named {
-                    if !expanded.contains(n) && (h == "*" || (n != h && acl::host_within(n, h))) {
-                        expanded.push(n.clone());
-                    }
-                }
-            }
-            for host in &expanded {
-                for path in &paths {
-                    let key = (host.clone(), path.clone());
-                    let shadowed = order.iter().any(|(h, p)| {
-                        claimed[&(h.clone(), p.clone())] != si
-                            && (h == "*" || acl::host_within(host, h))
-                            && path.starts_with(p.as_str())
-                    });
-                    if claimed.contains_key(&key) {
-                        continue;
-                    }
-                    if shadowed {
-                        continue;
-                    }
-                    claimed.insert(key.clone(), si);
-                    if covers {
-                        order.push(key.clone());
-                    }
-                    sites[si].pairs.push(key);
-                }
-            }
-        }
-    }
-    for (si, s) in sites.iter_mut().enumerate() {
-        for (host, path) in &s.pairs {
-            if !s.hosts.contains(host) {
-                s.hosts.push(host.clone());
-            }
-            if !s.paths.contains(path) {
-                s.paths.push(path.clone());
-            }
-        }
-        // Hosts × paths may take pairs another site claimed: drop such hosts.
-        let paths = s.paths.clone();
-        let name = s.name.clone();
-        let backend = s.backend.name.clone();
-        let line = s.line;
-        s.hosts.retain(|h| {
-            let taken: Vec<&String> = paths.iter().filter(|p| claimed.get(&(h.clone(), (*p).clone())).is_some_and(|&o| o != si)).collect();
-            if taken.is_empty() {
-                return true;
-            }
-            notes.push(Note::new(line, "use_backend", Kind::Routing, format!("site `{name}` cannot take host `{h}` for paths {} of backend `{backend}`: another site routes that host with the same prefixes", paths.iter().map(|p| format!("`{}`", if p.is_empty() { "/" } else { p })).collect::<Vec<_>>().join(", "))));
-            false
-        });
-    }
-
-    // Compare HAProxy's first-match order with rdmalb's precedence.
-    let involved = super::probe::compare(&routed, default.as_deref(), &sites, notes);
-    let all_exact = routed
-        .iter()
-        .all(|r| r.exact.is_some() || r.areas == [Area::ALL]);
-    for r in &routed {
-        for what in &r.left_out {
-            // Only when HAProxy's every condition is known can the probes judge.
-            notes.push(if !all_exact || involved.contains(&r.backend) {
-                Note::new(r.line, "use_backend", Kind::Routing, format!("{what} is not expressible with host and path prefix matching; the rule is imported without it (it matches more)"))
-            } else {
-                Note::new(r.line, "use_backend", Kind::Approximated, format!("{what} is left out, and the order of the rules still gives every host and path they name the same backend as in HAProxy"))
-            });
-        }
-    }
-
+    let (frontends, backends) = routes::http_proxies(h, notes);
+    let (routed, default) = routes::table(&frontends, &backends, by_rules, notes);
+    let (sites, claimed) = routes::sites(&backends, &routed, notes);
+    routes::compare(&routed, default.as_deref(), &sites, notes);
     global(
         &mut out,
         h,
@@ -294,8 +54,46 @@ pub fn map(h: &Haproxy, dir: &Path, notes: &mut Vec<Note>, by_rules: bool) -> St
         h.global.crt_base.as_deref(),
         notes,
     );
-    super::stats::emit(&mut out, &h.global.stats_sockets);
+    super::stats::emit(&mut out, &h.global.stats);
     super::acme::section(&mut out, h, notes);
+    let any_taken = claimed.contains_key(&("*".to_string(), String::new()));
+    let default = if by_rules { None } else { default.as_deref() };
+    let written = Written {
+        default,
+        any_taken,
+        by_rules,
+    };
+    write_sites(&mut out, h, &frontends, &backends, &sites, written, notes);
+    out.push_str(&super::rules::rules(
+        h, &frontends, &backends, by_rules, notes,
+    ));
+    for empty in ["\n[timeouts]\n\n", "\n[limits]\n\n", "\n[health]\n\n"] {
+        out = out.replace(empty, "\n");
+    }
+    out
+}
+
+/// What every site's table depends on besides the site.
+#[derive(Clone, Copy)]
+struct Written<'a> {
+    /// The default backend (none with `[[site_rule]]`s).
+    default: Option<&'a str>,
+    /// Whether some site claimed every host and path.
+    any_taken: bool,
+    by_rules: bool,
+}
+
+/// The `[[site]]` tables (with their balancing, ACME and compression
+/// lines) and the `[[node]]` ones.
+fn write_sites(
+    out: &mut String,
+    h: &Haproxy,
+    frontends: &[&Proxy],
+    backends: &[&Proxy],
+    sites: &[Site<'_>],
+    written: Written<'_>,
+    notes: &mut Vec<Note>,
+) {
     let acme_domains = super::acme::domains(h);
     let health_path = most_common(
         &backends
@@ -305,8 +103,37 @@ pub fn map(h: &Haproxy, dir: &Path, notes: &mut Vec<Note>, by_rules: bool) -> St
             .collect::<Vec<_>>(),
     )
     .map_or("/".to_string(), |(p, _)| p);
-    let any_taken = claimed.contains_key(&("*".to_string(), String::new()));
-    // A backend without `compression` of its own takes the frontend's.
+    let front_comp = frontend_compression(frontends, notes);
+    let level = h.global.comp_maxlevel.as_ref().map(|l| l.value);
+    let balance = super::balancing::global_policy(backends);
+    for s in sites {
+        site(
+            out,
+            s,
+            written.default,
+            &health_path,
+            written.any_taken,
+            written.by_rules,
+            notes,
+        );
+        super::balancing::site(out, s.backend, balance, notes);
+        super::acme::site_line(out, &s.hosts, &acme_domains);
+        let own = Some(&s.backend.compression).filter(|c| c.enabled());
+        if let Some(c) = own.or(front_comp) {
+            c.write(out, level);
+        }
+    }
+    let hosts: Vec<&String> = sites.iter().flat_map(|s| &s.hosts).collect();
+    super::acme::unserved(h, &acme_domains, &hosts, notes);
+    nodes(out, sites, notes);
+}
+
+/// The compression a backend without its own takes: the first
+/// frontend's that compresses (noted when another frontend does not).
+fn frontend_compression<'a>(
+    frontends: &[&'a Proxy],
+    notes: &mut Vec<Note>,
+) -> Option<&'a super::compression::Comp> {
     let front_comp = frontends
         .iter()
         .map(|f| &f.compression)
@@ -317,40 +144,11 @@ pub fn map(h: &Haproxy, dir: &Path, notes: &mut Vec<Note>, by_rules: bool) -> St
     ) {
         notes.push(Note::new(f.line, "compression", Kind::Approximated, format!("`{}` does not compress but another frontend does: rdmalb compresses per site, so responses through `{}` are compressed too (line {})", f.name, f.name, c.algos.as_ref().map_or(0, |a| a.line))));
     }
-    let level = h.global.comp_maxlevel.as_ref().map(|l| l.value);
-    let balance = super::balancing::global_policy(&backends);
-    for s in &sites {
-        let default = if by_rules { None } else { default.as_deref() };
-        site(
-            &mut out,
-            s,
-            default,
-            &health_path,
-            any_taken,
-            by_rules,
-            notes,
-        );
-        super::balancing::site(&mut out, s.backend, balance, notes);
-        super::acme::site_line(&mut out, &s.hosts, &acme_domains);
-        let own = Some(&s.backend.compression).filter(|c| c.enabled());
-        if let Some(c) = own.or(front_comp) {
-            c.write(&mut out, level);
-        }
-    }
-    let hosts: Vec<&String> = sites.iter().flat_map(|s| &s.hosts).collect();
-    super::acme::unserved(h, &acme_domains, &hosts, notes);
-    nodes(&mut out, &sites, notes);
-    out.push_str(&super::rules::rules(
-        h, &frontends, &backends, by_rules, notes,
-    ));
-    for empty in ["\n[timeouts]\n\n", "\n[limits]\n\n", "\n[health]\n\n"] {
-        out = out.replace(empty, "\n");
-    }
-    out
+    front_comp
 }
 
 impl Proxy {
-    fn role_word(&self) -> &'static str {
+    pub(super) fn role_word(&self) -> &'static str {
         match self.role {
             Role::Frontend => "frontend",
             Role::Listen => "listen",
@@ -452,8 +250,14 @@ fn global(
         }
     }
     retries(out, backends, notes);
+    timeouts(out, frontends, backends, notes);
+    limits(out, h, frontends, notes);
+    health(out, backends, notes);
+}
 
-    // Timeouts: the client side from frontends, the server side from backends.
+/// `[timeouts]`: the client side from frontends, the server side from
+/// backends, the most common value of each.
+fn timeouts(out: &mut String, frontends: &[&Proxy], backends: &[&Proxy], notes: &mut Vec<Note>) {
     out.push_str("\n[timeouts]\n");
     for (haproxy, key, side) in [
         ("connect", "connect", false),
@@ -479,7 +283,11 @@ fn global(
             |d| dur(*d),
         );
     }
+}
 
+/// `[limits]`: the frontends' `maxconn` (the most common), else the
+/// global one.
+fn limits(out: &mut String, h: &Haproxy, frontends: &[&Proxy], notes: &mut Vec<Note>) {
     out.push_str("\n[limits]\n");
     let maxconns: Vec<(u64, usize)> = frontends
         .iter()
@@ -497,8 +305,10 @@ fn global(
     if let (None, Some(g)) = (per_listener, &h.global.maxconn) {
         writeln!(out, "max_connections = {}", g.value).ok();
     }
+}
 
-    // Health checks: the most common per-server values.
+/// `[health]`: the most common per-server and per-backend check values.
+fn health(out: &mut String, backends: &[&Proxy], notes: &mut Vec<Note>) {
     out.push_str("\n[health]\n");
     let checked: Vec<&Server> = backends
         .iter()

@@ -43,7 +43,8 @@ pub struct Global {
     pub nbthread: Option<At<u64>>,
     /// `crt-base`: the directory relative `crt` paths are in.
     pub crt_base: Option<String>,
-    pub stats_sockets: Vec<super::stats::StatsSocket>,
+    /// `stats socket` and `stats timeout`.
+    pub stats: super::stats::Stats,
     /// `maxcompcpuusage`: the CPU percentage above which compression stops.
     pub maxcompcpuusage: Option<At<u64>>,
     /// `tune.comp.maxlevel`.
@@ -240,43 +241,10 @@ pub fn read(lines: &[Line], notes: &mut Vec<Note>) -> Haproxy {
             }
             skipping = other_section;
             if other_section {
-                notes.push(Note::new(
-                    line.number,
-                    kw,
-                    Kind::Unsupported,
-                    if kw == "peers" {
-                        "section not supported as such (no replication); its `table` lines are carried as [[stick_table]]s, shared through [stick_share] when the section names other peers, its other lines skipped".into()
-                    } else {
-                        format!("section not supported; its {} lines are skipped", kw)
-                    },
-                ));
+                notes.push(other_section_note(line));
             }
             if let Some(role) = role {
-                let name = line.word(1);
-                let mut p = match (role, line.words.iter().position(|w| w == "from")) {
-                    (_, Some(i)) => {
-                        match defaults.iter().rev().find(|d| d.name == line.word(i + 1)) {
-                            Some(d) => inherit(d, role, name, line.number),
-                            None => {
-                                notes.push(Note::new(
-                                    line.number,
-                                    kw,
-                                    Kind::Routing,
-                                    format!("no defaults section named `{}`", line.word(i + 1)),
-                                ));
-                                Proxy::new(role, name, line.number)
-                            }
-                        }
-                    }
-                    (_, None) => match defaults.last() {
-                        Some(d) => inherit(d, role, name, line.number),
-                        None => Proxy::new(role, name, line.number),
-                    },
-                };
-                if role == Role::Listen && !line.word(2).is_empty() && line.word(2) != "from" {
-                    super::bind::parse(&mut p, line, 2, notes);
-                }
-                current = Some(p);
+                current = Some(proxy_section(role, line, &defaults, notes));
             }
             continue;
         }
@@ -319,6 +287,51 @@ pub fn read(lines: &[Line], notes: &mut Vec<Note>) -> Haproxy {
     }
     finish(&mut current, &mut defaults, &mut out);
     out
+}
+
+/// The note on a section rdmalb does not read (`peers` only for its
+/// tables).
+fn other_section_note(line: &Line) -> Note {
+    let kw = line.keyword();
+    Note::new(
+        line.number,
+        kw,
+        Kind::Unsupported,
+        if kw == "peers" {
+            "section not supported as such (no replication); its `table` lines are carried as [[stick_table]]s, shared through [stick_share] when the section names other peers, its other lines skipped".into()
+        } else {
+            format!("section not supported; its {} lines are skipped", kw)
+        },
+    )
+}
+
+/// A `defaults`, `frontend`, `backend` or `listen` section opened by
+/// `line`: it inherits the `defaults` it names with `from`, else the last
+/// one; a listen section's address on the line is its first bind.
+fn proxy_section(role: Role, line: &Line, defaults: &[Proxy], notes: &mut Vec<Note>) -> Proxy {
+    let (kw, name) = (line.keyword(), line.word(1));
+    let mut p = match line.words.iter().position(|w| w == "from") {
+        Some(i) => match defaults.iter().rev().find(|d| d.name == line.word(i + 1)) {
+            Some(d) => inherit(d, role, name, line.number),
+            None => {
+                notes.push(Note::new(
+                    line.number,
+                    kw,
+                    Kind::Routing,
+                    format!("no defaults section named `{}`", line.word(i + 1)),
+                ));
+                Proxy::new(role, name, line.number)
+            }
+        },
+        None => match defaults.last() {
+            Some(d) => inherit(d, role, name, line.number),
+            None => Proxy::new(role, name, line.number),
+        },
+    };
+    if role == Role::Listen && !line.word(2).is_empty() && line.word(2) != "from" {
+        super::bind::parse(&mut p, line, 2, notes);
+    }
+    p
 }
 
 fn finish(current: &mut Option<Proxy>, defaults: &mut Vec<Proxy>, out: &mut Haproxy) {
@@ -403,7 +416,7 @@ fn global(g: &mut Global, line: &Line, notes: &mut Vec<Note>) {
             Kind::Unsupported,
             "not supported: rdmalb writes its access log to global.access_log (stdout)".into(),
         )),
-        "stats" => super::stats::global(&mut g.stats_sockets, line, notes),
+        "stats" => super::stats::global(&mut g.stats, line, notes),
         _ => notes.push(Note::new(
             line.number,
             kw,

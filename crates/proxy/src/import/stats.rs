@@ -1,25 +1,39 @@
 //! HAProxy's operational surface carried over: `stats socket` lines of the
 //! `global` section become `[[stats_socket]]` entries (path or loopback
-//! address, `mode`, `user`/`uid`, `group`/`gid`, `level`), and a
-//! frontend's `monitor-uri` its listeners' `monitor_uri`.
+//! address, `mode`, `user`/`uid`, `group`/`gid`, `level`), `stats timeout`
+//! every entry's `timeout` (HAProxy's is global: it applies to every
+//! socket), and a frontend's `monitor-uri` its listeners' `monitor_uri`.
 //!
 //! What is not carried: `abns@`/`fd@` addresses and `expose-fd listeners`
 //! (rdmalb hands its sockets to a restarted process itself), other bind
-//! options, `stats timeout` and `stats maxconn` (rdmalb's socket closes an
-//! idle session after 10 s, `set timeout cli` changes it, and serves 10
-//! sessions at once, HAProxy's defaults), and `monitor fail` conditions
-//! other than `nbsrv(<backend>) lt <n>` (carried as `monitor_fail`).
+//! options, `stats maxconn` (rdmalb's socket serves 10 sessions at once,
+//! HAProxy's default), and `monitor fail` conditions other than
+//! `nbsrv(<backend>) lt <n>` (carried as `monitor_fail`).
 
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 
+use std::time::Duration;
+
 use super::lexer::Line;
 use super::site::q;
 use super::{Kind, Note};
+use crate::config::StatsSocket as StatsSocketConfig;
+
+/// The shortest `timeout` rdmalb's stats socket takes.
+const MIN_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The `stats` lines of the `global` section.
+#[derive(Debug, Clone, Default)]
+pub struct Stats {
+    sockets: Vec<StatsSocket>,
+    /// `stats timeout`, as rdmalb writes a duration.
+    timeout: Option<String>,
+}
 
 /// One `stats socket` line.
 #[derive(Debug, Clone)]
-pub struct StatsSocket {
+struct StatsSocket {
     /// `path = …` or `listen = …`, as TOML.
     endpoint: String,
     options: Vec<(&'static str, String)>,
@@ -31,16 +45,37 @@ fn note(line: &Line, kind: Kind, why: String) -> Note {
 }
 
 /// A `stats …` line of the `global` section.
-pub fn global(sockets: &mut Vec<StatsSocket>, line: &Line, notes: &mut Vec<Note>) {
+pub fn global(stats: &mut Stats, line: &Line, notes: &mut Vec<Note>) {
     match line.word(1) {
         "socket" => {
             if let Some(s) = socket(line, notes) {
-                sockets.push(s);
+                stats.sockets.push(s);
             }
         }
-        "timeout" => notes.push(note(line, Kind::Approximated, "rdmalb's stats socket closes a session idle for 10 s (HAProxy's default); `set timeout cli` changes it per session".into())),
-        "maxconn" => notes.push(note(line, Kind::Approximated, "rdmalb's stats socket serves 10 sessions at once (HAProxy's default); the others wait".into())),
-        _ => notes.push(note(line, Kind::Unsupported, "not supported in the global section".into())),
+        "timeout" => match super::sections::time(line.word(2)) {
+            Some(t) if (MIN_TIMEOUT..=StatsSocketConfig::MAX_TIMEOUT).contains(&t) => {
+                stats.timeout = Some(rdmalb_base::duration::format(t));
+            }
+            _ => notes.push(note(
+                line,
+                Kind::Unsupported,
+                format!(
+                    "`{}` is not a timeout rdmalb's stats socket takes (1s to 1d); it keeps 10 s",
+                    line.word(2)
+                ),
+            )),
+        },
+        "maxconn" => notes.push(note(
+            line,
+            Kind::Approximated,
+            "rdmalb's stats socket serves 10 sessions at once (HAProxy's default); the others wait"
+                .into(),
+        )),
+        _ => notes.push(note(
+            line,
+            Kind::Unsupported,
+            "not supported in the global section".into(),
+        )),
     }
 }
 
@@ -108,11 +143,14 @@ fn socket(line: &Line, notes: &mut Vec<Note>) -> Option<StatsSocket> {
 }
 
 /// The `[[stats_socket]]` sections.
-pub fn emit(out: &mut String, sockets: &[StatsSocket]) {
-    for s in sockets {
+pub fn emit(out: &mut String, stats: &Stats) {
+    for s in &stats.sockets {
         writeln!(out, "\n[[stats_socket]]\n{}", s.endpoint).ok();
         for (key, value) in &s.options {
             writeln!(out, "{key} = {}", q(value)).ok();
+        }
+        if let Some(t) = &stats.timeout {
+            writeln!(out, "timeout = {}", q(t)).ok();
         }
     }
 }

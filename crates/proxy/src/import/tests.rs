@@ -128,6 +128,31 @@ fn time_units_and_bare_milliseconds() {
     assert_eq!(time("s"), None);
 }
 
+/// `balance first` with `maxconn` is rdmalb's `first` with `max_inflight`,
+/// exactly; `stats timeout` becomes every stats socket's `timeout`.
+#[test]
+fn balance_first_and_stats_timeout_are_carried_exactly() {
+    let i = imported(&format!(
+        "global\n    stats socket /run/haproxy/admin.sock level admin\n    stats timeout 2m\n\
+         \x20   stats socket ipv4@127.0.0.1:9999\n{HEAD}\
+         frontend web\n    bind 127.0.0.1:8080\n    default_backend app\n\
+         backend app\n    balance first\n\
+         \x20   server a1 10.0.0.1:80 maxconn 30\n    server a2 10.0.0.2:80 maxconn 30\n"
+    ));
+    assert!(notes(&i).is_empty(), "{:?}", notes(&i));
+    let c = parsed(&i);
+    assert_eq!(c.global.balance, crate::config::Balance::First);
+    assert_eq!(c.nodes[0].max_inflight, Some(30));
+    let timeouts: Vec<Duration> = c.stats_sockets.iter().map(|s| s.timeout).collect();
+    assert_eq!(timeouts, [Duration::from_secs(120); 2]);
+    let i = imported("global\n    stats socket /run/a.sock\n    stats timeout 2d\n");
+    assert!(
+        has_note(&i, 3, "not a timeout rdmalb's stats socket takes"),
+        "{:?}",
+        notes(&i)
+    );
+}
+
 #[test]
 fn one_site_defaults_and_default_server() {
     let i = imported(&format!(

@@ -384,7 +384,41 @@ pub fn validate(
         table_index,
         slot_tables: [None; 3],
     };
-    for (i, m) in raw_maps.into_iter().enumerate() {
+    maps(c, raw_maps, &mut n, &mut rules);
+    acls(c, raw_acls, &mut n);
+    for (i, u) in raw_users.into_iter().enumerate() {
+        let Some(u) = u else { continue };
+        if let Some(l) = userlist(c, &format!("userlist[{i}]"), u) {
+            n.userlist_index
+                .insert(l.name.clone(), rules.userlists.len());
+            rules.userlists.push(l);
+        }
+    }
+    let (request, site_request) = http_rules(c, raw_req, false, sites, &mut n, site_count);
+    (rules.request, rules.site_request) = (request, site_request);
+    let (response, site_response) = http_rules(c, raw_resp, true, sites, &mut n, site_count);
+    (rules.response, rules.site_response) = (response, site_response);
+    for (i, r) in raw_site.into_iter().enumerate() {
+        let Some(r) = r else { continue };
+        if let Some(rule) = site_rule(c, &format!("site_rule[{i}]"), r, sites, &mut n) {
+            rules.site_rules.push(rule);
+        }
+    }
+    for (i, p) in raw_pages.into_iter().enumerate() {
+        let Some(p) = p else { continue };
+        if let Some((status, answer)) = error_page(c, &format!("error_page[{i}]"), p) {
+            rules.error_pages.insert(status, answer);
+        }
+    }
+    rules.acls = n.acls;
+    rules.tables = n.tables;
+    rules.share = share.flatten().map(std::sync::Arc::new);
+    rules
+}
+
+/// `[[map]]`s, each name once.
+fn maps(c: &mut ConfigCheck, raw: Vec<Option<RawMap>>, n: &mut Names, rules: &mut Rules) {
+    for (i, m) in raw.into_iter().enumerate() {
         let Some(m) = m else { continue };
         if let Some(map) = map(c, &format!("map[{i}]"), m) {
             if n.map_index
@@ -399,7 +433,11 @@ pub fn validate(
             rules.maps.push(map);
         }
     }
-    for (i, a) in raw_acls.into_iter().enumerate() {
+}
+
+/// `[[acl]]`s: the tests of one name make one ACL (any passing).
+fn acls(c: &mut ConfigCheck, raw: Vec<Option<RawTest>>, n: &mut Names) {
+    for (i, a) in raw.into_iter().enumerate() {
         let Some(a) = a else { continue };
         let key = format!("acl[{i}]");
         let Some(name) = a.name.clone().filter(|s| valid_name(s)) else {
@@ -420,132 +458,129 @@ pub fn validate(
             }
         }
     }
-    for (i, u) in raw_users.into_iter().enumerate() {
-        let Some(u) = u else { continue };
-        if let Some(l) = userlist(c, &format!("userlist[{i}]"), u) {
-            n.userlist_index
-                .insert(l.name.clone(), rules.userlists.len());
-            rules.userlists.push(l);
-        }
-    }
-    for (i, r) in raw_req.into_iter().enumerate() {
+}
+
+/// `[[request_rule]]`s (or `[[response_rule]]`s, `response`): those of
+/// every site, and those of each site.
+fn http_rules(
+    c: &mut ConfigCheck,
+    raw: Vec<Option<RawRule>>,
+    response: bool,
+    sites: &HashMap<String, usize>,
+    n: &mut Names,
+    site_count: usize,
+) -> (Vec<super::Rule>, Vec<Vec<super::Rule>>) {
+    let section = if response {
+        "response_rule"
+    } else {
+        "request_rule"
+    };
+    let (mut all, mut per_site) = (Vec::new(), vec![Vec::new(); site_count]);
+    for (i, r) in raw.into_iter().enumerate() {
         let Some(r) = r else { continue };
-        let key = format!("request_rule[{i}]");
+        let key = format!("{section}[{i}]");
         let site = r.site.clone();
-        if let Some(rule) = rule(c, &key, r, false, &mut n) {
+        if let Some(rule) = rule(c, &key, r, response, n) {
             match site {
-                None => rules.request.push(rule),
+                None => all.push(rule),
                 Some(s) => match sites.get(&s) {
-                    Some(&j) => rules.site_request[j].push(rule),
+                    Some(&j) => per_site[j].push(rule),
                     None => c.add(format!("{key}.site"), format!("no site named `{s}`")),
                 },
             }
         }
     }
-    for (i, r) in raw_resp.into_iter().enumerate() {
-        let Some(r) = r else { continue };
-        let key = format!("response_rule[{i}]");
-        let site = r.site.clone();
-        if let Some(rule) = rule(c, &key, r, true, &mut n) {
-            match site {
-                None => rules.response.push(rule),
-                Some(s) => match sites.get(&s) {
-                    Some(&j) => rules.site_response[j].push(rule),
-                    None => c.add(format!("{key}.site"), format!("no site named `{s}`")),
-                },
-            }
+    (all, per_site)
+}
+
+/// One `[[site_rule]]`: a site by name, one named by a template, or an
+/// answer.
+fn site_rule(
+    c: &mut ConfigCheck,
+    key: &str,
+    r: RawSiteRule,
+    sites: &HashMap<String, usize>,
+    n: &mut Names,
+) -> Option<SiteRule> {
+    let condition = condition(c, key, r.if_.as_ref(), r.unless.as_ref(), n);
+    let listeners = listener_names(c, key, r.listeners.as_deref(), &n.listeners);
+    let choice = match (r.site.as_deref(), r.status) {
+        (Some(_), Some(_)) => {
+            c.add(
+                format!("{key}.status"),
+                "a site rule has site or status, not both",
+            );
+            return None;
         }
-    }
-    for (i, r) in raw_site.into_iter().enumerate() {
-        let Some(r) = r else { continue };
-        let key = format!("site_rule[{i}]");
-        let condition = condition(c, &key, r.if_.as_ref(), r.unless.as_ref(), &mut n);
-        let listeners = listener_names(c, &key, r.listeners.as_deref(), &n.listeners);
-        let choice = match (r.site.as_deref(), r.status) {
-            (Some(_), Some(_)) => {
-                c.add(
-                    format!("{key}.status"),
-                    "a site rule has site or status, not both",
-                );
-                continue;
-            }
-            (None, Some(_)) => match status(c, &format!("{key}.status"), r.status, None) {
-                Some(s) => SiteChoice::Answer(s),
-                None => continue,
-            },
-            (None, None) => {
-                c.add(format!("{key}.site"), "missing (expected a site name, a value such as \"{host|lower|map:hosts}\", or status = 503)");
-                continue;
-            }
-            (Some(s), None) if s.contains('{') => {
-                match Template::parse(s, |m| n.map_index.get(m).copied()) {
-                    Ok(t) => SiteChoice::Dynamic(t),
-                    Err(e) => {
-                        c.add(format!("{key}.site"), e);
-                        continue;
-                    }
-                }
-            }
-            (Some(s), None) => match sites.get(s) {
-                Some(&j) => SiteChoice::Site(j),
-                None => {
-                    c.add(format!("{key}.site"), format!("no site named `{s}`"));
-                    continue;
-                }
-            },
-        };
-        rules.site_rules.push(SiteRule {
-            condition,
-            choice,
-            listeners,
-        });
-    }
-    for (i, p) in raw_pages.into_iter().enumerate() {
-        let Some(p) = p else { continue };
-        let key = format!("error_page[{i}]");
-        let Some(status) = status(c, &format!("{key}.status"), p.status, None) else {
-            continue;
-        };
-        let answer = if let Some(f) = &p.file {
-            for (k, v) in [
-                ("body", p.body.is_some()),
-                ("body_file", p.body_file.is_some()),
-                ("content_type", p.content_type.is_some()),
-            ] {
-                if v {
-                    c.add(
-                        format!("{key}.{k}"),
-                        "not used with `file` (the file is a whole HTTP response)",
-                    );
-                }
-            }
-            match raw_response(&c.path(f)) {
-                Ok(a) => a,
+        (None, Some(_)) => SiteChoice::Answer(status(c, &format!("{key}.status"), r.status, None)?),
+        (None, None) => {
+            c.add(format!("{key}.site"), "missing (expected a site name, a value such as \"{host|lower|map:hosts}\", or status = 503)");
+            return None;
+        }
+        (Some(s), None) if s.contains('{') => {
+            match Template::parse(s, |m| n.map_index.get(m).copied()) {
+                Ok(t) => SiteChoice::Dynamic(t),
                 Err(e) => {
-                    c.add(format!("{key}.file"), e);
-                    continue;
+                    c.add(format!("{key}.site"), e);
+                    return None;
                 }
             }
-        } else {
-            let Some(a) = answer(
-                c,
-                &key,
-                status,
-                p.content_type.as_deref(),
-                p.body.as_deref(),
-                p.body_file.as_deref(),
-                None,
-            ) else {
-                continue;
-            };
-            a
-        };
-        rules.error_pages.insert(status.as_u16(), answer);
-    }
-    rules.acls = n.acls;
-    rules.tables = n.tables;
-    rules.share = share.flatten().map(std::sync::Arc::new);
-    rules
+        }
+        (Some(s), None) => match sites.get(s) {
+            Some(&j) => SiteChoice::Site(j),
+            None => {
+                c.add(format!("{key}.site"), format!("no site named `{s}`"));
+                return None;
+            }
+        },
+    };
+    Some(SiteRule {
+        condition,
+        choice,
+        listeners,
+    })
+}
+
+/// One `[[error_page]]`: its status and answer, from a whole HTTP
+/// response in `file` or from its parts.
+fn error_page(
+    c: &mut ConfigCheck,
+    key: &str,
+    p: RawErrorPage,
+) -> Option<(u16, super::action::Answer)> {
+    let status = status(c, &format!("{key}.status"), p.status, None)?;
+    let answer = if let Some(f) = &p.file {
+        for (k, v) in [
+            ("body", p.body.is_some()),
+            ("body_file", p.body_file.is_some()),
+            ("content_type", p.content_type.is_some()),
+        ] {
+            if v {
+                c.add(
+                    format!("{key}.{k}"),
+                    "not used with `file` (the file is a whole HTTP response)",
+                );
+            }
+        }
+        match raw_response(&c.path(f)) {
+            Ok(a) => a,
+            Err(e) => {
+                c.add(format!("{key}.file"), e);
+                return None;
+            }
+        }
+    } else {
+        answer(
+            c,
+            key,
+            status,
+            p.content_type.as_deref(),
+            p.body.as_deref(),
+            p.body_file.as_deref(),
+            None,
+        )?
+    };
+    Some((status.as_u16(), answer))
 }
 
 /// A rule's `listeners`, each a listener's name.

@@ -85,71 +85,57 @@ fall = 2
 
 /// Starts everything and waits until every site answers through every proxy.
 pub(super) async fn start(opts: &Options, out: &Path) -> Result<Cluster, ClusterError> {
-    let exe = std::env::current_exe().map_err(|e| ClusterError::Io {
-        what: "cannot locate the rdmalb-testbed binary".into(),
-        source: e,
-    })?;
-    let appliance = appliance_binary(&exe)?;
-    let (conf, logs) = (out.join("conf"), out.join("logs"));
-    for d in [out, &conf, &logs] {
-        std::fs::create_dir_all(d).map_err(|e| io(d, e))?;
-    }
-    let spec = spec(opts, out)?;
-    let tcp = opts.transport == WindowTransport::Tcp;
-    let psk = if tcp {
-        let p = conf.join("cluster.psk");
-        write_psk(&p)?;
-        Some(p)
-    } else {
-        None
-    };
-    let tag = std::process::id();
     let roles = SITES
         .iter()
         .zip([3usize, 3, 2])
         .flat_map(|(s, n)| std::iter::repeat_n(*s, n))
         .chain(std::iter::once(IDLE));
-    let mut nodes = Vec::new();
-    for site in roles {
-        nodes.push(plan_node(
-            &conf,
-            nodes.len() + 1,
-            site,
-            &format!("chaos-{tag}"),
-            tcp,
-        )?);
-    }
+    let tcp = opts.transport == WindowTransport::Tcp;
+    let mut setup = Setup::new(out, "chaos", tcp, roles)?;
+    let spec = spec(opts, out)?;
     let mut c = Cluster {
-        fail_flags: nodes
+        fail_flags: setup
+            .nodes
             .iter()
-            .map(|n| conf.join(format!("{}.reload-fails", n.name)))
+            .map(|n| setup.conf.join(format!("{}.reload-fails", n.name)))
             .collect(),
-        shm_files: nodes
-            .iter()
-            .map(|n| n.shm.clone())
-            .chain((1..=3).map(|id| gen::proxy_window(tag, id)))
-            .collect(),
-        conditions: Arc::new(Conditions::new(3, nodes.len())),
-        nodes,
+        shm_files: setup.shm_files(3),
+        conditions: Arc::new(Conditions::new(3, setup.nodes.len())),
+        nodes: std::mem::take(&mut setup.nodes),
         apps: Vec::new(),
         sidecars: Vec::new(),
         proxies: Vec::new(),
         relays: Vec::new(),
         proxy_addrs: Vec::new(),
     };
-    write_templates(&conf)?;
+    start_nodes(&mut c, &spec, &setup).await?;
+    start_sidecars(&mut c, &spec, &setup).await?;
+    start_proxies(&mut c, &spec, &setup).await?;
+    Ok(c)
+}
+
+/// The testsrv nodes, until each listens and wrote its pid file.
+async fn start_nodes(c: &mut Cluster, spec: &Spec, setup: &Setup) -> Result<(), ClusterError> {
+    let (conf, logs) = (&setup.conf, &setup.logs);
+    write_templates(conf)?;
     for (i, n) in c.nodes.iter().enumerate() {
-        let p = write_node(&spec, n, i, &conf)?;
-        let mut m = managed(&exe, &n.name, "testsrv", &p, &logs);
+        let p = write_node(spec, n, i, conf)?;
+        let mut m = managed(&setup.exe, &n.name, "testsrv", &p, logs);
         m.start()?;
         c.apps.push(m);
     }
-    wait(&mut c, "nodes up", |c| {
+    wait(c, "nodes up", |c| {
         c.nodes
             .iter()
             .all(|n| n.pid_file.exists() && std::net::TcpStream::connect(n.listen).is_ok())
     })
-    .await?;
+    .await
+}
+
+/// A sidecar per node, its reload failing while the node's flag file
+/// exists, until every window is there; over tcp, a relay per node.
+async fn start_sidecars(c: &mut Cluster, spec: &Spec, setup: &Setup) -> Result<(), ClusterError> {
+    let (conf, logs) = (&setup.conf, &setup.logs);
     for (i, n) in c.nodes.iter().enumerate() {
         // The reload fails while the node's flag file exists (the
         // campaign's "app reload fails" fault).
@@ -158,7 +144,7 @@ pub(super) async fn start(opts: &Options, out: &Path) -> Result<Cluster, Cluster
             c.fail_flags[i].display(),
             n.pid_file.display()
         );
-        let p = write_sidecar(&spec, n, i + 1, &conf, psk.as_deref(), |t| {
+        let p = write_sidecar(spec, n, i + 1, conf, setup.psk.as_deref(), |t| {
             if let Some(toml::Value::Table(role)) = t.get_mut("role") {
                 let argv = ["sh".to_string(), "-c".to_string(), reload];
                 role.insert(
@@ -168,16 +154,16 @@ pub(super) async fn start(opts: &Options, out: &Path) -> Result<Cluster, Cluster
             }
         })?;
         let mut m = managed(
-            &appliance,
+            &setup.appliance,
             &format!("{}-sidecar", n.name),
             "sidecar",
             &p,
-            &logs,
+            logs,
         );
         m.start()?;
         c.sidecars.push(m);
     }
-    wait(&mut c, "sidecar windows", |c| {
+    wait(c, "sidecar windows", |c| {
         c.nodes.iter().all(|n| {
             n.shm.exists()
                 && n.tcp
@@ -195,9 +181,15 @@ pub(super) async fn start(opts: &Options, out: &Path) -> Result<Cluster, Cluster
                 })?);
         }
     }
+    Ok(())
+}
+
+/// The three proxies (over tcp reaching the sidecars through the relays),
+/// until every site is served through every proxy.
+async fn start_proxies(c: &mut Cluster, spec: &Spec, setup: &Setup) -> Result<(), ClusterError> {
     for id in 1..=3u32 {
         let addrs = (free_addr()?, free_addr()?);
-        let mut t = gen::proxy(&spec, id, &c.nodes, addrs, tag, psk.as_deref());
+        let mut t = gen::proxy(spec, id, &c.nodes, addrs, setup.tag, setup.psk.as_deref());
         if let Some(toml::Value::Array(nodes)) = t.get_mut("node") {
             for (i, node) in nodes.iter_mut().enumerate() {
                 if let (Some(r), toml::Value::Table(nt)) = (c.relays.get(i), node) {
@@ -205,14 +197,20 @@ pub(super) async fn start(opts: &Options, out: &Path) -> Result<Cluster, Cluster
                 }
             }
         }
-        let p = write_proxy(&t, &conf.join(format!("proxy{id}.toml")))?;
-        let mut m = managed(&appliance, &format!("proxy{id}"), "proxy", &p, &logs);
+        let p = write_proxy(&t, &setup.conf.join(format!("proxy{id}.toml")))?;
+        let mut m = managed(
+            &setup.appliance,
+            &format!("proxy{id}"),
+            "proxy",
+            &p,
+            &setup.logs,
+        );
         m.start()?;
         c.proxies.push(m);
         c.proxy_addrs.push(addrs);
     }
     let client = client();
-    wait_async(&mut c, "every site served through every proxy", |c| {
+    wait_async(c, "every site served through every proxy", |c| {
         let client = client.clone();
         let addrs = c.proxy_addrs.clone();
         async move {
@@ -226,8 +224,7 @@ pub(super) async fn start(opts: &Options, out: &Path) -> Result<Cluster, Cluster
             true
         }
     })
-    .await?;
-    Ok(c)
+    .await
 }
 
 pub(super) fn managed(exe: &Path, name: &str, sub: &str, config: &Path, logs: &Path) -> Managed {

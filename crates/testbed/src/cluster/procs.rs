@@ -169,10 +169,87 @@ pub(crate) fn toml_text(t: &toml::Table) -> String {
     toml::to_string(t).unwrap_or_default()
 }
 
+/// What every emulated cluster starts from: the binaries it runs, its
+/// folders, the windows' key over tcp, and a plan per node.
+pub(crate) struct Setup {
+    /// This binary (`rdmalb-testbed`, run as testsrv).
+    pub exe: PathBuf,
+    /// The appliance binary `rdmalb` (sidecars and proxies).
+    pub appliance: PathBuf,
+    /// Generated configs, and the components' logs.
+    pub conf: PathBuf,
+    pub logs: PathBuf,
+    /// The cluster's pre-shared key, over tcp.
+    pub psk: Option<PathBuf>,
+    /// The process id, naming this run's shm windows.
+    pub tag: u32,
+    pub nodes: Vec<NodePlan>,
+}
+
+impl Setup {
+    /// Finds the binaries, makes `out/conf` and `out/logs`, writes a key
+    /// when `tcp` and plans one node per entry of `roles` (the site it
+    /// starts at, or the idle pool), named `n1`, `n2`, … (`name` names the
+    /// run in the nodes' shm windows: `cluster`, `chaos`).
+    pub(crate) fn new<'a>(
+        out: &Path,
+        name: &str,
+        tcp: bool,
+        roles: impl Iterator<Item = &'a str>,
+    ) -> Result<Setup, ClusterError> {
+        let exe = std::env::current_exe().map_err(|e| ClusterError::Io {
+            what: "cannot locate the rdmalb-testbed binary".into(),
+            source: e,
+        })?;
+        let appliance = appliance_binary(&exe)?;
+        let (conf, logs) = (out.join("conf"), out.join("logs"));
+        for d in [out, &conf, &logs] {
+            std::fs::create_dir_all(d).map_err(|e| io(d, e))?;
+        }
+        let psk = if tcp {
+            let p = conf.join("cluster.psk");
+            write_psk(&p)?;
+            Some(p)
+        } else {
+            None
+        };
+        let tag = std::process::id();
+        let mut nodes = Vec::new();
+        for site in roles {
+            nodes.push(plan_node(
+                &conf,
+                nodes.len() + 1,
+                site,
+                &format!("{name}-{tag}"),
+                tcp,
+            )?);
+        }
+        Ok(Setup {
+            exe,
+            appliance,
+            conf,
+            logs,
+            psk,
+            tag,
+            nodes,
+        })
+    }
+
+    /// The shm window files the run makes: the nodes' and `proxies`
+    /// proxies'.
+    pub(crate) fn shm_files(&self, proxies: u32) -> Vec<PathBuf> {
+        self.nodes
+            .iter()
+            .map(|n| n.shm.clone())
+            .chain((1..=proxies).map(|id| gen::proxy_window(self.tag, id)))
+            .collect()
+    }
+}
+
 /// Plans node `n` (1-based) starting at `site`: free loopback ports, its
 /// files in `conf`, its shm window `/dev/shm/rdmalb-<tag>-n<n>`, and a tcp
 /// responder address when `tcp`.
-pub(crate) fn plan_node(
+fn plan_node(
     conf: &Path,
     n: usize,
     site: &str,
@@ -319,126 +396,28 @@ pub async fn run(
     out: &Path,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<Report, ClusterError> {
-    let exe = std::env::current_exe().map_err(|e| ClusterError::Io {
-        what: "cannot locate the rdmalb-testbed binary".into(),
-        source: e,
-    })?;
-    let appliance = appliance_binary(&exe)?;
     // Generated configs name files by absolute path (testsrv and the
     // sidecar anchor relative paths at their own config's directory).
     let out = &std::path::absolute(out).map_err(|e| io(out, e))?;
-    let (conf, logs) = (out.join("conf"), out.join("logs"));
-    for d in [out, &conf, &logs] {
-        std::fs::create_dir_all(d).map_err(|e| io(d, e))?;
-    }
-    let trace = match &spec.trace {
-        TraceSource::File(f) => Trace::load(f)?,
-        TraceSource::Generate(g) => {
-            let t = g.generate(&spec.sites, spec.requests.unwrap_or(1_000_000), spec.seed)?;
-            let p = out.join("trace.txt");
-            t.write(
-                &p,
-                &format!("rdmalb cluster: {} seed={}", g.describe(), spec.seed),
-            )?;
-            t
-        }
-    };
-    if let Some(s) = trace.sites.iter().find(|s| !spec.sites.contains(s)) {
-        return Err(ClusterError::NotReady(format!(
-            "the trace has requests for site {s}, which the spec does not list"
-        )));
-    }
-    let tcp = spec.transport == WindowTransport::Tcp;
-    let psk = if tcp {
-        let p = conf.join("cluster.psk");
-        write_psk(&p)?;
-        Some(p)
-    } else {
-        None
-    };
-    let tag = std::process::id();
-    let mut nodes = Vec::new();
     let roles = spec
         .sites
         .iter()
         .zip(&spec.split)
         .flat_map(|(site, &count)| std::iter::repeat_n(site.as_str(), count as usize))
         .chain(std::iter::repeat_n(IDLE, spec.idle as usize));
-    for site in roles {
-        nodes.push(plan_node(
-            &conf,
-            nodes.len() + 1,
-            site,
-            &format!("cluster-{tag}"),
-            tcp,
-        )?);
-    }
+    let tcp = spec.transport == WindowTransport::Tcp;
+    let setup = Setup::new(out, "cluster", tcp, roles)?;
+    let trace = trace(spec, out)?;
     let mut procs = Procs {
         children: Vec::new(),
-        shm_files: nodes
-            .iter()
-            .map(|n| n.shm.clone())
-            .chain((1..=spec.proxies).map(|id| gen::proxy_window(tag, id)))
-            .collect(),
+        shm_files: setup.shm_files(spec.proxies),
     };
-    write_templates(&conf)?;
-
-    // Nodes first: a sidecar with [role] applies its initial site at
-    // start-up (render, SIGHUP through the pid file, verify), so its node
-    // must be up; the nodes' pushes retry until their sidecar listens.
-    for (i, n) in nodes.iter().enumerate() {
-        let p = write_node(spec, n, i, &conf)?;
-        procs.spawn(&exe, &n.name, &["testsrv"], &p, &logs)?;
-    }
-    wait_for(
-        &mut procs,
-        &nodes,
-        &mut shutdown,
-        "is not up (listen, pid file)",
-        |n| n.pid_file.exists() && std::net::TcpStream::connect(n.listen).is_ok(),
-    )
-    .await?;
-    for (i, n) in nodes.iter().enumerate() {
-        let p = write_sidecar(spec, n, i + 1, &conf, psk.as_deref(), |_| {})?;
-        procs.spawn(
-            &appliance,
-            &format!("{}-sidecar", n.name),
-            &["sidecar"],
-            &p,
-            &logs,
-        )?;
-    }
-    // With tcp, also until its responder accepts (a bare connect: the
-    // sidecar drops it at the handshake).
-    wait_for(&mut procs, &nodes, &mut shutdown, "has no window", |n| {
-        n.shm.exists()
-            && n.tcp
-                .is_none_or(|a| std::net::TcpStream::connect(a).is_ok())
-    })
-    .await?;
-    let mut urls = Vec::new();
-    let mut admins = Vec::new();
-    for id in 1..=spec.proxies {
-        let (listen, admin) = (free_addr()?, free_addr()?);
-        admins.push(admin);
-        let t = gen::proxy(spec, id, &nodes, (listen, admin), tag, psk.as_deref());
-        let p = write_proxy(&t, &conf.join(format!("proxy{id}.toml")))?;
-        procs.spawn(&appliance, &format!("proxy{id}"), &["proxy"], &p, &logs)?;
-        urls.push(format!("http://{listen}"));
-    }
-    let pids: String = procs
-        .children
-        .iter()
-        .map(|(n, c, _)| format!("{n} {}\n", c.id()))
-        .collect();
-    write(&out.join("pids.txt"), &pids)?;
-    wait_until_serving(&mut procs, &urls, &spec.sites, &mut shutdown).await?;
+    let (urls, admins) = start(spec, &setup, &mut procs, out, &mut shutdown).await?;
     tracing::info!(
-        nodes = nodes.len(),
+        nodes = setup.nodes.len(),
         proxies = spec.proxies,
         "cluster up; replaying the trace"
     );
-
     let opts = LoadOptions {
         urls,
         hosts: HostMap::default(),
@@ -474,9 +453,122 @@ pub async fn run(
         procs.check_alive()?;
     }
     // Role words are read while the sidecars still hold their windows.
-    let mut outcome = gen::outcome(spec, &nodes, &report).await;
+    let mut outcome = gen::outcome(spec, &setup.nodes, &report).await;
     outcome.cpu = cpu;
     drop(procs);
+    write_results(spec, out, &report, &outcome)?;
+    Ok(report)
+}
+
+/// The trace to replay: the spec's file, or one generated (and written to
+/// `out/trace.txt`); every site it names must be one of the spec's.
+fn trace(spec: &Spec, out: &Path) -> Result<Trace, ClusterError> {
+    let trace = match &spec.trace {
+        TraceSource::File(f) => Trace::load(f)?,
+        TraceSource::Generate(g) => {
+            let t = g.generate(&spec.sites, spec.requests.unwrap_or(1_000_000), spec.seed)?;
+            let p = out.join("trace.txt");
+            t.write(
+                &p,
+                &format!("rdmalb cluster: {} seed={}", g.describe(), spec.seed),
+            )?;
+            t
+        }
+    };
+    if let Some(s) = trace.sites.iter().find(|s| !spec.sites.contains(s)) {
+        return Err(ClusterError::NotReady(format!(
+            "the trace has requests for site {s}, which the spec does not list"
+        )));
+    }
+    Ok(trace)
+}
+
+/// Starts the nodes, their sidecars and the proxies, each kind once the
+/// kind before is up, and waits until every site answers through every
+/// proxy; returns the proxies' URLs and admin addresses.
+async fn start(
+    spec: &Spec,
+    setup: &Setup,
+    procs: &mut Procs,
+    out: &Path,
+    shutdown: &mut watch::Receiver<bool>,
+) -> Result<(Vec<String>, Vec<SocketAddr>), ClusterError> {
+    let (conf, logs, nodes) = (&setup.conf, &setup.logs, &setup.nodes);
+    write_templates(conf)?;
+    // Nodes first: a sidecar with [role] applies its initial site at
+    // start-up (render, SIGHUP through the pid file, verify), so its node
+    // must be up; the nodes' pushes retry until their sidecar listens.
+    for (i, n) in nodes.iter().enumerate() {
+        let p = write_node(spec, n, i, conf)?;
+        procs.spawn(&setup.exe, &n.name, &["testsrv"], &p, logs)?;
+    }
+    wait_for(
+        procs,
+        nodes,
+        shutdown,
+        "is not up (listen, pid file)",
+        |n| n.pid_file.exists() && std::net::TcpStream::connect(n.listen).is_ok(),
+    )
+    .await?;
+    for (i, n) in nodes.iter().enumerate() {
+        let p = write_sidecar(spec, n, i + 1, conf, setup.psk.as_deref(), |_| {})?;
+        procs.spawn(
+            &setup.appliance,
+            &format!("{}-sidecar", n.name),
+            &["sidecar"],
+            &p,
+            logs,
+        )?;
+    }
+    // With tcp, also until its responder accepts (a bare connect: the
+    // sidecar drops it at the handshake).
+    wait_for(procs, nodes, shutdown, "has no window", |n| {
+        n.shm.exists()
+            && n.tcp
+                .is_none_or(|a| std::net::TcpStream::connect(a).is_ok())
+    })
+    .await?;
+    let mut urls = Vec::new();
+    let mut admins = Vec::new();
+    for id in 1..=spec.proxies {
+        let (listen, admin) = (free_addr()?, free_addr()?);
+        admins.push(admin);
+        let t = gen::proxy(
+            spec,
+            id,
+            nodes,
+            (listen, admin),
+            setup.tag,
+            setup.psk.as_deref(),
+        );
+        let p = write_proxy(&t, &conf.join(format!("proxy{id}.toml")))?;
+        procs.spawn(
+            &setup.appliance,
+            &format!("proxy{id}"),
+            &["proxy"],
+            &p,
+            logs,
+        )?;
+        urls.push(format!("http://{listen}"));
+    }
+    let pids: String = procs
+        .children
+        .iter()
+        .map(|(n, c, _)| format!("{n} {}\n", c.id()))
+        .collect();
+    write(&out.join("pids.txt"), &pids)?;
+    wait_until_serving(procs, &urls, &spec.sites, shutdown).await?;
+    Ok((urls, admins))
+}
+
+/// `summary.txt`, `cluster.json`, the load's CSV, JSON and plot, and the
+/// outcome on stdout.
+fn write_results(
+    spec: &Spec,
+    out: &Path,
+    report: &Report,
+    outcome: &gen::Outcome,
+) -> Result<(), ClusterError> {
     let title = format!(
         "{} — sites {} split {} — {} proxy(ies), balance {}, {}",
         spec.file
@@ -502,13 +594,12 @@ pub async fn run(
     )?;
     print!("{}", outcome.text());
     write_outputs(
-        &report,
+        report,
         Some(&out.join("load.csv")),
         Some(&out.join("load.json")),
         Some(&out.join("throughput.png")),
         &title,
-    )?;
-    Ok(report)
+    )
 }
 
 /// Start-up waits are bounded: a component that is not up by then is broken.

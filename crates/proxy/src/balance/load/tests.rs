@@ -27,13 +27,7 @@ fn cpu(ppm: u64) -> LoadSample {
 /// Only one weight set, the rest zero.
 fn only(f: impl FnOnce(&mut LoadWeights)) -> LoadWeights {
     let mut w = LoadWeights {
-        cpu: 0.0,
-        run_queue: 0.0,
-        memory: 0.0,
-        network: 0.0,
-        connections: 0.0,
-        irq: 0.0,
-        app: 0.0,
+        window: Default::default(),
         inflight: 0.0,
     };
     f(&mut w);
@@ -142,7 +136,10 @@ fn index_is_the_weighted_sum() {
     };
     let w = LoadWeights::default();
     let got = Normalised::of(&s).weighted(&w);
-    assert!(close(got, w.cpu * 0.5 + w.memory * 0.25 + w.app * 0.5));
+    assert!(close(
+        got,
+        w.window.cpu * 0.5 + w.window.memory * 0.25 + w.window.app * 0.5
+    ));
     assert!(close(inflight_part(&w, 8), w.inflight * 0.5));
     assert_eq!(inflight_part(&w, 0), 0.0);
 }
@@ -169,8 +166,8 @@ fn weights_choose_what_matters_for_the_site() {
         },
     ];
     let mut scores = Vec::new();
-    let dynamic = only(|w| w.cpu = 1.0);
-    let static_site = only(|w| w.network = 1.0);
+    let dynamic = only(|w| w.window.cpu = 1.0);
+    let static_site = only(|w| w.window.network = 1.0);
     assert_eq!(rank(&dynamic, &cands, 0, &mut scores), Some(1));
     assert_eq!(rank(&static_site, &cands, 0, &mut scores), Some(0));
 }
@@ -223,7 +220,7 @@ fn in_flight_counts_on_top_of_the_window() {
 
 #[test]
 fn ties_go_to_fewer_in_flight_then_rotate() {
-    let w = only(|w| w.cpu = 1.0);
+    let w = only(|w| w.window.cpu = 1.0);
     let l = fresh(cpu(500_000));
     let mut scores = Vec::new();
     // Equal index (in-flight weight is 0), different in-flight: fewer wins
@@ -310,7 +307,7 @@ fn nodes_within_the_tie_band_take_turns_and_a_busy_worker_is_not_noise() {
 #[test]
 fn unknown_nodes_are_scored_as_the_mean_of_fresh_ones_plus_in_flight() {
     let w = only(|w| {
-        w.cpu = 1.0;
+        w.window.cpu = 1.0;
         w.inflight = 1.0;
     });
     let (lo, hi) = (fresh(cpu(200_000)), fresh(cpu(600_000)));

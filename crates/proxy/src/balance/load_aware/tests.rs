@@ -510,8 +510,8 @@ async fn two_published(
     let dir = tempfile::tempdir().unwrap();
     let (mut cfg, mems) = setup_with(dir.path(), balance, 2, routing, "");
     for s in &mut cfg.sites {
-        s.weights.app = 1.0;
-        s.weights.cpu = 0.0;
+        s.weights.window.app = 1.0;
+        s.weights.window.cpu = 0.0;
     }
     let (tx, rx) = watch::channel(false);
     let windows = NodeWindows::start(&cfg, rx).await.unwrap();

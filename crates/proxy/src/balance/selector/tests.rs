@@ -44,6 +44,7 @@ fn all() -> Vec<Arc<dyn Selector>> {
         Arc::new(LeastConn::new(2)),
         Arc::new(RandomTwo),
         Arc::new(PeakEwma),
+        Arc::new(First),
         Arc::new(crate::balance::Prequal::new(
             2,
             crate::balance::NodeWindows::none(),
@@ -164,6 +165,49 @@ fn random_two_spreads_over_equal_nodes() {
     assert_eq!(seen.len(), 4);
 }
 
+#[test]
+fn first_takes_the_first_candidate_whatever_the_loads_and_weights() {
+    let ns = nodes(3);
+    let _held = load(&ns, &[9, 0, 0]);
+    ns[1].set_weight(200, crate::balance::ControlSource::Runtime);
+    assert_eq!(First.select(0, &ns).unwrap().index, 0);
+    // Node 0 gone from the candidates (down, or tried by this request).
+    assert_eq!(First.select(0, &ns[1..]).unwrap().index, 1);
+}
+
+/// HAProxy's `balance first` with `maxconn`: each node takes requests up
+/// to its cap, in config order, before the next one gets any; a freed slot
+/// goes back to the earliest node.
+#[tokio::test]
+async fn first_fills_each_node_to_its_cap_in_config_order() {
+    let mut text = String::from(
+        "[global]\nbalance = \"first\"\n[limits]\nmax_inflight_per_node = 2\n\
+         [timeouts]\nqueue = \"10ms\"\n[[listener]]\nlisten = \"127.0.0.1:1\"\n",
+    );
+    text.push_str(&crate::fixtures::site("s", &["s.test"]));
+    for (i, name) in ["a", "b", "c"].iter().enumerate() {
+        text.push_str(&crate::fixtures::node(
+            name,
+            format!("127.0.0.1:{}", 9001 + i),
+            "s",
+        ));
+    }
+    text.push_str("max_inflight = 1\n"); // c: a cap of its own
+    let backends = crate::balance::Backends::build(&crate::fixtures::config(&text), None);
+    let mut held = Vec::new();
+    for expected in ["a", "a", "b", "b", "c"] {
+        let pick = backends.pick_queued(0, &[]).await.unwrap();
+        assert_eq!(pick.node.name, expected);
+        held.push(pick);
+    }
+    assert!(
+        backends.pick_queued(0, &[]).await.is_err(),
+        "every node full"
+    );
+    drop(held.remove(0));
+    assert_eq!(backends.pick_queued(0, &[]).await.unwrap().node.name, "a");
+}
+
 /// The registry (`Policy::of`): every config name builds the policy that
 /// reports that name, reading windows exactly for the load-aware ones.
 #[test]
@@ -177,6 +221,7 @@ fn from_config_names_match() {
         ("weighted-least-load", true),
         ("hot-cold", true),
         ("shortest-wait", true),
+        ("first", false),
     ] {
         let text = format!(
             "[global]\nbalance = \"{balance}\"\n[[listener]]\nlisten = \"127.0.0.1:1\"\n\

@@ -152,17 +152,7 @@ fn bounded(
 /// With every weight zero each node scores 0 and the policy degenerates to
 /// rotation: almost certainly a mistake, so say so.
 pub(super) fn weights_not_all_zero(c: &mut ConfigCheck, key: &str, w: &LoadWeights) {
-    let all = [
-        w.cpu,
-        w.run_queue,
-        w.memory,
-        w.network,
-        w.connections,
-        w.irq,
-        w.app,
-        w.inflight,
-    ];
-    if all.iter().all(|x| *x == 0.0) {
+    if w.inflight == 0.0 && w.window.named().iter().all(|(_, x)| *x == 0.0) {
         c.add(
             key,
             "every weight is 0 (expected at least one weight > 0; to ignore load use balance = \"roundrobin\")",

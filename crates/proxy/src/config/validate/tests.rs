@@ -54,9 +54,9 @@ fn site_weights_override_global_weights() {
         "[weights]\ncpu = 2.0\n\n[[site]]\nname = \"shop\"\nweights = { network = 3.0 }",
     );
     let c = ok(&text);
-    assert_eq!(c.sites[0].weights.cpu, 2.0);
-    assert_eq!(c.sites[0].weights.network, 3.0);
-    assert_eq!(c.sites[1].weights.cpu, 2.0);
+    assert_eq!(c.sites[0].weights.window.cpu, 2.0);
+    assert_eq!(c.sites[0].weights.window.network, 3.0);
+    assert_eq!(c.sites[1].weights.window.cpu, 2.0);
 }
 
 #[test]

@@ -14,7 +14,8 @@
 //! [`maps`] (docs/rules.md: a change is for every worker, not in the
 //! file), the stick tables [`tables`] (docs/rate-limits.md), `acme`
 //! [`acme`] (docs/tls.md)); `set node`, `move node` and `release node`
-//! are ours (docs/operations.md).
+//! are ours (docs/operations.md), and `show sess` [`sessions`] has
+//! HAProxy's name over the counts rdmalb keeps.
 //!
 //! `POST /runtime` answers 200 with the commands' output when all succeeded; otherwise
 //! the status of the first failure (400 unknown command or bad argument,
@@ -46,6 +47,7 @@ mod info;
 mod maps;
 mod servers;
 pub mod session;
+mod sessions;
 pub mod stat;
 pub mod tables;
 
@@ -213,6 +215,7 @@ pub(crate) async fn execute(
         Command::ShowInfo { args } => info::show_info(state, args),
         Command::ShowBackend => servers::show_backend(state),
         Command::ShowServersState { backend } => servers::show_servers_state(state, backend),
+        Command::ShowSess => sessions::show(state),
         Command::ShowCliLevel => Ok(format!("{}\n", session.level.as_str())),
         Command::SetState { node, state: word } => set_state(state, node, word),
         Command::SetWeight { node, weight } => set_weight(state, node, weight),

@@ -12,9 +12,9 @@
 //!
 //! Bounds, as HAProxy's: a command longer than [`MAX_LINE`] bytes closes
 //! the connection unanswered (HAProxy's buffer size), as does a client
-//! that sends nothing for [`IDLE`] (HAProxy's default `stats timeout`;
-//! `set timeout cli` changes it for the session, as hatop does) or does
-//! not read its answer for as long; at most [`MAX_CONNECTIONS`] are
+//! that sends nothing for the socket's `timeout` (HAProxy's `stats
+//! timeout`, [`IDLE`] by default; `set timeout cli` changes it for the
+//! session, as hatop does) or does not read its answer for as long; at most [`MAX_CONNECTIONS`] are
 //! served at once (HAProxy's default `stats maxconn`), the others wait in
 //! the listen queue. Between two commands the control runtime runs its
 //! other tasks, so thousands of commands on one connection hold nothing.
@@ -37,19 +37,22 @@ use tokio::sync::{watch, Semaphore};
 
 use super::runtime::Session;
 use super::AdminState;
-use crate::config::{Level, StatsEndpoint, StatsSocket};
+use crate::config::{StatsEndpoint, StatsSocket};
 
 /// Longest command line (HAProxy's default `tune.bufsize`).
 pub const MAX_LINE: usize = 16 * 1024;
-/// How long a connection may stay silent, or leave its answer unread.
-pub const IDLE: Duration = Duration::from_secs(10);
+/// How long a connection may stay silent, or leave its answer unread,
+/// unless its socket's `timeout` says otherwise.
+pub const IDLE: Duration = StatsSocket::DEFAULT_TIMEOUT;
 /// Connections served at once.
 pub const MAX_CONNECTIONS: usize = 10;
 
 /// A bound stats socket.
 pub struct Bound {
     listener: Listener,
-    level: Level,
+    /// What a new connection's session starts as: the socket's level and
+    /// timeout.
+    session: Session,
     /// The socket file and its inode, removed on shutdown while still ours.
     file: Option<(PathBuf, u64)>,
     /// A TCP socket's address and a handle of it, handed to a restarted
@@ -106,7 +109,10 @@ pub fn bind(
     };
     Ok(Bound {
         listener,
-        level: socket.level,
+        session: Session {
+            timeout: socket.timeout,
+            ..Session::new(socket.level)
+        },
         file,
         handover,
     })
@@ -115,7 +121,7 @@ pub fn bind(
 /// Serves `bound` until `shutdown` turns true.
 pub async fn serve(bound: Bound, state: AdminState, mut shutdown: watch::Receiver<bool>) {
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
-    let level = bound.level;
+    let session = bound.session;
     loop {
         let permit = tokio::select! {
             _ = rdmalb_base::shutdown::requested(&mut shutdown) => break,
@@ -130,8 +136,8 @@ pub async fn serve(bound: Bound, state: AdminState, mut shutdown: watch::Receive
         };
         let state = state.clone();
         match accepted {
-            Ok(Stream::Unix(s)) => spawn(s, state, level, permit),
-            Ok(Stream::Tcp(s)) => spawn(s, state, level, permit),
+            Ok(Stream::Unix(s)) => spawn(s, state, session, permit),
+            Ok(Stream::Tcp(s)) => spawn(s, state, session, permit),
             Err(e) => {
                 tracing::warn!(error = %e, "stats socket: accept failed");
                 tokio::time::sleep(Duration::from_millis(100)).await;
@@ -157,13 +163,17 @@ async fn accept(l: &Listener) -> io::Result<Stream> {
     }
 }
 
-fn spawn<S>(stream: S, state: AdminState, level: Level, permit: tokio::sync::OwnedSemaphorePermit)
-where
+fn spawn<S>(
+    stream: S,
+    state: AdminState,
+    session: Session,
+    permit: tokio::sync::OwnedSemaphorePermit,
+) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     tokio::spawn(async move {
         let _permit = permit;
-        if let Err(e) = connection(stream, &state, level).await {
+        if let Err(e) = connection(stream, &state, session).await {
             tracing::debug!(error = %e, "stats socket connection ended with an error");
         }
     });
@@ -192,12 +202,16 @@ fn command_text(line: &[u8]) -> String {
     String::from_utf8_lossy(line).into_owned()
 }
 
-/// Serves one connection (see the module doc for the protocol).
-pub async fn connection<S>(mut stream: S, state: &AdminState, level: Level) -> io::Result<()>
+/// Serves one connection, its session starting as `session` (see the
+/// module doc for the protocol).
+pub async fn connection<S>(
+    mut stream: S,
+    state: &AdminState,
+    mut session: Session,
+) -> io::Result<()>
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
-    let mut session = Session::new(level);
     let mut buf: Vec<u8> = Vec::with_capacity(1024);
     let mut chunk = [0u8; 4096];
     loop {
@@ -221,7 +235,7 @@ where
         };
         let command = command_text(&buf[..end]);
         buf.drain(..=end);
-        tracing::debug!(command = %command, level = level.as_str(), "stats socket command");
+        tracing::debug!(command = %command, level = session.level.as_str(), "stats socket command");
         let Some(mut answer) = session.answer(state, &command).await else {
             return Ok(());
         };

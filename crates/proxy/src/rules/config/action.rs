@@ -187,6 +187,71 @@ pub(super) fn rule(
         );
         return None;
     };
+    let Some(uses) = fields_used(&action, response) else {
+        c.add(
+            format!("{key}.action"),
+            format!(
+                "`{action}` is not a {} action (expected {accepted})",
+                if response { "response" } else { "request" }
+            ),
+        );
+        return None;
+    };
+    let before = c.count();
+    unused_fields(c, key, &r, &action, uses);
+    let condition = condition(c, key, r.if_.as_ref(), r.unless.as_ref(), n);
+    if !response
+        && condition
+            .as_ref()
+            .is_some_and(|cond| cond.needs_response(&n.acls))
+    {
+        c.add(
+            format!("{key}.if"),
+            "tests a response fetch (status, response_header) in a request rule",
+        );
+    }
+    let fields = Fields {
+        key,
+        action: &action,
+        r: &r,
+    };
+    let action = fields.action(c, condition.as_ref(), n)?;
+    let listeners = listener_names(c, key, r.listeners.as_deref(), &n.listeners);
+    (c.count() == before).then_some(Rule {
+        condition,
+        action,
+        listeners,
+    })
+}
+
+/// The fields `action` takes, `None` when it is no action of a request
+/// rule (or of a response rule, `response`).
+fn fields_used(action: &str, response: bool) -> Option<&'static [&'static str]> {
+    Some(match action {
+        "deny" => &["status", "retry_after"],
+        "track-sc0" | "track-sc1" | "track-sc2" if !response => &["key", "table"],
+        "sc-inc-gpc0" | "sc-inc-gpc1" if !response => &["counter"],
+        "return" => &["status", "content_type", "body", "body_file", "headers"],
+        "redirect" if !response => &[
+            "location",
+            "prefix",
+            "scheme",
+            "code",
+            "drop_query",
+            "append_slash",
+        ],
+        "auth" if !response => &["realm", "userlist"],
+        "set-header" | "add-header" => &["name", "value"],
+        "del-header" => &["name"],
+        "replace-header" | "replace-value" => &["name", "regex", "replacement"],
+        "set-path" | "set-query" if !response => &["value"],
+        "replace-path" if !response => &["regex", "replacement"],
+        _ => return None,
+    })
+}
+
+/// Reports every field set that `action` does not use.
+fn unused_fields(c: &mut ConfigCheck, key: &str, r: &RawRule, action: &str, uses: &[&str]) {
     let fields: [(&str, bool); 21] = [
         ("status", r.status.is_some()),
         ("content_type", r.content_type.is_some()),
@@ -210,37 +275,6 @@ pub(super) fn rule(
         ("counter", r.counter.is_some()),
         ("retry_after", r.retry_after.is_some()),
     ];
-    let uses: &[&str] = match action.as_str() {
-        "deny" => &["status", "retry_after"],
-        "track-sc0" | "track-sc1" | "track-sc2" if !response => &["key", "table"],
-        "sc-inc-gpc0" | "sc-inc-gpc1" if !response => &["counter"],
-        "return" => &["status", "content_type", "body", "body_file", "headers"],
-        "redirect" if !response => &[
-            "location",
-            "prefix",
-            "scheme",
-            "code",
-            "drop_query",
-            "append_slash",
-        ],
-        "auth" if !response => &["realm", "userlist"],
-        "set-header" | "add-header" => &["name", "value"],
-        "del-header" => &["name"],
-        "replace-header" | "replace-value" => &["name", "regex", "replacement"],
-        "set-path" | "set-query" if !response => &["value"],
-        "replace-path" if !response => &["regex", "replacement"],
-        other => {
-            c.add(
-                format!("{key}.action"),
-                format!(
-                    "`{other}` is not a {} action (expected {accepted})",
-                    if response { "response" } else { "request" }
-                ),
-            );
-            return None;
-        }
-    };
-    let before = c.count();
     for (f, set) in fields {
         if set && !uses.contains(&f) {
             c.add(
@@ -252,19 +286,203 @@ pub(super) fn rule(
             );
         }
     }
-    let condition = condition(c, key, r.if_.as_ref(), r.unless.as_ref(), n);
-    if !response
-        && condition
-            .as_ref()
-            .is_some_and(|cond| cond.needs_response(&n.acls))
-    {
-        c.add(
-            format!("{key}.if"),
-            "tests a response fetch (status, response_header) in a request rule",
-        );
+}
+
+/// A rule's fields as written, read for its action (named `action`, one
+/// [`fields_used`] knows).
+struct Fields<'a> {
+    key: &'a str,
+    action: &'a str,
+    r: &'a RawRule,
+}
+
+impl Fields<'_> {
+    /// The action, its fields read.
+    fn action(
+        &self,
+        c: &mut ConfigCheck,
+        condition: Option<&Condition>,
+        n: &mut Names,
+    ) -> Option<Action> {
+        let (key, r) = (self.key, self.r);
+        Some(match self.action {
+            "deny" => self.deny(c, condition, n)?,
+            a @ ("track-sc0" | "track-sc1" | "track-sc2") => self.track(c, a, n)?,
+            a @ ("sc-inc-gpc0" | "sc-inc-gpc1") => {
+                let slot = c.int(&format!("{key}.counter"), r.counter, 0, 0, 2) as usize;
+                Action::IncGpc {
+                    idx: usize::from(a.ends_with('1')),
+                    slot,
+                }
+            }
+            "return" => {
+                let s = status(c, &format!("{key}.status"), r.status, Some(200))?;
+                Action::Return(answer(
+                    c,
+                    key,
+                    s,
+                    r.content_type.as_deref(),
+                    r.body.as_deref(),
+                    r.body_file.as_deref(),
+                    r.headers.as_ref(),
+                )?)
+            }
+            "redirect" => self.redirect(c, n)?,
+            "auth" => self.auth(c, n)?,
+            "set-header" => Action::SetHeader(
+                self.header_name(c)?,
+                self.template(c, "value", r.value.as_ref(), n)?,
+            ),
+            "add-header" => Action::AddHeader(
+                self.header_name(c)?,
+                self.template(c, "value", r.value.as_ref(), n)?,
+            ),
+            "del-header" => Action::DelHeader(self.header_name(c)?),
+            "replace-header" => {
+                let h = self.header_name(c)?;
+                let (re, with) = self.regex(c)?;
+                Action::ReplaceHeader(h, re, with)
+            }
+            "replace-value" => {
+                let h = self.header_name(c)?;
+                let (re, with) = self.regex(c)?;
+                Action::ReplaceValue(h, re, with)
+            }
+            "set-path" => Action::SetPath(self.template(c, "value", r.value.as_ref(), n)?),
+            "set-query" => Action::SetQuery(self.template(c, "value", r.value.as_ref(), n)?),
+            "replace-path" => {
+                let (re, with) = self.regex(c)?;
+                Action::ReplacePath(re, with)
+            }
+            _ => return None,
+        })
     }
-    let maps = &n.map_index;
-    let template = |c: &mut ConfigCheck, field: &str, v: Option<&String>| -> Option<Template> {
+
+    /// `deny`: its status, and a 429's `Retry-After` (the window of the
+    /// limit its condition tests, unless `retry_after` is set).
+    fn deny(
+        &self,
+        c: &mut ConfigCheck,
+        condition: Option<&Condition>,
+        n: &Names,
+    ) -> Option<Action> {
+        let (key, r) = (self.key, self.r);
+        let s = status(c, &format!("{key}.status"), r.status, Some(403))?;
+        let retry = match r.retry_after {
+            Some(v) => Some(c.int(&format!("{key}.retry_after"), Some(v), 1, 0, 86_400) as u32),
+            // A 429 says when to come back: the window of the limit.
+            None if s == StatusCode::TOO_MANY_REQUESTS => {
+                condition.and_then(|cond| retry_after(cond, n))
+            }
+            None => None,
+        };
+        Some(Action::Deny(s, retry))
+    }
+
+    /// `track-scN`: the table and the key; remembers the slot's table for
+    /// the rules after.
+    fn track(&self, c: &mut ConfigCheck, a: &str, n: &mut Names) -> Option<Action> {
+        let key = self.key;
+        let slot = usize::from(a.as_bytes()[8] - b'0');
+        let table = stick_table(c, key, self.r.table.as_deref(), n)?;
+        let Some(k) = self.r.key.as_deref() else {
+            c.add(format!("{key}.key"), "missing: what the entry is keyed by (\"src\", \"hdr(NAME)\", \"cook(NAME)\", \"url_param(NAME)\", \"path\" or \"base\")");
+            return None;
+        };
+        let Some(k) = KeyFetch::parse(k) else {
+            c.add(format!("{key}.key"), format!("`{k}` is not a key (expected \"src\", \"hdr(NAME)\", \"cook(NAME)\", \"url_param(NAME)\", \"path\" or \"base\")"));
+            return None;
+        };
+        n.slot_tables[slot] = Some(table);
+        Some(Action::Track {
+            slot,
+            table,
+            key: k,
+        })
+    }
+
+    /// `redirect`: exactly one of location, prefix and scheme, and a
+    /// redirect code.
+    fn redirect(&self, c: &mut ConfigCheck, n: &Names) -> Option<Action> {
+        let (key, r) = (self.key, self.r);
+        let to = match (&r.location, &r.prefix, &r.scheme) {
+            (Some(l), None, None) => {
+                RedirectTo::Location(self.template(c, "location", Some(l), n)?)
+            }
+            (None, Some(p), None) => RedirectTo::Prefix(self.template(c, "prefix", Some(p), n)?),
+            (None, None, Some(s))
+                if !s.is_empty()
+                    && s.chars()
+                        .all(|ch| ch.is_ascii_alphanumeric() || matches!(ch, '+' | '-' | '.')) =>
+            {
+                RedirectTo::Scheme(s.clone())
+            }
+            (None, None, Some(s)) => {
+                c.add(
+                    format!("{key}.scheme"),
+                    format!("`{s}` is not a scheme (expected e.g. \"https\")"),
+                );
+                return None;
+            }
+            _ => {
+                c.add(
+                    format!("{key}.location"),
+                    "expected exactly one of location, prefix and scheme",
+                );
+                return None;
+            }
+        };
+        let code = match r.code {
+            None => StatusCode::FOUND,
+            Some(v @ (301 | 302 | 303 | 307 | 308)) => StatusCode::from_u16(v as u16).ok()?,
+            Some(v) => {
+                c.add(
+                    format!("{key}.code"),
+                    format!("{v} is not a redirect code (expected 301, 302, 303, 307 or 308)"),
+                );
+                return None;
+            }
+        };
+        Some(Action::Redirect(Redirect {
+            to,
+            code,
+            drop_query: r.drop_query.unwrap_or(false),
+            append_slash: r.append_slash.unwrap_or(false),
+        }))
+    }
+
+    /// `auth`: the `[[userlist]]` it checks, and its realm.
+    fn auth(&self, c: &mut ConfigCheck, n: &Names) -> Option<Action> {
+        let key = self.key;
+        let Some(l) = self.r.userlist.as_deref() else {
+            c.add(
+                format!("{key}.userlist"),
+                "missing: action \"auth\" needs the [[userlist]] to check",
+            );
+            return None;
+        };
+        let Some(&i) = n.userlist_index.get(l) else {
+            c.add(
+                format!("{key}.userlist"),
+                format!("no [[userlist]] named `{l}`"),
+            );
+            return None;
+        };
+        Some(Action::Auth {
+            realm: self.r.realm.clone().unwrap_or_else(|| "rdmalb".into()),
+            userlist: i,
+        })
+    }
+
+    /// The template in `field` (`v`), its maps looked up in `n`.
+    fn template(
+        &self,
+        c: &mut ConfigCheck,
+        field: &str,
+        v: Option<&String>,
+        n: &Names,
+    ) -> Option<Template> {
+        let (key, action) = (self.key, self.action);
         let Some(v) = v else {
             c.add(
                 format!("{key}.{field}"),
@@ -272,11 +490,14 @@ pub(super) fn rule(
             );
             return None;
         };
-        Template::parse(v, |m| maps.get(m).copied())
+        Template::parse(v, |m| n.map_index.get(m).copied())
             .map_err(|e| c.add(format!("{key}.{field}"), e))
             .ok()
-    };
-    let header_name = |c: &mut ConfigCheck| -> Option<HeaderName> {
+    }
+
+    /// The header `name` names.
+    fn header_name(&self, c: &mut ConfigCheck) -> Option<HeaderName> {
+        let (key, action, r) = (self.key, self.action, self.r);
         match r.name.as_deref().map(HeaderName::try_from) {
             Some(Ok(h)) => Some(h),
             Some(Err(_)) => {
@@ -294,8 +515,11 @@ pub(super) fn rule(
                 None
             }
         }
-    };
-    let regex = |c: &mut ConfigCheck| -> Option<(Regex, String)> {
+    }
+
+    /// `regex` compiled (at most 1 MiB of program) and `replacement`.
+    fn regex(&self, c: &mut ConfigCheck) -> Option<(Regex, String)> {
+        let (key, action, r) = (self.key, self.action, self.r);
         let Some(re) = r.regex.as_deref() else {
             c.add(
                 format!("{key}.regex"),
@@ -317,149 +541,7 @@ pub(super) fn rule(
             })
             .ok()?;
         Some((re, r.replacement.clone().unwrap_or_default()))
-    };
-    let action = match action.as_str() {
-        "deny" => {
-            let s = status(c, &format!("{key}.status"), r.status, Some(403))?;
-            let retry = match r.retry_after {
-                Some(v) => Some(c.int(&format!("{key}.retry_after"), Some(v), 1, 0, 86_400) as u32),
-                // A 429 says when to come back: the window of the limit.
-                None if s == StatusCode::TOO_MANY_REQUESTS => {
-                    condition.as_ref().and_then(|cond| retry_after(cond, n))
-                }
-                None => None,
-            };
-            Action::Deny(s, retry)
-        }
-        a @ ("track-sc0" | "track-sc1" | "track-sc2") => {
-            let slot = usize::from(a.as_bytes()[8] - b'0');
-            let table = stick_table(c, key, r.table.as_deref(), n)?;
-            let Some(k) = r.key.as_deref() else {
-                c.add(format!("{key}.key"), "missing: what the entry is keyed by (\"src\", \"hdr(NAME)\", \"cook(NAME)\", \"url_param(NAME)\", \"path\" or \"base\")");
-                return None;
-            };
-            let Some(k) = KeyFetch::parse(k) else {
-                c.add(format!("{key}.key"), format!("`{k}` is not a key (expected \"src\", \"hdr(NAME)\", \"cook(NAME)\", \"url_param(NAME)\", \"path\" or \"base\")"));
-                return None;
-            };
-            n.slot_tables[slot] = Some(table);
-            Action::Track {
-                slot,
-                table,
-                key: k,
-            }
-        }
-        a @ ("sc-inc-gpc0" | "sc-inc-gpc1") => {
-            let slot = c.int(&format!("{key}.counter"), r.counter, 0, 0, 2) as usize;
-            Action::IncGpc {
-                idx: usize::from(a.ends_with('1')),
-                slot,
-            }
-        }
-        "return" => {
-            let s = status(c, &format!("{key}.status"), r.status, Some(200))?;
-            Action::Return(answer(
-                c,
-                key,
-                s,
-                r.content_type.as_deref(),
-                r.body.as_deref(),
-                r.body_file.as_deref(),
-                r.headers.as_ref(),
-            )?)
-        }
-        "redirect" => {
-            let to = match (&r.location, &r.prefix, &r.scheme) {
-                (Some(l), None, None) => RedirectTo::Location(template(c, "location", Some(l))?),
-                (None, Some(p), None) => RedirectTo::Prefix(template(c, "prefix", Some(p))?),
-                (None, None, Some(s))
-                    if !s.is_empty()
-                        && s.chars().all(|ch| {
-                            ch.is_ascii_alphanumeric() || matches!(ch, '+' | '-' | '.')
-                        }) =>
-                {
-                    RedirectTo::Scheme(s.clone())
-                }
-                (None, None, Some(s)) => {
-                    c.add(
-                        format!("{key}.scheme"),
-                        format!("`{s}` is not a scheme (expected e.g. \"https\")"),
-                    );
-                    return None;
-                }
-                _ => {
-                    c.add(
-                        format!("{key}.location"),
-                        "expected exactly one of location, prefix and scheme",
-                    );
-                    return None;
-                }
-            };
-            let code = match r.code {
-                None => StatusCode::FOUND,
-                Some(v @ (301 | 302 | 303 | 307 | 308)) => StatusCode::from_u16(v as u16).ok()?,
-                Some(v) => {
-                    c.add(
-                        format!("{key}.code"),
-                        format!("{v} is not a redirect code (expected 301, 302, 303, 307 or 308)"),
-                    );
-                    return None;
-                }
-            };
-            Action::Redirect(Redirect {
-                to,
-                code,
-                drop_query: r.drop_query.unwrap_or(false),
-                append_slash: r.append_slash.unwrap_or(false),
-            })
-        }
-        "auth" => {
-            let Some(l) = r.userlist.as_deref() else {
-                c.add(
-                    format!("{key}.userlist"),
-                    "missing: action \"auth\" needs the [[userlist]] to check",
-                );
-                return None;
-            };
-            let Some(&i) = n.userlist_index.get(l) else {
-                c.add(
-                    format!("{key}.userlist"),
-                    format!("no [[userlist]] named `{l}`"),
-                );
-                return None;
-            };
-            Action::Auth {
-                realm: r.realm.clone().unwrap_or_else(|| "rdmalb".into()),
-                userlist: i,
-            }
-        }
-        "set-header" => Action::SetHeader(header_name(c)?, template(c, "value", r.value.as_ref())?),
-        "add-header" => Action::AddHeader(header_name(c)?, template(c, "value", r.value.as_ref())?),
-        "del-header" => Action::DelHeader(header_name(c)?),
-        "replace-header" => {
-            let h = header_name(c)?;
-            let (re, with) = regex(c)?;
-            Action::ReplaceHeader(h, re, with)
-        }
-        "replace-value" => {
-            let h = header_name(c)?;
-            let (re, with) = regex(c)?;
-            Action::ReplaceValue(h, re, with)
-        }
-        "set-path" => Action::SetPath(template(c, "value", r.value.as_ref())?),
-        "set-query" => Action::SetQuery(template(c, "value", r.value.as_ref())?),
-        "replace-path" => {
-            let (re, with) = regex(c)?;
-            Action::ReplacePath(re, with)
-        }
-        _ => return None,
-    };
-    let listeners = listener_names(c, key, r.listeners.as_deref(), &n.listeners);
-    (c.count() == before).then_some(Rule {
-        condition,
-        action,
-        listeners,
-    })
+    }
 }
 
 /// The table a `track-scN` rule names (the only one when it names none).

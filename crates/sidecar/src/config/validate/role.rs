@@ -74,7 +74,7 @@ pub(super) fn role(
         )
     });
     let file = target_file(r, raw.file.as_deref());
-    let reload = reload(r, raw.reload);
+    let reload = reload(r, raw.reload.clone());
     let reload_timeout = r.duration_within(
         "role.reload_timeout",
         raw.reload_timeout.as_deref(),
@@ -82,33 +82,7 @@ pub(super) fn role(
         Duration::from_millis(1),
         Duration::from_secs(600),
     );
-    let verify = match raw.verify.as_deref() {
-        None => {
-            r.add("role.verify", "missing (expected the app's local address the verification probe connects to, e.g. \"127.0.0.1:8081\")");
-            None
-        }
-        Some(t) => r.ip_socket_addr("role.verify", Some(t)),
-    };
-    let verify_timeout = r.duration_within(
-        "role.verify_timeout",
-        raw.verify_timeout.as_deref(),
-        DEFAULT_VERIFY_TIMEOUT,
-        Duration::from_millis(1),
-        Duration::from_secs(600),
-    );
-    let verify_header =
-        raw.verify_header.as_deref().and_then(|h| {
-            match http::HeaderName::from_bytes(h.as_bytes()) {
-                Ok(n) => Some(n),
-                Err(_) => {
-                    r.add(
-                        "role.verify_header",
-                        format!("`{h}` is not an HTTP header name (accepted: e.g. \"x-site\")"),
-                    );
-                    None
-                }
-            }
-        });
+    let (verify, verify_timeout, verify_header) = verify(r, &raw);
     let idle = raw.idle.as_ref().and_then(|v| {
         let i: RawRoleIdle = r.value("role.idle", v);
         template(
@@ -119,8 +93,48 @@ pub(super) fn role(
             IDLE_VARIABLES,
         )
     });
+    let by_site = site_roles(r, raw.site.as_ref(), sites, warm);
+    if let Some(name) = initial.index().and_then(|i| sites.get(i)) {
+        if !by_site.contains_key(name) && !r.has_problem_under(&format!("role.site.{name}")) {
+            r.add(
+                "site",
+                format!("`{name}` has no [role.site.{name}] section; with [role] configured the sidecar applies the initial site at start-up (accepted: add [role.site.{name}], or site = \"idle\")"),
+            );
+        }
+    }
+    if warm && by_site.is_empty() && !r.has_problem_under("role.site") {
+        r.add(
+            "role.site",
+            "mode = \"warm\" needs at least one [role.site.<name>] section (the sites the node keeps configured; accepted: add [role.site.<name>] sections, or mode = \"cold\")",
+        );
+    }
+    if r.count() > before {
+        return None;
+    }
+    Some(RoleConfig {
+        mode: mode?,
+        poll,
+        file: file?,
+        reload: reload?,
+        reload_timeout,
+        verify: verify?,
+        verify_timeout,
+        verify_header,
+        idle,
+        sites: by_site,
+    })
+}
+
+/// `[role.site.<name>]`: each site's role, for the sites in `sites`
+/// (with `warm`, names that can be gate markers).
+fn site_roles(
+    r: &mut ConfigCheck,
+    site: Option<&toml::Value>,
+    sites: &[String],
+    warm: bool,
+) -> BTreeMap<String, SiteRole> {
     let mut by_site = BTreeMap::new();
-    match &raw.site {
+    match site {
         None => {}
         Some(toml::Value::Table(t)) => {
             for (name, v) in t {
@@ -156,35 +170,47 @@ pub(super) fn role(
             ),
         ),
     }
-    if let Some(name) = initial.index().and_then(|i| sites.get(i)) {
-        if !by_site.contains_key(name) && !r.has_problem_under(&format!("role.site.{name}")) {
-            r.add(
-                "site",
-                format!("`{name}` has no [role.site.{name}] section; with [role] configured the sidecar applies the initial site at start-up (accepted: add [role.site.{name}], or site = \"idle\")"),
-            );
+    by_site
+}
+
+/// The verification probe: the app's address, how long it may take and
+/// the header naming the site.
+fn verify(
+    r: &mut ConfigCheck,
+    raw: &RawRole,
+) -> (
+    Option<std::net::SocketAddr>,
+    Duration,
+    Option<http::HeaderName>,
+) {
+    let verify = match raw.verify.as_deref() {
+        None => {
+            r.add("role.verify", "missing (expected the app's local address the verification probe connects to, e.g. \"127.0.0.1:8081\")");
+            None
         }
-    }
-    if warm && by_site.is_empty() && !r.has_problem_under("role.site") {
-        r.add(
-            "role.site",
-            "mode = \"warm\" needs at least one [role.site.<name>] section (the sites the node keeps configured; accepted: add [role.site.<name>] sections, or mode = \"cold\")",
-        );
-    }
-    if r.count() > before {
-        return None;
-    }
-    Some(RoleConfig {
-        mode: mode?,
-        poll,
-        file: file?,
-        reload: reload?,
-        reload_timeout,
-        verify: verify?,
-        verify_timeout,
-        verify_header,
-        idle,
-        sites: by_site,
-    })
+        Some(t) => r.ip_socket_addr("role.verify", Some(t)),
+    };
+    let verify_timeout = r.duration_within(
+        "role.verify_timeout",
+        raw.verify_timeout.as_deref(),
+        DEFAULT_VERIFY_TIMEOUT,
+        Duration::from_millis(1),
+        Duration::from_secs(600),
+    );
+    let verify_header =
+        raw.verify_header.as_deref().and_then(|h| {
+            match http::HeaderName::from_bytes(h.as_bytes()) {
+                Ok(n) => Some(n),
+                Err(_) => {
+                    r.add(
+                        "role.verify_header",
+                        format!("`{h}` is not an HTTP header name (accepted: e.g. \"x-site\")"),
+                    );
+                    None
+                }
+            }
+        });
+    (verify, verify_timeout, verify_header)
 }
 
 /// `[role] mode` and `[role] gate`: `None` when either is wrong.

@@ -272,7 +272,7 @@ fn inflight_weight_accepted_and_overridden_per_site() {
     );
     let c = ok(&text);
     assert_eq!(c.sites[0].weights.inflight, 1.5);
-    assert_eq!(c.sites[0].weights.cpu, 0.0);
+    assert_eq!(c.sites[0].weights.window.cpu, 0.0);
 }
 
 #[test]

@@ -16,6 +16,35 @@ fn stats_socket_defaults_to_haproxys_operator_level() {
         (s.level, s.mode, s.uid, s.gid),
         (Level::Operator, None, None, None)
     );
+    assert_eq!(s.timeout, std::time::Duration::from_secs(10));
+}
+
+#[test]
+fn stats_socket_timeout_is_haproxys_stats_timeout() {
+    let c = ok(&with(
+        "[[stats_socket]]\npath = \"admin.sock\"\ntimeout = \"2m\"",
+    ));
+    assert_eq!(
+        c.stats_sockets[0].timeout,
+        std::time::Duration::from_secs(120)
+    );
+}
+
+#[test]
+fn bad_stats_socket_timeouts() {
+    for (value, says) in [
+        ("\"0s\"", "accepted: 1s to 86400s"),
+        ("\"25h\"", "accepted: 1s to 86400s"),
+        ("\"soon\"", "expected e.g. 250ms, 2s, 1m"),
+    ] {
+        rejects(
+            &with(&format!(
+                "[[stats_socket]]\npath = \"admin.sock\"\ntimeout = {value}"
+            )),
+            "stats_socket[0].timeout",
+            says,
+        );
+    }
 }
 
 #[test]

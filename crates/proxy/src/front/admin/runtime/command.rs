@@ -76,6 +76,8 @@ pub enum Command<'a> {
     ShowInfo { args: &'a [&'a str] },
     /// `show map [MAP]`.
     ShowMap { map: Option<&'a str> },
+    /// `show sess`.
+    ShowSess,
     /// `show servers state [BACKEND]`.
     ShowServersState { backend: Option<&'a str> },
     /// `show stat [PROXY TYPE SID] [typed|json|up|no-maint]…`.
@@ -422,6 +424,16 @@ pub const COMMANDS: &[Keyword] = &[
         },
     ),
     kw(
+        &["show", "sess"],
+        "show sess",
+        "report the connections and requests in flight",
+        Operator,
+        |rest| match rest {
+            [] => Ok(Command::ShowSess),
+            _ => Err(Usage),
+        },
+    ),
+    kw(
         &["show", "stat"],
         "show stat [desc|json|no-maint|typed|up]*",
         "report counters for each proxy and server",
@@ -657,6 +669,7 @@ mod tests {
                 },
             ),
             ("help show", Command::Help { words: &["show"] }),
+            ("show sess", Command::ShowSess),
             (
                 "set timeout cli 5",
                 Command::SetTimeout(Duration::from_secs(5)),
@@ -692,6 +705,11 @@ mod tests {
             (StatusCode::FORBIDDEN, "Permission denied".to_string())
         );
         assert_eq!(refusal("operator", User).0, StatusCode::FORBIDDEN);
+        assert_eq!(refusal("show sess", User).0, StatusCode::FORBIDDEN);
+        assert_eq!(
+            refusal("show sess all", Operator).0,
+            StatusCode::BAD_REQUEST
+        );
     }
 
     #[test]

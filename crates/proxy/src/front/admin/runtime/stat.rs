@@ -18,7 +18,7 @@
 
 use std::collections::HashMap;
 
-use crate::balance::{AdminState, Backends, NodeState};
+use crate::balance::{AdminState, Backends, NodeState, SiteBackends};
 
 pub use columns::COLUMNS;
 
@@ -261,136 +261,178 @@ fn frontend(f: &crate::front::listener::FrontendStats, iid: u64, limit: u64) -> 
 /// Each site's node rows and BACKEND row; sites take the proxy ids after
 /// `first_iid`.
 fn backend_rows(backends: &Backends, first_iid: u64, queued: &dyn Fn(&str) -> u64) -> Vec<Row> {
-    let limit = backends.max_inflight();
-    let health = backends.health();
     let mut out = Vec::new();
     for (s, site) in backends.sites().iter().enumerate() {
         let iid = first_iid + s as u64 + 1;
-        let serving: Vec<_> = site
+        let mut sums = BackendSums::default();
+        for n in site
             .nodes()
             .iter()
             .filter(|n| n.assigned_site() == Some(site.index))
-            .collect();
-        let mut total = Row::of(Kind::Backend);
-        let (mut scur, mut stot, mut bout, mut rate, mut econ, mut eresp) = (0, 0, 0, 0, 0, 0);
-        let mut hrsp = [0u64; 6];
-        let (mut aborts, mut times, mut retries) = ([0u64; 2], [0u64; 4], 0);
-        let (mut weight, mut act, mut bck) = (0u64, 0u64, 0u64);
-        let mut last_change: Option<u64> = None;
-        for n in &serving {
-            let t = n.traffic();
-            let c = n.control();
-            let h = n.health();
-            let mut row = Row::of(Kind::Server);
-            row.text("pxname", &site.name)
-                .text("svname", &n.name)
-                .num("qcur", 0)
-                .num("scur", n.inflight() as u64)
-                .num("smax", t.inflight_max as u64)
-                .num("stot", t.requests_total)
-                .num("lbtot", t.requests_total)
-                .num("bout", t.bytes_out_total)
-                .num("econ", t.upstream_errors[0])
-                .num("eresp", t.upstream_errors[1] + t.upstream_errors[2])
-                .text("status", node_status(n))
-                .num("weight", u64::from(c.weight))
-                .num("uweight", u64::from(c.initial_weight))
-                .num("act", u64::from(!c.backup))
-                .num("bck", u64::from(c.backup))
-                .num("pid", 1)
-                .num("iid", iid)
-                .num("sid", n.index as u64 + 1)
-                .num("type", 2)
-                .num("rate", t.rate)
-                .text("addr", n.address.to_string())
-                .text("mode", "http");
-            if let Some(l) = c.max_inflight.or((limit > 0).then_some(limit)) {
-                row.num("slim", l as u64);
-            }
-            if h.check {
-                if let Some(ms) = h.last_check_ms {
-                    row.num("check_duration", ms);
-                }
-                row.num("chkfail", h.checks_failed_total)
-                    .num("downtime", h.downtime_secs)
-                    .num("check_rise", u64::from(health.rise))
-                    .num("check_fall", u64::from(health.fall));
-            }
-            if let Some(age) = since(h.last_change_unix) {
-                row.num("lastchg", age);
-            }
-            row.responses(&t.responses);
-            for (sum, n) in hrsp.iter_mut().zip(t.responses) {
-                *sum += n;
-            }
-            row.timing(&t);
-            retries += t.retries;
-            for (sum, n) in aborts.iter_mut().zip(t.aborts) {
-                *sum += n;
-            }
-            for (sum, ms) in times.iter_mut().zip(t.times_ms) {
-                *sum += ms * t.requests_total;
-            }
-            scur += n.inflight() as u64;
-            stot += t.requests_total;
-            bout += t.bytes_out_total;
-            rate += t.rate;
-            econ += t.upstream_errors[0];
-            eresp += t.upstream_errors[1] + t.upstream_errors[2];
-            if n.admits() {
-                weight += u64::from(c.weight);
-                if c.backup {
-                    bck += 1;
-                } else {
-                    act += 1;
-                }
-            }
-            last_change = match (last_change, since(h.last_change_unix)) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
-            out.push(row);
+        {
+            out.push(server_row(backends, &site.name, n, iid));
+            sums.add(n);
         }
+        out.push(sums.row(backends, site, iid, queued(&site.name)));
+    }
+    out
+}
+
+/// A node's row under the site `site` it serves, whose proxy id is `iid`.
+fn server_row(backends: &Backends, site: &str, n: &NodeState, iid: u64) -> Row {
+    let limit = backends.max_inflight();
+    let health = backends.health();
+    let t = n.traffic();
+    let c = n.control();
+    let h = n.health();
+    let mut row = Row::of(Kind::Server);
+    row.text("pxname", site)
+        .text("svname", &n.name)
+        .num("qcur", 0)
+        .num("scur", n.inflight() as u64)
+        .num("smax", t.inflight_max as u64)
+        .num("stot", t.requests_total)
+        .num("lbtot", t.requests_total)
+        .num("bout", t.bytes_out_total)
+        .num("econ", t.upstream_errors[0])
+        .num("eresp", t.upstream_errors[1] + t.upstream_errors[2])
+        .text("status", node_status(n))
+        .num("weight", u64::from(c.weight))
+        .num("uweight", u64::from(c.initial_weight))
+        .num("act", u64::from(!c.backup))
+        .num("bck", u64::from(c.backup))
+        .num("pid", 1)
+        .num("iid", iid)
+        .num("sid", n.index as u64 + 1)
+        .num("type", 2)
+        .num("rate", t.rate)
+        .text("addr", n.address.to_string())
+        .text("mode", "http");
+    if let Some(l) = c.max_inflight.or((limit > 0).then_some(limit)) {
+        row.num("slim", l as u64);
+    }
+    if h.check {
+        if let Some(ms) = h.last_check_ms {
+            row.num("check_duration", ms);
+        }
+        row.num("chkfail", h.checks_failed_total)
+            .num("downtime", h.downtime_secs)
+            .num("check_rise", u64::from(health.rise))
+            .num("check_fall", u64::from(health.fall));
+    }
+    if let Some(age) = since(h.last_change_unix) {
+        row.num("lastchg", age);
+    }
+    row.responses(&t.responses);
+    row.timing(&t);
+    row
+}
+
+/// A BACKEND row's sums over the nodes serving the site.
+#[derive(Default)]
+struct BackendSums {
+    scur: u64,
+    stot: u64,
+    bout: u64,
+    rate: u64,
+    econ: u64,
+    eresp: u64,
+    hrsp: [u64; 6],
+    aborts: [u64; 2],
+    /// Per time column, the sum of each node's average times its requests.
+    times: [u64; 4],
+    retries: u64,
+    /// Of the nodes that take requests: their weights, how many are
+    /// active and how many backups.
+    weight: u64,
+    act: u64,
+    bck: u64,
+    last_change: Option<u64>,
+}
+
+impl BackendSums {
+    fn add(&mut self, n: &NodeState) {
+        let t = n.traffic();
+        let c = n.control();
+        for (sum, n) in self.hrsp.iter_mut().zip(t.responses) {
+            *sum += n;
+        }
+        self.retries += t.retries;
+        for (sum, n) in self.aborts.iter_mut().zip(t.aborts) {
+            *sum += n;
+        }
+        for (sum, ms) in self.times.iter_mut().zip(t.times_ms) {
+            *sum += ms * t.requests_total;
+        }
+        self.scur += n.inflight() as u64;
+        self.stot += t.requests_total;
+        self.bout += t.bytes_out_total;
+        self.rate += t.rate;
+        self.econ += t.upstream_errors[0];
+        self.eresp += t.upstream_errors[1] + t.upstream_errors[2];
+        if n.admits() {
+            self.weight += u64::from(c.weight);
+            if c.backup {
+                self.bck += 1;
+            } else {
+                self.act += 1;
+            }
+        }
+        self.last_change = match (self.last_change, since(n.health().last_change_unix)) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+    }
+
+    /// The BACKEND row of `site` (proxy id `iid`, `qcur` requests queued).
+    fn row(self, backends: &Backends, site: &SiteBackends, iid: u64, qcur: u64) -> Row {
+        let mut total = Row::of(Kind::Backend);
         total
             .text("pxname", &site.name)
             .text("svname", "BACKEND")
-            .num("qcur", queued(&site.name))
-            .num("scur", scur)
-            .num("stot", stot)
-            .num("lbtot", stot)
-            .num("bout", bout)
-            .num("econ", econ)
-            .num("eresp", eresp)
-            .text("status", if act + bck > 0 { "UP" } else { "DOWN" })
-            .num("weight", weight)
-            .num("uweight", weight)
-            .num("act", act)
-            .num("bck", bck)
+            .num("qcur", qcur)
+            .num("scur", self.scur)
+            .num("stot", self.stot)
+            .num("lbtot", self.stot)
+            .num("bout", self.bout)
+            .num("econ", self.econ)
+            .num("eresp", self.eresp)
+            .text(
+                "status",
+                if self.act + self.bck > 0 {
+                    "UP"
+                } else {
+                    "DOWN"
+                },
+            )
+            .num("weight", self.weight)
+            .num("uweight", self.weight)
+            .num("act", self.act)
+            .num("bck", self.bck)
             .num("pid", 1)
             .num("iid", iid)
             .num("sid", 0)
             .num("type", 1)
-            .num("rate", rate)
-            .num("req_tot", stot)
+            .num("rate", self.rate)
+            .num("req_tot", self.stot)
             .text("mode", "http")
             .text("algo", backends.site_balance(site.index));
         total
-            .responses(&hrsp)
+            .responses(&self.hrsp)
             .uncompressed()
-            .num("cli_abrt", aborts[0])
-            .num("srv_abrt", aborts[1])
-            .num("wretr", retries)
-            .num("wredis", retries);
+            .num("cli_abrt", self.aborts[0])
+            .num("srv_abrt", self.aborts[1])
+            .num("wretr", self.retries)
+            .num("wredis", self.retries);
         // The backend's averages: its nodes', weighted by their requests.
-        for (col, sum) in TIME_COLUMNS.into_iter().zip(times) {
-            total.num(col, sum.checked_div(stot).unwrap_or(0));
+        for (col, sum) in TIME_COLUMNS.into_iter().zip(self.times) {
+            total.num(col, sum.checked_div(self.stot).unwrap_or(0));
         }
-        if let Some(age) = last_change {
+        if let Some(age) = self.last_change {
             total.num("lastchg", age);
         }
-        out.push(total);
+        total
     }
-    out
 }
 
 /// HAProxy's CSV: the `# `-prefixed header, one line per row, each line

@@ -264,3 +264,26 @@ async fn compression_columns_are_zero_only_where_nothing_compresses() {
     assert_eq!(backend("shop").get("comp_in"), None);
     assert_eq!(backend("blog").get("comp_in"), Some(&stat::Value::Num(0)));
 }
+
+/// `show sess`: the connections open per listener and the requests in
+/// flight per node against its cap, as they are now.
+#[tokio::test]
+async fn show_sess_counts_what_is_in_flight() {
+    let mut a = admin();
+    let open = Arc::new(std::sync::atomic::AtomicUsize::new(3));
+    a.frontends.push(crate::front::listener::FrontendStats {
+        name: "web".into(),
+        open,
+        counters: Default::default(),
+    });
+    let backends = a.backends.load_full();
+    let _held = [
+        backends.pick(0, &[]).unwrap(),
+        backends.pick(0, &[]).unwrap(),
+    ];
+    assert_eq!(
+        run(&a, "show sess").await.unwrap(),
+        "# listener connections\nweb 3\n\
+         # site node inflight max_inflight\nshop a 2 0\nshop b 0 0\nblog c 0 0\n"
+    );
+}

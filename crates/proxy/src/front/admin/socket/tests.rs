@@ -9,6 +9,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::*;
 use crate::balance::AdminState as NodeAdmin;
+use crate::config::Level;
 use crate::front::admin::runtime::tests::admin;
 
 /// Sends `input` (then closes the sending half when `close`), and returns
@@ -16,7 +17,8 @@ use crate::front::admin::runtime::tests::admin;
 async fn exchange(input: &[u8], level: Level) -> String {
     let state = admin();
     let (mut client, server) = tokio::io::duplex(1 << 20);
-    let serving = tokio::spawn(async move { connection(server, &state, level).await });
+    let serving =
+        tokio::spawn(async move { connection(server, &state, Session::new(level)).await });
     client.write_all(input).await.unwrap();
     client.shutdown().await.unwrap();
     let mut out = Vec::new();
@@ -68,7 +70,7 @@ async fn levels_refuse_as_haproxy_does() {
     let (mut client, server) = tokio::io::duplex(1 << 16);
     let serving = {
         let state = state.clone();
-        tokio::spawn(async move { connection(server, &state, Level::User).await })
+        tokio::spawn(async move { connection(server, &state, Session::new(Level::User)).await })
     };
     client
         .write_all(
@@ -140,8 +142,26 @@ async fn a_silent_client_is_closed_after_the_idle_timeout() {
     let state = admin();
     let (_client, server) = tokio::io::duplex(1024);
     let started = tokio::time::Instant::now();
-    connection(server, &state, Level::Admin).await.unwrap();
+    connection(server, &state, Session::new(Level::Admin))
+        .await
+        .unwrap();
     assert!(started.elapsed() >= IDLE);
+}
+
+/// `[[stats_socket]] timeout` (HAProxy's `stats timeout`): a silent
+/// client is closed after the socket's timeout, not the default one.
+#[tokio::test(start_paused = true)]
+async fn a_silent_client_is_closed_after_the_sockets_timeout() {
+    let state = admin();
+    let (_client, server) = tokio::io::duplex(1024);
+    let session = Session {
+        timeout: Duration::from_secs(3),
+        ..Session::new(Level::User)
+    };
+    let started = tokio::time::Instant::now();
+    connection(server, &state, session).await.unwrap();
+    let took = started.elapsed();
+    assert!(took >= Duration::from_secs(3) && took < IDLE, "{took:?}");
 }
 
 #[tokio::test(start_paused = true)]
@@ -153,7 +173,8 @@ async fn set_timeout_cli_changes_the_sessions_idle_timeout() {
         .await
         .unwrap();
     let started = tokio::time::Instant::now();
-    let serving = tokio::spawn(async move { connection(server, &state, Level::User).await });
+    let serving =
+        tokio::spawn(async move { connection(server, &state, Session::new(Level::User)).await });
     let mut answer = [0u8; 64];
     let mut got = 0;
     while !answer[..got].ends_with(b"Invalid timeout value.\n\n> ") {
@@ -172,7 +193,9 @@ async fn a_client_that_never_reads_is_closed_after_the_idle_timeout() {
     client.write_all(&b"show stat;".repeat(20)).await.unwrap();
     client.write_all(b"\n").await.unwrap();
     let started = tokio::time::Instant::now();
-    connection(server, &state, Level::Admin).await.unwrap();
+    connection(server, &state, Session::new(Level::Admin))
+        .await
+        .unwrap();
     assert!(started.elapsed() >= IDLE);
 }
 
@@ -189,8 +212,14 @@ async fn a_unix_socket_gets_its_mode_and_is_removed_on_shutdown() {
         uid: Some(own.uid()),
         gid: Some(own.gid()),
         level: Level::User,
+        timeout: Duration::from_secs(3),
     };
     let bound = bind(&socket, &mut crate::front::restart::Inherited::default()).unwrap();
+    // A connection's session starts at the socket's level and timeout.
+    assert_eq!(
+        (bound.session.level, bound.session.timeout),
+        (Level::User, Duration::from_secs(3))
+    );
     let meta = std::fs::metadata(&path).unwrap();
     assert!(meta.file_type().is_socket());
     assert_eq!(meta.permissions().mode() & 0o777, 0o600);
