@@ -215,19 +215,46 @@ impl Exchange {
             End::ClientAborted => ("CD", true),
         };
         if self.outcome_pending {
-            let outcome = match end {
-                End::Complete | End::ClientAborted if self.status == 503 => Outcome::Busy,
-                End::Complete | End::ClientAborted if self.status >= 500 => Outcome::ServerError,
-                End::Complete | End::ClientAborted => Outcome::Success,
-                End::UpstreamAborted => Outcome::ProtocolError,
-                End::UpstreamTimeout => Outcome::Timeout,
-            };
-            if let Some(pick) = &self.pick {
-                pick.node.report(outcome);
-            }
-            self.count_upstream_error(outcome);
+            self.report_outcome(end);
         }
         let class = class_index(self.status, cut);
+        self.count(class, end, elapsed);
+        let node_name = self.node.and_then(|n| self.snap.node_names.get(n).cloned());
+        let counts = self.counts();
+        if let Some(s) = self.site.and_then(|s| self.snap.stats.sites.get(s)) {
+            s.active.fetch_sub(1, Ordering::Relaxed);
+        }
+        if let Some(pick) = self.pick.take() {
+            let node = pick.node.index;
+            drop(pick);
+            self.update_inflight(node);
+        }
+        // Released here, not when the struct is dropped: the slot is free
+        // as soon as the response has ended.
+        self.admission = None;
+        if self.ctx.proxy.access.enabled() {
+            self.log(termination, counts, node_name, elapsed);
+        }
+    }
+
+    /// The node's health and the error counters learn how it answered.
+    fn report_outcome(&self, end: End) {
+        let outcome = match end {
+            End::Complete | End::ClientAborted if self.status == 503 => Outcome::Busy,
+            End::Complete | End::ClientAborted if self.status >= 500 => Outcome::ServerError,
+            End::Complete | End::ClientAborted => Outcome::Success,
+            End::UpstreamAborted => Outcome::ProtocolError,
+            End::UpstreamTimeout => Outcome::Timeout,
+        };
+        if let Some(pick) = &self.pick {
+            pick.node.report(outcome);
+        }
+        self.count_upstream_error(outcome);
+    }
+
+    /// The request in the listener's, the node's (or the site's) and the
+    /// site's counters, by status `class`.
+    fn count(&self, class: usize, end: End, elapsed: Duration) {
         self.ctx.frontend.answered(class, self.bytes);
         let stats = &self.snap.stats;
         match (self.site, self.node) {
@@ -261,58 +288,58 @@ impl Exchange {
                 d.answered(class < 4);
             }
         }
-        let node_name = self.node.and_then(|n| self.snap.node_names.get(n).cloned());
-        // Taken before this request's own slots are released, as HAProxy
-        // counts the logged session among its connections.
-        let counts = Counts {
+    }
+
+    /// The connection counts of the access log, taken before this
+    /// request's own slots are released, as HAProxy counts the logged
+    /// session among its connections.
+    fn counts(&self) -> Counts {
+        Counts {
             actconn: self.ctx.proxy.connections.load(Ordering::Relaxed),
             feconn: self.ctx.listener_connections.load(Ordering::Relaxed),
             beconn: self
                 .site
-                .and_then(|s| stats.sites.get(s))
+                .and_then(|s| self.snap.stats.sites.get(s))
                 .map_or(0, |s| s.active.load(Ordering::Relaxed)),
             srv_conn: self.pick.as_ref().map_or(0, |p| p.node.inflight()),
             retries: self.retries,
-        };
-        if let Some(s) = self.site.and_then(|s| stats.sites.get(s)) {
-            s.active.fetch_sub(1, Ordering::Relaxed);
         }
-        if let Some(pick) = self.pick.take() {
-            let node = pick.node.index;
-            drop(pick);
-            self.update_inflight(node);
-        }
-        // Released here, not when the struct is dropped: the slot is free
-        // as soon as the response has ended.
-        self.admission = None;
-        if self.ctx.proxy.access.enabled() {
-            self.ctx.proxy.access.log(AccessRecord {
-                client: self.ctx.client,
-                // The request's first byte, as HAProxy's `%tr`: `date`
-                // was taken once the head was complete.
-                date: self
-                    .date
-                    .checked_sub(Duration::from_millis(self.timers.tq.max(0) as u64))
-                    .unwrap_or(self.date),
-                listener: Arc::clone(&self.ctx.listener),
-                tls: self.ctx.tls,
-                site: self.site.and_then(|s| self.snap.site_names.get(s).cloned()),
-                node: node_name,
-                timers: Timers {
-                    // HAProxy's Ta counts from the request's first byte.
-                    ta: self.timers.tq.max(0) + ms(elapsed),
-                    ..self.timers
-                },
-                status: self.status,
-                bytes: self.bytes,
-                termination,
-                counts,
-                queues: (0, self.queued_ahead),
-                method: Some(std::mem::replace(&mut self.method, http::Method::GET)),
-                target: std::mem::take(&mut self.target),
-                version: self.version,
-            });
-        }
+    }
+
+    /// The access log line.
+    fn log(
+        &mut self,
+        termination: &'static str,
+        counts: Counts,
+        node: Option<Arc<str>>,
+        elapsed: Duration,
+    ) {
+        self.ctx.proxy.access.log(AccessRecord {
+            client: self.ctx.client,
+            // The request's first byte, as HAProxy's `%tr`: `date` was
+            // taken once the head was complete.
+            date: self
+                .date
+                .checked_sub(Duration::from_millis(self.timers.tq.max(0) as u64))
+                .unwrap_or(self.date),
+            listener: Arc::clone(&self.ctx.listener),
+            tls: self.ctx.tls,
+            site: self.site.and_then(|s| self.snap.site_names.get(s).cloned()),
+            node,
+            timers: Timers {
+                // HAProxy's Ta counts from the request's first byte.
+                ta: self.timers.tq.max(0) + ms(elapsed),
+                ..self.timers
+            },
+            status: self.status,
+            bytes: self.bytes,
+            termination,
+            counts,
+            queues: (0, self.queued_ahead),
+            method: Some(std::mem::replace(&mut self.method, http::Method::GET)),
+            target: std::mem::take(&mut self.target),
+            version: self.version,
+        });
     }
 }
 
