@@ -227,6 +227,10 @@ fn reply(head: &Head, body: &Body) -> Vec<u8> {
         .values("x-diff-status")
         .next()
         .and_then(|s| s.parse().ok())
+        // Only a status a response may carry (three digits, RFC 9112
+        // section 4): a generated field's "4" made the node answer
+        // `HTTP/1.1 4`, which rdmalb refuses (502) and HAProxy relayed.
+        .filter(|s| (100..=599).contains(s))
         .unwrap_or(200);
     let id = head.values("x-diff-id").next().unwrap_or("-");
     let text = format!(

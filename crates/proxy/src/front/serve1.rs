@@ -19,8 +19,10 @@
 //! target over 64 KiB) and the connection closes.
 
 mod head;
+mod pool;
 mod recv;
 mod send;
+mod upgrade;
 
 use std::future::Future;
 use std::io::{self, IoSlice};
@@ -33,7 +35,7 @@ use std::time::Instant;
 use bytes::{Buf, Bytes, BytesMut};
 use http::{Request, Response, StatusCode, Version};
 use hyper::body::Body;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
@@ -44,6 +46,7 @@ use head::{Framing, HeadError, Parsed};
 use recv::{Decoder, Pipe, Step};
 pub use recv::{RecvBody, RecvError};
 use send::{Asked, BodyLen, Encoding};
+pub use upgrade::{on_upgrade, OnUpgrade, Upgraded};
 
 /// A client stream: plain TCP or TLS over it.
 pub trait Socket: AsyncRead + AsyncWrite + Unpin + Send + 'static {
@@ -97,75 +100,6 @@ pub struct Limits {
     /// `rdmalb_connections_parked_total`: idle waits that released the
     /// connection's read buffer.
     pub parked: metrics::Counter,
-}
-
-/// The client's side of a protocol upgrade, in the request's extensions
-/// until the phases take it ([`on_upgrade`]); it resolves once the `101`
-/// has been written.
-#[derive(Clone)]
-pub struct OnUpgrade(Arc<Mutex<Option<tokio::sync::oneshot::Receiver<Upgraded>>>>);
-
-/// Takes the client's side of an upgrade out of an HTTP/1 request.
-pub fn on_upgrade<B>(req: &mut Request<B>) -> Option<OnUpgrade> {
-    req.extensions_mut().remove::<OnUpgrade>()
-}
-
-impl OnUpgrade {
-    /// The upgraded connection, once the `101` is out.
-    pub async fn get(self) -> io::Result<Upgraded> {
-        let rx = self.0.lock().unwrap_or_else(|e| e.into_inner()).take();
-        match rx {
-            Some(rx) => rx.await.map_err(|_| {
-                io::Error::new(
-                    io::ErrorKind::BrokenPipe,
-                    "the connection ended before the upgrade",
-                )
-            }),
-            None => Err(io::Error::other("upgrade already taken")),
-        }
-    }
-}
-
-/// An HTTP/1 connection after `101 Switching Protocols`: the client's
-/// stream, and what it had sent after its request head.
-pub struct Upgraded {
-    io: Box<dyn Stream>,
-    early: Bytes,
-}
-
-trait Stream: AsyncRead + AsyncWrite + Unpin + Send {}
-impl<T: AsyncRead + AsyncWrite + Unpin + Send> Stream for T {}
-
-impl AsyncRead for Upgraded {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        if !self.early.is_empty() {
-            let n = self.early.len().min(buf.remaining());
-            buf.put_slice(&self.early[..n]);
-            self.early.advance(n);
-            return Poll::Ready(Ok(()));
-        }
-        Pin::new(&mut self.io).poll_read(cx, buf)
-    }
-}
-
-impl AsyncWrite for Upgraded {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write(cx, buf)
-    }
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.io).poll_flush(cx)
-    }
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.io).poll_shutdown(cx)
-    }
 }
 
 /// How the wait for a head ended.
@@ -852,45 +786,6 @@ struct Writer {
     ended: bool,
     /// The chunked end (with trailers) is written already.
     closed: bool,
-}
-
-/// Each worker's read buffers of idle connections, lent to the next
-/// connection that has bytes to read (a worker is one thread).
-mod pool {
-    use std::cell::RefCell;
-
-    use bytes::BytesMut;
-
-    /// Most buffers a worker keeps.
-    const KEEP: usize = 256;
-
-    thread_local! {
-        static FREE: RefCell<Vec<BytesMut>> = const { RefCell::new(Vec::new()) };
-    }
-
-    /// A buffer with room for `want` bytes.
-    pub fn take(want: usize) -> BytesMut {
-        let mut b = FREE
-            .with(|f| f.borrow_mut().pop())
-            .unwrap_or_else(|| BytesMut::with_capacity(want));
-        // Reclaims the whole allocation when nothing shares it any more.
-        b.reserve(want);
-        b
-    }
-
-    /// Gives an empty buffer back.
-    pub fn put(mut b: BytesMut) {
-        if b.capacity() == 0 {
-            return;
-        }
-        b.clear();
-        FREE.with(|f| {
-            let mut f = f.borrow_mut();
-            if f.len() < KEEP {
-                f.push(b);
-            }
-        });
-    }
 }
 
 #[cfg(test)]
