@@ -35,3 +35,37 @@ pub fn put(mut b: BytesMut) {
         }
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A buffer given back is lent again whole (its allocation reused),
+    /// and the pool keeps at most `KEEP` of them.
+    #[test]
+    fn buffers_given_back_are_lent_again_and_the_pool_is_bounded() {
+        let mut b = take(8192);
+        let at = b.as_ptr();
+        b.extend_from_slice(b"GET / HTTP/1.1\r\n\r\n");
+        let head = b.split_to(18).freeze();
+        drop(head);
+        put(b);
+        let again = take(8192);
+        assert_eq!(
+            again.as_ptr(),
+            at,
+            "the idle buffer's allocation was not reused"
+        );
+        assert!(again.capacity() >= 8192 && again.is_empty());
+        for _ in 0..KEEP + 10 {
+            put(BytesMut::with_capacity(64));
+        }
+        assert_eq!(FREE.with(|f| f.borrow().len()), KEEP);
+        put(BytesMut::new());
+        assert_eq!(
+            FREE.with(|f| f.borrow().len()),
+            KEEP,
+            "an empty buffer is not kept"
+        );
+    }
+}
