@@ -32,6 +32,8 @@ pub use retry::RetryReason;
 pub use sticky::StickyIn;
 
 use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -39,6 +41,7 @@ use std::time::{Duration, Instant};
 use http::header::{self, HeaderValue};
 use http::{Request, Response, Uri, Version};
 use hyper::body::Body;
+use tokio::time::Sleep;
 
 use super::access_log::ms;
 use super::body::{ClientBody, RequestBody};
@@ -86,49 +89,59 @@ macro_rules! phase {
 /// Serves one request: the phases of the module doc, in order. They are
 /// called from here, not from a nested `async fn`: every layer of futures
 /// costs copies of the request's state (measured with callgrind).
-pub async fn handle(
+/// `timer`: the client connection's timer, idle while its request is out
+/// (HTTP/1, [`super::serve1`]), used for the node's response deadline.
+pub fn handle<'a>(
     ctx: Arc<ConnCtx>,
-    req: Request<ClientBody>,
-) -> Result<Response<ResponseBody>, Infallible> {
-    let start = Instant::now();
-    ctx.conn.request_started();
-    let snap = ctx.proxy.snapshot.load_full();
-    let mut ex = Exchange::new(Arc::clone(&ctx), Arc::clone(&snap), start, &req);
-    ex.timers.tq = if req.version() == Version::HTTP_2 {
-        0
-    } else {
-        ms(ctx.conn.head_elapsed(start))
-    };
-    let present = phase!(ex, request_filter(&ctx, &snap, &req));
-    let mut req = req;
-    phase!(
-        ex,
-        rules::request(
-            &ctx,
-            &snap,
-            &snap.config.rules.request,
-            &mut req,
-            start,
-            &mut ex.track
-        )
-    );
-    let (site, mut host) = phase!(ex, choose_site(&mut ex, &ctx, &snap, &req));
-    phase!(
-        ex,
-        site_request(&ctx, &snap, site, &mut req, start, &mut host, &mut ex.track)
-    );
-    if snap.config.rules.wants_response_uri(site) {
-        ex.rule_uri = Some(req.uri().clone());
+    mut req: Request<ClientBody>,
+    timer: Option<Pin<&'a mut Sleep>>,
+) -> impl Future<Output = Result<Response<ResponseBody>, Infallible>> + Send + 'a {
+    // An `async` block, not an `async fn`: the request is used where it
+    // was moved in, not copied again into a local of the future.
+    async move {
+        let start = Instant::now();
+        ctx.conn.request_started();
+        let snap = ctx.proxy.snapshot.load_full();
+        let mut ex = Exchange::new(Arc::clone(&ctx), Arc::clone(&snap), start, &req);
+        ex.timers.tq = if req.version() == Version::HTTP_2 {
+            0
+        } else {
+            ms(ctx.conn.head_elapsed(start))
+        };
+        let present = phase!(ex, request_filter(&ctx, &snap, &req));
+        phase!(
+            ex,
+            rules::request(
+                &ctx,
+                &snap,
+                &snap.config.rules.request,
+                &mut req,
+                start,
+                &mut ex.track
+            )
+        );
+        let (site, mut host) = phase!(ex, choose_site(&mut ex, &ctx, &snap, &req));
+        phase!(
+            ex,
+            site_request(&ctx, &snap, site, &mut req, start, &mut host, &mut ex.track)
+        );
+        if snap.config.rules.wants_response_uri(site) {
+            ex.rule_uri = Some(req.uri().clone());
+        }
+        let admit_wait = phase!(ex, admit(&mut ex, &snap, site).await);
+        let key = sticky::pick_key(&mut ex, &snap, site, &req, ctx.client.ip());
+        let upgrade = headers::is_upgrade_request(req.version(), req.headers(), present);
+        let client_upgrade = upgrade.then(|| attempt::ClientUpgrade::of(&mut req));
+        let mut out = upstream_request(&mut ex, &ctx, &snap, req, present, host, upgrade);
+        let admitted = attempt::Admitted {
+            wait: admit_wait,
+            key,
+        };
+        let forwarded = attempt::forward(&mut ex, &ctx, &snap, site, &mut out, admitted, timer);
+        let mut answered = phase!(ex, forwarded.await);
+        answered.client_upgrade = client_upgrade;
+        Ok(answer::response_filter(ex, answered))
     }
-    let admit_wait = phase!(ex, admit(&mut ex, &snap, site).await);
-    let key = sticky::pick_key(&mut ex, &snap, site, &req, ctx.client.ip());
-    let upgrade = headers::is_upgrade_request(req.version(), req.headers(), present);
-    let client_upgrade = upgrade.then(|| attempt::ClientUpgrade::of(&mut req));
-    let mut out = upstream_request(&mut ex, &ctx, &snap, req, present, host, upgrade);
-    let forwarded = attempt::forward(&mut ex, &ctx, &snap, site, &mut out, admit_wait, key).await;
-    let mut answered = phase!(ex, forwarded);
-    answered.client_upgrade = client_upgrade;
-    Ok(answer::response_filter(ex, answered))
 }
 
 /// An http-01 validation (`GET /.well-known/acme-challenge/<token>`),

@@ -546,7 +546,7 @@ async fn drive<I>(
     let svc_ctx = Arc::clone(&ctx);
     let svc = service_fn(move |req| {
         let ctx = Arc::clone(&svc_ctx);
-        forward::handle(ctx, req.map(super::body::ClientBody::H2))
+        forward::handle(ctx, req.map(super::body::ClientBody::H2), None)
     });
     // Boxed: the connection state is large and lives as long as it does.
     let mut conn = Box::pin(builder.serve_connection_with_upgrades(TokioIo::new(io), svc));

@@ -17,6 +17,12 @@
 //! reading its response for `timeouts.client` is cut. A head that does
 //! not parse is answered `400` (`431` over the limits, `414` for a
 //! target over 64 KiB) and the connection closes.
+//!
+//! One timer serves the connection's life: the head and idle deadlines
+//! between requests, the node's response deadline while a request is out
+//! ([`forward::handle`]). It is re-armed, not re-created, and only moved
+//! to fire earlier ([`arm`]): a keep-alive request costs no timer-wheel
+//! operation of its own.
 
 mod head;
 mod pool;
@@ -38,6 +44,7 @@ use hyper::body::Body;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
+use tokio::time::Sleep;
 
 use super::io::IoTimeouts;
 use super::response::ResponseBody;
@@ -121,6 +128,8 @@ struct Conn<S> {
     limits: Limits,
     /// The client's end of the stream was seen.
     eof: bool,
+    /// Shutdown was seen (the connection's watch resolved).
+    stop_seen: bool,
     /// Requests served.
     served: u64,
     // The current request's body, while it is read.
@@ -161,57 +170,136 @@ struct Inbound {
     broken: bool,
 }
 
-/// Serves an HTTP/1 client connection until it ends.
-pub async fn serve<S: Socket>(
+/// Serves an HTTP/1 client connection until it ends. The connection's
+/// state is moved into the returned future once, not copied into an
+/// `async fn`'s arguments and again into its locals (an idle connection's
+/// task is this future).
+pub fn serve<S: Socket>(
     io: S,
     ctx: Arc<ConnCtx>,
     limits: Limits,
-    mut shutdown: watch::Receiver<bool>,
-) {
+    shutdown: watch::Receiver<bool>,
+) -> impl Future<Output = ()> {
+    let deadline = ctx.conn.accepted + limits.timeouts.http_request;
     let mut conn = Conn {
         io,
         buf: BytesMut::new(),
         ctx,
         limits,
         eof: false,
+        stop_seen: false,
         served: 0,
         body: None,
         queue: Default::default(),
         queued: 0,
         write_timer: None,
     };
-    loop {
-        let parsed = match conn.next_head(&mut shutdown).await {
-            Next::Head(p) => p,
-            Next::Closed => return,
-            Next::TimedOut => {
-                conn.ctx.conn.timed_out.store(true, Ordering::Relaxed);
-                conn.reply(REQUEST_TIMEOUT_REPLY).await;
-                super::listener::head_failure(&conn.ctx, 408, "cR", "408");
-                return;
-            }
-            Next::Refused(e) => {
-                conn.refuse(e).await;
-                return;
-            }
-        };
-        match Box::pin(conn.exchange(*parsed, &shutdown)).await {
-            Served::KeepAlive => {}
-            Served::Close => {
-                let limit = conn.limits.timeouts.client;
-                let _ = tokio::time::timeout(limit, conn.io.shutdown()).await;
-                return;
-            }
-            Served::Upgraded(tx) => {
-                let Conn { io, buf, .. } = conn;
-                let _ = tx.send(Upgraded {
-                    io: Box::new(io),
-                    early: buf.freeze(),
-                });
-                return;
+    async move {
+        // Polled in place across requests: its waiter stays registered
+        // with the watch instead of being added and removed per request.
+        let mut watch = shutdown.clone();
+        let stop = rdmalb_base::shutdown::requested(&mut watch);
+        tokio::pin!(stop);
+        let timer = tokio::time::sleep_until(deadline.into());
+        tokio::pin!(timer);
+        loop {
+            let parsed = match conn.next_head(stop.as_mut(), timer.as_mut()).await {
+                Next::Head(p) => p,
+                Next::Closed => return,
+                Next::TimedOut => {
+                    conn.ctx.conn.timed_out.store(true, Ordering::Relaxed);
+                    conn.reply(REQUEST_TIMEOUT_REPLY).await;
+                    super::listener::head_failure(&conn.ctx, 408, "cR", "408");
+                    return;
+                }
+                Next::Refused(e) => {
+                    conn.refuse(e).await;
+                    return;
+                }
+            };
+            match Box::pin(conn.exchange(parsed, &shutdown, timer.as_mut())).await {
+                Served::KeepAlive => {}
+                Served::Close => {
+                    let deadline = Instant::now() + conn.limits.timeouts.client;
+                    within(timer.as_mut(), deadline, conn.io.shutdown()).await;
+                    return;
+                }
+                Served::Upgraded(tx) => {
+                    let Conn { io, buf, .. } = conn;
+                    let _ = tx.send(Upgraded {
+                        io: Box::new(io),
+                        early: buf.freeze(),
+                    });
+                    return;
+                }
             }
         }
     }
+}
+
+/// `fut`, cut at `deadline` on the connection's timer: `None` when cut.
+async fn within<T>(
+    mut timer: Pin<&mut Sleep>,
+    deadline: Instant,
+    fut: impl Future<Output = T>,
+) -> Option<T> {
+    tokio::pin!(fut);
+    loop {
+        arm(timer.as_mut(), deadline);
+        tokio::select! {
+            biased;
+            v = &mut fut => return Some(v),
+            _ = timer.as_mut() => if due(deadline) {
+                return None;
+            },
+        }
+    }
+}
+
+/// Makes the connection's timer fire no later than `deadline`. It is
+/// moved only when it would fire later (or has fired): a timer due
+/// earlier than the wait needs wakes the wait, which sees its deadline is
+/// not reached ([`due`]) and arms it again. A keep-alive request thus
+/// costs no timer-wheel operation at all; the connection's timer wakes it
+/// at most once per timeout for nothing.
+pub fn arm(timer: Pin<&mut Sleep>, deadline: Instant) {
+    let deadline = tokio::time::Instant::from_std(deadline);
+    if timer.deadline() > deadline || timer.is_elapsed() {
+        timer.reset(deadline);
+    }
+}
+
+/// Whether a wait's `deadline` is reached, once its timer fired.
+pub fn due(deadline: Instant) -> bool {
+    Instant::now() >= deadline
+}
+
+/// What the response must know of its request.
+struct Pending {
+    method: http::Method,
+    version: Version,
+    keep_alive: bool,
+    trailers: bool,
+    /// The sender of an upgrade's connection, when the request asks for one.
+    upgrade: Option<tokio::sync::oneshot::Sender<Upgraded>>,
+}
+
+impl Pending {
+    fn asked(&self) -> Asked<'_> {
+        Asked {
+            method: &self.method,
+            version: self.version,
+            keep_alive: self.keep_alive,
+            trailers: self.trailers,
+        }
+    }
+}
+
+/// What ended one wait for bytes of a head.
+enum Woke {
+    Read(io::Result<usize>),
+    Timer,
+    Stop,
 }
 
 /// How a request's exchange left the connection.
@@ -226,8 +314,11 @@ impl<S: Socket> Conn<S> {
     /// Waits for the next request head: at once from bytes already
     /// buffered (pipelining), else from the socket, with the head and
     /// idle timeouts of the module doc.
-    async fn next_head(&mut self, shutdown: &mut watch::Receiver<bool>) -> Next {
-        let timeouts = self.limits.timeouts;
+    async fn next_head<F: Future<Output = ()>>(
+        &mut self,
+        mut stop: Pin<&mut F>,
+        mut timer: Pin<&mut Sleep>,
+    ) -> Next {
         let now = Instant::now();
         let mut got_bytes = !self.buf.is_empty();
         // No byte yet: the first request may take `http_request` from the
@@ -235,11 +326,11 @@ impl<S: Socket> Conn<S> {
         // the first byte on, the head has `http_request`.
         let mut deadline = if got_bytes {
             self.head_began(now);
-            now + timeouts.http_request
+            now + self.limits.timeouts.http_request
         } else if self.served == 0 {
-            self.ctx.conn.accepted + timeouts.http_request
+            self.ctx.conn.accepted + self.limits.timeouts.http_request
         } else {
-            now + timeouts.keep_alive
+            now + self.limits.timeouts.keep_alive
         };
         let mut stay = false;
         loop {
@@ -263,26 +354,32 @@ impl<S: Socket> Conn<S> {
                 pool::put(std::mem::take(&mut self.buf));
                 self.limits.parked.increment(1);
             }
-            let sleep = tokio::time::sleep_until(deadline.into());
-            let read = self.read_some(HEAD_READ);
-            tokio::select! {
-                biased;
-                r = read => match r {
-                    Ok(0) => {}
-                    Ok(_) => {
-                        if !got_bytes {
-                            got_bytes = true;
-                            let now = Instant::now();
-                            self.head_began(now);
-                            deadline = now + timeouts.http_request;
-                        }
+            arm(timer.as_mut(), deadline);
+            let watch = !got_bytes && !stay;
+            let woke =
+                std::future::poll_fn(|cx| self.poll_wait(cx, timer.as_mut(), stop.as_mut(), watch));
+            match woke.await {
+                Woke::Read(Ok(0)) => {}
+                Woke::Read(Ok(_)) => {
+                    if !got_bytes {
+                        got_bytes = true;
+                        let now = Instant::now();
+                        self.head_began(now);
+                        deadline = now + self.limits.timeouts.http_request;
                     }
-                    Err(_) => return Next::Closed,
-                },
-                _ = sleep => {
-                    return if got_bytes { Next::TimedOut } else { Next::Closed };
                 }
-                _ = rdmalb_base::shutdown::requested(shutdown), if !got_bytes && !stay => {
+                Woke::Read(Err(_)) => return Next::Closed,
+                Woke::Timer => {
+                    if !due(deadline) {
+                        continue;
+                    }
+                    return if got_bytes {
+                        Next::TimedOut
+                    } else {
+                        Next::Closed
+                    };
+                }
+                Woke::Stop => {
                     // After a restart an idle connection is not closed
                     // under a client that may be sending: its next
                     // response says `Connection: close`.
@@ -296,6 +393,29 @@ impl<S: Socket> Conn<S> {
         }
     }
 
+    /// One wait of [`next_head`](Self::next_head), in this order: bytes
+    /// from the client, the timer, shutdown (`watch`: only while no byte
+    /// of a head came). Polled in place: no future of its own.
+    fn poll_wait<F: Future<Output = ()>>(
+        &mut self,
+        cx: &mut Context<'_>,
+        timer: Pin<&mut Sleep>,
+        stop: Pin<&mut F>,
+        watch: bool,
+    ) -> Poll<Woke> {
+        if let Poll::Ready(r) = self.poll_read_some(cx, HEAD_READ) {
+            return Poll::Ready(Woke::Read(r));
+        }
+        if timer.poll(cx).is_ready() {
+            return Poll::Ready(Woke::Timer);
+        }
+        if watch && (self.stop_seen || stop.poll(cx).is_ready()) {
+            self.stop_seen = true;
+            return Poll::Ready(Woke::Stop);
+        }
+        Poll::Pending
+    }
+
     /// Records when the current head's first byte came (the `Tq` timer).
     fn head_began(&self, now: Instant) {
         let since = now.saturating_duration_since(self.ctx.conn.accepted);
@@ -307,11 +427,11 @@ impl<S: Socket> Conn<S> {
 
     /// Reads into the buffer (taking one when there is none, and only
     /// once the socket is readable: an idle connection holds no buffer).
-    async fn read_some(&mut self, want: usize) -> io::Result<usize> {
+    fn poll_read_some(&mut self, cx: &mut Context<'_>, want: usize) -> Poll<io::Result<usize>> {
         if self.buf.capacity() == 0 && !self.io.buffered() {
-            self.io.tcp().readable().await?;
+            ready!(self.io.tcp().poll_read_ready(cx))?;
         }
-        std::future::poll_fn(|cx| self.poll_fill(cx, want)).await
+        self.poll_fill(cx, want)
     }
 
     fn poll_fill(&mut self, cx: &mut Context<'_>, want: usize) -> Poll<io::Result<usize>> {
@@ -367,21 +487,60 @@ impl<S: Socket> Conn<S> {
     }
 
     /// One request: its phases, its response, what is left of its body.
-    async fn exchange(&mut self, parsed: Parsed, shutdown: &watch::Receiver<bool>) -> Served {
+    /// Each step's state lives only while the step runs (the phases'
+    /// future is gone while the response is written), so this future,
+    /// moved into a box per request, stays small.
+    async fn exchange(
+        &mut self,
+        parsed: Box<Parsed>,
+        shutdown: &watch::Receiver<bool>,
+        timer: Pin<&mut Sleep>,
+    ) -> Served {
+        let (req, mut asked) = self.begin(parsed);
+        let resp = self.phases(req, timer).await;
+        // Shutting down: this response is the connection's last (after a
+        // restart the handed-over rule below says so instead).
+        if *shutdown.borrow() && !self.ctx.proxy.handed_over.load(Ordering::Relaxed) {
+            asked.keep_alive = false;
+        }
+        let upgrade_tx = asked.upgrade.take();
+        let (status, last) = match self.respond(resp, asked.asked()).await {
+            Ok(x) => x,
+            Err(()) => return Served::Close,
+        };
+        if status == StatusCode::SWITCHING_PROTOCOLS {
+            return match upgrade_tx {
+                Some(tx) => Served::Upgraded(tx),
+                None => Served::Close,
+            };
+        }
+        if last || !self.finish_body().await {
+            return Served::Close;
+        }
+        Served::KeepAlive
+    }
+
+    /// The request the phases get, its body's reader set up, and what the
+    /// response must know of the request.
+    fn begin(&mut self, parsed: Box<Parsed>) -> (Request<super::body::ClientBody>, Pending) {
         let Parsed {
             parts,
             framing,
             keep_alive,
             expect_continue,
             trailers,
-        } = parsed;
+        } = *parsed;
         self.served += 1;
-        let ctx = Arc::clone(&self.ctx);
-        let method = parts.method.clone();
-        let version = parts.version;
-        let wants_upgrade = version == Version::HTTP_11
+        let wants_upgrade = parts.version == Version::HTTP_11
             && (parts.headers.contains_key(http::header::UPGRADE)
                 || parts.method == http::Method::CONNECT);
+        let mut pending = Pending {
+            method: parts.method.clone(),
+            version: parts.version,
+            keep_alive,
+            trailers,
+            upgrade: None,
+        };
         let decoder = framing.decoder();
         let body = if decoder.is_done() {
             self.body = None;
@@ -397,13 +556,23 @@ impl<S: Socket> Conn<S> {
             super::body::ClientBody::H1(body)
         };
         let mut req = Request::from_parts(parts, body);
-        let upgrade_tx = wants_upgrade.then(|| {
+        if wants_upgrade {
             let (tx, rx) = tokio::sync::oneshot::channel();
             req.extensions_mut()
                 .insert(OnUpgrade(Arc::new(Mutex::new(Some(rx)))));
-            tx
-        });
-        let handled = super::forward::handle(Arc::clone(&ctx), req);
+            pending.upgrade = Some(tx);
+        }
+        (req, pending)
+    }
+
+    /// The request's phases ([`forward::handle`]), polled by this task,
+    /// which reads the request body for them when they ask.
+    async fn phases(
+        &mut self,
+        req: Request<super::body::ClientBody>,
+        timer: Pin<&mut Sleep>,
+    ) -> Response<ResponseBody> {
+        let handled = super::forward::handle(Arc::clone(&self.ctx), req, Some(timer));
         let mut handled = std::pin::pin!(handled);
         let resp = std::future::poll_fn(|cx| loop {
             if let Poll::Ready(r) = handled.as_mut().poll(cx) {
@@ -413,32 +582,9 @@ impl<S: Socket> Conn<S> {
             if !self.poll_inbound(cx) {
                 return Poll::Pending;
             }
-        })
-        .await;
-        let Ok(resp) = resp;
-        // Shutting down: this response is the connection's last (after a
-        // restart the handed-over rule below says so instead).
-        let stopping = *shutdown.borrow() && !ctx.proxy.handed_over.load(Ordering::Relaxed);
-        let asked = Asked {
-            method: &method,
-            version,
-            keep_alive: keep_alive && !stopping,
-            trailers,
-        };
-        let (status, last) = match self.respond(resp, asked).await {
-            Ok(x) => x,
-            Err(()) => return Served::Close,
-        };
-        if status == StatusCode::SWITCHING_PROTOCOLS {
-            return match upgrade_tx {
-                Some(tx) => Served::Upgraded(tx),
-                None => Served::Close,
-            };
-        }
-        if last || !self.finish_body().await {
-            return Served::Close;
-        }
-        Served::KeepAlive
+        });
+        let Ok(resp) = resp.await;
+        resp
     }
 
     /// Reads the request body for the phases when they ask for it, and

@@ -2,16 +2,19 @@
 //! head; and the decisions after each failure (send again or answer), as
 //! [`retry`](super::retry) rules them.
 
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use http::{Response, StatusCode};
+use tokio::time::Sleep;
 
 use super::super::access_log::ms;
 use super::super::body::{ClientBodyError, RequestBody};
 use super::super::error::{ErrorKind, RetryType};
 use super::super::exchange::Exchange;
+use super::super::serve1;
 use super::super::state::{ConnCtx, Snapshot};
 use super::super::upstream::{ConnectError, NodeBody, NodeConn, NodeError, NodePool};
 use super::retry::Attempts;
@@ -75,16 +78,29 @@ impl ClientUpgrade {
     }
 }
 
-/// Phase 5: tries nodes until one answers, or a failure is final.
+/// What the earlier phases settled for the pick: how long the request
+/// waited for admission, and its hash key.
+pub(super) struct Admitted {
+    pub wait: Duration,
+    pub key: PickKey,
+}
+
+/// Phase 5: tries nodes until one answers, or a failure is final. The
+/// node's response deadline runs on the client connection's `timer` when
+/// there is one (HTTP/1), else on a timer of its own.
 pub(super) async fn forward(
     ex: &mut Exchange,
     ctx: &ConnCtx,
     snap: &Snapshot,
     site: usize,
     out: &mut Outgoing,
-    admit_wait: Duration,
-    key: PickKey,
+    admitted: Admitted,
+    mut timer: Option<Pin<&mut Sleep>>,
 ) -> Result<Answered, Stop> {
+    let Admitted {
+        wait: admit_wait,
+        key,
+    } = admitted;
     // Nodes tried and retry budgets, on the stack (`retry`).
     let mut attempts = Attempts::new(snap.config.global.retries, snap.config.global.retry_on);
     let idempotent = ex.method().is_idempotent();
@@ -109,15 +125,22 @@ pub(super) async fn forward(
         let t_send = Instant::now();
         let sent = conn.send(&out.parts, body, pool);
         let limit = snap.config.timeouts.server;
-        let resp =
-            match wait_response(sent, t_send, limit, out.progress.as_deref(), ex.start()).await {
-                Ok(resp) => resp,
-                Err(failed) => {
-                    let reused = reused && idempotent && !out.has_body;
-                    failed_before_head(ex, snap, &mut attempts, out, failed, replay, reused)?;
-                    continue;
-                }
-            };
+        let resp = match wait_response(
+            sent,
+            (t_send, limit),
+            out.progress.as_deref(),
+            ex.start(),
+            timer.as_mut().map(|t| t.as_mut()),
+        )
+        .await
+        {
+            Ok(resp) => resp,
+            Err(failed) => {
+                let reused = reused && idempotent && !out.has_body;
+                failed_before_head(ex, snap, &mut attempts, out, failed, replay, reused)?;
+                continue;
+            }
+        };
         let head_at = Instant::now();
         let head_time = head_at.saturating_duration_since(t_send);
         ex.timers.tr = ms(head_time);
@@ -319,22 +342,33 @@ enum Waited {
 /// a slow node).
 async fn wait_response<F>(
     sent: F,
-    sent_at: Instant,
-    limit: Duration,
+    (sent_at, limit): (Instant, Duration),
     progress: Option<&AtomicU64>,
     start: Instant,
+    timer: Option<Pin<&mut Sleep>>,
 ) -> Result<Response<NodeBody>, Waited>
 where
     F: std::future::Future<Output = Result<Response<NodeBody>, NodeError>>,
 {
     tokio::pin!(sent);
     let mut seen = progress.map(|p| p.load(Ordering::Relaxed));
-    let mut deadline = tokio::time::Instant::from_std(sent_at) + limit;
+    let mut deadline = sent_at + limit;
+    let mut own = None;
+    let mut timer = match timer {
+        Some(t) => t,
+        None => own
+            .insert(Box::pin(tokio::time::sleep_until(deadline.into())))
+            .as_mut(),
+    };
     loop {
+        serve1::arm(timer.as_mut(), deadline);
         tokio::select! {
             biased;
             r = &mut sent => return r.map_err(Waited::Failed),
-            _ = tokio::time::sleep_until(deadline) => {
+            _ = timer.as_mut() => {
+                if !serve1::due(deadline) {
+                    continue;
+                }
                 let now = progress.map(|p| p.load(Ordering::Relaxed));
                 if now == seen {
                     return Err(Waited::Timeout);
@@ -342,9 +376,10 @@ where
                 seen = now;
                 // Restart from the last chunk's time.
                 let last = Duration::from_millis(now.unwrap_or(0));
-                deadline = tokio::time::Instant::from_std(start + last) + limit;
-                if deadline <= tokio::time::Instant::now() {
-                    deadline = tokio::time::Instant::now() + limit;
+                deadline = start + last + limit;
+                let now = Instant::now();
+                if deadline <= now {
+                    deadline = now + limit;
                 }
             }
         }
