@@ -91,6 +91,9 @@ macro_rules! phase {
 /// costs copies of the request's state (measured with callgrind).
 /// `timer`: the client connection's timer, idle while its request is out
 /// (HTTP/1, [`super::serve1`]), used for the node's response deadline.
+// Not an `async fn` (the request would be moved into a second slot of the
+// future): see the body's first comment.
+#[allow(clippy::manual_async_fn)]
 pub fn handle<'a>(
     ctx: Arc<ConnCtx>,
     mut req: Request<ClientBody>,

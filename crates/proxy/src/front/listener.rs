@@ -154,7 +154,7 @@ pub struct Shared {
     counters: Arc<FrontendCounters>,
     timeouts: IoTimeouts,
     /// What its HTTP/1 connections are held to.
-    h1: serve1::Limits,
+    h1: Arc<serve1::Limits>,
 }
 
 /// A listener's totals, read by `show stat` (its FRONTEND row):
@@ -225,7 +225,7 @@ impl Shared {
                 keep_alive: config.timeouts.keep_alive,
                 client: config.timeouts.client,
             },
-            h1: serve1::Limits {
+            h1: Arc::new(serve1::Limits {
                 max_headers: config.limits.max_headers,
                 max_header_bytes: config.limits.max_header_bytes,
                 timeouts: IoTimeouts {
@@ -234,7 +234,7 @@ impl Shared {
                     client: config.timeouts.client,
                 },
                 parked: metrics::counter!("rdmalb_connections_parked_total"),
-            },
+            }),
         }
     }
 }
@@ -323,7 +323,7 @@ async fn serve(
                 }
             }
         };
-        let (stream, client) = tokio::select! {
+        let (mut stream, client) = tokio::select! {
             r = tcp.accept() => match r {
                 Ok(x) => x,
                 // The socket stopped listening for a drain ([`stop_listening`]).
@@ -349,7 +349,6 @@ async fn serve(
         l.counters.most_open.fetch_max(open, Ordering::Relaxed);
         runtime.connections.fetch_add(1, Ordering::Relaxed);
         tokio::spawn(async move {
-            let mut stream = stream;
             let ctx = Box::pin(accepted(&l, &mut stream, client, Arc::clone(&runtime))).await;
             if let Some(ctx) = ctx {
                 connection(stream, &l, ctx, shutdown).await;
@@ -428,22 +427,28 @@ async fn accepted(
     }))
 }
 
-async fn connection(
+/// A connection after its PROXY header: TLS, or HTTP/2 or HTTP/1 in the
+/// clear. An `async` block, not an `async fn`, so its arguments are not
+/// kept twice in the connection's task.
+#[allow(clippy::manual_async_fn)]
+fn connection<'a>(
     stream: TcpStream,
-    l: &Shared,
+    l: &'a Shared,
     ctx: Arc<ConnCtx>,
     shutdown: watch::Receiver<bool>,
-) {
-    match &l.tls {
-        None => match sniff(&stream, ctx.conn.accepted + l.timeouts.http_request).await {
-            Some(Protocol::Http2) => serve_h2(stream, Protocol::Detect, ctx, l, shutdown).await,
-            Some(_) => serve1::serve(stream, ctx, l.h1.clone(), shutdown).await,
-            None => {}
-        },
-        // Boxed: the handshake and the TLS session are large, and a plain
-        // connection's task (all of it, while the connection is parked)
-        // should not carry room for them.
-        Some(acceptor) => Box::pin(serve_tls(stream, acceptor, l, ctx, shutdown)).await,
+) -> impl std::future::Future<Output = ()> + Send + 'a {
+    async move {
+        match &l.tls {
+            None => match sniff(&stream, ctx.conn.accepted + l.timeouts.http_request).await {
+                Some(Protocol::Http2) => serve_h2(stream, Protocol::Detect, ctx, l, shutdown).await,
+                Some(_) => serve1::serve(stream, ctx, Arc::clone(&l.h1), shutdown).await,
+                None => {}
+            },
+            // Boxed: the handshake and the TLS session are large, and a plain
+            // connection's task (all of it, while the connection is parked)
+            // should not carry room for them.
+            Some(acceptor) => Box::pin(serve_tls(stream, acceptor, l, ctx, shutdown)).await,
+        }
     }
 }
 
@@ -484,7 +489,7 @@ async fn serve_tls(
     // ALPN decides (RFC 9113 section 3.2); no ALPN is HTTP/1.1.
     match stream.get_ref().1.alpn_protocol() {
         Some(b"h2") => serve_h2(stream, Protocol::Http2, ctx, l, shutdown).await,
-        _ => serve1::serve(stream, ctx, l.h1.clone(), shutdown).await,
+        _ => serve1::serve(stream, ctx, Arc::clone(&l.h1), shutdown).await,
     }
 }
 

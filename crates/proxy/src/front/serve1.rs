@@ -125,7 +125,7 @@ struct Conn<S> {
     io: S,
     buf: BytesMut,
     ctx: Arc<ConnCtx>,
-    limits: Limits,
+    limits: Arc<Limits>,
     /// The client's end of the stream was seen.
     eof: bool,
     /// Shutdown was seen (the connection's watch resolved).
@@ -177,10 +177,9 @@ struct Inbound {
 pub fn serve<S: Socket>(
     io: S,
     ctx: Arc<ConnCtx>,
-    limits: Limits,
+    limits: Arc<Limits>,
     shutdown: watch::Receiver<bool>,
 ) -> impl Future<Output = ()> {
-    let deadline = ctx.conn.accepted + limits.timeouts.http_request;
     let mut conn = Conn {
         io,
         buf: BytesMut::new(),
@@ -200,6 +199,7 @@ pub fn serve<S: Socket>(
         let mut watch = shutdown.clone();
         let stop = rdmalb_base::shutdown::requested(&mut watch);
         tokio::pin!(stop);
+        let deadline = conn.ctx.conn.accepted + conn.limits.timeouts.http_request;
         let timer = tokio::time::sleep_until(deadline.into());
         tokio::pin!(timer);
         loop {
@@ -208,12 +208,14 @@ pub fn serve<S: Socket>(
                 Next::Closed => return,
                 Next::TimedOut => {
                     conn.ctx.conn.timed_out.store(true, Ordering::Relaxed);
-                    conn.reply(REQUEST_TIMEOUT_REPLY).await;
+                    // Boxed, as the refusal below: rare, and an idle
+                    // connection's future should not carry room for them.
+                    Box::pin(conn.reply(REQUEST_TIMEOUT_REPLY)).await;
                     super::listener::head_failure(&conn.ctx, 408, "cR", "408");
                     return;
                 }
                 Next::Refused(e) => {
-                    conn.refuse(e).await;
+                    Box::pin(conn.refuse(e)).await;
                     return;
                 }
             };
