@@ -685,7 +685,10 @@ impl Routing {
     pub fn mode_for(&self, endpoint: &WindowEndpoint) -> ReadMode {
         match (self.load_read, endpoint) {
             (Some(mode), _) => mode,
-            (None, WindowEndpoint::Tcp { .. }) => ReadMode::Interval(Self::DEFAULT_TCP_INTERVAL),
+            // A two-sided read costs the node's CPU (seed 002 section 3).
+            (None, e) if !e.transport().is_one_sided() => {
+                ReadMode::Interval(Self::DEFAULT_TCP_INTERVAL)
+            }
             (None, _) => ReadMode::PerRequest,
         }
     }
