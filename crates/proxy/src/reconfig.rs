@@ -49,7 +49,7 @@ pub use status::AgentStatus;
 
 use crate::balance::{Backends, NodeWindows};
 use crate::config::Config;
-use rdmalb_window::{site_table_hash, Psk, ReadPolicy, TransportKind, WindowError};
+use rdmalb_window::{site_table_hash, Psk, ReadPolicy, WindowError};
 
 /// The agent's bound on reading one node (load block retries included); it
 /// is off the request path, so it can wait longer than routing does.
@@ -158,9 +158,7 @@ impl Reconfiguration {
         agent.poll_roles().await;
         tracing::info!(
             proxy_id = id,
-            window_shm = ?config.reconfig.window.shm,
-            window_tcp = ?own.local_addr(TransportKind::Tcp),
-            window_verbs = ?own.local_addr(TransportKind::Verbs),
+            window = ?own,
             peers = config.reconfig.peers.len(),
             "proxy window served"
         );
