@@ -1,6 +1,7 @@
 """What the emulated-cluster benchmarks share (bench/routing/policies.py,
-bench/sticky.py, bench/hash_bound.py): the load index they configure and
-where their per-run rows go."""
+bench/sticky.py, bench/hash_bound.py, and bench/routing/fine_coarse.sh for
+its weights): the load index they configure and where their per-run rows
+go."""
 
 import csv
 import datetime

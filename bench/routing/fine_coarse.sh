@@ -95,6 +95,11 @@ trap '[ -n "$CLUSTER_PID" ] && kill "$CLUSTER_PID" 2>/dev/null; stop_hogs; rm -r
     paste -d'\n' <(grep -v '^#' "$WORK/cheap.txt") <(grep -v '^#' "$WORK/dear.txt")
 } >"$WORK/mix.txt"
 
+# The load index every emulated-cluster benchmark configures: written once,
+# in bench/cluster_bench.py (app_weights).
+WEIGHTS=$(INFLIGHT="$INFLIGHT_WEIGHT" PYTHONPATH="$ROOT/bench" python3 -c \
+    'import os; from cluster_bench import app_weights; print(app_weights(os.environ["INFLIGHT"]), end="")')
+
 spec() { # policy[@transport] out
     local balance=weighted-least-load routing="" transport=shm
     case $1 in *@*) transport=${1#*@} ;; esac
@@ -121,15 +126,7 @@ connections = $CONNS
 interval = "1s"
 timeout = "5s"
 
-[proxy.weights]
-cpu = 0.0
-run_queue = 0.0
-memory = 0.0
-network = 0.0
-connections = 0.0
-irq = 0.0
-app = 1.0
-inflight = $INFLIGHT_WEIGHT
+$WEIGHTS
 
 [proxy.routing]
 candidates = $CANDIDATES

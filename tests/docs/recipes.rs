@@ -197,6 +197,52 @@ fn node<'a>(status: &'a serde_json::Value, name: &str) -> &'a serde_json::Value 
         .unwrap_or_else(|| panic!("no node {name} in {status:#}"))
 }
 
+/// The running page: its folder, its addresses, and a client.
+struct Recipes {
+    page: Page,
+    folder: PathBuf,
+    listen: SocketAddr,
+    admin: SocketAddr,
+    client: reqwest::Client,
+}
+
+impl Recipes {
+    /// Runs block `j` of recipe `i` with `$PID` = `pid`; its stdout.
+    fn step(&self, i: usize, j: usize, pid: u32) -> String {
+        let (title, sh) = &self.page.recipes[i];
+        let (ok, out, err) = run(&self.folder, &sh[j], Some(pid));
+        assert!(
+            ok,
+            "recipe `{title}`, block {j}, failed:\n{err}\nproxy log:\n{}",
+            log(&self.folder)
+        );
+        out
+    }
+
+    /// Which nodes answered 8 requests for shop.localhost, sorted.
+    async fn spread(&self) -> Vec<String> {
+        let mut seen = Vec::new();
+        for _ in 0..8 {
+            seen.push(
+                served_by(&self.client, self.listen, "shop.localhost")
+                    .await
+                    .unwrap(),
+            );
+        }
+        seen.sort();
+        seen.dedup();
+        seen
+    }
+
+    async fn both_serve(&self) {
+        assert_eq!(self.spread().await, ["web1", "web2"]);
+    }
+
+    fn log(&self) -> String {
+        log(&self.folder)
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_recipe_runs_as_written() {
     const TEST: &str = "docs::recipes::every_recipe_runs_as_written";
@@ -240,37 +286,30 @@ async fn every_recipe_runs_as_written() {
     };
     let nginx = nginx.into_child();
     let _blog1 = Backend::start_on("blog1", bind("127.0.0.1:8093").await);
-    let listen: SocketAddr = "127.0.0.1:8090".parse().unwrap();
+    let r = Recipes {
+        page,
+        folder,
+        listen: "127.0.0.1:8090".parse().unwrap(),
+        admin: "127.0.0.1:9190".parse().unwrap(),
+        client: client(),
+    };
     let tls: SocketAddr = "127.0.0.1:8443".parse().unwrap();
-    let admin: SocketAddr = "127.0.0.1:9190".parse().unwrap();
-    let first = start_proxy(&folder, &[listen, tls, admin]);
-    let step = |i: usize, j: usize, pid: u32| {
-        let (title, sh) = &page.recipes[i];
-        let (ok, out, err) = run(&folder, &sh[j], Some(pid));
-        assert!(
-            ok,
-            "recipe `{title}`, block {j}, failed:\n{err}\nproxy log:\n{}",
-            log(&folder)
-        );
-        out
-    };
-    let recipe = |i: usize, pid: u32| step(i, 0, pid);
-    let spread = |c: reqwest::Client| async move {
-        let mut seen = Vec::new();
-        for _ in 0..8 {
-            seen.push(served_by(&c, listen, "shop.localhost").await.unwrap());
-        }
-        seen.sort();
-        seen.dedup();
-        seen
-    };
-    let c = client();
-    assert_eq!(spread(c.clone()).await, ["web1", "web2"]);
+    let first = start_proxy(&r.folder, &[r.listen, tls, r.admin]);
+    r.both_serve().await;
     let pid = first.pid();
 
+    read_drain_and_maint(&r, pid).await;
+    add_a_site_and_refuse_a_broken_edit(&r, pid).await;
+    recover_a_stuck_node(&r, pid, nginx.id()).await;
+    let (new_pid, _second) = restart_the_binary(&r, first, &bin).await;
+    rotate_a_certificate(&r, new_pid).await;
+}
+
+/// Recipes 0 to 2: the stats page, a drain, a maintenance.
+async fn read_drain_and_maint(r: &Recipes, pid: u32) {
     // The stats page is served; both nodes UP in the CSV, up and ready in
     // /status.
-    let out = recipe(0, pid);
+    let out = r.step(0, 0, pid);
     assert!(out.contains("<title>rdmalb stats</title>"), "{out}");
     assert!(
         out.contains("shop,web1,UP") && out.contains("shop,web2,UP"),
@@ -283,18 +322,22 @@ async fn every_recipe_runs_as_written() {
 
     // Drain: the CSV line the recipe prints shows 0 sessions and DRAIN, and
     // web1 is back in the rotation at the end.
-    let out = recipe(1, pid);
+    let out = r.step(1, 0, pid);
     assert_eq!(out.trim(), "0,DRAIN", "{out}");
-    assert_eq!(spread(c.clone()).await, ["web1", "web2"]);
+    r.both_serve().await;
 
     // Maintenance: MAINT while it lasts, both nodes serve afterwards.
-    let out = recipe(2, pid);
+    let out = r.step(2, 0, pid);
     assert_eq!(out.trim(), "MAINT", "{out}");
-    assert_eq!(spread(c.clone()).await, ["web1", "web2"]);
+    r.both_serve().await;
+}
 
+/// Recipes 3 and 4: a reload that adds a site, then a broken edit refused.
+async fn add_a_site_and_refuse_a_broken_edit(r: &Recipes, pid: u32) {
+    let (c, listen) = (&r.client, r.listen);
     // Add a site: blog.localhost reaches blog1 once the reload is in force.
-    assert!(served_by(&c, listen, "blog.localhost").await.is_err());
-    recipe(3, pid);
+    assert!(served_by(c, listen, "blog.localhost").await.is_err());
+    r.step(3, 0, pid);
     eventually(
         "blog.localhost served by blog1 after the reload",
         Duration::from_secs(10),
@@ -310,33 +353,30 @@ async fn every_recipe_runs_as_written() {
     )
     .await;
     assert!(
-        !log(&folder).contains("apply only after a restart"),
+        !r.log().contains("apply only after a restart"),
         "adding a site is all a reload's: {}",
-        log(&folder)
+        r.log()
     );
 
     // A broken edit: refused by the check, the file restored, both sites serve.
-    let before = std::fs::read_to_string(folder.join("rdmalb.toml")).unwrap();
-    recipe(4, pid);
+    let config = r.folder.join("rdmalb.toml");
+    let before = std::fs::read_to_string(&config).unwrap();
+    r.step(4, 0, pid);
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), before);
     assert_eq!(
-        std::fs::read_to_string(folder.join("rdmalb.toml")).unwrap(),
-        before
-    );
-    assert_eq!(
-        served_by(&c, listen, "blog.localhost").await.as_deref(),
+        served_by(c, listen, "blog.localhost").await.as_deref(),
         Ok("blog1")
     );
-    assert_eq!(spread(c.clone()).await, ["web1", "web2"]);
-    assert!(
-        !log(&folder).contains("reload rejected"),
-        "{}",
-        log(&folder)
-    );
+    r.both_serve().await;
+    assert!(!r.log().contains("reload rejected"), "{}", r.log());
+}
 
-    // A stuck node: nginx stopped (it still accepts, the kernel queues the
-    // connections, nothing answers). Its checks time out and take it down;
-    // the recipe reads DOWN and why; web1 takes every request.
-    signal_group(nginx.id(), "STOP");
+/// Recipe 5: nginx (process group `nginx`) stopped: it still accepts, the
+/// kernel queues the connections, nothing answers. Its checks time out and
+/// take it down; the recipe reads DOWN and why; web1 takes every request.
+async fn recover_a_stuck_node(r: &Recipes, pid: u32, nginx: u32) {
+    let admin = r.admin;
+    signal_group(nginx, "STOP");
     eventually(
         "web2 down after its checks time out",
         Duration::from_secs(60),
@@ -351,33 +391,39 @@ async fn every_recipe_runs_as_written() {
         },
     )
     .await;
-    let out = step(5, 0, pid);
+    let out = r.step(5, 0, pid);
     assert_eq!(
         out.lines().collect::<Vec<_>>(),
         ["DOWN", "checks: no response within 1s"],
         "{out}"
     );
-    assert_eq!(spread(c.clone()).await, ["web1"]);
+    assert_eq!(r.spread().await, ["web1"]);
     // Into maint while the app is repaired (resumed), then ready: UP again
     // after its checks pass, and back in the rotation.
-    let out = step(5, 1, pid);
+    let out = r.step(5, 1, pid);
     assert_eq!(out.trim(), "");
     assert_eq!(
         node(&admin_status(admin).await, "web2")["admin_state"],
         "maint"
     );
-    signal_group(nginx.id(), "CONT");
-    let out = step(5, 2, pid);
+    signal_group(nginx, "CONT");
+    let out = r.step(5, 2, pid);
     assert_eq!(out.trim(), "UP", "{out}");
-    assert_eq!(spread(c.clone()).await, ["web1", "web2"]);
+    r.both_serve().await;
+}
 
-    // Restart the binary: a new build (another file of the same build) is
-    // installed over bin/rdmalb; SIGUSR2; the old process drains and exits
-    // 0 (reaped here, so that `kill -0` in the recipe sees it go); the pid
-    // the recipe prints listens and runs the installed file; requests sent
-    // all along are answered.
-    own_binary(&folder, "rdmalb.new");
-    let old_inode = std::fs::metadata(&bin).unwrap().ino();
+/// Recipe 6: a new build (another file of the same build) is installed
+/// over `bin`; SIGUSR2; the old process (`first`) drains and exits 0
+/// (reaped here, so that `kill -0` in the recipe sees it go); the pid the
+/// recipe prints listens and runs the installed file; requests sent all
+/// along are answered. Returns the new process.
+async fn restart_the_binary(
+    r: &Recipes,
+    first: ChildGuard,
+    bin: &Path,
+) -> (u32, Option<Successor>) {
+    own_binary(&r.folder, "rdmalb.new");
+    let old_inode = std::fs::metadata(bin).unwrap().ino();
     let old_pid = first.pid();
     let reaper = std::thread::spawn(move || {
         let mut first = first;
@@ -390,19 +436,20 @@ async fn every_recipe_runs_as_written() {
         None // dropping the guard kills it
     });
     let stop = Arc::new(AtomicBool::new(false));
-    let traffic = load(listen, Arc::clone(&stop));
+    let traffic = load(r.listen, Arc::clone(&stop));
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let script = page.recipes[6].1[0].clone();
-    let dir = folder.clone();
+    let script = r.page.recipes[6].1[0].clone();
+    let dir = r.folder.clone();
     let (ok, out, err) = tokio::task::spawn_blocking(move || run(&dir, &script, Some(old_pid)))
         .await
         .unwrap();
-    let logged = number_after(&log(&folder), "new_pid=");
-    let _second = logged.map(Successor);
+    let logged = number_after(&r.log(), "new_pid=");
+    // Stopped when the test ends (or fails here).
+    let second = logged.map(Successor);
     assert!(
         ok,
         "recipe `Restart the binary`: failed:\n{err}\nproxy log:\n{}",
-        log(&folder)
+        r.log()
     );
     let new_pid: u32 = out
         .lines()
@@ -410,7 +457,7 @@ async fn every_recipe_runs_as_written() {
         .and_then(|l| l.strip_prefix("pid="))
         .and_then(|p| p.parse().ok())
         .unwrap_or_else(|| panic!("the recipe prints one pid=N: {out}"));
-    assert_eq!(Some(new_pid), logged, "{}", log(&folder));
+    assert_eq!(Some(new_pid), logged, "{}", r.log());
     assert_ne!(new_pid, old_pid);
     let exit = reaper.join().unwrap();
     assert!(
@@ -419,7 +466,7 @@ async fn every_recipe_runs_as_written() {
     );
     let exe = std::fs::read_link(format!("/proc/{new_pid}/exe")).unwrap();
     assert_eq!(exe, bin, "the new process runs the installed binary");
-    let installed = std::fs::metadata(&bin).unwrap().ino();
+    let installed = std::fs::metadata(bin).unwrap().ino();
     assert_ne!(installed, old_inode, "install wrote a new file");
     assert_eq!(
         std::fs::metadata(format!("/proc/{new_pid}/exe"))
@@ -433,25 +480,27 @@ async fn every_recipe_runs_as_written() {
     assert!(
         failed.is_empty() && answered > 10,
         "{answered} answered, failed: {failed:?}\n{}",
-        log(&folder)
+        r.log()
     );
-    assert_eq!(spread(c.clone()).await, ["web1", "web2"]);
+    r.both_serve().await;
+    (new_pid, second)
+}
 
-    // Rotate a certificate: the recipe prints the fingerprint served once
-    // it is the new file's; the old one is served no more, and a third
-    // process serves.
-    let old_fingerprint = fingerprint(&folder.join("shop.pem"));
-    let out = step(7, 0, new_pid);
-    let third = number_after(&log(&folder), "new_pid=").unwrap();
+/// Recipe 7: the recipe prints the fingerprint served once it is the new
+/// file's; the old one is served no more, and a third process serves.
+async fn rotate_a_certificate(r: &Recipes, pid: u32) {
+    let old_fingerprint = fingerprint(&r.folder.join("shop.pem"));
+    let out = r.step(7, 0, pid);
+    let third = number_after(&r.log(), "new_pid=").unwrap();
     let _third = Successor(third);
-    let new_fingerprint = fingerprint(&folder.join("shop.pem"));
+    let new_fingerprint = fingerprint(&r.folder.join("shop.pem"));
     assert_ne!(new_fingerprint, old_fingerprint);
     assert_eq!(
         out.lines().last(),
         Some(new_fingerprint.as_str()),
         "{out}\n{}",
-        log(&folder)
+        r.log()
     );
-    assert_ne!(third, new_pid);
-    assert_eq!(spread(c.clone()).await, ["web1", "web2"]);
+    assert_ne!(third, pid);
+    r.both_serve().await;
 }

@@ -197,7 +197,8 @@ async fn ctl_reads_stats_and_steers_real_traffic() {
     assert_eq!(stot(&ours, "n2"), 10);
 
     // Drain n1: every new request goes to n2; the state shows as DRAIN.
-    ctl_ok(&cfg, "set node n1 state drain");
+    // A change answers HAProxy's empty line, like every answer's end.
+    assert_eq!(ctl_ok(&cfg, "set node n1 state drain"), "\n");
     let seen = spread(addr, 12).await;
     assert_eq!(seen.get("n1"), None, "{seen:?}");
     assert!(read_like_haproxy_users(&ctl_ok(&cfg, "show stat")).contains("www/n1 DRAIN 3 1 0"));

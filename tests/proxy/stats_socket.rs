@@ -384,6 +384,22 @@ async fn the_commands_the_tools_use_answer_as_haproxys() {
     }
     assert_eq!(ours_rows, theirs_rows, "show stat:\n{ours}\n{theirs}");
     assert!(ours.ends_with(",\n\n"));
+    // How each node's last check ended, in HAProxy's words (HAProxy marks
+    // a check running at that moment with "* ").
+    let checks = |csv: &str| -> Vec<Vec<String>> {
+        let columns = ["svname", "check_status", "check_code", "check_desc"];
+        let mut rows = csv_rows(csv, &columns);
+        for r in &mut rows {
+            r[1] = r[1].trim_start_matches("* ").to_string();
+        }
+        rows
+    };
+    assert_eq!(checks(&ours), checks(&theirs), "{ours}\n{theirs}");
+    assert!(checks(&ours).contains(
+        &["n1", "L7OK", "200", "Layer7 check passed"]
+            .map(String::from)
+            .to_vec()
+    ));
     // Filters: servers only, one backend's BACKEND row, a proxy by name.
     for filter in ["-1 4 -1", "www 2 -1", "fe -1 -1", "-1 -1 -1", "-1 1 -1"] {
         let (o, t) = farm.both(&farm.admin, &format!("show stat {filter}\n"));

@@ -16,7 +16,7 @@ use crate::support::reconfig::{agent_settings, psk, shm_path, site_hash, Nodes, 
 use rand::{Rng, SeedableRng};
 use rdmalb_proxy::config::{PeerProxy, ProxyWindow, Reconfig, ReconfigMode, WindowEndpoint};
 use rdmalb_proxy::reconfig::{Agent, OwnWindow, PeerLinks};
-use rdmalb_window::SiteSlot;
+use rdmalb_window::{SiteSlot, TransportKind};
 use tokio::sync::watch;
 
 const HOT: SiteSlot = SiteSlot::Site(0);
@@ -51,7 +51,7 @@ async fn start_proxies(tag: &str, nodes: &Nodes, tcp: bool, rng: &mut impl Rng) 
             OwnWindow::serve(&cfg, *id, site_hash(), Some(&psk)).expect("serve proxy window")
         })
         .collect();
-    let endpoint = |i: usize| match own[i].tcp_addr() {
+    let endpoint = |i: usize| match own[i].local_addr(TransportKind::Tcp) {
         Some(addr) => WindowEndpoint::Tcp { addr },
         None => WindowEndpoint::Shm {
             path: own[i].memory().path().unwrap().to_path_buf(),

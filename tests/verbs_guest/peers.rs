@@ -42,12 +42,18 @@ async fn proxies(psk: &Psk) -> Vec<Proxy> {
         .collect();
     let addrs: Vec<(u16, std::net::SocketAddr)> = owns
         .iter()
-        .map(|(id, o)| (*id, o.verbs_addr().expect("served over verbs")))
+        .map(|(id, o)| {
+            (
+                *id,
+                o.local_addr(TransportKind::Verbs)
+                    .expect("served over verbs"),
+            )
+        })
         .collect();
     let mut out = Vec::new();
     for (id, own) in owns {
         let local = own
-            .local(&cfg, id, site_hash(), Some(psk))
+            .local(id, site_hash(), Some(psk))
             .await
             .expect("loopback link to the own window");
         assert_eq!(

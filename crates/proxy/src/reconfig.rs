@@ -48,7 +48,7 @@ pub use peers::{LocalWindow, OwnWindow, PeerLinks, ProxyWindows, WindowSource};
 pub use status::AgentStatus;
 
 use crate::balance::{Backends, NodeWindows};
-use crate::config::{Config, WindowEndpoint};
+use crate::config::Config;
 use rdmalb_window::{site_table_hash, Psk, ReadPolicy, WindowError};
 
 /// The agent's bound on reading one node (load block retries included); it
@@ -74,26 +74,15 @@ impl std::fmt::Debug for Reconfiguration {
 }
 
 /// Fails at start-up, with the error that names the alternatives, when the
-/// proxy window or a peer's is over verbs and this host has no usable RDMA
-/// device (or the binary was built without verbs), instead of retrying a
-/// link that can never come up.
-fn check_verbs(config: &Config) -> Result<(), WindowError> {
-    let mut devices: Vec<Option<&str>> = Vec::new();
-    if config.reconfig.window.verbs.is_some() {
-        devices.push(config.reconfig.window.device.as_deref());
+/// proxy window's transport or a peer's cannot be used here (verbs without
+/// a usable RDMA device, or a binary built without verbs), instead of
+/// retrying a link that can never come up.
+fn check_available(config: &Config) -> Result<(), WindowError> {
+    for l in config.reconfig.window.listeners() {
+        l.check_available()?;
     }
     for p in &config.reconfig.peers {
-        if let WindowEndpoint::Verbs { device, .. } = &p.window {
-            devices.push(device.as_deref());
-        }
-    }
-    #[cfg(feature = "verbs")]
-    for device in devices {
-        rdmalb_window::verbs::probe(device)?;
-    }
-    #[cfg(not(feature = "verbs"))]
-    if !devices.is_empty() {
-        return Err(WindowError::verbs_not_compiled());
+        p.window.check_available()?;
     }
     Ok(())
 }
@@ -126,11 +115,9 @@ impl Reconfiguration {
             .transpose()?;
         let id = config.global.proxy_id;
         let site_hash = site_table_hash(&config.site_names());
-        check_verbs(config)?;
+        check_available(config)?;
         let own = OwnWindow::serve(&config.reconfig.window, id, site_hash, psk.as_ref())?;
-        let local = own
-            .local(&config.reconfig.window, id, site_hash, psk.as_ref())
-            .await?;
+        let local = own.local(id, site_hash, psk.as_ref()).await?;
         let peers = Arc::new(PeerLinks::new(id, site_hash, psk, &config.reconfig.peers));
         peers.connect_missing().await;
         let mut settings = AgentSettings::from_config(config);
@@ -171,9 +158,7 @@ impl Reconfiguration {
         agent.poll_roles().await;
         tracing::info!(
             proxy_id = id,
-            window_shm = ?config.reconfig.window.shm,
-            window_tcp = ?own.tcp_addr(),
-            window_verbs = ?own.verbs_addr(),
+            window = ?own,
             peers = config.reconfig.peers.len(),
             "proxy window served"
         );

@@ -31,7 +31,9 @@ use super::{BoundAddrs, SidecarConfig};
 use rdmalb_base::duration;
 use rdmalb_base::time::unix_ms;
 use rdmalb_window::layout::word;
-use rdmalb_window::{seqlock, LoadBlock, RoleState, RoleStatus, RoleWord, SiteSlot, WindowMemory};
+use rdmalb_window::{
+    seqlock, Listen, LoadBlock, RoleState, RoleStatus, RoleWord, SiteSlot, WindowMemory,
+};
 
 /// Everything /status and /metrics show.
 pub struct AdminState {
@@ -211,9 +213,9 @@ fn refresh_gauges(state: &AdminState) {
         metrics::gauge!("rdmalb_sidecar_collector_up", "node" => node.clone(), "collector" => s.name.clone())
             .set(if s.health().error.is_none() { 1.0 } else { 0.0 });
     }
-    for (kind, list) in [("tcp", state.peers.tcp()), ("verbs", state.peers.verbs())] {
-        metrics::gauge!("rdmalb_sidecar_peers", "node" => node.clone(), "transport" => kind)
-            .set(list.len() as f64);
+    for kind in Listen::KINDS {
+        metrics::gauge!("rdmalb_sidecar_peers", "node" => node.clone(), "transport" => kind.as_str())
+            .set(state.peers.of(kind).len() as f64);
     }
 }
 
@@ -296,12 +298,7 @@ pub fn status_json(state: &AdminState) -> Value {
     if let Some(p) = &addrs.shm {
         transports.push(json!({ "kind": "shm", "path": p.display().to_string() }));
     }
-    if let Some(a) = addrs.tcp {
-        transports.push(json!({ "kind": "tcp", "listen": a.to_string() }));
-    }
-    if let Some(a) = addrs.verbs {
-        transports.push(json!({ "kind": "verbs", "control": a.to_string(), "device": cfg.window.verbs.as_ref().and_then(|v| v.device.clone()) }));
-    }
+    transports.extend(state.peers.describe());
     let collectors: Vec<Value> = state
         .slots
         .iter()
@@ -334,7 +331,10 @@ pub fn status_json(state: &AdminState) -> Value {
         "claim": { "proxy": w(word::CLAIM_PROXY), "time_unix_ms": w(word::CLAIM_TIME), "epoch": w(word::CLAIM_EPOCH) },
         "transports": transports,
         "push": addrs.push.iter().map(|p| p.to_string()).collect::<Vec<_>>(),
-        "peers": { "tcp": state.peers.tcp(), "verbs": state.peers.verbs() },
+        "peers": Listen::KINDS
+            .map(|k| (k.as_str().to_string(), json!(state.peers.of(k))))
+            .into_iter()
+            .collect::<serde_json::Map<_, _>>(),
         "collectors": collectors,
     })
 }

@@ -185,6 +185,25 @@ pub struct WindowServing {
     pub verbs: Option<VerbsServe>,
 }
 
+impl WindowServing {
+    /// The transports that run a server (all but shm), each with the key
+    /// file it authenticates peers with.
+    pub fn listeners(&self) -> Vec<(rdmalb_window::Listen, &Path)> {
+        let tcp = self.tcp.iter().map(|t| {
+            let listen = rdmalb_window::Listen::Tcp { addr: t.listen };
+            (listen, t.psk_file.as_path())
+        });
+        let verbs = self.verbs.iter().map(|v| {
+            let listen = rdmalb_window::Listen::Verbs {
+                control: v.control,
+                device: v.device.clone(),
+            };
+            (listen, v.psk_file.as_path())
+        });
+        tcp.chain(verbs).collect()
+    }
+}
+
 /// `[window.shm]`.
 #[derive(Debug, Clone)]
 pub struct ShmServe {

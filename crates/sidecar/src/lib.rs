@@ -48,7 +48,7 @@ pub use config::{ConfigErrors, SidecarConfig};
 use collect::push::PushBindError;
 use collect::Slot;
 use config::PushListen;
-use rdmalb_window::WindowError;
+use rdmalb_window::{TransportKind, WindowError};
 
 /// Why the sidecar could not start (or stopped with an error).
 #[derive(Debug, thiserror::Error)]
@@ -257,8 +257,8 @@ impl Sidecar {
         let role_report = applier.report();
 
         let serving = serve::Serving::start(&cfg, memory.clone()).await?;
-        self.addrs.tcp = serving.tcp_addr();
-        self.addrs.verbs = serving.verbs_addr();
+        self.addrs.tcp = serving.local_addr(TransportKind::Tcp);
+        self.addrs.verbs = serving.local_addr(TransportKind::Verbs);
         let peers = serving.peers();
         self.window = Some(serving);
         self.tasks

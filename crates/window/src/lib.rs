@@ -8,7 +8,9 @@
 //! compare-and-swap and fetch-and-add.
 //!
 //! Peers reach a window through one object-safe trait,
-//! [`transport::RemoteWindow`], with three implementations:
+//! [`transport::RemoteWindow`], made from an [`Endpoint`] by
+//! [`Link::connect`]; the owner serves it with a [`WindowServer`] made from
+//! a [`Listen`] ([`serve`]). Three transports implement them:
 //!
 //! | transport | module | one-sided? |
 //! |---|---|---|
@@ -32,16 +34,15 @@ pub mod load;
 pub mod memory;
 pub mod role;
 pub mod seqlock;
+pub mod serve;
 pub mod shm;
 pub mod tcp;
 pub mod transport;
 #[cfg(feature = "verbs")]
 pub mod verbs;
 
-use std::fmt;
-
 pub use layout::site_table_hash;
-pub use link::{Endpoint, Link};
+pub use link::{Endpoint, Link, TransportKind};
 pub use load::Field;
 pub use memory::WindowMemory;
 pub use role::{PinWord, RoleState, RoleStatus, RoleStatusCode, RoleWord, SiteLock, SiteSlot};
@@ -49,57 +50,10 @@ pub use seqlock::{
     decode_block, publish, read_consistent, read_load, LoadBlock, LoadRead, LoadSample, ReadPolicy,
     Torn, UnknownReason,
 };
+pub use serve::{Listen, WindowServer};
 pub use shm::ShmWindow;
 pub use tcp::{auth::DatagramKey, Psk, TcpServerHandle, TcpWindow};
 pub use transport::{Expect, RemoteWindow, WindowFuture};
-
-/// Which transport carries a [`RemoteWindow`]'s operations.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum TransportKind {
-    /// Shared memory on the same host (`/dev/shm` file mapping), one-sided.
-    Shm,
-    /// Two-sided TCP responder in the window's owner.
-    Tcp,
-    /// RDMA verbs (InfiniBand / RoCE), one-sided.
-    Verbs,
-}
-
-impl TransportKind {
-    /// The name used in configuration files and metric labels.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TransportKind::Shm => "shm",
-            TransportKind::Tcp => "tcp",
-            TransportKind::Verbs => "verbs",
-        }
-    }
-
-    /// Whether the window's owner takes part in serving an operation.
-    pub fn is_one_sided(self) -> bool {
-        !matches!(self, TransportKind::Tcp)
-    }
-}
-
-impl fmt::Display for TransportKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl std::str::FromStr for TransportKind {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "shm" => Ok(TransportKind::Shm),
-            "tcp" => Ok(TransportKind::Tcp),
-            "verbs" => Ok(TransportKind::Verbs),
-            other => Err(format!(
-                "unknown window transport {other:?}; expected \"shm\", \"tcp\" or \"verbs\""
-            )),
-        }
-    }
-}
 
 /// Errors from creating, serving or reaching a window.
 ///

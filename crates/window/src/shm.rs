@@ -3,6 +3,7 @@
 //! atomics on the shared mapping. Truly one-sided: the sidecar does nothing
 //! to serve an operation. Access control is the file's permission bits.
 
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use super::memory::WindowMemory;
@@ -16,6 +17,10 @@ pub struct ShmWindow {
     mem: WindowMemory,
     peer: String,
     path: PathBuf,
+    /// The mapped file's identity (device, inode): a restarted owner
+    /// recreates the file, so another identity at `path` means this mapping
+    /// is no longer the owner's window.
+    identity: (u64, u64),
 }
 
 impl ShmWindow {
@@ -25,12 +30,20 @@ impl ShmWindow {
         let peer = path.display().to_string();
         let mem = WindowMemory::open_shm(path)?;
         expect.check(&peer, &seqlock::snapshot(&mem))?;
+        // After the open: the identity of the file that was mapped.
+        let identity =
+            Self::identity(path).map_err(|e| WindowError::io(format!("inspecting {peer}"), e))?;
         tracing::debug!(peer = %peer, node_id = mem.node_id(), "opened shm window");
         Ok(ShmWindow {
             mem,
             peer,
             path: path.to_path_buf(),
+            identity,
         })
+    }
+
+    fn identity(path: &Path) -> std::io::Result<(u64, u64)> {
+        std::fs::metadata(path).map(|m| (m.dev(), m.ino()))
     }
 
     /// The mapped file.
@@ -60,6 +73,10 @@ impl RemoteWindow for ShmWindow {
 
     fn peer(&self) -> &str {
         &self.peer
+    }
+
+    fn is_alive(&self) -> bool {
+        Self::identity(&self.path).is_ok_and(|id| id == self.identity)
     }
 
     fn read_raw(&self) -> WindowFuture<'_, [u64; 32]> {

@@ -2,6 +2,10 @@
 //! the checks every transport makes when it connects ([`Expect`]) and before
 //! it sends an atomic ([`check_atomic_word`]).
 //!
+//! It is the reader side of a transport; the owner side is
+//! [`crate::serve::WindowServer`], and [`crate::Endpoint`] /
+//! [`crate::serve::Listen`] are the config variants that construct them.
+//!
 //! The trait is object-safe (`Arc<dyn RemoteWindow>`) so the proxy can hold
 //! windows of mixed transports in one table. Operations return boxed futures
 //! so many reads can be in flight at once from one task (`join_all`).
@@ -43,6 +47,13 @@ pub trait RemoteWindow: Send + Sync + 'static {
     /// Wrapping fetch-and-add on one word in the remote-atomic area; returns
     /// the old value.
     fn fetch_add(&self, word: usize, delta: u64) -> WindowFuture<'_, u64>;
+
+    /// False once this connection can serve no more operations and a new one
+    /// must be made ([`crate::Link::connect`]): the shm file was replaced or
+    /// removed (its owner restarted or stopped), the tcp connection closed,
+    /// the verbs queue pair failed. Asked by the supervisors of links, not on
+    /// every read; may make a system call.
+    fn is_alive(&self) -> bool;
 }
 
 /// What a client expects to find in a peer's header. Magic, layout version

@@ -60,6 +60,8 @@ const RESCAN: Duration = Duration::from_millis(250);
 pub enum CheckError {
     #[error("connect failed: {0}")]
     Connect(#[source] std::io::Error),
+    #[error("no connection within {}", rdmalb_base::duration::format(*.0))]
+    ConnectTimeout(Duration),
     #[error("no response within {}", rdmalb_base::duration::format(*.0))]
     Timeout(Duration),
     #[error("HTTP error: {0}")]
@@ -68,6 +70,87 @@ pub enum CheckError {
     Request(#[source] http::Error),
     #[error("status {}", .0.as_u16())]
     Status(StatusCode),
+}
+
+impl CheckError {
+    /// The failure in HAProxy's words.
+    pub fn status(&self) -> CheckStatus {
+        match self {
+            CheckError::Connect(_) => CheckStatus::L4Con,
+            CheckError::ConnectTimeout(_) => CheckStatus::L4Tout,
+            CheckError::Timeout(_) => CheckStatus::L7Tout,
+            CheckError::Http(_) => CheckStatus::L7Rsp,
+            CheckError::Request(_) => CheckStatus::Unknown,
+            CheckError::Status(_) => CheckStatus::L7Sts,
+        }
+    }
+}
+
+/// How a node's last active check ended, as HAProxy names it: `show
+/// stat`'s `check_status` and `check_desc`, `show servers state`'s
+/// `srv_check_status` (HAProxy's `HCHK_STATUS_*`). The statuses of an HTTP
+/// check (`option httpchk`), the only kind rdmalb runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CheckStatus {
+    /// The check itself could not be made (a request that cannot be built).
+    Unknown,
+    /// The connection was refused or failed.
+    L4Con,
+    /// No connection within the timeout.
+    L4Tout,
+    /// The response's status passed.
+    L7Ok,
+    /// Connected, no response within the timeout.
+    L7Tout,
+    /// The response was not valid HTTP.
+    L7Rsp,
+    /// The response's status failed.
+    L7Sts,
+}
+
+impl CheckStatus {
+    /// `check_status`.
+    pub fn as_str(self) -> &'static str {
+        Self::haproxy(Some(self)).status
+    }
+
+    /// HAProxy's words for a checked node whose last check ended `last`
+    /// (`None`: none has yet, `INI`); its table is `check_statuses[]` in
+    /// `check.c`, the numbers `HCHK_STATUS_*` in `check-t.h`.
+    pub fn haproxy(last: Option<CheckStatus>) -> HaproxyCheck {
+        let (status, description, code) = match last {
+            None => ("INI", "Initializing", 1),
+            Some(CheckStatus::Unknown) => ("UNK", "Unknown", 0),
+            Some(CheckStatus::L4Con) => ("L4CON", "Layer4 connection problem", 8),
+            Some(CheckStatus::L4Tout) => ("L4TOUT", "Layer4 timeout", 7),
+            Some(CheckStatus::L7Ok) => ("L7OK", "Layer7 check passed", 15),
+            Some(CheckStatus::L7Tout) => ("L7TOUT", "Layer7 timeout", 12),
+            Some(CheckStatus::L7Rsp) => ("L7RSP", "Layer7 invalid response", 13),
+            Some(CheckStatus::L7Sts) => ("L7STS", "Layer7 wrong status", 17),
+        };
+        HaproxyCheck {
+            status,
+            description,
+            code,
+        }
+    }
+}
+
+/// A check's end in HAProxy's words ([`CheckStatus::haproxy`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HaproxyCheck {
+    /// `show stat`'s `check_status`.
+    pub status: &'static str,
+    /// `show stat`'s `check_desc`.
+    pub description: &'static str,
+    /// `show servers state`'s `srv_check_status`.
+    pub code: u8,
+}
+
+impl serde::Serialize for CheckStatus {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
 }
 
 /// One HTTP check of `addr`: `GET path` with `Host: host`, passing on 2xx/3xx
@@ -83,22 +166,31 @@ pub async fn check_once(
     send_proxy: Option<SendProxy>,
     expect: Option<u16>,
 ) -> Result<StatusCode, CheckError> {
-    match tokio::time::timeout(timeout, check_inner(addr, host, path, send_proxy, expect)).await {
+    // One deadline for the connect and the response head; which of the two
+    // it cut is told apart (HAProxy's L4TOUT and L7TOUT).
+    let deadline = tokio::time::Instant::now() + timeout;
+    let stream = match tokio::time::timeout_at(deadline, TcpStream::connect(addr)).await {
+        Ok(r) => r.map_err(CheckError::Connect)?,
+        Err(_) => return Err(CheckError::ConnectTimeout(timeout)),
+    };
+    match tokio::time::timeout_at(
+        deadline,
+        check_inner(stream, host, path, send_proxy, expect),
+    )
+    .await
+    {
         Ok(r) => r,
         Err(_) => Err(CheckError::Timeout(timeout)),
     }
 }
 
 async fn check_inner(
-    addr: SocketAddr,
+    mut stream: TcpStream,
     host: &str,
     path: &str,
     send_proxy: Option<SendProxy>,
     expect: Option<u16>,
 ) -> Result<StatusCode, CheckError> {
-    let mut stream = TcpStream::connect(addr)
-        .await
-        .map_err(CheckError::Connect)?;
     if let Some(version) = send_proxy {
         stream
             .write_all(crate::proxy_protocol::encode_local(version))
@@ -325,7 +417,12 @@ async fn node_loop(
             _ = rdmalb_base::shutdown::requested(&mut shutdown) => return,
             r = check_once(node.address, &host, &path, timeout, send_proxy, expect) => r,
         };
-        node.record_check_duration(started.elapsed());
+        let (status, code) = match &result {
+            Ok(code) => (CheckStatus::L7Ok, Some(code.as_u16())),
+            Err(CheckError::Status(code)) => (CheckStatus::L7Sts, Some(code.as_u16())),
+            Err(e) => (e.status(), None),
+        };
+        node.record_check_detail(started.elapsed(), status, code);
         if let Err(e) = &result {
             tracing::debug!(node = %node.name, site = %site_label(&node), error = %e, "health check failed");
         }

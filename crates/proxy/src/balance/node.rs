@@ -28,6 +28,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use serde::Serialize;
 
 use super::control::{AdminState, Configured, Control, ControlSnapshot, Source};
+use super::health::CheckStatus;
 use super::latency::PeakEwma;
 pub use super::outcome::Outcome;
 use super::traffic::{Traffic, TrafficSnapshot};
@@ -102,6 +103,11 @@ pub struct HealthSnapshot {
     pub downtime_secs: u64,
     /// How long the last active check took (ms), HAProxy's `check_duration`.
     pub last_check_ms: Option<u64>,
+    /// How the last active check ended (None before the first).
+    pub last_check_status: Option<CheckStatus>,
+    /// The HTTP status the last active check received, if it got one
+    /// (HAProxy's `check_code`).
+    pub last_check_code: Option<u16>,
 }
 
 /// Mutable part of the state machine, guarded by a mutex (transitions only).
@@ -117,6 +123,8 @@ struct Machine {
     downtime_secs: u64,
     /// How long the last active check took (ms).
     last_check_ms: Option<u64>,
+    last_check_status: Option<CheckStatus>,
+    last_check_code: Option<u16>,
 }
 
 impl Machine {
@@ -653,9 +661,19 @@ impl NodeState {
         Some(Transition::Down(DownReason::Passive))
     }
 
-    /// Records how long the last active check took.
-    pub fn record_check_duration(&self, took: std::time::Duration) {
-        self.shared.machine().last_check_ms = Some(took.as_millis() as u64);
+    /// Records how long the last active check took and how it ended
+    /// (`code`: the HTTP status it received, if any); the pass or failure
+    /// itself goes to [`NodeState::record_check`].
+    pub fn record_check_detail(
+        &self,
+        took: std::time::Duration,
+        status: CheckStatus,
+        code: Option<u16>,
+    ) {
+        let mut m = self.shared.machine();
+        m.last_check_ms = Some(took.as_millis() as u64);
+        m.last_check_status = Some(status);
+        m.last_check_code = code;
     }
 
     /// Records the result of one active check and applies rise/fall.
@@ -734,6 +752,8 @@ impl NodeState {
                     _ => 0,
                 },
             last_check_ms: m.last_check_ms,
+            last_check_status: m.last_check_status,
+            last_check_code: m.last_check_code,
         }
     }
 }

@@ -452,23 +452,13 @@ impl NodeWindows {
     /// node uses tcp or verbs, an RDMA device for verbs nodes.
     pub fn check(config: &Config) -> Result<Option<Psk>, WindowError> {
         let mut psk = None;
-        for n in &config.nodes {
-            match &n.window {
-                #[cfg(feature = "verbs")]
-                Some(WindowEndpoint::Verbs { device, .. }) => {
-                    rdmalb_window::verbs::probe(device.as_deref())?;
-                }
-                #[cfg(not(feature = "verbs"))]
-                Some(WindowEndpoint::Verbs { .. }) => {
-                    return Err(WindowError::verbs_not_compiled());
-                }
-                Some(WindowEndpoint::Tcp { .. }) | None | Some(WindowEndpoint::Shm { .. }) => {}
-            }
-            if matches!(
-                n.window,
-                Some(WindowEndpoint::Tcp { .. } | WindowEndpoint::Verbs { .. })
-            ) && psk.is_none()
-            {
+        for (n, endpoint) in config
+            .nodes
+            .iter()
+            .filter_map(|n| Some((n, n.window.as_ref()?)))
+        {
+            endpoint.check_available()?;
+            if endpoint.needs_key() && psk.is_none() {
                 let path = config
                     .cluster
                     .psk_file
@@ -476,8 +466,9 @@ impl NodeWindows {
                     .ok_or_else(|| WindowError::Psk {
                         path: "cluster.psk_file".into(),
                         reason: format!(
-                            "not set, but node `{}` uses the tcp or verbs transport",
-                            n.name
+                            "not set, but node `{}` uses the {} transport",
+                            n.name,
+                            endpoint.transport_name()
                         ),
                     })?;
                 psk = Some(Psk::from_file(path)?);
@@ -509,10 +500,7 @@ impl NodeWindows {
                     staleness: config.routing.staleness,
                 };
                 let key = LinkKey {
-                    psk: match endpoint {
-                        WindowEndpoint::Shm { .. } => None,
-                        _ => psk.clone(),
-                    },
+                    psk: psk.clone().filter(|_| endpoint.needs_key()),
                     endpoint,
                     expect: Expect {
                         node_id: n.node_id.map(u64::from),

@@ -12,8 +12,10 @@ use std::time::Duration;
 
 use super::raw::{RawPeerProxy, RawProxyWindow, RawReconfig};
 use super::types::*;
+use super::validate::{window_endpoint, WindowAt};
 use rdmalb_base::duration;
 use rdmalb_base::problems::ConfigCheck;
+use rdmalb_window::TransportKind;
 
 /// Largest watermark accepted: site load counts queued work too, so it can
 /// exceed 1.0, but not by orders of magnitude.
@@ -355,14 +357,8 @@ fn peers(
 /// window to serve (with peers) and nodes it can move.
 fn keys_and_mode(c: &mut ConfigCheck, r: &Reconfig, cluster: &Cluster, nodes: &[Node]) {
     let (window, peers, mode) = (&r.window, &r.peers, r.mode);
-    let keyed = window.tcp.is_some()
-        || window.verbs.is_some()
-        || peers.iter().any(|p| {
-            matches!(
-                p.window,
-                WindowEndpoint::Tcp { .. } | WindowEndpoint::Verbs { .. }
-            )
-        });
+    let keyed = window.listeners().iter().any(|l| l.transport().needs_key())
+        || peers.iter().any(|p| p.window.needs_key());
     if keyed && cluster.psk_file.is_none() {
         c.add(
             "cluster.psk_file",
@@ -518,37 +514,23 @@ fn peer(
             );
             return None;
         }
-        (Some("shm"), Some(path)) if path.starts_with('/') => WindowEndpoint::Shm {
-            path: PathBuf::from(path),
-        },
-        (Some("shm"), Some(path)) => {
-            c.add(
-                format!("{key}.window"),
-                format!("`{path}` is not an absolute path (expected the peer's window file, e.g. \"/dev/shm/rdmalb-proxy-2\")"),
-            );
-            return None;
-        }
-        (Some("tcp"), Some(_)) => WindowEndpoint::Tcp {
-            addr: c.socket_addr(&format!("{key}.window"), p.window.as_deref())?,
-        },
-        (Some("verbs"), Some(_)) => WindowEndpoint::Verbs {
-            control: c.socket_addr(&format!("{key}.window"), p.window.as_deref())?,
-            device: p.device.clone(),
-        },
-        (t, Some(_)) => {
+        (None, Some(_)) => {
             c.add(
                 format!("{key}.transport"),
-                format!(
-                    "{} (expected \"shm\", \"tcp\" or \"verbs\")",
-                    t.map_or("missing".to_string(), |t| format!(
-                        "`{t}` is not a proxy window transport"
-                    ))
-                ),
+                format!("missing (expected {})", TransportKind::ACCEPTED),
             );
             return None;
         }
+        (Some(t), Some(at)) => {
+            let w = WindowAt {
+                key,
+                at_key: "window",
+                example: "/dev/shm/rdmalb-proxy-2",
+            };
+            window_endpoint(c, w, t, at, p.device.as_ref())?
+        }
     };
-    if p.device.is_some() && !matches!(window, WindowEndpoint::Verbs { .. }) {
+    if p.device.is_some() && window.transport() != TransportKind::Verbs {
         c.add(
             format!("{key}.device"),
             "set for a peer that is not reached over verbs (expected it only with transport = \"verbs\")",

@@ -29,6 +29,8 @@ mod nodes;
 mod routing;
 mod sites;
 
+pub(super) use endpoints::{window_endpoint, WindowAt};
+
 /// The sections as written, each read on its own so that problems in
 /// several are all reported.
 struct RawSections {

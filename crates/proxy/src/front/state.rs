@@ -40,8 +40,9 @@ pub struct Snapshot {
     /// Each site's queue in [`admission`](Self::admission), by site index.
     pub qos_slots: SiteSlots,
     /// Whether nodes can change site (some node has a sidecar window):
-    /// then a request without a body keeps a copy of its head, to replay
-    /// it on another node if the first answers 421 (it moved meanwhile).
+    /// then a request without a body may be sent again from the head it
+    /// was sent from (borrowed, not copied) to another node if the first
+    /// answers 421 (it moved meanwhile).
     pub roles_move: bool,
     /// Whether some node has `send_proxy` (connections on wildcard
     /// listeners then look up the address they were accepted on).

@@ -1,7 +1,7 @@
 //! The windows the agent works on: where it finds node and peer-proxy
 //! windows ([`WindowSource`]), this proxy's own window ([`OwnWindow`]: the
 //! memory holding its shared update counters, and the site locks when it is
-//! the lock home, served to peers over shm and/or tcp), and a reconnecting
+//! the lock home, served to peers over shm, tcp or verbs), and a reconnecting
 //! set of links to peer proxies' windows ([`PeerLinks`]).
 
 use std::collections::HashMap;
@@ -12,13 +12,13 @@ use arc_swap::{ArcSwap, ArcSwapOption};
 use tokio::sync::watch;
 
 use crate::balance::NodeWindows;
-use crate::config::{Config, PeerProxy, ProxyWindow, WindowEndpoint};
+use crate::config::{Config, PeerProxy, ProxyWindow};
 use rdmalb_window::link::{Link, Peer};
 use rdmalb_window::memory::DEFAULT_MODE;
-use rdmalb_window::tcp::{self, Psk, TcpServerHandle};
 use rdmalb_window::transport::check_atomic_word;
 use rdmalb_window::{
-    seqlock, Expect, RemoteWindow, TransportKind, WindowError, WindowFuture, WindowMemory,
+    seqlock, Expect, Psk, RemoteWindow, TransportKind, WindowError, WindowFuture, WindowMemory,
+    WindowServer,
 };
 
 /// Where the agent finds the windows it reads and changes. The proxy
@@ -91,6 +91,10 @@ impl RemoteWindow for LocalWindow {
         "own window"
     }
 
+    fn is_alive(&self) -> bool {
+        self.atomics.as_ref().is_none_or(|a| a.is_alive())
+    }
+
     fn read_raw(&self) -> WindowFuture<'_, [u64; 32]> {
         Box::pin(std::future::ready(Ok(seqlock::snapshot(&self.mem))))
     }
@@ -120,14 +124,12 @@ impl RemoteWindow for LocalWindow {
 }
 
 /// This proxy's window: memory (a `/dev/shm` file when `shm` is set, else
-/// anonymous), its tcp responder when `tcp` is set, its verbs responder
-/// when `verbs` is set. The header's node id is the proxy id. Dropping it
-/// stops the responders and removes the file.
+/// anonymous) and a server for each other transport it is served over
+/// ([`ProxyWindow::listeners`]). The header's node id is the proxy id.
+/// Dropping it stops the servers and removes the file.
 pub struct OwnWindow {
     mem: Arc<WindowMemory>,
-    tcp: Option<TcpServerHandle>,
-    #[cfg(feature = "verbs")]
-    verbs: Option<rdmalb_window::verbs::VerbsServer>,
+    servers: Vec<Box<dyn WindowServer>>,
     _stop: watch::Sender<bool>,
 }
 
@@ -135,14 +137,14 @@ impl std::fmt::Debug for OwnWindow {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("OwnWindow")
             .field("path", &self.mem.path())
-            .field("tcp", &self.tcp_addr())
+            .field("servers", &self.servers)
             .finish()
     }
 }
 
 impl OwnWindow {
     /// Creates and serves the window as configured. `psk` is required when
-    /// `cfg.tcp` is set (validation guarantees it).
+    /// a transport other than shm is (validation guarantees it).
     pub fn serve(
         cfg: &ProxyWindow,
         proxy_id: u16,
@@ -155,73 +157,45 @@ impl OwnWindow {
             None => WindowMemory::anonymous(id, site_hash)?,
         });
         let (stop, stop_rx) = watch::channel(false);
-        #[cfg(feature = "verbs")]
-        let verbs = match (cfg.verbs, psk) {
-            (Some(listen), Some(psk)) => Some(rdmalb_window::verbs::VerbsServer::start(
-                mem.clone(),
-                listen,
-                psk.clone(),
-                cfg.device.clone(),
-                stop_rx.clone(),
-            )?),
-            (Some(_), None) => {
-                return Err(WindowError::Psk {
-                    path: "cluster.psk_file".into(),
-                    reason: "not configured; a verbs proxy window needs it".into(),
-                })
-            }
-            (None, _) => None,
-        };
-        #[cfg(not(feature = "verbs"))]
-        if cfg.verbs.is_some() {
-            return Err(WindowError::verbs_not_compiled());
+        let mut servers = Vec::new();
+        for listen in cfg.listeners() {
+            let psk = psk.ok_or_else(|| WindowError::Psk {
+                path: "cluster.psk_file".into(),
+                reason: format!(
+                    "not configured; a {} proxy window needs it",
+                    listen.transport()
+                ),
+            })?;
+            servers.push(listen.start(mem.clone(), psk.clone(), stop_rx.clone())?);
         }
-        let tcp = match (cfg.tcp, psk) {
-            (Some(listen), Some(psk)) => {
-                Some(tcp::serve(mem.clone(), listen, psk.clone(), stop_rx)?)
-            }
-            (Some(_), None) => {
-                return Err(WindowError::Psk {
-                    path: "cluster.psk_file".into(),
-                    reason: "not configured; a tcp proxy window needs it".into(),
-                })
-            }
-            (None, _) => None,
-        };
         Ok(OwnWindow {
             mem,
-            tcp,
-            #[cfg(feature = "verbs")]
-            verbs,
+            servers,
             _stop: stop,
         })
     }
 
-    /// The verbs responder's control address, when the window is served
-    /// over verbs.
-    pub fn verbs_addr(&self) -> Option<std::net::SocketAddr> {
-        #[cfg(feature = "verbs")]
-        {
-            self.verbs
-                .as_ref()
-                .map(rdmalb_window::verbs::VerbsServer::local_addr)
-        }
-        #[cfg(not(feature = "verbs"))]
-        None
+    /// The bound address of the server of `kind`, when the window is
+    /// served over it.
+    pub fn local_addr(&self, kind: TransportKind) -> Option<std::net::SocketAddr> {
+        self.servers
+            .iter()
+            .find(|s| s.kind() == kind)
+            .map(|s| s.local_addr())
     }
 
-    /// The window as the agent uses it: plain memory, or, when it is served
-    /// over verbs, memory whose atomics go through a loopback queue pair to
-    /// its own verbs responder (peers change it with the NIC's atomics,
-    /// which the CPU's would race). `cfg` is what [`OwnWindow::serve`] got.
+    /// The window as the agent uses it: plain memory, or, when a transport
+    /// it is served over has atomics the CPU's would race (verbs: peers
+    /// change it with the NIC's), memory whose atomics go through that
+    /// transport to its own server ([`WindowServer::atomics_endpoint`]).
     pub async fn local(
         &self,
-        cfg: &ProxyWindow,
         proxy_id: u16,
         site_hash: u64,
         psk: Option<&Psk>,
     ) -> Result<LocalWindow, WindowError> {
-        let (Some(addr), Some(psk)) = (self.verbs_addr(), psk) else {
+        let endpoint = self.servers.iter().find_map(|s| s.atomics_endpoint());
+        let (Some(endpoint), Some(psk)) = (endpoint, psk) else {
             return Ok(LocalWindow::new(Arc::clone(&self.mem)));
         };
         let expect = Expect {
@@ -229,10 +203,7 @@ impl OwnWindow {
             site_hash: Some(site_hash),
         };
         let link = Link::connect(Peer {
-            endpoint: &WindowEndpoint::Verbs {
-                control: addr,
-                device: cfg.device.clone(),
-            },
+            endpoint: &endpoint,
             expect: &expect,
             psk: Some(psk),
             id: proxy_id,
@@ -247,19 +218,6 @@ impl OwnWindow {
     /// The memory.
     pub fn memory(&self) -> &Arc<WindowMemory> {
         &self.mem
-    }
-
-    /// The tcp responder's bound address.
-    pub fn tcp_addr(&self) -> Option<std::net::SocketAddr> {
-        self.tcp.as_ref().map(TcpServerHandle::local_addr)
-    }
-}
-
-impl Drop for OwnWindow {
-    fn drop(&mut self) {
-        if let Some(h) = self.tcp.take() {
-            h.stop();
-        }
     }
 }
 

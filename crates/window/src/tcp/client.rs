@@ -321,6 +321,10 @@ impl RemoteWindow for TcpWindow {
         TransportKind::Tcp
     }
 
+    fn is_alive(&self) -> bool {
+        !self.is_closed()
+    }
+
     fn peer(&self) -> &str {
         &self.shared.peer
     }

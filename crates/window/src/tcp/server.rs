@@ -318,6 +318,44 @@ impl TcpServerHandle {
     }
 }
 
+impl crate::serve::WindowServer for TcpServerHandle {
+    fn kind(&self) -> crate::TransportKind {
+        crate::TransportKind::Tcp
+    }
+
+    fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    fn describe(&self) -> serde_json::Value {
+        serde_json::json!({ "kind": "tcp", "listen": self.addr.to_string() })
+    }
+
+    /// One entry while any connection is open: the responder counts
+    /// connections and requests, it does not keep peer identities.
+    fn peers(&self) -> Vec<serde_json::Value> {
+        let connections = self.connections();
+        if connections == 0 {
+            return Vec::new();
+        }
+        vec![serde_json::json!({
+            "connections": connections,
+            "requests_served": self.requests_served(),
+        })]
+    }
+
+    /// The responder runs peers' atomics as CPU atomics on the memory.
+    fn atomics_endpoint(&self) -> Option<crate::Endpoint> {
+        None
+    }
+
+    fn shutdown(&mut self) {
+        if self.acceptor.is_some() {
+            self.stop_inner();
+        }
+    }
+}
+
 impl Drop for TcpServerHandle {
     fn drop(&mut self) {
         if self.acceptor.is_some() {

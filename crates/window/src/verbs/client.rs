@@ -222,6 +222,10 @@ impl RemoteWindow for VerbsWindow {
         TransportKind::Verbs
     }
 
+    fn is_alive(&self) -> bool {
+        self.broken().is_none()
+    }
+
     fn peer(&self) -> &str {
         &self.peer
     }

@@ -221,6 +221,53 @@ impl VerbsServer {
     }
 }
 
+impl crate::serve::WindowServer for VerbsServer {
+    fn kind(&self) -> crate::TransportKind {
+        crate::TransportKind::Verbs
+    }
+
+    fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    fn describe(&self) -> serde_json::Value {
+        serde_json::json!({
+            "kind": "verbs",
+            "control": self.local_addr.to_string(),
+            "device": self.device_name(),
+        })
+    }
+
+    fn peers(&self) -> Vec<serde_json::Value> {
+        VerbsServer::peers(self)
+            .iter()
+            .map(|p| {
+                serde_json::json!({
+                    "proxy_id": p.proxy_id,
+                    "addr": p.addr.to_string(),
+                    "qpn": p.qpn,
+                    "remote_qpn": p.remote_qpn,
+                    "since_unix_ms": rdmalb_base::time::unix_ms(p.since),
+                })
+            })
+            .collect()
+    }
+
+    /// Peers change the window with the NIC's atomics, which the CPU's would
+    /// race: this process's own go through the NIC too, over a loopback
+    /// queue pair to this server on the same device.
+    fn atomics_endpoint(&self) -> Option<crate::Endpoint> {
+        Some(crate::Endpoint::Verbs {
+            control: self.local_addr,
+            device: Some(self.device_name().to_string()),
+        })
+    }
+
+    fn shutdown(&mut self) {
+        VerbsServer::shutdown(self);
+    }
+}
+
 impl Drop for VerbsServer {
     fn drop(&mut self) {
         self.shutdown();

@@ -125,6 +125,13 @@ async fn check_once_passes_2xx_3xx_and_fails_otherwise() {
         .await
         .unwrap_err();
     assert!(matches!(e, CheckError::Status(s) if s.as_u16() == 503));
+    assert_eq!(CheckStatus::haproxy(Some(e.status())).status, "L7STS");
+    // Before the first check, HAProxy's INI.
+    let ini = CheckStatus::haproxy(None);
+    assert_eq!(
+        (ini.status, ini.description, ini.code),
+        ("INI", "Initializing", 1)
+    );
     assert_eq!(e.to_string(), "status 503");
     assert_eq!(
         b.seen.lock().unwrap()[0],
@@ -168,6 +175,8 @@ async fn check_once_reports_connect_failure() {
         .await
         .unwrap_err();
     assert!(matches!(e, CheckError::Connect(_)), "{e}");
+    assert_eq!(e.status(), CheckStatus::L4Con);
+    assert_eq!(CheckStatus::haproxy(Some(e.status())).status, "L4CON");
 }
 
 #[tokio::test]
@@ -180,6 +189,9 @@ async fn check_once_times_out_on_a_silent_server() {
         .unwrap_err();
     assert!(matches!(e, CheckError::Timeout(_)), "{e}");
     assert_eq!(e.to_string(), "no response within 50ms");
+    // Connected (the backlog took it): HAProxy's layer 7 timeout.
+    assert_eq!(e.status(), CheckStatus::L7Tout);
+    assert_eq!(CheckStatus::haproxy(Some(e.status())).code, 12);
 }
 
 #[tokio::test]
@@ -193,6 +205,11 @@ async fn loop_takes_a_node_down_and_back_up() {
 
     eventually("first checks pass", || node.health().checks_total >= 2).await;
     assert!(node.is_up());
+    let h = node.health();
+    assert_eq!(
+        (h.last_check_status, h.last_check_code),
+        (Some(CheckStatus::L7Ok), Some(200))
+    );
     // Host is the site's first exact host, path the site's health_path.
     assert_eq!(
         b.seen.lock().unwrap()[0],

@@ -228,7 +228,18 @@ pub struct ProxyWindow {
 impl ProxyWindow {
     /// Whether this proxy serves a window at all.
     pub fn is_served(&self) -> bool {
-        self.shm.is_some() || self.tcp.is_some() || self.verbs.is_some()
+        self.shm.is_some() || !self.listeners().is_empty()
+    }
+
+    /// The transports that run a server (all but shm: its memory is the
+    /// file peers map), authenticated with `cluster.psk_file`.
+    pub fn listeners(&self) -> Vec<rdmalb_window::Listen> {
+        let tcp = self.tcp.map(|addr| rdmalb_window::Listen::Tcp { addr });
+        let verbs = self.verbs.map(|control| rdmalb_window::Listen::Verbs {
+            control,
+            device: self.device.clone(),
+        });
+        tcp.into_iter().chain(verbs).collect()
     }
 }
 

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use crate::config::raw::*;
 use crate::config::types::*;
 use rdmalb_base::problems::ConfigCheck;
+use rdmalb_window::TransportKind;
 
 /// `acme`: the config has an `[acme]` section, so a listener may start
 /// without a certificate of its own (it serves those the proxy orders).
@@ -154,14 +155,15 @@ fn client_auth(c: &mut ConfigCheck, key: &str, t: &RawTls) -> Option<ClientAuth>
 }
 
 pub(super) fn node_window(c: &mut ConfigCheck, key: &str, n: &RawNode) -> Option<WindowEndpoint> {
-    let transport = n.transport.as_deref();
-    let sidecar = n.sidecar.as_deref();
-    match (transport, sidecar) {
+    match (n.transport.as_deref(), n.sidecar.as_deref()) {
         (None, None) => None,
         (None, Some(_)) => {
             c.add(
                 format!("{key}.transport"),
-                "missing: `sidecar` is set (expected \"shm\", \"tcp\" or \"verbs\")",
+                format!(
+                    "missing: `sidecar` is set (expected {})",
+                    TransportKind::ACCEPTED
+                ),
             );
             None
         }
@@ -172,35 +174,70 @@ pub(super) fn node_window(c: &mut ConfigCheck, key: &str, n: &RawNode) -> Option
             );
             None
         }
-        (Some("shm"), Some(p)) => {
-            if !p.starts_with('/') {
-                c.add(
-                    format!("{key}.sidecar"),
-                    format!("`{p}` is not an absolute path (expected the window file, e.g. \"/dev/shm/rdmalb-n1\")"),
-                );
-                return None;
-            }
-            Some(WindowEndpoint::Shm {
-                path: PathBuf::from(p),
-            })
-        }
-        (Some(t @ ("tcp" | "verbs")), Some(_)) => {
-            let addr = c.socket_addr(&format!("{key}.sidecar"), n.sidecar.as_deref())?;
-            Some(if t == "tcp" {
-                WindowEndpoint::Tcp { addr }
-            } else {
-                WindowEndpoint::Verbs {
-                    control: addr,
-                    device: n.device.clone(),
-                }
-            })
-        }
-        (Some(t), Some(_)) => {
-            c.add(
-                format!("{key}.transport"),
-                format!("`{t}` is not a transport (expected \"shm\", \"tcp\" or \"verbs\")"),
-            );
-            None
-        }
+        (Some(t), Some(at)) => window_endpoint(
+            c,
+            WindowAt {
+                key,
+                at_key: "sidecar",
+                example: "/dev/shm/rdmalb-n1",
+            },
+            t,
+            at,
+            n.device.as_ref(),
+        ),
     }
+}
+
+/// Where a window endpoint is written, for messages: the section's key
+/// path, the key holding the address and an example window file.
+pub(in crate::config) struct WindowAt<'a> {
+    pub key: &'a str,
+    pub at_key: &'a str,
+    pub example: &'a str,
+}
+
+/// The endpoint of a window reached over `transport` at `at` (the window
+/// file for shm, host:port otherwise), with `device` for verbs: the one
+/// place a transport word and an address become a [`WindowEndpoint`] (a
+/// node's `transport` + `sidecar`, a peer proxy's `transport` + `window`).
+pub(in crate::config) fn window_endpoint(
+    c: &mut ConfigCheck,
+    w: WindowAt<'_>,
+    transport: &str,
+    at: &str,
+    device: Option<&String>,
+) -> Option<WindowEndpoint> {
+    let Ok(kind) = transport.parse::<TransportKind>() else {
+        c.add(
+            format!("{}.transport", w.key),
+            format!(
+                "`{transport}` is not a window transport (expected {})",
+                TransportKind::ACCEPTED
+            ),
+        );
+        return None;
+    };
+    let at_key = format!("{}.{}", w.key, w.at_key);
+    Some(match kind {
+        TransportKind::Shm if !at.starts_with('/') => {
+            c.add(
+                at_key,
+                format!(
+                    "`{at}` is not an absolute path (expected the window file, e.g. \"{}\")",
+                    w.example
+                ),
+            );
+            return None;
+        }
+        TransportKind::Shm => WindowEndpoint::Shm {
+            path: PathBuf::from(at),
+        },
+        TransportKind::Tcp => WindowEndpoint::Tcp {
+            addr: c.socket_addr(&at_key, Some(at))?,
+        },
+        TransportKind::Verbs => WindowEndpoint::Verbs {
+            control: c.socket_addr(&at_key, Some(at))?,
+            device: device.cloned(),
+        },
+    })
 }

@@ -154,12 +154,9 @@ fn site(
 
 /// The nodes' windows over tcp or verbs need `cluster.psk_file`.
 pub(super) fn windows_keyed(c: &mut ConfigCheck, nodes: &[Node], cluster: &Cluster) {
-    let needs_psk = nodes.iter().any(|n| {
-        matches!(
-            n.window,
-            Some(WindowEndpoint::Tcp { .. }) | Some(WindowEndpoint::Verbs { .. })
-        )
-    });
+    let needs_psk = nodes
+        .iter()
+        .any(|n| n.window.as_ref().is_some_and(WindowEndpoint::needs_key));
     if needs_psk && cluster.psk_file.is_none() {
         c.add(
             "cluster.psk_file",

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use http::StatusCode;
 
-use crate::config::Level;
+use crate::config::{Level, StatsSocket};
 
 /// Why a command failed: the status `POST /runtime` answers (400 bad
 /// words, 403 level, 404 unknown name, 409/502/503 a move) and the text
@@ -130,9 +130,6 @@ pub struct Keyword {
 use Level::{Admin, Operator, User};
 use Unparsed::{Says, Usage};
 
-/// Longest `set timeout cli` taken: a day.
-const MAX_TIMEOUT_SECS: u64 = 86_400;
-
 const fn kw(
     words: &'static [&'static str],
     usage: &'static str,
@@ -182,8 +179,10 @@ fn set_timeout<'a>(rest: &'a [&'a str]) -> Result<Command<'a>, Unparsed> {
         ["cli", s] => s
             .parse::<u64>()
             .ok()
-            .filter(|s| (1..=MAX_TIMEOUT_SECS).contains(s))
-            .map(|s| Command::SetTimeout(Duration::from_secs(s)))
+            .map(Duration::from_secs)
+            // As long as a `[[stats_socket]] timeout` may be.
+            .filter(|d| (Duration::from_secs(1)..=StatsSocket::MAX_TIMEOUT).contains(d))
+            .map(Command::SetTimeout)
             .ok_or("Invalid timeout value."),
         ["cli"] => Err("Expects an integer value."),
         _ => Err("'set timeout' only supports 'cli'."),

@@ -5,8 +5,9 @@
 //! `show servers state` columns (the file format of HAProxy's
 //! `server-state-file`, version 1): `srv_op_state` 2 running / 0 stopped;
 //! `srv_admin_state` 0x01 forced maintenance, 0x08 forced drain;
-//! `srv_check_status` HAProxy's `HCHK_STATUS_*` (1 not checked yet, 15 a
-//! passed HTTP check, 8 connection failure, 12 timeout, 17 a bad status);
+//! `srv_check_status` HAProxy's `HCHK_STATUS_*` (`CheckStatus::haproxy`:
+//! 1 not checked yet, 15 a passed HTTP check, 8 connection failure, 7 and
+//! 12 timeouts, 13 not HTTP, 17 a bad status);
 //! `srv_check_result` 0 unknown, 2 failed, 3 passed; `srv_check_state` 6
 //! (configured and enabled) when the node is checked.
 
@@ -15,6 +16,7 @@ use std::fmt::Write as _;
 use http::StatusCode;
 
 use super::{stat, Admin, Outcome};
+use crate::balance::health::CheckStatus;
 use crate::balance::{AdminState, NodeState};
 
 /// `show backend`.
@@ -78,13 +80,7 @@ fn server_state(n: &NodeState, since_change: u64, t: &crate::config::HealthCheck
     let (status, result, health, check_state) = if !h.check {
         (1, 0, rise, 0)
     } else {
-        let status = match (h.last_check_ok, h.last_check_error.as_deref()) {
-            (None, _) => 1,
-            (Some(true), _) => 15,
-            (Some(false), Some(e)) if e.contains("connect") => 8,
-            (Some(false), Some(e)) if e.contains("time") => 12,
-            (Some(false), _) => 17,
-        };
+        let status = CheckStatus::haproxy(h.last_check_status).code;
         let result = match h.last_check_ok {
             None => 0,
             Some(true) => 3,

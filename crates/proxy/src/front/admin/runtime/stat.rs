@@ -11,13 +11,17 @@
 //! `bout` response bytes sent to clients, `econ` connect failures, `eresp`
 //! timeouts and protocol errors, `status` (UP, DOWN, MAINT, DRAIN,
 //! `DOWN (agent)`, `no check`), `weight`/`uweight` current / configured
-//! weight, `act`/`bck`, `chkfail` failed checks, `lastchg` seconds since
+//! weight, `act`/`bck`, `check_status`/`check_desc` how the last check
+//! ended in HAProxy's words (`INI` before the first, `L7OK`, `L7STS`,
+//! `L4CON`, `L4TOUT`, `L7TOUT`, `L7RSP`; empty without checks),
+//! `check_code` the HTTP status it got, `chkfail` failed checks, `lastchg` seconds since
 //! the last up/down change, `rate` requests per second (between reads at least 1 s apart),
 //! `hrsp_1xx`..`hrsp_5xx`, `hrsp_other` (cut exchanges), `check_rise`,
 //! `check_fall`, `addr`, `mode`, `algo` (BACKEND).
 
 use std::collections::HashMap;
 
+use crate::balance::health::CheckStatus;
 use crate::balance::{AdminState, Backends, NodeState, SiteBackends};
 
 pub use columns::COLUMNS;
@@ -314,6 +318,12 @@ fn server_row(backends: &Backends, site: &str, n: &NodeState, iid: u64) -> Row {
     if h.check {
         if let Some(ms) = h.last_check_ms {
             row.num("check_duration", ms);
+        }
+        let check = CheckStatus::haproxy(h.last_check_status);
+        row.text("check_status", check.status)
+            .text("check_desc", check.description);
+        if let Some(code) = h.last_check_code {
+            row.num("check_code", u64::from(code));
         }
         row.num("chkfail", h.checks_failed_total)
             .num("downtime", h.downtime_secs)

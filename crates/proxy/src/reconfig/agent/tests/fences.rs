@@ -57,6 +57,9 @@ impl RemoteWindow for Faulty {
     fn peer(&self) -> &str {
         "faulty"
     }
+    fn is_alive(&self) -> bool {
+        self.cur().is_alive()
+    }
     fn read_raw(&self) -> WindowFuture<'_, [u64; 32]> {
         let w = self.cur();
         Box::pin(async move { w.read_raw().await })
