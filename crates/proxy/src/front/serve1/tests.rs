@@ -311,3 +311,42 @@ fn chunk_lines_and_numbers() {
     send::push_u64(&mut out, 1234567890);
     assert_eq!(out, b"1a2b\r\n1234567890");
 }
+
+/// The connection's timer moves only to fire earlier; a wait whose
+/// deadline is later sees the early fire as not due and arms it again, so
+/// no wait ends before its deadline.
+#[tokio::test]
+async fn the_connection_timer_fires_no_later_and_no_wait_ends_early() {
+    use std::time::{Duration, Instant};
+    let ms = Duration::from_millis;
+    let start = Instant::now();
+    let timer = tokio::time::sleep_until((start + ms(100)).into());
+    tokio::pin!(timer);
+    let at = |d: Duration| tokio::time::Instant::from_std(start + d);
+    // Later: left where it is (it fires first, the wait re-arms it).
+    super::arm(timer.as_mut(), start + ms(600));
+    assert_eq!(timer.deadline(), at(ms(100)));
+    // Earlier: moved.
+    super::arm(timer.as_mut(), start + ms(50));
+    assert_eq!(timer.deadline(), at(ms(50)));
+    // A wait until 300 ms on it ends then, not at the 50 ms it fires first.
+    let deadline = start + ms(300);
+    let mut fires = 0;
+    loop {
+        super::arm(timer.as_mut(), deadline);
+        timer.as_mut().await;
+        fires += 1;
+        if super::due(deadline) {
+            break;
+        }
+    }
+    // Early once, then at the deadline (once only, on a machine so slow
+    // that 300 ms passed before the wait); more would be a timer left
+    // elapsed, spinning.
+    assert!((1..=2).contains(&fires), "{fires} fires");
+    assert!(Instant::now() >= deadline);
+    // Once fired, a later deadline re-arms it.
+    super::arm(timer.as_mut(), deadline + ms(100));
+    assert!(!timer.is_elapsed());
+    assert_eq!(timer.deadline(), at(ms(400)));
+}
