@@ -61,6 +61,7 @@ impl ShmWindow {
     /// The load block read and validated now, synchronously, straight from
     /// the mapping ([`seqlock::read_block`]): what decoding
     /// [`ShmWindow::snapshot`] gives, with fewer loads and no copy.
+    #[inline]
     pub fn read_block(&self) -> Result<seqlock::LoadBlock, seqlock::Torn> {
         seqlock::read_block(&self.mem)
     }

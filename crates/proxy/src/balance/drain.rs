@@ -281,7 +281,7 @@ impl LoadRule for ShortestWait {
         Balance::ShortestWait
     }
 
-    fn choose(&self, d: &Decision<'_, '_>, scores: &mut Vec<f64>) -> usize {
+    fn choose(&self, d: &Decision<'_, '_>, scores: &mut [f64]) -> usize {
         let now_ns = rdmalb_base::time::unix_ns(d.now);
         // A fresh decision folds its reads into the drain rates; a
         // synchronous one only looks at them. `rank_with` asks for each
@@ -305,7 +305,8 @@ impl LoadRule for ShortestWait {
                 && nearly_full(scored, rate.or_else(|| nominal_rate(scored)), age_s);
             Some(if full { wait + FULL } else { wait })
         };
-        let best = rank_with(d.view, part, |_| 0.0, WAIT_TIE, d.start, scores).unwrap_or(0);
+        let inflight = |i: usize| d.slots[i].inflight;
+        let best = rank_with(part, |_| 0.0, inflight, WAIT_TIE, d.start, scores).unwrap_or(0);
         d.per_weight(scores, best)
     }
 }

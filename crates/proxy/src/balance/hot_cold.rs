@@ -18,8 +18,8 @@
 
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
-use super::load::{rank, NodeLoad};
-use super::load_aware::{Decision, LoadRule};
+use super::load::NodeLoad;
+use super::load_aware::{Decision, LoadRule, INLINE};
 use super::NodeState;
 use crate::config::Balance;
 
@@ -77,7 +77,7 @@ impl RifHistory {
 }
 
 /// One candidate as the rule sees it.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub(crate) struct Probe {
     pub rif: f64,
     pub latency_ns: f64,
@@ -146,21 +146,26 @@ impl LoadRule for HotCold {
         Balance::HotCold
     }
 
-    fn choose(&self, d: &Decision<'_, '_>, scores: &mut Vec<f64>) -> usize {
+    fn choose(&self, d: &Decision<'_, '_>, scores: &mut [f64]) -> usize {
         // The load index is still scored: /status shows it.
-        let best = rank(d.weights, d.view, d.start, scores).unwrap_or(0);
+        let best = d.rank_by_load(scores).unwrap_or(0);
         let history = &self.history[d.site.min(self.history.len() - 1)];
         let n = d.slots.len();
+        // On the stack for up to INLINE candidates (the request path).
+        let (mut stack, mut heap) = ([Probe::default(); INLINE], Vec::new());
+        let probes: &mut [Probe] = if n <= INLINE {
+            &mut stack[..n]
+        } else {
+            heap.resize(n, Probe::default());
+            &mut heap
+        };
         // From the rotating start, so ties take turns.
-        let probes: Vec<Probe> = (0..n)
-            .map(|k| {
-                let s = &d.slots[(d.start + k) % n];
-                let p = probe_of(s.node, s.scored());
-                history.record(p.rif);
-                p
-            })
-            .collect();
-        match choose(&probes, history.threshold()) {
+        for (k, p) in probes.iter_mut().enumerate() {
+            let s = &d.slots[(d.start + k) % n];
+            *p = probe_of(s.node, s.scored());
+            history.record(p.rif);
+        }
+        match choose(probes, history.threshold()) {
             Some(k) => (d.start + k) % n,
             None => best,
         }

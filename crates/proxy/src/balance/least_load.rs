@@ -1,8 +1,8 @@
-//! `weighted-least-load`: the lowest load index ([`super::load::rank`]),
+//! `weighted-least-load`: the lowest load index ([`super::load::rank`],
+//! [`Decision::rank_by_load`]),
 //! each candidate's load scored with its site's weights, per unit of the
 //! node's weight when weights differ. Read by [`super::load_aware`].
 
-use super::load::rank;
 use super::load_aware::{Decision, LoadRule};
 use crate::config::Balance;
 
@@ -15,8 +15,8 @@ impl LoadRule for LeastLoad {
         Balance::WeightedLeastLoad
     }
 
-    fn choose(&self, d: &Decision<'_, '_>, scores: &mut Vec<f64>) -> usize {
-        let best = rank(d.weights, d.view, d.start, scores).unwrap_or(0);
+    fn choose(&self, d: &Decision<'_, '_>, scores: &mut [f64]) -> usize {
+        let best = d.rank_by_load(scores).unwrap_or(0);
         d.per_weight(scores, best)
     }
 }

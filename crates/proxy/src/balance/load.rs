@@ -125,7 +125,15 @@ pub enum NodeLoad {
 impl NodeLoad {
     /// Classifies a consistent block read at `read_at` against `staleness`.
     pub fn classify(block: LoadBlock, read_at: SystemTime, staleness: Duration) -> NodeLoad {
-        if block.age(read_at) > staleness {
+        let staleness_ns = u64::try_from(staleness.as_nanos()).unwrap_or(u64::MAX);
+        Self::classify_ns(block, rdmalb_base::time::unix_ns(read_at), staleness_ns)
+    }
+
+    /// [`NodeLoad::classify`] in unix nanoseconds (the request path computes
+    /// the time of a decision once).
+    pub fn classify_ns(block: LoadBlock, read_at_ns: u64, staleness_ns: u64) -> NodeLoad {
+        // The age is zero if the owner's clock is ahead (`LoadBlock::age`).
+        if read_at_ns.saturating_sub(block.updated_at_ns) > staleness_ns {
             NodeLoad::Stale(block)
         } else {
             NodeLoad::Fresh(block)
@@ -199,6 +207,11 @@ impl Normalised {
     }
 }
 
+/// The window part `Σ w_k · x_k` of a load, `None` unless it is fresh.
+pub fn window_part(w: &LoadWeights, load: &NodeLoad) -> Option<f64> {
+    load.fresh().map(|b| Normalised::of(&b.sample).weighted(w))
+}
+
 /// The in-flight term `w_inflight · f / (f + 8)`.
 pub fn inflight_part(w: &LoadWeights, inflight: usize) -> f64 {
     w.inflight * saturating(inflight as f64, INFLIGHT_HALF)
@@ -213,8 +226,8 @@ pub struct Candidate<'a> {
     pub inflight: usize,
 }
 
-/// Scores every candidate (into `scores`, same order) and returns the
-/// position of the lowest score. Ties (within [`LOAD_TIE`]) go to fewer
+/// Scores every candidate (into `scores`, resized to one per candidate,
+/// same order) and returns the position of the lowest score. Ties (within [`LOAD_TIE`]) go to fewer
 /// requests in flight, then to the first one found scanning from `start`
 /// (callers rotate it, so equal nodes share the traffic instead of the
 /// first in config order taking it all). `None` only for no candidates.
@@ -224,48 +237,47 @@ pub fn rank(
     start: usize,
     scores: &mut Vec<f64>,
 ) -> Option<usize> {
+    scores.clear();
+    scores.resize(candidates.len(), 0.0);
     rank_with(
-        candidates,
-        |i| {
-            candidates[i]
-                .load
-                .fresh()
-                .map(|b| Normalised::of(&b.sample).weighted(w))
-        },
+        |i| window_part(w, candidates[i].load),
         |i| inflight_part(w, candidates[i].inflight),
+        |i| candidates[i].inflight,
         LOAD_TIE,
         start,
         scores,
     )
 }
 
-/// [`rank`] with the window part of candidate `i` given by `window(i)`
-/// (`None`: not known, scored as the mean of the known ones) and the local
-/// part by `local(i)`. Each is called exactly once per candidate, in order,
-/// so `window` may fold what it reads into state.
+/// [`rank`] over `scores.len()` candidates (the caller's storage, one per
+/// candidate: a decision keeps it on the stack), with the window part of
+/// candidate `i` given by `window(i)` (`None`: not known, scored as the
+/// mean of the known ones), the local part by `local(i)` and its requests
+/// in flight (the tie-break) by `inflight(i)`. `window` and `local` are
+/// each called exactly once per candidate, in order, so `window` may fold
+/// what it reads into state.
 pub fn rank_with(
-    candidates: &[Candidate<'_>],
     window: impl Fn(usize) -> Option<f64>,
     local: impl Fn(usize) -> f64,
+    inflight: impl Fn(usize) -> usize,
     tie: f64,
     start: usize,
-    scores: &mut Vec<f64>,
+    scores: &mut [f64],
 ) -> Option<usize> {
-    let n = candidates.len();
-    scores.clear();
+    let n = scores.len();
     if n == 0 {
         return None;
     }
     let mut sum = 0.0;
     let mut known = 0usize;
-    for i in 0..n {
+    for (i, s) in scores.iter_mut().enumerate() {
         let part = window(i).filter(|p| p.is_finite());
         if let Some(p) = part {
             sum += p;
             known += 1;
         }
         // Placeholder for unknown ones, filled in below with the mean.
-        scores.push(part.unwrap_or(f64::NAN));
+        *s = part.unwrap_or(f64::NAN);
     }
     let mean = if known == 0 { 0.0 } else { sum / known as f64 };
     for (i, s) in scores.iter_mut().enumerate() {
@@ -277,13 +289,9 @@ pub fn rank_with(
     // Every score within `tie` of the lowest is a tie: of those, the one
     // with the fewest requests in flight, the first from `start`.
     let lowest = scores.iter().copied().fold(f64::INFINITY, f64::min);
-    let start = start % n;
     let mut best = None::<usize>;
-    for k in 0..n {
-        let i = (start + k) % n;
-        if scores[i] <= lowest + tie
-            && best.is_none_or(|b| candidates[i].inflight < candidates[b].inflight)
-        {
+    for i in (start % n..n).chain(0..start % n) {
+        if scores[i] <= lowest + tie && best.is_none_or(|b| inflight(i) < inflight(b)) {
             best = Some(i);
         }
     }

@@ -109,6 +109,14 @@ impl SettingsCell {
             .store(nanos(s.staleness), Ordering::Relaxed);
     }
 
+    /// `routing.staleness` in nanoseconds when the node is read per
+    /// request, `None` in interval mode: the two words a per-request
+    /// decision needs, without building a [`ReadSettings`].
+    fn per_request_staleness_ns(&self) -> Option<u64> {
+        (self.interval_ns.load(Ordering::Relaxed) == PER_REQUEST)
+            .then(|| self.staleness_ns.load(Ordering::Relaxed))
+    }
+
     fn load(&self) -> ReadSettings {
         ReadSettings {
             mode: match self.interval_ns.load(Ordering::Relaxed) {
@@ -212,6 +220,12 @@ impl NodeWindow {
         self.settings.load()
     }
 
+    /// `routing.staleness` in nanoseconds when the node is read per
+    /// request, `None` in interval mode (the request path's check).
+    pub fn per_request_staleness_ns(&self) -> Option<u64> {
+        self.settings.per_request_staleness_ns()
+    }
+
     /// The window while connected.
     pub fn window(&self) -> Option<Arc<dyn RemoteWindow>> {
         self.link.load().as_ref().map(|l| Arc::clone(l.window()))
@@ -249,6 +263,7 @@ impl NodeWindow {
     /// from the mapping: no future, no allocation), retrying a torn read
     /// [`READ_RETRIES`] times; `None` when the node is not an shm window or
     /// not connected (then use [`read_now`] on [`NodeWindow::window`]).
+    #[inline]
     pub fn read_inline(&self) -> Option<Result<LoadBlock, Unknown>> {
         let link = self.link.load();
         let shm = link.as_ref()?.shm()?;
@@ -299,17 +314,41 @@ impl NodeWindow {
     /// most [`RECORD_EVERY`] older than the last decision's.
     pub fn record(&self, o: Observation) {
         let at = rdmalb_base::time::unix_ns(o.at);
-        let seq = o.load.fresh().map_or(0, |b| b.seq);
-        if seq != 0
-            && seq == self.recorded_seq.load(Ordering::Relaxed)
-            && at.wrapping_sub(self.recorded_ns.load(Ordering::Relaxed)) < RECORD_EVERY_NS
-        {
-            return;
+        if self.keeps(at, &o.load) {
+            self.keep(at, o);
         }
+    }
+
+    /// [`NodeWindow::record`] for a decision at `at` (`at_ns` its unix
+    /// nanoseconds, computed once per decision): the check first, the
+    /// observation built only when it is kept.
+    pub fn record_decision(&self, at: SystemTime, at_ns: u64, load: &NodeLoad, index: f64) {
+        if self.keeps(at_ns, load) {
+            self.keep(
+                at_ns,
+                Observation {
+                    at,
+                    load: *load,
+                    index: Some(index),
+                },
+            );
+        }
+    }
+
+    /// Whether a read of `load` at `at_ns` is kept ([`NodeWindow::record`]).
+    fn keeps(&self, at_ns: u64, load: &NodeLoad) -> bool {
+        let seq = load.fresh().map_or(0, |b| b.seq);
+        seq == 0
+            || seq != self.recorded_seq.load(Ordering::Relaxed)
+            || at_ns.wrapping_sub(self.recorded_ns.load(Ordering::Relaxed)) >= RECORD_EVERY_NS
+    }
+
+    fn keep(&self, at_ns: u64, o: Observation) {
         if let Ok(mut last) = self.last.try_lock() {
+            let seq = o.load.fresh().map_or(0, |b| b.seq);
             *last = Some(o);
             self.recorded_seq.store(seq, Ordering::Relaxed);
-            self.recorded_ns.store(at, Ordering::Relaxed);
+            self.recorded_ns.store(at_ns, Ordering::Relaxed);
         }
     }
 
@@ -353,9 +392,10 @@ pub async fn read_now(
     }
 }
 
-/// The node windows as of one moment ([`NodeWindows::table`]).
-#[derive(Debug, Clone)]
-pub struct Table(Arc<Vec<Option<Arc<NodeWindow>>>>);
+/// The node windows as of one moment ([`NodeWindows::table`]): a guard of
+/// the table, not a clone of its `Arc` (no reference count touched per
+/// decision).
+pub struct Table(arc_swap::Guard<Arc<Vec<Option<Arc<NodeWindow>>>>>);
 
 impl Table {
     /// The state of node `node` (config node index), if it has a window.
@@ -430,7 +470,7 @@ impl NodeWindows {
     /// Every node's state now, indexed by config node index (`None`: no
     /// window): one load for a whole decision (see [`Table::node`]).
     pub fn table(&self) -> Table {
-        Table(self.table.load_full())
+        Table(self.table.load())
     }
 
     /// Runs `f` on node `node`'s state without cloning it (hot path).

@@ -60,9 +60,18 @@ impl Dispatches {
     /// first one at or before it (concurrent decisions may land a few
     /// microseconds out of order; the count is a lower bound then).
     pub fn since(&self, after_ns: u64) -> usize {
+        self.since_at_most(after_ns, RING)
+    }
+
+    /// [`Dispatches::since`], at most `most`: the scan stops there, so a
+    /// node with few requests in flight costs a decision few loads (a
+    /// block is a millisecond old, and the ring's newest entries are
+    /// usually all after it).
+    pub fn since_at_most(&self, after_ns: u64, most: usize) -> usize {
         let newest = self.next.load(Ordering::Relaxed);
+        let most = most.min(RING).min(newest);
         let mut n = 0;
-        while n < RING && n < newest {
+        while n < most {
             let i = (newest - 1 - n) % RING;
             if self.at[i].load(Ordering::Relaxed) <= after_ns {
                 break;
@@ -76,7 +85,7 @@ impl Dispatches {
 /// This proxy's requests to a node that a block published at `updated_ns`
 /// cannot show: those dispatched after it, at most `inflight`.
 pub fn unseen(d: &Dispatches, updated_ns: u64, inflight: usize) -> u64 {
-    d.since(updated_ns).min(inflight) as u64
+    d.since_at_most(updated_ns, inflight) as u64
 }
 
 /// `s` with `unseen` more requests: on free workers first (up to the

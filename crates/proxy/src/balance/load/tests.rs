@@ -397,6 +397,37 @@ fn classify_by_age_at_read_time() {
     ));
 }
 
+/// The request path's classification in nanoseconds agrees with
+/// [`NodeLoad::classify`] on both sides of the bound, at it, and for an
+/// owner whose clock is ahead.
+#[test]
+fn classify_in_nanoseconds_agrees() {
+    let now = SystemTime::now();
+    let now_ns = rdmalb_base::time::unix_ns(now);
+    let bound = Duration::from_millis(250);
+    let bound_ns = bound.as_nanos() as u64;
+    let mut b = block(cpu(1));
+    for age in [
+        0i64,
+        1,
+        100_000_000,
+        bound_ns as i64 - 1,
+        bound_ns as i64,
+        bound_ns as i64 + 1,
+        300_000_000,
+        -5_000_000_000,
+    ] {
+        b.updated_at_ns = now_ns.wrapping_sub(age as u64);
+        let by_ns = NodeLoad::classify_ns(b, now_ns, bound_ns);
+        assert_eq!(by_ns, NodeLoad::classify(b, now, bound), "age {age} ns");
+        assert_eq!(
+            matches!(by_ns, NodeLoad::Stale(_)),
+            age > bound_ns as i64,
+            "age {age} ns"
+        );
+    }
+}
+
 #[test]
 fn reason_labels_are_distinct_and_slots_match() {
     let labels: std::collections::HashSet<_> = Unknown::ALL.iter().map(|u| u.label()).collect();

@@ -590,3 +590,78 @@ async fn shortest_wait_avoids_a_node_whose_queue_is_full() {
     let loads = [loads[0], limited(queued(4, 64, 4, 0), 40_000)];
     assert_eq!(two_published(sw, "", loads, 0, 5).await[1], [5, 0]);
 }
+
+/// The candidates of one decision ([`draw`]): distinct, in range, each
+/// node equally likely in every position, whatever the pool size and `d`.
+#[test]
+fn draw_is_uniform_and_distinct() {
+    let mut rng = fastrand::Rng::with_seed(29);
+    for (n, d) in [
+        (2, 2),
+        (3, 2),
+        (4, 2),
+        (64, 2),
+        (5, 3),
+        (16, 4),
+        (9, 8),
+        (40, 16),
+    ] {
+        let trials = 2000 * n;
+        let mut first = vec![0usize; n];
+        let mut any = vec![0usize; n];
+        let mut out = [0usize; INLINE];
+        for _ in 0..trials {
+            draw(|b| rng.usize(..b), n, &mut out[..d]);
+            let got = &out[..d];
+            assert!(got.iter().all(|&i| i < n), "{got:?} of {n}");
+            for (k, a) in got.iter().enumerate() {
+                assert!(!got[k + 1..].contains(a), "{got:?} repeats {a}");
+                any[*a] += 1;
+            }
+            first[got[0]] += 1;
+        }
+        // Each node: expected trials·d/n picks and trials/n first places;
+        // allow 10 % (the counts are ≥ 2000, their spread ≤ 2.3 %).
+        for i in 0..n {
+            let (want_any, want_first) = ((trials * d / n) as f64, (trials / n) as f64);
+            assert!(
+                (any[i] as f64 - want_any).abs() < 0.1 * want_any,
+                "n {n} d {d}: node {i} sampled {} times, want ≈{want_any}",
+                any[i]
+            );
+            assert!(
+                (first[i] as f64 - want_first).abs() < 0.1 * want_first,
+                "n {n} d {d}: node {i} first {} times, want ≈{want_first}",
+                first[i]
+            );
+        }
+    }
+}
+
+/// `candidates = "all"` compares every node whether the decision keeps
+/// them on the stack (up to INLINE, in arrays of 2, 4, 8 and 16 of which
+/// only the first n count) or in vectors (more): the least loaded wins,
+/// wherever it sits.
+#[tokio::test]
+async fn all_candidates_on_the_stack_or_not() {
+    for n in [2, 3, 5, 9, INLINE, INLINE + 1, 20] {
+        let dir = tempfile::tempdir().unwrap();
+        let (cfg, mems) = setup(dir.path(), n, "candidates = \"all\"", "");
+        let (tx, rx) = watch::channel(false);
+        let windows = NodeWindows::start(&cfg, rx).await.unwrap();
+        let b = Backends::build_with_windows(&cfg, None, &windows);
+        for (i, m) in mems.iter().enumerate() {
+            seqlock::publish(m, &cpu(500_000 + 10_000 * i as u64));
+        }
+        for least in [0, n / 2, n - 1] {
+            seqlock::publish(&mems[least], &cpu(100_000));
+            assert_eq!(pick(&b).await.node.index, least, "{n} nodes");
+            seqlock::publish(&mems[least], &cpu(900_000));
+        }
+        // Every node's index was scored and kept for /status.
+        for i in 0..n {
+            assert!(windows.node(i).unwrap().last().unwrap().index.is_some());
+        }
+        tx.send(true).unwrap();
+    }
+}

@@ -339,6 +339,59 @@ async fn record_keeps_new_blocks_and_unknown_reads_at_once() {
     tx.send(true).unwrap();
 }
 
+/// A decision's record ([`NodeWindow::record_decision`]) keeps what
+/// [`NodeWindow::record`] keeps: a new block at once, the same block again
+/// only after [`RECORD_EVERY`].
+#[tokio::test]
+async fn a_decision_records_like_an_observation() {
+    let (_dir, mem, windows, tx) = one_shm_node().await;
+    let node = windows.node(0).unwrap();
+    let read = |node: &NodeWindow| match node.read_inline() {
+        Some(Ok(b)) => NodeLoad::Fresh(b),
+        other => panic!("shm read: {other:?}"),
+    };
+    let t0 = SystemTime::now();
+    let ns = |t: SystemTime| rdmalb_base::time::unix_ns(t);
+    let first = read(&node);
+    node.record_decision(t0, ns(t0), &first, 1.0);
+    let last = node.last().unwrap();
+    assert_eq!((last.at, last.index), (t0, Some(1.0)));
+    let t1 = t0 + RECORD_EVERY / 2;
+    node.record_decision(t1, ns(t1), &first, 2.0);
+    assert_eq!(
+        node.last().unwrap().index,
+        Some(1.0),
+        "same block, too soon"
+    );
+    let t2 = t0 + RECORD_EVERY;
+    node.record_decision(t2, ns(t2), &first, 3.0);
+    assert_eq!(node.last().unwrap().index, Some(3.0));
+    seqlock::publish(&mem, &sample(700_000));
+    let second = read(&node);
+    node.record_decision(t2, ns(t2), &second, 4.0);
+    let last = node.last().unwrap();
+    assert_eq!(last.load, second);
+    assert_eq!(last.index, Some(4.0));
+    tx.send(true).unwrap();
+}
+
+/// The request path's two words agree with the settings stored.
+#[test]
+fn per_request_staleness_follows_the_mode() {
+    let per_request = ReadSettings {
+        mode: ReadMode::PerRequest,
+        deadline: Duration::from_micros(500),
+        staleness: Duration::from_millis(250),
+    };
+    let cell = SettingsCell::new(per_request);
+    assert_eq!(cell.per_request_staleness_ns(), Some(250_000_000));
+    cell.store(ReadSettings {
+        mode: ReadMode::Interval(Duration::from_millis(64)),
+        ..per_request
+    });
+    assert_eq!(cell.per_request_staleness_ns(), None);
+}
+
 #[test]
 fn read_settings_round_trip_through_their_words() {
     let cases = [

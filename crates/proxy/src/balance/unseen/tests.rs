@@ -47,6 +47,28 @@ fn in_flight_caps_what_counts() {
 }
 
 #[test]
+fn the_scan_stops_at_the_bound() {
+    let d = Dispatches::default();
+    // Nothing recorded: no count whatever the bound.
+    assert_eq!(d.since_at_most(0, 5), 0);
+    for t in 1..=(RING as u64 + 10) {
+        d.record(t * 10);
+    }
+    // Equal to the unbounded count, capped, for every bound and block age.
+    for after in [0, 105, 110, 300, 415, 420, 1000] {
+        for most in [0, 1, 2, 7, RING - 1, RING, RING + 5, usize::MAX] {
+            assert_eq!(
+                d.since_at_most(after, most),
+                d.since(after).min(most),
+                "after {after}, at most {most}"
+            );
+        }
+    }
+    assert_eq!(d.since_at_most(0, 3), 3);
+    assert_eq!(d.since_at_most(415, 3), 1);
+}
+
+#[test]
 fn unseen_requests_fill_free_workers_then_the_queue() {
     assert_eq!(with_unseen(&sample(2, 4, 0), 0), sample(2, 4, 0));
     assert_eq!(with_unseen(&sample(2, 4, 0), 1), sample(3, 4, 0));
