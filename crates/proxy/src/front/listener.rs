@@ -348,10 +348,29 @@ async fn serve(
         l.counters.accepted.fetch_add(1, Ordering::Relaxed);
         l.counters.most_open.fetch_max(open, Ordering::Relaxed);
         runtime.connections.fetch_add(1, Ordering::Relaxed);
+        // The connection's task. Its steps are written here, not in an
+        // `async fn` of their own: each layer of futures keeps its
+        // arguments, and this future is all an idle connection costs.
         tokio::spawn(async move {
             let ctx = Box::pin(accepted(&l, &mut stream, client, Arc::clone(&runtime))).await;
-            if let Some(ctx) = ctx {
-                connection(stream, &l, ctx, shutdown).await;
+            match (ctx, &l.tls) {
+                (None, _) => {}
+                (Some(ctx), None) => {
+                    let deadline = ctx.conn.accepted + l.timeouts.http_request;
+                    match sniff(&stream, deadline).await {
+                        Some(Protocol::Http2) => {
+                            serve_h2(stream, Protocol::Detect, ctx, &l, shutdown).await
+                        }
+                        Some(_) => serve1::serve(stream, ctx, Arc::clone(&l.h1), shutdown).await,
+                        None => {}
+                    }
+                }
+                // Boxed: the handshake and the TLS session are large, and a
+                // plain connection's task (all of it, while the connection
+                // is parked) should not carry room for them.
+                (Some(ctx), Some(acceptor)) => {
+                    Box::pin(serve_tls(stream, acceptor, &l, ctx, shutdown)).await
+                }
             }
             runtime.connections.fetch_sub(1, Ordering::Relaxed);
             l.connections.fetch_sub(1, Ordering::Relaxed);
@@ -425,31 +444,6 @@ async fn accepted(
         tls_info: std::sync::OnceLock::new(),
         stick: Default::default(),
     }))
-}
-
-/// A connection after its PROXY header: TLS, or HTTP/2 or HTTP/1 in the
-/// clear. An `async` block, not an `async fn`, so its arguments are not
-/// kept twice in the connection's task.
-#[allow(clippy::manual_async_fn)]
-fn connection<'a>(
-    stream: TcpStream,
-    l: &'a Shared,
-    ctx: Arc<ConnCtx>,
-    shutdown: watch::Receiver<bool>,
-) -> impl std::future::Future<Output = ()> + Send + 'a {
-    async move {
-        match &l.tls {
-            None => match sniff(&stream, ctx.conn.accepted + l.timeouts.http_request).await {
-                Some(Protocol::Http2) => serve_h2(stream, Protocol::Detect, ctx, l, shutdown).await,
-                Some(_) => serve1::serve(stream, ctx, Arc::clone(&l.h1), shutdown).await,
-                None => {}
-            },
-            // Boxed: the handshake and the TLS session are large, and a plain
-            // connection's task (all of it, while the connection is parked)
-            // should not carry room for them.
-            Some(acceptor) => Box::pin(serve_tls(stream, acceptor, l, ctx, shutdown)).await,
-        }
-    }
 }
 
 /// The TLS handshake, then the stream as [`serve_stream`] serves it.

@@ -132,8 +132,9 @@ struct Conn<S> {
     stop_seen: bool,
     /// Requests served.
     served: u64,
-    // The current request's body, while it is read.
-    body: Option<Inbound>,
+    // The current request's body, while it is read (boxed: most requests
+    // have none, and an idle connection's task carries no room for one).
+    body: Option<Box<Inbound>>,
     // Response bytes to write (`queued` of them), and the write timer.
     queue: std::collections::VecDeque<Bytes>,
     queued: usize,
@@ -178,7 +179,7 @@ pub fn serve<S: Socket>(
     io: S,
     ctx: Arc<ConnCtx>,
     limits: Arc<Limits>,
-    shutdown: watch::Receiver<bool>,
+    mut shutdown: watch::Receiver<bool>,
 ) -> impl Future<Output = ()> {
     let mut conn = Conn {
         io,
@@ -196,8 +197,7 @@ pub fn serve<S: Socket>(
     async move {
         // Polled in place across requests: its waiter stays registered
         // with the watch instead of being added and removed per request.
-        let mut watch = shutdown.clone();
-        let stop = rdmalb_base::shutdown::requested(&mut watch);
+        let stop = rdmalb_base::shutdown::requested(&mut shutdown);
         tokio::pin!(stop);
         let deadline = conn.ctx.conn.accepted + conn.limits.timeouts.http_request;
         let timer = tokio::time::sleep_until(deadline.into());
@@ -219,7 +219,7 @@ pub fn serve<S: Socket>(
                     return;
                 }
             };
-            match Box::pin(conn.exchange(parsed, &shutdown, timer.as_mut())).await {
+            match Box::pin(conn.exchange(parsed, timer.as_mut())).await {
                 Served::KeepAlive => {}
                 Served::Close => {
                     let deadline = Instant::now() + conn.limits.timeouts.client;
@@ -492,17 +492,13 @@ impl<S: Socket> Conn<S> {
     /// Each step's state lives only while the step runs (the phases'
     /// future is gone while the response is written), so this future,
     /// moved into a box per request, stays small.
-    async fn exchange(
-        &mut self,
-        parsed: Box<Parsed>,
-        shutdown: &watch::Receiver<bool>,
-        timer: Pin<&mut Sleep>,
-    ) -> Served {
+    async fn exchange(&mut self, parsed: Box<Parsed>, timer: Pin<&mut Sleep>) -> Served {
         let (req, mut asked) = self.begin(parsed);
         let resp = self.phases(req, timer).await;
         // Shutting down: this response is the connection's last (after a
         // restart the handed-over rule below says so instead).
-        if *shutdown.borrow() && !self.ctx.proxy.handed_over.load(Ordering::Relaxed) {
+        let proxy = &self.ctx.proxy;
+        if proxy.draining.load(Ordering::Relaxed) && !proxy.handed_over.load(Ordering::Relaxed) {
             asked.keep_alive = false;
         }
         let upgrade_tx = asked.upgrade.take();
@@ -549,12 +545,12 @@ impl<S: Socket> Conn<S> {
             super::body::ClientBody::Empty
         } else {
             let (pipe, body) = Pipe::new(decoder.remaining());
-            self.body = Some(Inbound {
+            self.body = Some(Box::new(Inbound {
                 pipe,
                 decoder,
                 expect: (expect_continue && framing != Framing::Length(0)).then_some(0),
                 broken: false,
-            });
+            }));
             super::body::ClientBody::H1(body)
         };
         let mut req = Request::from_parts(parts, body);
